@@ -1,0 +1,26 @@
+# Two commands a newcomer needs (see README): `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch lies on local disk; installing it first keeps pip from
+	# pulling a multi-GB CUDA build to satisfy the torch>= range in pyproject.toml.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/planner estimate examples/estimate-llama3-70b.json
+
+test: install
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check planner api tests benchmarks
+
+.PHONY: install run test lint

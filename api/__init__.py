@@ -1,0 +1,1 @@
+"""HTTP service (FastAPI) over the planner core; see the service issue."""

@@ -1,0 +1,1 @@
+"""The ``planner`` command line."""

@@ -1,0 +1,125 @@
+"""``planner``: estimate a plan's cost, list presets (and, as they land, plan, calibrate...).
+
+Results go to stdout (tables for people, ``--json`` for machines); errors go to stderr with a
+non-zero exit status and name the offending field.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from planner.cost import estimate
+from planner.errors import PlannerInputError
+from planner.request import EstimateRequest, parse_request
+from planner.specs import ClusterSpec, GPUSpec, ModelSpec
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Parallelism planner for large-model training.")
+
+EXIT_INPUT = 2
+
+
+def _fail(message: str) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(EXIT_INPUT)
+
+
+def load_json(path: Path) -> Any:
+    """Read a JSON request from ``path`` (``-`` for stdin) or exit with a clear message."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    except OSError as exc:
+        _fail(f"cannot read {path}: {exc.strerror or exc}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        _fail(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+
+
+def stdout_console() -> Console:
+    """Tables for stdout; wide enough for the communication table when piped to a file."""
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+
+
+@app.command("estimate")
+def estimate_cmd(
+    request: Annotated[Path, typer.Argument(help="JSON request with model, cluster, training "
+                                                 "and plan; '-' reads stdin.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the contract JSON.")] = False,
+) -> None:
+    """Predict one plan's step time, memory and communication."""
+    data = load_json(request)
+    try:
+        req = parse_request(EstimateRequest, data)
+        est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency)
+    except PlannerInputError as exc:
+        _fail(f"{exc.field}: {exc.reason}")
+    if as_json:
+        emit_json(est.model_dump(mode="json"))
+    else:
+        from planner.cli.render import print_estimate
+
+        print_estimate(stdout_console(), est)
+
+
+@app.command("presets")
+def presets_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the model, GPU and cluster presets."""
+    data = {
+        "models": {n: ModelSpec.from_preset(n).model_dump() for n in ModelSpec.preset_names()},
+        "gpus": {n: GPUSpec.from_preset(n).model_dump() for n in GPUSpec.preset_names()},
+        "clusters": {n: ClusterSpec.from_preset(n).model_dump()
+                     for n in ClusterSpec.preset_names()},
+    }
+    if as_json:
+        emit_json(data)
+        return
+    console = stdout_console()
+    t = Table(title="Models")
+    for col in ("preset", "params", "layers", "hidden", "heads", "kv heads", "ffn", "vocab"):
+        t.add_column(col)
+    for n in ModelSpec.preset_names():
+        m = ModelSpec.from_preset(n)
+        t.add_row(n, f"{m.num_params / 1e9:.1f}B", str(m.num_layers), str(m.hidden_size),
+                  str(m.num_attention_heads), str(m.kv_heads), f"{m.ffn} {m.ffn_type}",
+                  str(m.vocab_size))
+    console.print(t)
+    t = Table(title="GPUs")
+    for col in ("preset", "memory GiB", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM GB/s"):
+        t.add_column(col)
+    for n in GPUSpec.preset_names():
+        g = GPUSpec.from_preset(n)
+        t.add_row(n, f"{g.memory_gib:g}", f"{g.peak_tflops.bf16 or '-'}",
+                  f"{g.peak_tflops.fp8 or '-'}", f"{g.memory_bandwidth_gb_per_s:g}")
+    console.print(t)
+    t = Table(title="Clusters")
+    for col in ("preset", "GPU", "GPUs/node", "intra-node", "inter-node (per node)"):
+        t.add_column(col)
+    for n in ClusterSpec.preset_names():
+        c = ClusterSpec.from_preset(n)
+        t.add_row(n, c.gpu.name, str(c.gpus_per_node),
+                  f"{c.intra_node.kind} {c.intra_node.bandwidth_gb_per_s:g} GB/s",
+                  f"{c.inter_node.kind} {c.inter_node.bandwidth_gb_per_s:g} GB/s")
+    console.print(t)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Human-readable tables of planner results (the CLI's output layer)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from planner.result import PlanEstimate
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _fmt_s(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def plan_summary(est: PlanEstimate) -> Table:
+    t = Table(title="Plan", show_header=False)
+    t.add_row("degrees", f"dp={est.dp} tp={est.tp} pp={est.pp} cp={est.cp} vpp={est.vpp}"
+              f"  ({est.gpus_used} GPUs)")
+    t.add_row("batch", f"micro_batch_size={est.micro_batch_size} "
+              f"grad_accum_steps={est.grad_accum_steps}")
+    t.add_row("memory knobs", f"recompute={est.recompute} zero_stage={est.zero_stage} "
+              f"sequence_parallel={est.sequence_parallel}")
+    t.add_row("layers per stage", ", ".join(map(str, est.layers_per_stage)))
+    t.add_row("step time", _fmt_s(est.step_time_s))
+    t.add_row("throughput", f"{est.tokens_per_s:,.0f} tokens/s, {est.tflops_per_gpu:.1f} "
+              f"TFLOP/s per GPU, MFU {100 * est.mfu:.1f}%")
+    fits = "fits" if est.fits_in_memory else "[bold red]DOES NOT FIT[/]"
+    t.add_row("memory", f"{est.memory_per_gpu_gib:.1f} GiB of {est.memory_capacity_gib:.0f} "
+              f"GiB per GPU ({fits})")
+    return t
+
+
+def breakdown_table(est: PlanEstimate) -> Table:
+    t = Table(title="Where the step time goes")
+    t.add_column("component")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    for key, val in est.breakdown.items():
+        if val > 0:
+            t.add_row(key, f"{val:.4f}", f"{100 * val / est.step_time_s:.1f}%")
+    t.add_row("[bold]step[/]", f"[bold]{est.step_time_s:.4f}[/]", "100%")
+    return t
+
+
+def memory_table(est: PlanEstimate) -> Table:
+    m = est.memory
+    t = Table(title=f"Memory of the most loaded GPU (pipeline stage {m.stage})")
+    t.add_column("part")
+    t.add_column("GiB", justify="right")
+    for name, val in (("weights", m.weights_gib), ("gradients", m.gradients_gib),
+                      ("optimizer states", m.optimizer_gib), ("activations", m.activations_gib),
+                      ("ZeRO-3 buffers", m.zero_buffers_gib),
+                      ("reserve + fragmentation", m.reserved_gib)):
+        t.add_row(name, f"{val:.2f}")
+    t.add_row("[bold]total[/]", f"[bold]{m.total_gib:.2f}[/]")
+    return t
+
+
+def communication_table(est: PlanEstimate) -> Table:
+    t = Table(title="Communication per step (one GPU)")
+    for col in ("strategy", "op", "message", "calls", "group", "tier", "algorithm",
+                "per call", "total", "exposed"):
+        t.add_column(col, justify="left" if col in ("strategy", "op", "tier", "algorithm")
+                     else "right")
+    for c in est.communication:
+        t.add_row(c.strategy, c.op, _fmt_bytes(c.message_bytes), f"{c.count_per_step:,.0f}",
+                  str(c.group_size), c.tier, c.algorithm, _fmt_s(c.time_s),
+                  _fmt_s(c.total_time_s), _fmt_s(c.exposed_time_s))
+    return t
+
+
+def print_estimate(console: Console, est: PlanEstimate) -> None:
+    console.print(plan_summary(est))
+    console.print(breakdown_table(est))
+    console.print(memory_table(est))
+    if est.communication:
+        console.print(communication_table(est))

@@ -1,0 +1,47 @@
+"""Request bodies shared by the CLI and the API (DESIGN.md contract), and their parsing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner.cost import EfficiencyModel
+from planner.errors import PlannerInputError
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+
+class EstimateRequest(BaseModel):
+    """Cost of one fixed plan: ``planner estimate`` and ``POST /v1/estimates``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: ModelSpec = Field(description='Preset ({"preset": "llama3-70b"}), explicit fields '
+                             'or {"hf_config": {...}}.')
+    cluster: ClusterSpec = Field(description='Preset ({"preset": "dgx-h100", "num_nodes": 4}) '
+                                 "or explicit fields.")
+    training: TrainingSpec
+    plan: ParallelPlan
+    efficiency: EfficiencyModel = Field(default_factory=EfficiencyModel,
+                                        description="Overrides of the kernel efficiency model.")
+
+
+def validation_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """(dotted field path, reason) for each error pydantic found."""
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        msg = err["msg"].removeprefix("Value error, ")
+        out.append((loc or "(body)", msg))
+    return out
+
+
+def parse_request(cls: type[BaseModel], data: Any) -> Any:
+    """Validate ``data`` as ``cls``; raise PlannerInputError naming the first bad field."""
+    if not isinstance(data, dict):
+        raise PlannerInputError("(body)", "the request must be a JSON object")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        field, reason = validation_errors(exc)[0]
+        raise PlannerInputError(field, reason) from exc

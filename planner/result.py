@@ -1,0 +1,71 @@
+"""Result objects of the public JSON contract (DESIGN.md): one plan's predicted cost."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.collectives import Tier
+
+
+class CommunicationItem(BaseModel):
+    """One collective a plan issues: which, how big, how often, over whom, on which link."""
+
+    model_config = ConfigDict(frozen=True)
+
+    strategy: str = Field(description="DP, TP, PP, CP or ZeRO.")
+    op: str = Field(description="Collective: all_reduce, all_gather, reduce_scatter, send_recv...")
+    message_bytes: float = Field(description="Full buffer size, nccl-tests convention.")
+    count_per_step: float = Field(description="Calls per optimizer step on one GPU.")
+    group_size: int
+    tier: Tier
+    algorithm: str = Field(description="Algorithm the cost model picked (cheapest).")
+    time_s: float = Field(description="Predicted time of one call.")
+    total_time_s: float = Field(description="time_s * count_per_step.")
+    exposed_time_s: float = Field(description="Part of total_time_s not hidden under compute.")
+    busbw_gb_per_s: float = Field(description="nccl-tests bus bandwidth of one call.")
+
+
+class MemoryBreakdown(BaseModel):
+    """Peak memory of the most loaded GPU (GiB), and which pipeline stage it belongs to."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: int
+    weights_gib: float
+    gradients_gib: float
+    optimizer_gib: float
+    activations_gib: float
+    zero_buffers_gib: float
+    reserved_gib: float = Field(description="CUDA context, workspaces and fragmentation.")
+    total_gib: float
+
+
+class PlanEstimate(BaseModel):
+    """A plan with its predicted step time, throughput, memory and time breakdown."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rank: int | None = None
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    vpp: int
+    micro_batch_size: int
+    grad_accum_steps: int
+    recompute: str
+    zero_stage: int
+    sequence_parallel: bool
+    layers_per_stage: list[int]
+    gpus_used: int
+    step_time_s: float
+    tokens_per_s: float
+    tflops_per_gpu: float = Field(description="Model FLOPs (no recompute) per second per GPU.")
+    hardware_tflops_per_gpu: float = Field(description="FLOPs executed, recompute included.")
+    mfu: float = Field(description="tflops_per_gpu over the GPU's dense peak.")
+    memory_per_gpu_gib: float
+    memory_capacity_gib: float
+    fits_in_memory: bool
+    memory: MemoryBreakdown
+    breakdown: dict[str, float] = Field(description="Seconds per component; sums to step_time_s.")
+    communication: list[CommunicationItem]

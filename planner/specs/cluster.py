@@ -1,0 +1,124 @@
+"""Cluster description: nodes of identical GPUs, one link tier inside a node, one across nodes.
+
+Link conventions (the same as DESIGN.md's JSON contract):
+- ``intra_node.bandwidth_gb_per_s`` is per GPU, one direction (NVLink 3 on A100: 600 GB/s
+  bidirectional = 300 GB/s each way; NVLink 4 on H100/H200: 450 GB/s each way).
+- ``inter_node.bandwidth_gb_per_s`` is per node, one direction, all NICs together (DGX A100:
+  8 x 200 Gb/s HDR = 200 GB/s; DGX H100/H200: 8 x 400 Gb/s NDR = 400 GB/s).
+- ``efficiency`` is the fraction of that bandwidth a large collective actually achieves (its
+  nccl-tests bus bandwidth over the link rate). Defaults per link kind come from published
+  nccl-tests runs: all_reduce busbw of about 230-240 GB/s on 300 GB/s A100 NVSwitch (0.8),
+  about 90% of line rate on InfiniBand. Calibration replaces them with measured numbers.
+- ``latency_us`` is the alpha of one algorithm step over that link (NCCL's own tuner uses
+  0.6-3.4 us per NVLink hop and 2.7-14 us per network hop by protocol; src/graph/tuning.cc).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from planner.specs._preset import PresetSpec
+from planner.specs.gpu import GPUSpec
+
+LinkKind = Literal["nvswitch", "nvlink", "pcie", "loopback", "infiniband", "roce", "ethernet"]
+INTRA_KINDS = ("nvswitch", "nvlink", "pcie", "loopback")
+INTER_KINDS = ("infiniband", "roce", "ethernet", "loopback")
+
+DEFAULT_LINK_EFFICIENCY: dict[str, float] = {
+    "nvswitch": 0.8, "nvlink": 0.8, "pcie": 0.7, "loopback": 1.0,
+    "infiniband": 0.9, "roce": 0.85, "ethernet": 0.7,
+}
+
+
+class LinkSpec(PresetSpec):
+    """One tier of the network: what kind of link, its bandwidth and its per-step latency."""
+
+    kind: LinkKind = Field(description="Link technology.")
+    bandwidth_gb_per_s: float = Field(
+        gt=0, description="GB/s (1e9 B/s), one direction: per GPU inside a node, per node across."
+    )
+    latency_us: float = Field(ge=0, description="Alpha: latency of one algorithm step, us.")
+    efficiency: float | None = Field(
+        None, gt=0, le=1,
+        description="Achieved fraction of the bandwidth in large collectives (nccl-tests busbw "
+        "over link rate). Default depends on the kind (0.8 NVLink/NVSwitch, 0.9 InfiniBand).",
+    )
+    nics_per_node: int | None = Field(
+        None, ge=1, description="Inter-node only: NICs per node (informational; bandwidth is the sum)."
+    )
+
+    @property
+    def effective_efficiency(self) -> float:
+        return self.efficiency if self.efficiency is not None else DEFAULT_LINK_EFFICIENCY[self.kind]
+
+    @property
+    def effective_bandwidth(self) -> float:
+        """Achieved bandwidth in bytes/s."""
+        return self.bandwidth_gb_per_s * 1e9 * self.effective_efficiency
+
+    @property
+    def alpha_s(self) -> float:
+        return self.latency_us * 1e-6
+
+
+_CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
+    "dgx-a100": {
+        "name": "dgx-a100", "num_nodes": 1, "gpus_per_node": 8, "gpu": "a100-80gb",
+        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 300, "latency_us": 1.0},
+        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 200, "latency_us": 5.0,
+                       "nics_per_node": 8},
+    },
+    "dgx-h100": {
+        "name": "dgx-h100", "num_nodes": 1, "gpus_per_node": 8, "gpu": "h100-sxm",
+        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 450, "latency_us": 1.0},
+        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 400, "latency_us": 5.0,
+                       "nics_per_node": 8},
+    },
+    "dgx-h200": {
+        "name": "dgx-h200", "num_nodes": 1, "gpus_per_node": 8, "gpu": "h200-sxm",
+        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 450, "latency_us": 1.0},
+        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 400, "latency_us": 5.0,
+                       "nics_per_node": 8},
+    },
+    # This development machine: 4 gloo ranks over loopback TCP. Alpha and bandwidth are the
+    # order of magnitude measured with gloo on a 2-core VM (research/collectives.md section 5:
+    # all_reduce alpha 0.3-0.6 ms, busbw 0.6-0.9 GB/s); calibration refines them.
+    "local-cpu": {
+        "name": "local-cpu", "num_nodes": 1, "gpus_per_node": 4, "gpu": "cpu",
+        "intra_node": {"kind": "loopback", "bandwidth_gb_per_s": 0.8, "latency_us": 300.0},
+        "inter_node": {"kind": "ethernet", "bandwidth_gb_per_s": 1.25, "latency_us": 50.0},
+    },
+}
+
+
+class ClusterSpec(PresetSpec):
+    """Homogeneous nodes. A preset with overrides: ``{"preset": "dgx-h100", "num_nodes": 4}``."""
+
+    _presets: ClassVar[dict[str, dict[str, Any]]] = _CLUSTER_PRESETS
+
+    name: str = Field("cluster", min_length=1, description="Label shown in results.")
+    num_nodes: int = Field(ge=1, le=100_000, description="Number of nodes.")
+    gpus_per_node: int = Field(ge=1, le=1024, description="GPUs (ranks) per node.")
+    gpu: GPUSpec = Field(description="GPU preset name or explicit GPU spec.")
+    intra_node: LinkSpec = Field(description="Link between GPUs of one node (per GPU).")
+    inter_node: LinkSpec = Field(description="Network between nodes (per node, all NICs).")
+
+    @model_validator(mode="after")
+    def _link_kinds(self) -> ClusterSpec:
+        if self.intra_node.kind not in INTRA_KINDS:
+            raise ValueError(
+                f"intra_node.kind {self.intra_node.kind!r} is a network link; "
+                f"use one of {', '.join(INTRA_KINDS)}"
+            )
+        if self.inter_node.kind not in INTER_KINDS:
+            raise ValueError(
+                f"inter_node.kind {self.inter_node.kind!r} is an in-node link; "
+                f"use one of {', '.join(INTER_KINDS)}"
+            )
+        return self
+
+    @property
+    def num_gpus(self) -> int:
+        return self.num_nodes * self.gpus_per_node

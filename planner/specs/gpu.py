@@ -1,0 +1,89 @@
+"""Accelerator description: dense peak FLOP/s per precision, memory and HBM bandwidth.
+
+Preset numbers are the vendors' datasheet figures for dense (not 2:4 sparse) math:
+- V100 SXM2 32 GB: 125 TFLOP/s fp16 tensor cores, 15.7 fp32, 900 GB/s HBM2 (no bf16, tf32, fp8).
+- A100 SXM4 40/80 GB: 312 bf16/fp16, 156 tf32, 19.5 fp32; 1,555 / 2,039 GB/s (no fp8).
+- H100 SXM5 80 GB: 989 bf16/fp16, 1,979 fp8, 494.7 tf32, 66.9 fp32; 3,350 GB/s.
+- H200 SXM 141 GB: the H100's compute; 4,800 GB/s HBM3e.
+- ``cpu``: a two-core development VM running gloo, so that plans for this machine's loopback
+  cluster can be estimated and probed (rough, documented guesses, meant to be calibrated).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from planner.specs._preset import PresetSpec
+
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+
+
+class PeakTflops(PresetSpec):
+    """Dense peak TFLOP/s per math precision; a precision the GPU lacks is left out (null)."""
+
+    fp32: float = Field(gt=0, description="Dense FP32 peak, TFLOP/s.")
+    tf32: float | None = Field(None, gt=0, description="Dense TF32 tensor-core peak, TFLOP/s.")
+    bf16: float | None = Field(None, gt=0, description="Dense BF16 peak, TFLOP/s.")
+    fp16: float | None = Field(None, gt=0, description="Dense FP16 peak, TFLOP/s.")
+    fp8: float | None = Field(None, gt=0, description="Dense FP8 peak, TFLOP/s.")
+
+
+_GPU_PRESETS: dict[str, dict[str, Any]] = {
+    "v100-32gb": {
+        "name": "v100-32gb", "memory_gib": 32, "memory_bandwidth_gb_per_s": 900,
+        "peak_tflops": {"fp32": 15.7, "fp16": 125},
+    },
+    "a100-40gb": {
+        "name": "a100-40gb", "memory_gib": 40, "memory_bandwidth_gb_per_s": 1555,
+        "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312},
+    },
+    "a100-80gb": {
+        "name": "a100-80gb", "memory_gib": 80, "memory_bandwidth_gb_per_s": 2039,
+        "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312},
+    },
+    "h100-sxm": {
+        "name": "h100-sxm", "memory_gib": 80, "memory_bandwidth_gb_per_s": 3350,
+        "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
+                        "fp8": 1978.9},
+    },
+    "h200-sxm": {
+        "name": "h200-sxm", "memory_gib": 141, "memory_bandwidth_gb_per_s": 4800,
+        "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
+                        "fp8": 1978.9},
+    },
+    "cpu": {
+        "name": "cpu", "memory_gib": 8, "memory_bandwidth_gb_per_s": 20,
+        "peak_tflops": {"fp32": 0.1, "bf16": 0.05, "fp16": 0.05},
+    },
+}
+
+
+class GPUSpec(PresetSpec):
+    """One accelerator. Give a preset name (``"h100-sxm"``), a preset with overrides
+    (``{"preset": "a100-80gb", "memory_gib": 64}``) or every field."""
+
+    _presets: ClassVar[dict[str, dict[str, Any]]] = _GPU_PRESETS
+
+    name: str = Field(min_length=1, description="Label shown in results.")
+    memory_gib: float = Field(gt=0, le=4096, description="Device memory, GiB (2^30 bytes).")
+    peak_tflops: PeakTflops = Field(description="Dense peak TFLOP/s per precision.")
+    memory_bandwidth_gb_per_s: float = Field(
+        gt=0, description="HBM bandwidth, GB/s (1e9 bytes/s), datasheet figure."
+    )
+
+    def peak_flops(self, precision: Precision) -> float:
+        """Dense peak in FLOP/s for ``precision``; raises ValueError if the GPU lacks it."""
+        value = getattr(self.peak_tflops, precision)
+        if value is None:
+            have = [p for p in ("fp32", "tf32", "bf16", "fp16", "fp8")
+                    if getattr(self.peak_tflops, p) is not None]
+            raise ValueError(
+                f"GPU {self.name!r} has no {precision} peak; it supports {', '.join(have)}"
+            )
+        return value * 1e12
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gib * 2**30

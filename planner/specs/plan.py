@@ -1,0 +1,167 @@
+"""One parallelism plan (the degrees and schedule knobs) and the checks a real run imposes.
+
+Rank order is Megatron-LM's: tp innermost, then cp, then dp, then pp outermost
+(Narayanan et al. SC'21, section 3.3: keep the chattiest groups on the fastest links).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from planner.errors import PlannerInputError
+from planner.specs.cluster import ClusterSpec
+from planner.specs.model import ModelSpec
+from planner.specs.training import TrainingSpec
+
+Recompute = Literal["none", "selective", "full"]
+
+
+class ParallelPlan(BaseModel):
+    """Degrees and knobs of one way to run the training step."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dp: int = Field(1, ge=1, description="Data parallel degree. 1 means disabled.")
+    tp: int = Field(1, ge=1, description="Tensor parallel degree. 1 means disabled.")
+    pp: int = Field(1, ge=1, description="Pipeline parallel degree (stages). 1 means disabled.")
+    cp: int = Field(1, ge=1, description="Context parallel degree (sequence split). 1 = off.")
+    vpp: int = Field(1, ge=1, description="Virtual stages per pipeline rank (interleaved 1F1B).")
+    micro_batch_size: int = Field(1, ge=1, description="Sequences per micro-batch per DP rank.")
+    grad_accum_steps: int | None = Field(
+        None, ge=1, description="Micro-batches per step per DP rank. Default: "
+        "global_batch_size / (dp * micro_batch_size)."
+    )
+    recompute: Recompute = Field("none", description="Activation recomputation.")
+    zero_stage: int = Field(0, ge=0, le=3, description="0 plain DP, 1 optimizer states sharded "
+                            "(distributed optimizer), 2 + gradients, 3 + parameters (FSDP).")
+    sequence_parallel: bool = Field(False, description="Megatron sequence parallelism in TP.")
+    layers_per_stage: tuple[int, ...] | None = Field(
+        None, description="Transformer layers of each pipeline stage (length pp). Default: even "
+        "split, any remainder going to the middle stages."
+    )
+
+    @model_validator(mode="after")
+    def _self_consistent(self) -> ParallelPlan:
+        if self.vpp > 1 and self.pp == 1:
+            raise ValueError(f"vpp={self.vpp} needs pipeline parallelism (pp > 1)")
+        if self.sequence_parallel and self.tp == 1:
+            raise ValueError("sequence_parallel needs tensor parallelism (tp > 1)")
+        if self.layers_per_stage is not None and len(self.layers_per_stage) != self.pp:
+            raise ValueError(
+                f"layers_per_stage has {len(self.layers_per_stage)} entries; pp is {self.pp}"
+            )
+        return self
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def model_parallel_size(self) -> int:
+        return self.tp * self.pp * self.cp
+
+
+def plan_violations(
+    plan: ParallelPlan,
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    training: TrainingSpec,
+    *,
+    allow_cross_node_tp: bool = True,
+) -> list[tuple[str, str]]:
+    """Every rule ``plan`` breaks, as (field, reason) pairs with the arithmetic spelled out."""
+    out: list[tuple[str, str]] = []
+    n = cluster.num_gpus
+    if plan.world_size > n:
+        out.append(("plan", f"dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * cp({plan.cp}) = "
+                            f"{plan.world_size} > GPUs({n})"))
+    b, gbs = plan.micro_batch_size, training.global_batch_size
+    if plan.grad_accum_steps is not None:
+        if plan.dp * b * plan.grad_accum_steps != gbs:
+            out.append(("plan.grad_accum_steps",
+                        f"dp({plan.dp}) * micro_batch_size({b}) * grad_accum_steps"
+                        f"({plan.grad_accum_steps}) = {plan.dp * b * plan.grad_accum_steps} != "
+                        f"global_batch_size({gbs})"))
+    elif gbs % (plan.dp * b):
+        out.append(("plan.micro_batch_size",
+                    f"global_batch_size({gbs}) is not divisible by dp({plan.dp}) * "
+                    f"micro_batch_size({b}) = {plan.dp * b}"))
+    a, kv = model.num_attention_heads, model.kv_heads
+    if a % plan.tp:
+        out.append(("plan.tp", f"num_attention_heads({a}) is not divisible by tp({plan.tp})"))
+    elif kv % plan.tp:
+        out.append(("plan.tp", f"num_kv_heads({kv}) is not divisible by tp({plan.tp})"))
+    if model.ffn % plan.tp:
+        out.append(("plan.tp", f"ffn_hidden_size({model.ffn}) is not divisible by tp({plan.tp})"))
+    if not allow_cross_node_tp and plan.tp > cluster.gpus_per_node:
+        out.append(("plan.tp", f"tp({plan.tp}) > gpus_per_node({cluster.gpus_per_node}): "
+                               "tensor parallelism would cross nodes"))
+    if plan.cp > 1 and training.seq_length % (2 * plan.cp):
+        out.append(("plan.cp", f"seq_length({training.seq_length}) is not divisible by "
+                               f"2 * cp({plan.cp}) = {2 * plan.cp} (load-balanced causal chunks)"))
+    L = model.num_layers
+    chunks = plan.pp * plan.vpp
+    if plan.layers_per_stage is not None:
+        if sum(plan.layers_per_stage) != L or min(plan.layers_per_stage) < 1:
+            out.append(("plan.layers_per_stage",
+                        f"sum{list(plan.layers_per_stage)} = {sum(plan.layers_per_stage)} != "
+                        f"num_layers({L}), or a stage has no layer"))
+        elif plan.vpp > 1 and any(n_ % plan.vpp for n_ in plan.layers_per_stage):
+            out.append(("plan.layers_per_stage", f"each stage's layers must split into "
+                                                 f"vpp({plan.vpp}) virtual stages"))
+    elif L < chunks:
+        out.append(("plan.pp", f"pp({plan.pp}) * vpp({plan.vpp}) = {chunks} > num_layers({L})"))
+    elif plan.vpp > 1 and L % chunks:
+        out.append(("plan.vpp", f"num_layers({L}) is not divisible by pp({plan.pp}) * "
+                                f"vpp({plan.vpp}) = {chunks}"))
+    m = grad_accum_steps(plan, training)
+    if plan.pp > 1 and m is not None and m < plan.pp:
+        out.append(("plan.grad_accum_steps", f"grad_accum_steps({m}) < pp({plan.pp}): 1F1B needs "
+                                             "at least one micro-batch per stage"))
+    if plan.vpp > 1 and m is not None and m % plan.pp:
+        out.append(("plan.grad_accum_steps", f"interleaved 1F1B needs grad_accum_steps({m}) "
+                                             f"divisible by pp({plan.pp})"))
+    try:
+        cluster.gpu.peak_flops(training.precision)
+    except ValueError as exc:
+        out.append(("training.precision", str(exc)))
+    return out
+
+
+def grad_accum_steps(plan: ParallelPlan, training: TrainingSpec) -> int | None:
+    """Micro-batches per step per DP rank, or None when the batch does not divide."""
+    if plan.grad_accum_steps is not None:
+        return plan.grad_accum_steps
+    per_rank = plan.dp * plan.micro_batch_size
+    if training.global_batch_size % per_rank:
+        return None
+    return training.global_batch_size // per_rank
+
+
+def stage_layers(plan: ParallelPlan, model: ModelSpec) -> tuple[int, ...]:
+    """Layers held by each pipeline stage (explicit, or an even split with the remainder given
+    first to the middle stages, which carry neither the embedding nor the LM head, then to the
+    first stage, and to the last stage (the LM head's) only when nothing else is left)."""
+    if plan.layers_per_stage is not None:
+        return plan.layers_per_stage
+    base, extra = divmod(model.num_layers, plan.pp)
+    counts = [base] * plan.pp
+    # Hand the remainder to the middle stages first (stage 0 and stage pp-1 hold embedding/head).
+    last = plan.pp - 1
+    order = sorted(range(plan.pp), key=lambda i: (i in (0, last), i == last and last > 0,
+                                                  abs(i - last / 2), i))
+    for i in order[:extra]:
+        counts[i] += 1
+    return tuple(counts)
+
+
+def check_plan(
+    plan: ParallelPlan, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec
+) -> None:
+    """Raise PlannerInputError for the first rule ``plan`` breaks."""
+    violations = plan_violations(plan, model, cluster, training)
+    if violations:
+        field, reason = violations[0]
+        raise PlannerInputError(field, reason)

@@ -1,0 +1,65 @@
+"""What is being trained: batch, sequence, number formats and framework behaviour."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.specs.gpu import Precision
+
+Optimizer = Literal["adam", "adamw", "sgd"]
+GradDtype = Literal["fp32", "bf16", "fp16"]
+
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+class TrainingSpec(BaseModel):
+    """One optimizer step's shape and the framework's relevant switches."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    global_batch_size: int = Field(ge=1, le=100_000_000, description="Sequences per optimizer step.")
+    seq_length: int = Field(ge=1, le=100_000_000, description="Tokens per sequence.")
+    precision: Precision = Field(
+        "bf16", description="Math precision of the matmuls. bf16/fp16/fp8 imply mixed precision "
+        "(16-bit weights, fp32 master weights and optimizer states); fp32/tf32 keep fp32 weights."
+    )
+    optimizer: Optimizer = Field("adamw", description="adam/adamw: 2 fp32 states; sgd: 1 (momentum).")
+    grad_dtype: GradDtype = Field(
+        "fp32", description="Gradient accumulation and reduction dtype (Megatron keeps fp32 main "
+        "grads by default; bf16 halves the DP traffic and gradient memory)."
+    )
+    flash_attention: bool = Field(
+        True, description="Fused attention (FlashAttention): no s x s score matrix is stored or "
+        "streamed through HBM. False models the 2021-era fused-softmax kernels."
+    )
+    dropout: bool = Field(False, description="Dropout layers are active (stores their masks).")
+    overlap_grad_reduce: bool = Field(
+        True, description="The DP gradient reduction overlaps the backward pass, bucket by bucket."
+    )
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes of the working copy of each weight (fp8 training keeps bf16 weights)."""
+        return 4 if self.precision in ("fp32", "tf32") else 2
+
+    @property
+    def activation_bytes(self) -> int:
+        return 4 if self.precision in ("fp32", "tf32") else 2
+
+    @property
+    def grad_bytes(self) -> int:
+        return DTYPE_BYTES[self.grad_dtype]
+
+    @property
+    def optimizer_state_bytes(self) -> int:
+        """Bytes per parameter of optimizer state (Rajbhandari et al. SC'20, K in 2+2+K).
+
+        Mixed precision Adam: fp32 master weights + momentum + variance = 12 (K=12);
+        mixed precision SGD with momentum: master + momentum = 8; fp32 training has no master
+        copy: Adam 8, SGD 4.
+        """
+        states = 2 if self.optimizer in ("adam", "adamw") else 1
+        master = 0 if self.precision in ("fp32", "tf32") else 1
+        return 4 * (states + master)

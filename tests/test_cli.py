@@ -1,0 +1,70 @@
+"""The `planner` command: tables, --json contract, and clear errors with non-zero exits."""
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from planner.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "estimate-llama3-70b.json"
+runner = CliRunner()
+
+
+def test_estimate_json_follows_the_contract():
+    res = runner.invoke(app, ["estimate", str(EXAMPLE), "--json"])
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.stdout)
+    assert (body["dp"], body["tp"], body["pp"]) == (2, 8, 2)
+    assert body["fits_in_memory"] is True
+    assert abs(sum(body["breakdown"].values()) - body["step_time_s"]) < 1e-9 * body["step_time_s"]
+    assert {c["strategy"] for c in body["communication"]} >= {"TP", "PP", "DP"}
+
+
+def test_estimate_table_for_people():
+    res = runner.invoke(app, ["estimate", str(EXAMPLE)])
+    assert res.exit_code == 0, res.output
+    for text in ("Where the step time goes", "pipeline_bubble", "Memory of the most loaded GPU",
+                 "reduce_scatter", "intra_node"):
+        assert text in res.stdout
+
+
+def test_presets_json_lists_every_preset():
+    res = runner.invoke(app, ["presets", "--json"])
+    body = json.loads(res.stdout)
+    assert {"llama3-405b", "gpt3-175b", "llama2-7b"} <= set(body["models"])
+    assert set(body["gpus"]) == {"v100-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h200-sxm",
+                                 "cpu"}
+    assert set(body["clusters"]) == {"dgx-a100", "dgx-h100", "dgx-h200", "local-cpu"}
+    assert runner.invoke(app, ["presets"]).exit_code == 0
+
+
+def test_bad_inputs_exit_non_zero_naming_the_problem(tmp_path):
+    res = runner.invoke(app, ["estimate", str(tmp_path / "missing.json")])
+    assert res.exit_code == 2 and "cannot read" in res.stderr
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    res = runner.invoke(app, ["estimate", str(bad)])
+    assert res.exit_code == 2 and "not valid JSON" in res.stderr
+
+    body = json.loads(EXAMPLE.read_text())
+    body["model"]["num_layers"] = -3
+    bad.write_text(json.dumps(body))
+    res = runner.invoke(app, ["estimate", str(bad), "--json"])
+    assert res.exit_code == 2
+    assert "model.num_layers" in res.stderr and res.stdout == ""
+
+    body = json.loads(EXAMPLE.read_text())
+    body["plan"]["tp"] = 16
+    bad.write_text(json.dumps(body))
+    res = runner.invoke(app, ["estimate", str(bad)])
+    assert res.exit_code == 2
+    assert "dp(2) * tp(16) * pp(2) * cp(1) = 64 > GPUs(32)" in res.stderr
+    assert "Traceback" not in res.output
+
+
+def test_request_from_stdin():
+    res = runner.invoke(app, ["estimate", "-", "--json"], input=EXAMPLE.read_text())
+    assert res.exit_code == 0 and json.loads(res.stdout)["gpus_used"] == 32
