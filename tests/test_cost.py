@@ -5,9 +5,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.cost import EfficiencyModel, estimate, evaluate
+from planner.cost.batch import BREAKDOWN_KEYS, pipeline_time
 from planner.cost.layers import layer_work
 from planner.cost.memory import in_flight_microbatches, model_state_bytes
-from planner.cost.step import BREAKDOWN_KEYS, pipeline_time
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 
 EFF = EfficiencyModel()
@@ -51,21 +51,22 @@ def test_zero_memory_per_stage_matches_the_zero_paper():
 
 def test_pipeline_bubble_fraction():
     # Equal stages: (p-1) t / v bubble, a fraction (p-1)/(v m) of m t.
-    total, bubble = pipeline_time([1.0] * 4, m=8, v=1)
+    # 4 stages of 1 s each: t_max = 1, t_sum = 4.
+    total, bubble = pipeline_time(1.0, 4.0, m=8, v=1)
     assert (total, bubble) == (11.0, 3.0)
-    total, bubble = pipeline_time([1.0] * 4, m=8, v=2)
+    total, bubble = pipeline_time(1.0, 4.0, m=8, v=2)
     assert (total, bubble) == (9.5, 1.5)
     assert bubble / (8 * 1.0) == pytest.approx((4 - 1) / (2 * 8))
-    # An uneven pipeline runs at its slowest stage.
-    assert pipeline_time([1.0, 2.0, 1.0], m=4, v=1) == (10.0, 2.0)
+    # An uneven pipeline (1, 2, 1 s) runs at its slowest stage.
+    assert pipeline_time(2.0, 4.0, m=4, v=1) == (10.0, 2.0)
 
 
 def test_micro_batches_in_flight():
-    assert in_flight_microbatches(ParallelPlan(pp=4, dp=1), 0, 16) == 4
-    assert in_flight_microbatches(ParallelPlan(pp=4, dp=1), 3, 16) == 1
-    assert in_flight_microbatches(ParallelPlan(pp=4, dp=1), 0, 2) == 2
+    assert in_flight_microbatches(pp=4, vpp=1, stage=0, m=16) == 4
+    assert in_flight_microbatches(pp=4, vpp=1, stage=3, m=16) == 1
+    assert in_flight_microbatches(pp=4, vpp=1, stage=0, m=2) == 2
     # Interleaved: p + (p-1)/v on the first stage (Narayanan et al.).
-    assert in_flight_microbatches(ParallelPlan(pp=4, vpp=2), 0, 16) == 4 + 3 / 2
+    assert in_flight_microbatches(pp=4, vpp=2, stage=0, m=16) == 4 + 3 / 2
 
 
 def gpt_row_setup(mbs=4, recompute="full"):

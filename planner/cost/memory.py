@@ -1,4 +1,4 @@
-"""Peak memory of each pipeline stage's GPU.
+"""Memory formulas of one pipeline stage's GPU (scalars or numpy arrays alike).
 
 Model states (Rajbhandari et al., ZeRO, SC'20, section 3.1 and 5): per parameter, 16-bit
 weights (``param_bytes``), gradients (``grad_bytes``; Megatron keeps fp32 main grads) and K bytes
@@ -20,77 +20,35 @@ activations are added (``EfficiencyModel``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import numpy as np
 
-from planner.cost.efficiency import EfficiencyModel
-from planner.cost.layers import HeadWork, LayerWork
-from planner.specs import ModelSpec, ParallelPlan, TrainingSpec
+from planner.specs import ModelSpec, TrainingSpec
 
 GIB = 2**30
 
 
-@dataclass(frozen=True)
-class StageMemory:
-    stage: int
-    weights: float
-    gradients: float
-    optimizer: float
-    activations: float
-    zero_buffers: float
-    reserved: float
-
-    @property
-    def total(self) -> float:
-        return (self.weights + self.gradients + self.optimizer + self.activations
-                + self.zero_buffers + self.reserved)
+def stage_params(model: ModelSpec, tp, pp, layers, first, last):
+    """Parameters one GPU of a stage holds before ZeRO sharding (TP splits them). ``first`` and
+    ``last`` are 0/1: the first stage holds the embedding; the last the LM head, or, with tied
+    embeddings across a pipeline, its own copy of the embedding (Megatron keeps both in sync)."""
+    head = np.where(np.asarray(pp) > 1, model.lm_head_params or model.embedding_params,
+                    model.lm_head_params)
+    return (layers * model.params_per_layer + first * model.embedding_params
+            + last * head) / tp
 
 
-def stage_params(model: ModelSpec, plan: ParallelPlan, layers: int, stage: int) -> float:
-    """Parameters one GPU of ``stage`` holds before ZeRO sharding (TP splits them)."""
-    params = layers * model.params_per_layer
-    last = stage == plan.pp - 1
-    if stage == 0:
-        params += model.embedding_params
-    if last:
-        # Untied: the LM head. Tied across a pipeline: the last stage keeps its own copy of
-        # the embedding matrix for the head (Megatron synchronises the two copies).
-        params += model.lm_head_params or (model.embedding_params if plan.pp > 1 else 0)
-    return params / plan.tp
-
-
-def model_state_bytes(
-    params: float, training: TrainingSpec, zero_stage: int, nd: int
-) -> tuple[float, float, float]:
+def model_state_bytes(params, training: TrainingSpec, zero_stage, nd):
     """(weights, gradients, optimizer states) bytes for ``params`` parameters under ZeRO
     ``zero_stage`` over ``nd`` data-parallel ranks (Rajbhandari et al. SC'20, Figure 1)."""
-    weights = params * training.param_bytes / (nd if zero_stage >= 3 else 1)
-    grads = params * training.grad_bytes / (nd if zero_stage >= 2 else 1)
-    optim = params * training.optimizer_state_bytes / (nd if zero_stage >= 1 else 1)
+    z = np.asarray(zero_stage)
+    weights = params * training.param_bytes / np.where(z >= 3, nd, 1)
+    grads = params * training.grad_bytes / np.where(z >= 2, nd, 1)
+    optim = params * training.optimizer_state_bytes / np.where(z >= 1, nd, 1)
     return weights, grads, optim
 
 
-def in_flight_microbatches(plan: ParallelPlan, stage: int, m: int) -> float:
-    """Micro-batches (in units of the stage's full layer set) whose activations are held."""
-    p, v = plan.pp, plan.vpp
-    if v == 1:
-        return float(min(p - stage, m))
-    chunks = 2 * (p - stage - 1) + (v - 1) * p + 1
-    return min(chunks, m * v) / v
-
-
-def stage_memory(
-    model: ModelSpec, training: TrainingSpec, plan: ParallelPlan, eff: EfficiencyModel,
-    lw: LayerWork, hw: HeadWork, layers: int, stage: int, m: int,
-) -> StageMemory:
-    P = stage_params(model, plan, layers, stage)
-    nd = plan.dp * plan.cp   # the distributed optimizer shards over data x context parallel
-    z = plan.zero_stage
-    weights, grads, optim = model_state_bytes(P, training, z, nd)
-    zero_buf = (2 * model.params_per_layer / plan.tp * training.param_bytes) if z >= 3 else 0.0
-    acts = layers * lw.stored_bytes * in_flight_microbatches(plan, stage, m)
-    if plan.recompute == "full" and layers:
-        acts += lw.working_bytes
-    if stage == plan.pp - 1:
-        acts += hw.logits_bytes
-    reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
-    return StageMemory(stage, weights, grads, optim, acts, zero_buf, reserved)
+def in_flight_microbatches(pp, vpp, stage, m):
+    """Micro-batches (in units of the stage's whole layer set) whose activations are held."""
+    pp, vpp = np.asarray(pp), np.asarray(vpp)
+    chunks = 2 * (pp - stage - 1) + (vpp - 1) * pp + 1
+    return np.where(vpp == 1, np.minimum(pp - stage, m), np.minimum(chunks, m * vpp) / vpp)

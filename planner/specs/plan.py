@@ -146,12 +146,16 @@ def stage_layers(plan: ParallelPlan, model: ModelSpec) -> tuple[int, ...]:
     first stage, and to the last stage (the LM head's) only when nothing else is left)."""
     if plan.layers_per_stage is not None:
         return plan.layers_per_stage
-    base, extra = divmod(model.num_layers, plan.pp)
-    counts = [base] * plan.pp
-    # Hand the remainder to the middle stages first (stage 0 and stage pp-1 hold embedding/head).
-    last = plan.pp - 1
-    order = sorted(range(plan.pp), key=lambda i: (i in (0, last), i == last and last > 0,
-                                                  abs(i - last / 2), i))
+    return split_layers(model.num_layers, plan.pp)
+
+
+def split_layers(num_layers: int, pp: int) -> tuple[int, ...]:
+    """The default split of ``num_layers`` over ``pp`` stages (see ``stage_layers``)."""
+    base, extra = divmod(num_layers, pp)
+    counts = [base] * pp
+    last = pp - 1
+    order = sorted(range(pp), key=lambda i: (i in (0, last), i == last and last > 0,
+                                             abs(i - last / 2), i))
     for i in order[:extra]:
         counts[i] += 1
     return tuple(counts)
