@@ -68,3 +68,46 @@ def test_bad_inputs_exit_non_zero_naming_the_problem(tmp_path):
 def test_request_from_stdin():
     res = runner.invoke(app, ["estimate", "-", "--json"], input=EXAMPLE.read_text())
     assert res.exit_code == 0 and json.loads(res.stdout)["gpus_used"] == 32
+
+
+PLAN_EXAMPLE = ROOT / "examples" / "plan-llama3-70b.json"
+
+
+def test_plan_json_follows_the_contract():
+    res = runner.invoke(app, ["plan", str(PLAN_EXAMPLE), "--json", "--top-k", "3"])
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.stdout)
+    assert body["search"]["status"] == "OPTIMAL"
+    assert body["search"]["space_size"] > 1000 and body["search"]["solve_ms"] > 0
+    assert [p["rank"] for p in body["plans"]] == [1, 2, 3]
+    assert body["infeasible_reasons"] == []
+    first = body["plans"][0]
+    assert first["dp"] * first["tp"] * first["pp"] * first["cp"] == 32
+    assert sum(first["layers_per_stage"]) == 80
+
+
+def test_plan_table_and_infeasible_exit_code(tmp_path):
+    res = runner.invoke(app, ["plan", str(PLAN_EXAMPLE)])
+    assert res.exit_code == 0
+    assert "Best plans (OPTIMAL" in res.stdout and "Where the step time goes" in res.stdout
+    body = json.loads(PLAN_EXAMPLE.read_text())
+    body["cluster"]["num_nodes"] = 1
+    body["model"]["preset"] = "llama3-405b"
+    bad = tmp_path / "big.json"
+    bad.write_text(json.dumps(body))
+    res = runner.invoke(app, ["plan", str(bad)])
+    assert res.exit_code == 1
+    assert "No plan fits" in res.stdout and "GiB per GPU" in res.stdout
+
+
+def test_plan_rejects_bad_search_fields(tmp_path):
+    body = json.loads(PLAN_EXAMPLE.read_text())
+    body["search"] = {"top_k": 0}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(body))
+    res = runner.invoke(app, ["plan", str(bad)])
+    assert res.exit_code == 2 and "search.top_k" in res.stderr
+    body["search"] = {"micro_batch_size": {"min": 4, "max": 2}}
+    bad.write_text(json.dumps(body))
+    res = runner.invoke(app, ["plan", str(bad)])
+    assert res.exit_code == 2 and "min(4) > max(2)" in res.stderr

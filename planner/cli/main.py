@@ -74,6 +74,35 @@ def estimate_cmd(
         print_estimate(stdout_console(), est)
 
 
+@app.command("plan")
+def plan_cmd(
+    request: Annotated[Path, typer.Argument(help="JSON request with model, cluster, training "
+                                                 "and optional search; '-' reads stdin.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the contract JSON.")] = False,
+    top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=100,
+                                              help="Override search.top_k.")] = None,
+) -> None:
+    """Find the best plans (CP-SAT over the whole plan space) or say why nothing fits."""
+    from planner.search import PlanRequest, plan
+
+    data = load_json(request)
+    if top_k is not None and isinstance(data, dict):
+        data = {**data, "search": {**(data.get("search") or {}), "top_k": top_k}}
+    try:
+        req = parse_request(PlanRequest, data)
+        result = plan(req)
+    except PlannerInputError as exc:
+        _fail(f"{exc.field}: {exc.reason}")
+    if as_json:
+        emit_json(result.model_dump(mode="json"))
+    else:
+        from planner.cli.render import print_plan_result
+
+        print_plan_result(stdout_console(), result)
+    if result.search.status == "INFEASIBLE":
+        raise typer.Exit(1)
+
+
 @app.command("presets")
 def presets_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,

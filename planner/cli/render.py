@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from planner.result import PlanEstimate
+from planner.search.result import PlanResult
 
 
 def _fmt_bytes(n: float) -> str:
@@ -86,3 +87,33 @@ def print_estimate(console: Console, est: PlanEstimate) -> None:
     console.print(memory_table(est))
     if est.communication:
         console.print(communication_table(est))
+
+
+def plans_table(result: PlanResult) -> Table:
+    s = result.search
+    t = Table(title=f"Best plans ({s.status}, {s.space_size:,} plans in the space, "
+                    f"{s.memory_feasible:,} fit, {s.solve_ms:.0f} ms)")
+    for col in ("#", "dp", "tp", "pp", "cp", "vpp", "mbs", "accum", "recompute", "zero", "sp",
+                "step", "TFLOP/s/GPU", "MFU", "memory GiB"):
+        t.add_column(col, justify="left" if col == "recompute" else "right")
+    for p in result.plans:
+        t.add_row(str(p.rank), str(p.dp), str(p.tp), str(p.pp), str(p.cp), str(p.vpp),
+                  str(p.micro_batch_size), str(p.grad_accum_steps), p.recompute,
+                  str(p.zero_stage), "yes" if p.sequence_parallel else "no", _fmt_s(p.step_time_s),
+                  f"{p.tflops_per_gpu:.1f}", f"{100 * p.mfu:.1f}%",
+                  f"{p.memory_per_gpu_gib:.1f}/{p.memory_capacity_gib:g}")
+    return t
+
+
+def print_plan_result(console: Console, result: PlanResult) -> None:
+    if not result.plans:
+        console.print(f"[bold red]No plan fits[/] ({result.search.space_size:,} plans "
+                      "considered):")
+        for reason in result.infeasible_reasons:
+            console.print(f"  - {reason}", highlight=False)
+        return
+    console.print(plans_table(result))
+    best = result.plans[0]
+    console.print(f"Best plan, layers per stage: {', '.join(map(str, best.layers_per_stage))}")
+    console.print(breakdown_table(best))
+    console.print(memory_table(best))

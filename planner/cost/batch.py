@@ -86,6 +86,12 @@ class BatchCost:
     model_flops: np.ndarray
     hardware_flops: np.ndarray
     m: np.ndarray
+    # Per stage class (n, C), for the layer-assignment model: time per micro-batch and memory
+    # of the class's stage, and what one more layer adds to each.
+    class_time: np.ndarray | None = None
+    class_memory: np.ndarray | None = None
+    layer_time: np.ndarray | None = None
+    class_layer_memory: np.ndarray | None = None
 
 
 def pipeline_time(t_max, t_sum, m, v):
@@ -99,8 +105,12 @@ def pipeline_time(t_max, t_sum, m, v):
 
 def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
     """fn(*unique key row) -> ``width`` floats, evaluated once per distinct row of ``keys``."""
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    vals = np.array([fn(*map(int, row)) for row in uniq], dtype=float).reshape(len(uniq), width)
+    keys = np.asarray(keys, dtype=np.int64)
+    code = np.zeros(len(keys), dtype=np.int64)
+    for j in range(keys.shape[1]):          # mixed-radix code of the row: one 1-D unique
+        code = code * (int(keys[:, j].max(initial=0)) + 1) + keys[:, j]
+    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    vals = np.array([fn(*map(int, keys[i])) for i in first], dtype=float).reshape(len(first), width)
     return vals[inv.reshape(-1)]
 
 
@@ -125,7 +135,8 @@ def _classes(pp: np.ndarray, num_layers: int, explicit: tuple[int, ...] | None):
                 rows.append((n_layers, 0, 0, len(where), where[0]))
         rows += [(0, 0, 0, 0, 0)] * (4 - len(rows))
         table[p] = rows
-    arr = np.array([table[int(p)] for p in pp], dtype=float)   # (n, 4, 5)
+    uniq, inv = np.unique(pp, return_inverse=True)
+    arr = np.array([table[int(p)] for p in uniq], dtype=float)[inv.reshape(-1)]   # (n, 4, 5)
     return arr[..., 0], arr[..., 1], arr[..., 2], arr[..., 3], arr[..., 4]
 
 
@@ -200,12 +211,15 @@ def compose(plans: PlanArrays, tables: CostTables,
     p_stage = np.where(present, params_c, 0.0).max(axis=1)
     first_layers = L[:, 0]
 
+    stage_max: dict[tuple[int, int], float] = {}
+
     def dp_row(t, c, d, p, z):
-        # p_stage depends on (tp, pp) only; recompute it for this key.
-        split = split_layers(model.num_layers, p) if layers_per_stage is None else layers_per_stage
-        ps = max(float(stage_params(model, t, p, n, i == 0, i == p - 1))
-                 for i, n in enumerate(split))
-        uses = tables.dp_uses(t, c, d, z, ps)
+        if (t, p) not in stage_max:     # the largest stage's parameters depend on (tp, pp)
+            split = (split_layers(model.num_layers, p) if layers_per_stage is None
+                     else layers_per_stage)
+            stage_max[t, p] = max(float(stage_params(model, t, p, n, i == 0, i == p - 1))
+                                  for i, n in enumerate(split))
+        uses = tables.dp_uses(t, c, d, z, stage_max[t, p])
         grad = uses[0] if uses else None
         gather = uses[1] if len(uses) > 1 else None
         return (grad.calls if grad else 0.0, grad.cost.time_s if grad else 0.0,
@@ -237,6 +251,9 @@ def compose(plans: PlanArrays, tables: CostTables,
     total = weights + grads + optim + zero_buf + acts + reserved
     total = np.where(present, total, -np.inf)
     pk = np.argmax(total, axis=1)
+    per_layer_state = sum(model_state_bytes(col(model.params_per_layer / tp), training,
+                                            col(zero), col(nd)))
+    class_layer_memory = per_layer_state + col(stored) * inflight * (1 + eff.memory_fragmentation)
     parts = {"weights": weights, "gradients": grads, "optimizer": optim,
              "activations": acts, "zero_buffers": zero_buf, "reserved": reserved}
 
@@ -248,5 +265,7 @@ def compose(plans: PlanArrays, tables: CostTables,
         memory_stage=sidx[rows, pk].astype(int),
         memory_parts={k: val[rows, pk] for k, val in parts.items()},
         model_flops=model_flops, hardware_flops=hw_flops, m=m,
+        class_time=t_masked, class_memory=total,
+        layer_time=fwd + bwd + rec_s + tp_layer + cp_layer, class_layer_memory=class_layer_memory,
     )
 

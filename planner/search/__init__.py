@@ -1,0 +1,8 @@
+"""The plan search: space, cost tables, CP-SAT selection, uneven stages, infeasibility reasons."""
+
+from planner.search.request import PlanRequest
+from planner.search.result import PlanResult, SearchStats
+from planner.search.solver import plan
+from planner.search.spec import Range, SearchSpec
+
+__all__ = ["PlanRequest", "PlanResult", "Range", "SearchSpec", "SearchStats", "plan"]

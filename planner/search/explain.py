@@ -1,0 +1,96 @@
+"""Why nothing fits: the binding constraints, with numbers, and what would make it fit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.cost.batch import BatchCost, PlanArrays
+from planner.cost.memory import GIB
+from planner.cost.tables import RECOMPUTE
+from planner.search.space import degree_domains
+from planner.search.spec import SearchSpec
+from planner.specs import ClusterSpec, GPUSpec, ModelSpec, TrainingSpec
+
+
+def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
+                       search: SearchSpec) -> list[str]:
+    """The space is empty before memory is even considered: say which rule empties it."""
+    N, G = cluster.num_gpus, cluster.gpus_per_node
+    gbs = training.global_batch_size
+    dom = degree_domains(model, cluster, training, search)
+    out = []
+    if not dom["tp"]:
+        out.append(
+            f"no tensor parallel degree is possible: tp must divide num_attention_heads"
+            f"({model.num_attention_heads}), num_kv_heads({model.kv_heads}) and "
+            f"ffn_hidden_size({model.ffn}), stay within a node (gpus_per_node={G}) unless "
+            f"allow_cross_node_tp, and satisfy the request's tp restriction ({search.tp!r})")
+    if not dom["dp"]:
+        out.append(f"no data parallel degree is possible: dp must divide global_batch_size"
+                   f"({gbs}), be at most the GPUs ({N}) and satisfy the request ({search.dp!r})")
+    if not dom["pp"]:
+        out.append(f"no pipeline degree is possible: pp must be at most num_layers"
+                   f"({model.num_layers}) and the GPUs ({N}) and satisfy the request "
+                   f"({search.pp!r})")
+    if not out:
+        lo = N if not search.allow_idle_gpus else -(-N // 2)
+        out.append(
+            f"no dp * tp * pp * cp lands on {N} GPUs"
+            + (f" (or between {lo} and {N})" if search.allow_idle_gpus else "")
+            + f" with dp dividing global_batch_size({gbs}) (dp in {dom['dp'][:12]}), tp in "
+            f"{dom['tp']}, cp in {dom['cp'][:12]}, pp in {dom['pp'][:12]}"
+            + ("" if search.allow_idle_gpus else "; allow_idle_gpus would accept fewer GPUs")
+            + ", or choose a global batch with more divisors")
+        if any(getattr(search, f) is not None for f in
+               ("micro_batch_size", "grad_accum_steps", "vpp", "zero_stage", "recompute",
+                "sequence_parallel")):
+            out.append("the request's restrictions on micro_batch_size, grad_accum_steps, vpp, "
+                       "zero_stage, recompute or sequence_parallel exclude every combination "
+                       "left; note 1F1B needs grad_accum_steps >= pp")
+    return out
+
+
+def memory_reasons(req, plans: PlanArrays, bc: BatchCost, capacity: float) -> list[str]:
+    """Every plan of the space overflows memory: show the smallest footprint and its parts."""
+    gpu: GPUSpec = req.cluster.gpu
+    i = int(np.argmin(bc.memory_bytes))
+    parts = {k: float(v[i]) / GIB for k, v in bc.memory_parts.items()}
+    states = parts["weights"] + parts["gradients"] + parts["optimizer"]
+    usable = capacity / GIB
+    desc = (f"dp={plans.dp[i]}, tp={plans.tp[i]}, pp={plans.pp[i]}, cp={plans.cp[i]}, "
+            f"micro_batch_size={plans.mbs[i]}, recompute={RECOMPUTE[plans.rec[i]]}, "
+            f"zero_stage={plans.zero[i]}")
+    head = (f"no plan fits in memory: the smallest footprint in the space is "
+            f"{bc.memory_bytes[i] / GIB:.1f} GiB per GPU ({desc}): weights, gradients and "
+            f"optimizer states {states:.1f} GiB, activations {parts['activations']:.1f} GiB; "
+            f"a {gpu.name} has {gpu.memory_gib:g} GiB, {usable:.1f} GiB usable after the "
+            f"{100 * req.search.memory_headroom:.0f}% headroom")
+    out = [head]
+    s = req.search
+    states_all = (bc.memory_parts["weights"] + bc.memory_parts["gradients"]
+                  + bc.memory_parts["optimizer"])
+    j = int(np.argmin(states_all))
+    min_states = float(states_all[j]) / GIB
+    room = usable - req.efficiency.memory_reserve_gib
+    if min_states > room:
+        gpus = int(np.ceil(min_states / max(room, 1e-9) * req.cluster.num_gpus))
+        out.append(f"weights, gradients and optimizer states alone need {min_states:.1f} GiB per "
+                   f"GPU even with tp={plans.tp[j]}, pp={plans.pp[j]}, dp={plans.dp[j]}, "
+                   f"zero_stage={plans.zero[j]}, the most sharded plan allowed; a {gpu.name} has "
+                   f"{gpu.memory_gib:g} GiB: about {gpus} GPUs in all would be needed to spread "
+                   "them")
+    hints = []
+    if not s.allows_recompute("full"):
+        hints.append("allow recompute='full' (activations shrink to one tensor per layer)")
+    if s.zero_stage is not None and not (s.zero_stage == 3 or (isinstance(s.zero_stage, list)
+                                                               and 3 in s.zero_stage)):
+        hints.append("allow zero_stage=3 (shards the weights too)")
+    if parts["activations"] > states:
+        hints.append("a smaller micro-batch, sequence or global batch, or context parallelism")
+    bigger = [g for g in GPUSpec.preset_names()
+              if GPUSpec.from_preset(g).memory_gib > gpu.memory_gib]
+    if bigger:
+        hints.append(f"a GPU with more memory ({', '.join(bigger)})")
+    hints.append("more GPUs")
+    out.append("what would help: " + "; ".join(hints))
+    return out

@@ -1,0 +1,29 @@
+"""The result object of ``planner plan`` and ``POST /v1/plans`` (DESIGN.md contract)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.result import PlanEstimate
+from planner.search.spec import Status
+
+
+class SearchStats(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    status: Status = Field(description="OPTIMAL (proven), FEASIBLE (time limit hit) or "
+                           "INFEASIBLE (nothing fits; see infeasible_reasons).")
+    solve_ms: float = Field(description="Wall time of the whole search, ms.")
+    space_size: int = Field(description="Plans satisfying the structural constraints.")
+    memory_feasible: int = Field(description="Of those, plans that fit in memory.")
+    lattice_points: int = Field(description="(dp, tp, pp, cp) combinations considered.")
+    solver_candidates: int = Field(description="Candidates in the CP-SAT selection model.")
+
+
+class PlanResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(description="Deterministic id of the request (hash of its canonical JSON).")
+    plans: list[PlanEstimate]
+    search: SearchStats
+    infeasible_reasons: list[str] = Field(default_factory=list)

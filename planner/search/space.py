@@ -1,0 +1,102 @@
+"""The plan space of a request: every plan that satisfies the structural constraints.
+
+dp * tp * pp * cp equals the GPU count (or lies between half of it and it, with idle GPUs
+allowed); dp * micro_batch_size * grad_accum_steps = global_batch_size; tp divides the query
+heads, the KV heads and the FFN width and stays inside a node unless allowed otherwise; cp
+divides the sequence into 2 cp load-balanced chunks; every stage has a layer; interleaving
+needs pp * vpp to divide the layers and grad_accum_steps to be a multiple of pp; 1F1B needs
+grad_accum_steps >= pp. Knobs that make no difference are not duplicated: sequence parallelism
+only with tp > 1, interleaving only with pp > 1, and a single ZeRO stage when nothing shards.
+Memory is not checked here (``table.py`` does it with the cost model).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from itertools import product
+
+import numpy as np
+
+from planner.cost.batch import PLAN_FIELDS, PlanArrays
+from planner.cost.tables import RECOMPUTE
+from planner.search.spec import SearchSpec, allows
+from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+@dataclass
+class Space:
+    plans: PlanArrays
+    domains: dict[str, list[int]] = field(default_factory=dict)
+    world_sizes: tuple[int, int] = (0, 0)
+    lattice_points: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.plans)
+
+
+def degree_domains(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
+                   search: SearchSpec) -> dict[str, list[int]]:
+    """The values each degree may take on its own (before their product is constrained)."""
+    N, G = cluster.num_gpus, cluster.gpus_per_node
+    tp_max = N if search.allow_cross_node_tp else min(G, N)
+    g = math.gcd(math.gcd(model.num_attention_heads, model.kv_heads), model.ffn)
+    s = training.seq_length
+    return {
+        "tp": [t for t in divisors(g) if t <= tp_max and allows(search.tp, t)],
+        "cp": [c for c in range(1, N + 1)
+               if (c == 1 or (s % (2 * c) == 0 and N % c == 0 or search.allow_idle_gpus
+                              and s % (2 * c) == 0)) and allows(search.cp, c)],
+        "pp": [p for p in range(1, min(model.num_layers, N) + 1) if allows(search.pp, p)],
+        "dp": [d for d in divisors(training.global_batch_size) if d <= N and allows(search.dp, d)],
+    }
+
+
+def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
+                search: SearchSpec) -> Space:
+    N = cluster.num_gpus
+    L = model.num_layers
+    gbs = training.global_batch_size
+    lo = math.ceil(N / 2) if search.allow_idle_gpus else N
+    dom = degree_domains(model, cluster, training, search)
+    recs = [i for i, r in enumerate(RECOMPUTE) if search.allows_recompute(r)]
+    zeros = [z for z in range(4) if allows(search.zero_stage, z)]
+    rows: list[np.ndarray] = []
+    lattice = 0
+    for tp, cp, pp in product(dom["tp"], dom["cp"], dom["pp"]):
+        inner = tp * cp * pp
+        if inner > N:
+            continue
+        for dp in dom["dp"]:
+            if not lo <= inner * dp <= N:
+                continue
+            lattice += 1
+            sps = [s for s in ((0, 1) if tp > 1 else (0,)) if search.allows_sp(bool(s))]
+            zs = zeros if dp * cp > 1 else zeros[:1]
+            knobs = np.array(list(product(recs, zs, sps)), dtype=np.int64).reshape(-1, 3)
+            if not len(knobs):
+                continue
+            for mbs in divisors(gbs // dp):
+                m = gbs // (dp * mbs)
+                if not allows(search.micro_batch_size, mbs) or not allows(search.grad_accum_steps, m):
+                    continue
+                if pp > 1 and m < pp:
+                    continue
+                vpps = [1] if pp == 1 else [1] + [
+                    v for v in range(2, L // pp + 1) if L % (pp * v) == 0 and m % pp == 0]
+                for vpp in vpps:
+                    if not allows(search.vpp, vpp):
+                        continue
+                    block = np.empty((len(knobs), 9), dtype=np.int64)
+                    block[:, :6] = (dp, tp, pp, cp, vpp, mbs)
+                    block[:, 6:] = knobs
+                    rows.append(block)
+    arr = np.concatenate(rows) if rows else np.empty((0, 9), dtype=np.int64)
+    plans = PlanArrays(**{f: arr[:, i] for i, f in enumerate(PLAN_FIELDS)})
+    return Space(plans=plans, domains=dom, world_sizes=(lo, N), lattice_points=lattice)

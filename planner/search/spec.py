@@ -1,0 +1,98 @@
+"""The ``search`` part of a plan request: top-k, time limit, and restrictions per variable."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from planner.specs.plan import Recompute
+
+
+class Range(BaseModel):
+    """Inclusive bounds; either may be left out."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min: int | None = Field(None, ge=0)
+    max: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min({self.min}) > max({self.max})")
+        return self
+
+
+def _parse_choice(value: Any) -> Any:
+    """Turn a range object into a Range here, so its own error (not the union's) is reported."""
+    if isinstance(value, dict):
+        try:
+            return Range.model_validate(value)
+        except ValidationError as exc:
+            raise ValueError("; ".join(e["msg"].removeprefix("Value error, ")
+                                       for e in exc.errors())) from None
+    if isinstance(value, list) and not value:
+        raise ValueError("an empty list allows nothing; leave the field out to allow all")
+    return value
+
+
+IntChoice = Annotated[int | list[int] | Range, BeforeValidator(_parse_choice)]
+
+
+def allows(choice: IntChoice | None, value: int) -> bool:
+    """Whether a restriction (a value, a list of values or a range) admits ``value``."""
+    if choice is None:
+        return True
+    if isinstance(choice, int):
+        return value == choice
+    if isinstance(choice, list):
+        return value in choice
+    return (choice.min is None or value >= choice.min) and (choice.max is None or value <= choice.max)
+
+
+class SearchSpec(BaseModel):
+    """How to search. Any plan variable may be restricted to a single value (``"pp": 8``), a list
+    (``"tp": [4, 8]``) or a range (``"micro_batch_size": {"min": 2}``); unset means the whole
+    range the model, batch and cluster allow."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    top_k: int = Field(5, ge=1, le=100, description="How many plans to return, best first.")
+    time_limit_ms: int = Field(
+        10_000, ge=1, le=600_000, description="Wall-clock bound of the solve; the best plans "
+        "found by then come back with status FEASIBLE."
+    )
+    allow_cross_node_tp: bool = Field(False, description="Let tensor parallelism span nodes.")
+    allow_idle_gpus: bool = Field(
+        False, description="Allow dp*tp*pp*cp below the GPU count (down to half of it)."
+    )
+    memory_headroom: float = Field(
+        0.05, ge=0, lt=1, description="Fraction of each GPU's memory kept free on top of the "
+        "model's own reserve (allocator spikes, NCCL buffers growing at scale)."
+    )
+    rebalance_stages: bool = Field(
+        True, description="Let the solver move layers between pipeline stages (uneven stages) "
+        "to shorten the slowest stage under each stage's memory."
+    )
+    dp: IntChoice | None = None
+    tp: IntChoice | None = None
+    pp: IntChoice | None = None
+    cp: IntChoice | None = None
+    vpp: IntChoice | None = None
+    micro_batch_size: IntChoice | None = None
+    grad_accum_steps: IntChoice | None = None
+    zero_stage: IntChoice | None = None
+    recompute: Recompute | list[Recompute] | None = None
+    sequence_parallel: bool | list[bool] | None = None
+
+    def allows_recompute(self, mode: str) -> bool:
+        r = self.recompute
+        return r is None or (mode == r if isinstance(r, str) else mode in r)
+
+    def allows_sp(self, value: bool) -> bool:
+        s = self.sequence_parallel
+        return s is None or (value == s if isinstance(s, bool) else value in s)
+
+
+Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE"]

@@ -1,0 +1,67 @@
+"""Exhaustive enumeration for the search tests: every integer combination of the plan
+variables, validated with the estimate path's own checks, costed with the cost model."""
+
+from __future__ import annotations
+
+from itertools import product
+
+from pydantic import ValidationError
+
+from planner.cost.batch import PlanArrays, compose
+from planner.cost.tables import RECOMPUTE, CostTables
+from planner.search.request import PlanRequest
+from planner.search.spec import allows
+from planner.specs import ParallelPlan
+from planner.specs.plan import plan_violations
+
+
+def enumerate_top_k(req: PlanRequest) -> list[tuple]:
+    """[(plan tuple, step_time_s, memory_bytes)] of the k best fitting plans."""
+    m, c, tr, s = req.model, req.cluster, req.training, req.search
+    N, L, gbs = c.num_gpus, m.num_layers, tr.global_batch_size
+    lo = -(-N // 2) if s.allow_idle_gpus else N
+    plans = []
+    for dp, tp, pp, cp in product(range(1, N + 1), repeat=4):
+        if not lo <= dp * tp * pp * cp <= N:
+            continue
+        for mbs, vpp, rec, zero, sp in product(range(1, gbs + 1), range(1, L + 1), range(3),
+                                               range(4), (False, True)):
+            if gbs % (dp * mbs):
+                continue
+            if dp * cp == 1 and zero != min(z for z in range(4) if allows(s.zero_stage, z)):
+                continue   # nothing to shard: one ZeRO stage stands for all
+            if not (allows(s.dp, dp) and allows(s.tp, tp) and allows(s.pp, pp)
+                    and allows(s.cp, cp) and allows(s.vpp, vpp)
+                    and allows(s.micro_batch_size, mbs) and allows(s.zero_stage, zero)
+                    and allows(s.grad_accum_steps, gbs // (dp * mbs))
+                    and s.allows_recompute(RECOMPUTE[rec]) and s.allows_sp(sp)):
+                continue
+            try:
+                plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, micro_batch_size=mbs,
+                                    recompute=RECOMPUTE[rec], zero_stage=zero,
+                                    sequence_parallel=sp)
+            except ValidationError:
+                continue
+            if plan_violations(plan, m, c, tr, allow_cross_node_tp=s.allow_cross_node_tp):
+                continue
+            plans.append(plan)
+    if not plans:
+        return []
+    arrays = PlanArrays.from_plans(plans)
+    bc = compose(arrays, CostTables(m, c, tr, req.efficiency))
+    cap = c.gpu.memory_bytes * (1 - s.memory_headroom)
+    rows = []
+    for i, p in enumerate(plans):
+        if bc.memory_bytes[i] <= cap:
+            key = (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
+                   RECOMPUTE.index(p.recompute), p.zero_stage, int(p.sequence_parallel))
+            rows.append((round(float(bc.step_time_s[i]) * 1e6), round(float(bc.memory_bytes[i])),
+                         key, float(bc.step_time_s[i]), float(bc.memory_bytes[i])))
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    return [(r[2], r[3], r[4]) for r in rows[: s.top_k]]
+
+
+
+
+
+__all__ = ["enumerate_top_k"]

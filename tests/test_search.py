@@ -1,0 +1,241 @@
+"""The CP-SAT search against exhaustive enumeration, and its behaviour on real requests."""
+
+import json
+import random
+
+import pytest
+
+from planner.cost import EfficiencyModel, estimate
+from planner.cost.batch import PlanArrays, compose
+from planner.cost.tables import RECOMPUTE, CostTables
+from planner.search import PlanRequest, plan
+from planner.search.stages import balance_stages
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+from planner.specs.plan import plan_violations
+from tests.search_oracle import enumerate_top_k
+
+GIB = 2**30
+
+
+def random_request(rng: random.Random) -> PlanRequest:
+    heads = rng.choice([2, 4, 8])
+    kv = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
+    head_dim = rng.choice([8, 16])
+    layers = rng.randint(2, 8)
+    gpn = rng.choice([1, 2, 4])
+    nodes = rng.choice([1, 2]) if gpn < 4 else 1
+    search = {"top_k": rng.randint(1, 6), "rebalance_stages": False,
+              "memory_headroom": rng.choice([0.0, 0.05])}
+    extra = rng.random()
+    if extra < 0.15:
+        search["recompute"] = rng.choice(["full", ["none", "selective"]])
+    elif extra < 0.3:
+        search["micro_batch_size"] = {"min": 2}
+    elif extra < 0.4:
+        search["zero_stage"] = [0, 1]
+    elif extra < 0.5:
+        search["allow_idle_gpus"] = True
+    elif extra < 0.6:
+        search["allow_cross_node_tp"] = True
+    elif extra < 0.7:
+        search["tp"] = rng.choice([1, 2, [1, 2]])
+    return PlanRequest.model_validate({
+        "model": {"name": "tiny", "num_layers": layers, "hidden_size": heads * head_dim,
+                  "num_attention_heads": heads, "num_kv_heads": kv,
+                  "ffn_hidden_size": heads * head_dim * rng.choice([2, 4]),
+                  "ffn_type": rng.choice(["gelu", "swiglu"]), "vocab_size": rng.choice([97, 512])},
+        "cluster": {"preset": "dgx-a100", "num_nodes": nodes, "gpus_per_node": gpn,
+                    # Small enough that memory binds for part of each space.
+                    "gpu": {"preset": "a100-80gb", "memory_gib": rng.uniform(0.002, 0.03)}},
+        "training": {"global_batch_size": rng.choice([1, 2, 4, 6, 8, 12, 16]),
+                     "seq_length": rng.choice([32, 64, 128]),
+                     "flash_attention": rng.random() < 0.5},
+        "search": search,
+        "efficiency": {"memory_reserve_gib": 0.0},
+    })
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_solver_top_k_equals_exhaustive_enumeration(seed):
+    req = random_request(random.Random(seed))
+    want = enumerate_top_k(req)
+    got = plan(req)
+    if not want:
+        assert got.search.status == "INFEASIBLE" and not got.plans
+        assert got.infeasible_reasons
+        return
+    assert got.search.status == "OPTIMAL"
+    keys = [(p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute),
+             p.zero_stage, int(p.sequence_parallel)) for p in got.plans]
+    assert keys == [w[0] for w in want]
+    for p, (_, step, mem) in zip(got.plans, want, strict=True):
+        assert p.step_time_s == pytest.approx(step, rel=1e-9)
+        assert p.memory_per_gpu_gib * GIB == pytest.approx(mem, rel=1e-9)
+
+
+def test_batched_and_single_plan_costs_agree():
+    # The search costs plans in one array; estimate costs one: the numbers must be identical.
+    rng = random.Random(7)
+    m = ModelSpec.from_preset("llama3-8b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=4)
+    tr = TrainingSpec(global_batch_size=256, seq_length=4096)
+    plans = []
+    while len(plans) < 40:
+        p = ParallelPlan(dp=rng.choice([1, 2, 4, 8]), tp=rng.choice([1, 2, 4, 8]),
+                         pp=rng.choice([1, 2, 4]), cp=rng.choice([1, 2]),
+                         micro_batch_size=rng.choice([1, 2]),
+                         recompute=rng.choice(RECOMPUTE), zero_stage=rng.randint(0, 3))
+        if not plan_violations(p, m, c, tr) and p.world_size == 32:
+            plans.append(p)
+    tables = CostTables(m, c, tr, EfficiencyModel())
+    bc = compose(PlanArrays.from_plans(plans), tables)
+    for i, p in enumerate(plans):
+        est = estimate(m, c, tr, p)
+        assert est.step_time_s == pytest.approx(float(bc.step_time_s[i]), rel=1e-12)
+        assert est.memory_per_gpu_gib * GIB == pytest.approx(float(bc.memory_bytes[i]), rel=1e-12)
+
+
+def request(**search):
+    return PlanRequest.model_validate({
+        "model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+        "training": {"global_batch_size": 256, "seq_length": 4096}, "search": search})
+
+
+def test_restrictions_are_honoured():
+    res = plan(request(tp=[4, 8], recompute=["selective", "full"], micro_batch_size={"min": 2},
+                       zero_stage=1, top_k=8))
+    assert res.search.status == "OPTIMAL" and len(res.plans) == 8
+    for p in res.plans:
+        assert p.tp in (4, 8) and p.recompute != "none" and p.micro_batch_size >= 2
+        assert p.zero_stage == 1 and p.fits_in_memory
+        assert p.dp * p.tp * p.pp * p.cp == 32
+    times = [p.step_time_s for p in res.plans]
+    assert times == sorted(times)
+    assert len({(p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, p.recompute, p.zero_stage,
+                 p.sequence_parallel, tuple(p.layers_per_stage)) for p in res.plans}) == 8
+
+
+def test_same_request_same_answer():
+    a = plan(request(top_k=5)).model_dump(mode="json")
+    b = plan(request(top_k=5)).model_dump(mode="json")
+    a["search"].pop("solve_ms")
+    b["search"].pop("solve_ms")
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert a["id"].startswith("plan-")
+
+
+def test_time_limit_still_returns_plans():
+    res = plan(request(time_limit_ms=1))
+    assert res.search.status in ("FEASIBLE", "OPTIMAL")
+    assert res.plans and res.plans[0].fits_in_memory
+
+
+def test_structurally_impossible_request_names_the_rule():
+    res = plan(request(tp=3))
+    assert res.search.status == "INFEASIBLE" and res.search.space_size == 0
+    assert "num_attention_heads(64)" in res.infeasible_reasons[0]
+    res = plan(PlanRequest.model_validate({
+        "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 3},
+        "training": {"global_batch_size": 7, "seq_length": 4096},
+        # dp divides 7, so tp * pp * cp must make 24 (or 24/7): tp <= 8 needs pp * cp >= 3.
+        "search": {"pp": {"max": 2}, "cp": 1}}))
+    assert res.search.status == "INFEASIBLE"
+    assert "no dp * tp * pp * cp lands on 24 GPUs" in res.infeasible_reasons[0]
+
+
+def test_out_of_memory_request_explains_with_numbers():
+    res = plan(PlanRequest.model_validate({
+        "model": {"preset": "llama3-405b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+        "training": {"global_batch_size": 64, "seq_length": 8192}}))
+    assert res.search.status == "INFEASIBLE" and res.search.space_size > 0
+    text = " ".join(res.infeasible_reasons)
+    assert "GiB per GPU" in text and "h100-sxm has 80 GiB" in text
+    assert "alone need" in text and "GPUs in all" in text
+    assert "h200-sxm" in text
+
+
+def test_uneven_stages_make_a_plan_fit():
+    # 80 layers on 3 stages: the even split (27, 27, 26) overflows the first stage, which holds
+    # 3 micro-batches of activations; moving layers to later stages makes it fit.
+    m = ModelSpec.from_preset("llama3-70b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=3)
+    tr = TrainingSpec(global_batch_size=64, seq_length=4096)
+    even = estimate(m, c, tr, ParallelPlan(dp=1, tp=8, pp=3))
+    cap = 80 * GIB * 0.95
+    assert even.memory_per_gpu_gib * GIB > cap
+    res = plan(PlanRequest.model_validate({
+        "model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 3},
+        "training": {"global_batch_size": 64, "seq_length": 4096},
+        "search": {"dp": 1, "tp": 8, "pp": 3, "recompute": "none", "zero_stage": 0,
+                   "sequence_parallel": False, "micro_batch_size": 1, "top_k": 1}}))
+    assert res.plans, res.infeasible_reasons
+    best = res.plans[0]
+    assert sum(best.layers_per_stage) == 80 and best.layers_per_stage[0] < 27
+    assert best.fits_in_memory and best.memory_per_gpu_gib * GIB <= cap
+
+
+def test_stage_balancer_matches_brute_force_over_all_splits():
+    from itertools import combinations
+
+    m = ModelSpec(name="m", num_layers=9, hidden_size=1024, num_attention_heads=8,
+                  ffn_type="swiglu", ffn_hidden_size=2816, vocab_size=64000)
+    c = ClusterSpec.from_preset("dgx-a100", num_nodes=1)
+    tr = TrainingSpec(global_batch_size=16, seq_length=2048)
+    tables = CostTables(m, c, tr, EfficiencyModel())
+    p = ParallelPlan(dp=2, tp=1, pp=3, micro_batch_size=2)
+    for cap in (1e12, 7.5 * GIB, 6.5 * GIB):
+        best = None
+        for cut in combinations(range(1, 9), 2):
+            split = (cut[0], cut[1] - cut[0], 9 - cut[1])
+            bc = compose(PlanArrays.from_plans([p]), tables, split)
+            if bc.class_memory[0].max() <= cap:
+                t = bc.class_time[0].max()
+                best = t if best is None else min(best, t)
+        got = balance_stages(p, tables, cap)
+        if best is None:
+            assert got is None
+            continue
+        bc = compose(PlanArrays.from_plans([p]), tables, got)
+        assert bc.class_memory[0].max() <= cap
+        assert bc.class_time[0].max() == pytest.approx(best, rel=1e-6)
+
+
+def megatron_request(nodes, gbs, **search):
+    return PlanRequest.model_validate({
+        "model": {"preset": "gpt3-175b"}, "cluster": {"preset": "dgx-a100", "num_nodes": nodes},
+        "training": {"global_batch_size": gbs, "seq_length": 2048, "precision": "fp16",
+                     "flash_attention": False, "dropout": True, "overlap_grad_reduce": False},
+        # The PTD-P space of Narayanan et al.: no CP, no ZeRO, full recompute, no SP.
+        "search": {"cp": 1, "zero_stage": 0, "recompute": "full", "sequence_parallel": False,
+                   "vpp": 1, "allow_cross_node_tp": True, "top_k": 1, **search}})
+
+
+@pytest.mark.parametrize("nodes,gbs", [(8, 32), (16, 64)])
+def test_megatron_rule_tp_within_node_pp_across_nodes(nodes, gbs):
+    # SC'21 takeaway #1: tensor parallelism up to the GPUs of a node, pipeline across nodes.
+    best = plan(megatron_request(nodes, gbs)).plans[0]
+    assert best.tp == 8 and best.pp > 1
+    assert {c.tier for c in best.communication if c.strategy == "TP"} == {"intra_node"}
+    assert {c.tier for c in best.communication if c.strategy == "PP"} == {"inter_node"}
+    for tp in (2, 4, 16):
+        other = plan(megatron_request(nodes, gbs, tp=tp)).plans[0]
+        assert other.step_time_s > 1.05 * best.step_time_s, tp
+
+
+def test_larger_micro_batches_help_until_memory_binds():
+    body = {"model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+            "training": {"global_batch_size": 512, "seq_length": 4096},
+            "search": {"dp": 8, "tp": 1, "pp": 1, "cp": 1, "recompute": "none", "zero_stage": 1,
+                       "top_k": 1}}
+    times, fits = {}, {}
+    for mbs in (1, 2, 4, 8):
+        body["search"]["micro_batch_size"] = mbs
+        res = plan(PlanRequest.model_validate(body))
+        fits[mbs] = bool(res.plans)
+        if res.plans:
+            times[mbs] = res.plans[0].step_time_s
+    fitting = [b for b in (1, 2, 4, 8) if fits[b]]
+    assert fitting[0] == 1 and not all(fits.values())        # memory binds at some size
+    assert [times[b] for b in fitting] == sorted((times[b] for b in fitting), reverse=True)
+    body["search"].pop("micro_batch_size")
+    assert plan(PlanRequest.model_validate(body)).plans[0].micro_batch_size == fitting[-1]
