@@ -141,14 +141,14 @@ def _classes(pp: np.ndarray, num_layers: int, explicit: tuple[int, ...] | None):
 
 
 def compose(plans: PlanArrays, tables: CostTables,
-            layers_per_stage: tuple[int, ...] | None = None) -> BatchCost:
-    """Cost of every plan (each assumed valid: see ``plan_violations``)."""
+            layers_per_stage: tuple[int, ...] | None = None,
+            memory_cap: float | None = None) -> BatchCost:
+    """Cost of every plan (each assumed valid: see ``plan_violations``). With ``memory_cap``,
+    step times are computed only for plans whose memory fits (the others get +inf): the search
+    needs no more, and memory is the cheaper half."""
     model, training, eff = tables.model, tables.training, tables.eff
-    gpu = tables.cluster.gpu
-    hbm = gpu.memory_bandwidth_gb_per_s * 1e9
     dp, tp, pp, cp, v = plans.dp, plans.tp, plans.pp, plans.cp, plans.vpp
     mbs, rec, zero = plans.mbs, plans.rec, plans.zero
-    f = lambda a: a.astype(float)  # noqa: E731
     m = training.global_batch_size // (dp * mbs)
     nd = dp * cp
 
@@ -158,14 +158,83 @@ def compose(plans: PlanArrays, tables: CostTables,
                 lw.stored_bytes, lw.working_bytes, tp_s, cp_s)
 
     LW = _gather(np.stack([tp, cp, mbs, rec, plans.sp], 1), layer_row, 9)
-    fwd, bwd, rec_s, fwd_flops, rec_flops, stored, working, tp_layer, cp_layer = LW.T
 
     def head_row(t, c, b):
         hw = tables.head(t, c, b)
         return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s)
 
-    head_fwd, head_bwd, head_flops, logits, embed = _gather(
-        np.stack([tp, cp, mbs], 1), head_row, 5).T
+    HW = _gather(np.stack([tp, cp, mbs], 1), head_row, 5)
+    stored, working, logits = LW[:, 5], LW[:, 6], HW[:, 3]
+    classes = _classes(pp, model.num_layers, layers_per_stage)
+    L, first, last, count, sidx = classes
+    present = count > 0
+
+    # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
+    # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
+    params_c = stage_params(model, _col(tp), _col(pp), L, first, last)
+    weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd))
+    zero_buf = np.where(_col(zero) >= 3,
+                        2 * model.params_per_layer / _col(tp) * training.param_bytes, 0.0)
+    zero_buf = zero_buf * np.ones_like(L)
+    inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m))
+    acts = (L * _col(stored) * inflight
+            + np.where((_col(rec) == 2) & (L > 0), _col(working), 0.0) + last * _col(logits))
+    reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
+    total = weights + grads + optim + zero_buf + acts + reserved
+    total = np.where(present, total, -np.inf)
+    rows = np.arange(len(plans))
+    pk = np.argmax(total, axis=1)
+    memory = total[rows, pk]
+    per_layer_state = sum(model_state_bytes(_col(model.params_per_layer / tp), training,
+                                            _col(zero), _col(nd)))
+    class_layer_memory = per_layer_state + _col(stored) * inflight * (1 + eff.memory_fragmentation)
+    parts = {"weights": weights, "gradients": grads, "optimizer": optim,
+             "activations": acts, "zero_buffers": zero_buf, "reserved": reserved}
+
+    sel = rows if memory_cap is None else np.flatnonzero(memory <= memory_cap)
+    t_masked = np.full(L.shape, -np.inf)
+    step = np.full(len(plans), np.inf)
+    bd = {k: np.full(len(plans), np.nan) for k in BREAKDOWN_KEYS}
+    if len(sel):
+        sub = plans.take(sel) if memory_cap is not None else plans
+        t_masked[sel], step[sel], sub_bd = _times(
+            sub, tables, layers_per_stage, LW[sel], HW[sel],
+            tuple(a[sel] for a in classes), params_c[sel], present[sel])
+        for k in BREAKDOWN_KEYS:
+            bd[k][sel] = sub_bd[k]
+
+    fwd_flops, rec_flops, head_flops = LW[:, 3], LW[:, 4], HW[:, 2]
+    scale = (tp * cp).astype(float) * (training.global_batch_size / mbs.astype(float))
+    model_flops = 3 * scale * (model.num_layers * fwd_flops + head_flops)
+    hw_flops = model_flops + scale * model.num_layers * rec_flops
+    return BatchCost(
+        step_time_s=step, breakdown=bd, memory_bytes=memory,
+        memory_stage=sidx[rows, pk].astype(int),
+        memory_parts={k: val[rows, pk] for k, val in parts.items()},
+        model_flops=model_flops, hardware_flops=hw_flops, m=m,
+        class_time=t_masked, class_memory=total,
+        layer_time=LW[:, 0] + LW[:, 1] + LW[:, 2] + LW[:, 7] + LW[:, 8],
+        class_layer_memory=class_layer_memory,
+    )
+
+
+def _col(a):
+    """A per-plan array as a column, to broadcast against (n, classes) arrays."""
+    return a.astype(float)[:, None] if np.ndim(a) else a
+
+
+def _times(plans: PlanArrays, tables: CostTables, layers_per_stage, LW, HW, classes,
+           params_c, present):
+    """(class times (n, C), step times, breakdown) of plans whose components are given."""
+    training, eff = tables.training, tables.eff
+    hbm = tables.cluster.gpu.memory_bandwidth_gb_per_s * 1e9
+    dp, tp, pp, cp, v = plans.dp, plans.tp, plans.pp, plans.cp, plans.vpp
+    mbs, zero = plans.mbs, plans.zero
+    m = training.global_batch_size // (dp * mbs)
+    nd = dp * cp
+    fwd, bwd, rec_s, tp_layer, cp_layer = LW[:, 0], LW[:, 1], LW[:, 2], LW[:, 7], LW[:, 8]
+    head_fwd, head_bwd, embed = HW[:, 0], HW[:, 1], HW[:, 4]
+    L, first, last, count, _ = classes
 
     z3 = (zero >= 3) & (nd > 1)
 
@@ -178,15 +247,12 @@ def compose(plans: PlanArrays, tables: CostTables,
     z3_ag, z3_rs = _gather(np.stack([z3, tp, cp, dp], 1), z3_row, 2).T
 
     # Stage classes and their per-micro-batch times.
-    L, first, last, count, sidx = _classes(pp, model.num_layers, layers_per_stage)
-    present = count > 0
-    col = lambda a: f(a)[:, None] if np.ndim(a) else a  # noqa: E731
-    compute_c = L * col(fwd + bwd) + first * col(2 * embed) + last * col(head_fwd + head_bwd)
-    recomp_c = L * col(rec_s)
-    tp_c = L * col(tp_layer)
-    cp_c = L * col(cp_layer)
-    z3_c = np.where(col(z3), np.maximum(0.0, L * col(2 * z3_ag + z3_rs) - compute_c - recomp_c)
-                    + col(z3_ag), 0.0)
+    compute_c = L * _col(fwd + bwd) + first * _col(2 * embed) + last * _col(head_fwd + head_bwd)
+    recomp_c = L * _col(rec_s)
+    tp_c = L * _col(tp_layer)
+    cp_c = L * _col(cp_layer)
+    z3_c = np.where(_col(z3), np.maximum(0.0, L * _col(2 * z3_ag + z3_rs) - compute_c - recomp_c)
+                    + _col(z3_ag), 0.0)
     t_c = compute_c + recomp_c + tp_c + cp_c + z3_c
     t_masked = np.where(present, t_c, -np.inf)
     b = np.argmax(t_masked, axis=1)
@@ -206,20 +272,11 @@ def compose(plans: PlanArrays, tables: CostTables,
     (p2p,) = _gather(np.stack([tp, cp, dp, pp, mbs], 1), p2p_row, 1).T
     bd["pp_comm"] = 2 * v * m * p2p
 
-    # Parameters per stage class, data-parallel reduction and the optimizer.
-    params_c = stage_params(model, col(tp), col(pp), L, first, last)
+    # Data-parallel reduction and the optimizer, sized by the largest stage.
     p_stage = np.where(present, params_c, 0.0).max(axis=1)
     first_layers = L[:, 0]
-
-    stage_max: dict[tuple[int, int], float] = {}
-
     def dp_row(t, c, d, p, z):
-        if (t, p) not in stage_max:     # the largest stage's parameters depend on (tp, pp)
-            split = (split_layers(model.num_layers, p) if layers_per_stage is None
-                     else layers_per_stage)
-            stage_max[t, p] = max(float(stage_params(model, t, p, n, i == 0, i == p - 1))
-                                  for i, n in enumerate(split))
-        uses = tables.dp_uses(t, c, d, z, stage_max[t, p])
+        uses = tables.dp_uses(t, c, d, z, tables.largest_stage_params(t, p, layers_per_stage))
         grad = uses[0] if uses else None
         gather = uses[1] if len(uses) > 1 else None
         return (grad.calls if grad else 0.0, grad.cost.time_s if grad else 0.0,
@@ -237,35 +294,4 @@ def compose(plans: PlanArrays, tables: CostTables,
     opt_bytes = 2 * training.optimizer_state_bytes + 2 * training.grad_bytes + training.param_bytes
     bd["optimizer"] = opt_params * opt_bytes / (hbm * eff.hbm_efficiency)
     step = sum(bd[k] for k in BREAKDOWN_KEYS)
-
-    # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
-    # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
-    weights, grads, optim = model_state_bytes(params_c, training, col(zero), col(nd))
-    zero_buf = np.where(col(zero) >= 3,
-                        2 * model.params_per_layer / col(tp) * training.param_bytes, 0.0)
-    zero_buf = zero_buf * np.ones_like(L)
-    inflight = in_flight_microbatches(col(pp), col(v), sidx, col(m))
-    acts = (L * col(stored) * inflight + np.where((col(rec) == 2) & (L > 0), col(working), 0.0)
-            + last * col(logits))
-    reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
-    total = weights + grads + optim + zero_buf + acts + reserved
-    total = np.where(present, total, -np.inf)
-    pk = np.argmax(total, axis=1)
-    per_layer_state = sum(model_state_bytes(col(model.params_per_layer / tp), training,
-                                            col(zero), col(nd)))
-    class_layer_memory = per_layer_state + col(stored) * inflight * (1 + eff.memory_fragmentation)
-    parts = {"weights": weights, "gradients": grads, "optimizer": optim,
-             "activations": acts, "zero_buffers": zero_buf, "reserved": reserved}
-
-    scale = f(tp * cp) * (training.global_batch_size / f(mbs))
-    model_flops = 3 * scale * (model.num_layers * fwd_flops + head_flops)
-    hw_flops = model_flops + scale * model.num_layers * rec_flops
-    return BatchCost(
-        step_time_s=step, breakdown=bd, memory_bytes=total[rows, pk],
-        memory_stage=sidx[rows, pk].astype(int),
-        memory_parts={k: val[rows, pk] for k, val in parts.items()},
-        model_flops=model_flops, hardware_flops=hw_flops, m=m,
-        class_time=t_masked, class_memory=total,
-        layer_time=fwd + bwd + rec_s + tp_layer + cp_layer, class_layer_memory=class_layer_memory,
-    )
-
+    return t_masked, step, bd

@@ -13,9 +13,20 @@ f-wide tensors instead of two.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from planner.cost.efficiency import EfficiencyModel
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+
+class LayerShape(NamedTuple):
+    """The plan variables a layer's work depends on (a ParallelPlan also has them)."""
+
+    tp: int = 1
+    cp: int = 1
+    micro_batch_size: int = 1
+    recompute: str = "none"
+    sequence_parallel: bool = False
 
 
 @dataclass(frozen=True)
@@ -32,13 +43,13 @@ class LayerWork:
     working_bytes: float    # full activations of the layer while it is recomputed/backpropagated
 
 
-def tokens_per_gpu(plan: ParallelPlan, training: TrainingSpec) -> int:
+def tokens_per_gpu(plan: ParallelPlan | LayerShape, training: TrainingSpec) -> int:
     """Tokens of one micro-batch handled by one GPU (context parallelism splits the sequence)."""
     return plan.micro_batch_size * training.seq_length // plan.cp
 
 
 def layer_work(
-    model: ModelSpec, training: TrainingSpec, plan: ParallelPlan, gpu: GPUSpec,
+    model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape, gpu: GPUSpec,
     eff: EfficiencyModel,
 ) -> LayerWork:
     t, cp = plan.tp, plan.cp
@@ -132,7 +143,7 @@ class HeadWork:
 
 
 def head_work(
-    model: ModelSpec, training: TrainingSpec, plan: ParallelPlan, gpu: GPUSpec,
+    model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape, gpu: GPUSpec,
     eff: EfficiencyModel,
 ) -> HeadWork:
     t = plan.tp

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
 from planner.cost.efficiency import EfficiencyModel
-from planner.cost.memory import GIB, stage_params
+from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
 from planner.result import CommunicationItem, MemoryBreakdown, PlanEstimate
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
@@ -71,8 +71,7 @@ def evaluate(
     if plan.pp > 1:
         u = tables.p2p_use(plan.tp, plan.cp, plan.dp, plan.pp, plan.micro_batch_size)
         uses.append((u, u.calls * plan.vpp * m, bd["pp_comm"]))
-    p_stage = max(float(stage_params(model, plan.tp, plan.pp, n, i == 0, i == plan.pp - 1))
-                  for i, n in enumerate(layers))
+    p_stage = tables.largest_stage_params(plan.tp, plan.pp, plan.layers_per_stage)
     for u in tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage):
         exposed = bd["dp_comm"] if u.strategy == "DP" else bd["zero_comm"]
         uses.append((u, u.calls, exposed))

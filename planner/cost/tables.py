@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from planner.collectives import BACKEND_ALGORITHMS, CollectiveCost, GroupTopology, collective_time
 from planner.cost.efficiency import EfficiencyModel
-from planner.cost.layers import HeadWork, LayerWork, head_work, layer_work
+from planner.cost.layers import HeadWork, LayerShape, LayerWork, head_work, layer_work
+from planner.cost.memory import stage_params
 from planner.cost.placement import group_topology
-from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
+from planner.specs.plan import split_layers
 
 RECOMPUTE = ("none", "selective", "full")
 DDP_BUCKET_PARAMS = 40_000_000   # Megatron-LM DDP default bucket (--ddp-bucket-size)
@@ -41,6 +44,7 @@ class CostTables:
         self._head: dict[tuple, HeadWork] = {}
         self._coll: dict[tuple, CollectiveCost] = {}
         self._groups: dict[tuple, GroupTopology] = {}
+        self._stage_params: dict[tuple, float] = {}
 
     # -- topology and collectives ---------------------------------------------------------
     def group(self, size: int, stride: int) -> GroupTopology:
@@ -56,15 +60,16 @@ class CostTables:
         return GroupTopology(2, 2 if g.nodes == 1 else 1, g.intra, g.inter)
 
     def collective(self, op: str, nbytes: float, group: GroupTopology) -> CollectiveCost:
-        key = (op, nbytes, group)
-        if key not in self._coll:
-            self._coll[key] = collective_time(op, nbytes, group, allowed=self.allowed)
-        return self._coll[key]
+        # Groups of one cluster differ only in size and ranks per node: a cheap key.
+        key = (op, nbytes, group.size, group.ranks_per_node)
+        hit = self._coll.get(key)
+        if hit is None:
+            hit = self._coll[key] = collective_time(op, nbytes, group, allowed=self.allowed)
+        return hit
 
     # -- per-layer work ---------------------------------------------------------------------
-    def _plan(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> ParallelPlan:
-        return ParallelPlan(tp=tp, cp=cp, micro_batch_size=mbs, recompute=RECOMPUTE[rec],
-                            sequence_parallel=bool(sp))
+    def _plan(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> LayerShape:
+        return LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp))
 
     def layer(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> tuple[LayerWork, float, float]:
         """(work, exposed TP seconds, exposed CP seconds) per layer per micro-batch."""
@@ -114,10 +119,21 @@ class CostTables:
     def head(self, tp: int, cp: int, mbs: int) -> HeadWork:
         key = (tp, cp, mbs)
         if key not in self._head:
-            self._head[key] = head_work(self.model, self.training,
-                                        ParallelPlan(tp=tp, cp=cp, micro_batch_size=mbs),
+            self._head[key] = head_work(self.model, self.training, LayerShape(tp, cp, mbs),
                                         self.cluster.gpu, self.eff)
         return self._head[key]
+
+    def largest_stage_params(self, tp: int, pp: int,
+                             layers_per_stage: tuple[int, ...] | None = None) -> float:
+        """Parameters on one GPU of the most loaded stage (what its DP group reduces)."""
+        key = (tp, pp, layers_per_stage)
+        hit = self._stage_params.get(key)
+        if hit is None:
+            split = layers_per_stage or split_layers(self.model.num_layers, pp)
+            hit = self._stage_params[key] = max(
+                float(stage_params(self.model, tp, pp, n, i == 0, i == pp - 1))
+                for i, n in enumerate(split))
+        return hit
 
     # -- per-step communication ---------------------------------------------------------------
     def zero3_uses(self, tp: int, cp: int, dp: int) -> tuple[CollectiveUse, CollectiveUse]:
@@ -154,3 +170,11 @@ class CostTables:
                 "ZeRO", self.collective("all_gather", bucket * self.training.param_bytes, g),
                 n_buckets, g))
         return uses
+
+
+@lru_cache(maxsize=16)
+def cost_tables(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
+                eff: EfficiencyModel) -> CostTables:
+    """The tables of one setting, kept across requests (specs are immutable, so a request for
+    the same model, cluster and training reuses every component already computed)."""
+    return CostTables(model, cluster, training, eff)

@@ -25,7 +25,7 @@ from ortools.sat.python import cp_model
 
 from planner.cost.batch import BatchCost, PlanArrays, compose
 from planner.cost.step import evaluate, to_estimate
-from planner.cost.tables import RECOMPUTE, CostTables
+from planner.cost.tables import RECOMPUTE, CostTables, cost_tables
 from planner.search.explain import memory_reasons, structural_reasons
 from planner.search.request import PlanRequest
 from planner.search.result import PlanResult, SearchStats
@@ -33,17 +33,22 @@ from planner.search.space import Space, build_space
 from planner.search.stages import balance_stages
 
 REBALANCE_MARGIN = 4
+NEAR_FIT = 1.3   # uneven stages are tried on plans whose even split needs up to 30% too much
 
 
-def _rank(plans: PlanArrays, bc: BatchCost) -> np.ndarray:
-    """Position of each plan in the order (step time in us, memory, degrees)."""
-    cost_us = np.rint(bc.step_time_s * 1e6).astype(np.int64)
-    mem = np.rint(bc.memory_bytes).astype(np.int64)
-    keys = (plans.sp, plans.zero, plans.rec, plans.mbs, plans.vpp, plans.cp, plans.pp,
-            plans.tp, plans.dp, mem, cost_us)
-    order = np.lexsort(keys)
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
+def _rank(plans: PlanArrays, bc: BatchCost, fits: np.ndarray) -> np.ndarray:
+    """Position of each fitting plan in the order (step time in us, memory, degrees); the
+    plans that do not fit come after all of them, in the same order by their memory."""
+    idx = np.flatnonzero(fits)
+    sub = plans.take(idx)
+    cost_us = np.rint(bc.step_time_s[idx] * 1e6).astype(np.int64)
+    mem = np.rint(bc.memory_bytes[idx]).astype(np.int64)
+    keys = (sub.sp, sub.zero, sub.rec, sub.mbs, sub.vpp, sub.cp, sub.pp, sub.tp, sub.dp, mem,
+            cost_us)
+    rank = np.empty(len(plans), dtype=np.int64)
+    rank[idx[np.lexsort(keys)]] = np.arange(len(idx))
+    rest = np.flatnonzero(~fits)
+    rank[rest[np.argsort(bc.memory_bytes[rest], kind="stable")]] = len(idx) + np.arange(len(rest))
     return rank
 
 
@@ -118,12 +123,12 @@ def plan(request: PlanRequest) -> PlanResult:
     if space.size == 0:
         return done([], "INFEASIBLE",
                     reasons=structural_reasons(req.model, req.cluster, req.training, search))
-    tables = CostTables(req.model, req.cluster, req.training, req.efficiency)
+    tables = cost_tables(req.model, req.cluster, req.training, req.efficiency)
     plans = space.plans
-    bc = compose(plans, tables)
     capacity = req.cluster.gpu.memory_bytes * (1 - search.memory_headroom)
+    bc = compose(plans, tables, memory_cap=capacity)
     fits = bc.memory_bytes <= capacity
-    rank = _rank(plans, bc)
+    rank = _rank(plans, bc, fits)
     k = search.top_k
     keep = k + REBALANCE_MARGIN if search.rebalance_stages else k
     feasible = np.flatnonzero(fits)
@@ -163,9 +168,13 @@ def _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline):
     even split does not fit; keep a split when it is faster or makes the plan fit."""
     k = req.search.top_k
     bar = sorted(r[0] for r in results)[k - 1] if len(results) >= k else np.inf
-    pipelined = (plans.pp > 1) & (plans.vpp == 1)
-    misfits = np.flatnonzero(~fits & pipelined & (bc.step_time_s < bar))
-    misfits = misfits[np.argsort(rank[misfits], kind="stable")][: k + REBALANCE_MARGIN]
+    # Plans whose even split overflows by little, with pipeline stages to move layers between.
+    near = np.flatnonzero(~fits & (plans.pp > 1) & (plans.vpp == 1)
+                          & (bc.memory_bytes <= capacity * NEAR_FIT))
+    step = compose(plans.take(near), tables).step_time_s if len(near) else np.empty(0)
+    faster = step < bar
+    near, step = near[faster], step[faster]
+    misfits = near[np.lexsort((rank[near], np.rint(step * 1e6)))][: k + REBALANCE_MARGIN]
     trial = [(r, False) for r in results] + [
         (_costed(req, tables, plans.plan(int(i)), rank[int(i)]), True) for i in misfits]
     out = []

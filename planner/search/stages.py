@@ -46,6 +46,11 @@ def balance_stages(plan: ParallelPlan, tables: CostTables, capacity: float,
         return None
     even = split_layers(L, p)
     c, e, a, b = _linear_terms(plan, tables, even)
+    t_even = c * np.array(even) + e
+    fits_even = bool(np.all(a * np.array(even) + b <= capacity))
+    # No split beats the even one when its slowest stage is within one layer of the average.
+    if fits_even and t_even.max() <= t_even.sum() / p + c.max():
+        return even
     model = cp_model.CpModel()
     n = [model.NewIntVar(1, L - p + 1, f"stage_layers[{i}]") for i in range(p)]
     # All layers are placed, each stage at least one.
@@ -58,6 +63,9 @@ def balance_stages(plan: ParallelPlan, tables: CostTables, capacity: float,
         model.Add(int(np.ceil(a[i])) * n[i] + int(np.ceil(b[i])) <= int(capacity))
     # Slowest stage first; among equals, fewer layers early (where activations pile up).
     model.Minimize(t_max * (L * p + 1) + sum((p - i) * n[i] for i in range(p)))
+    if fits_even:
+        for x, v in zip(n, even, strict=True):
+            model.AddHint(x, v)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
     solver.parameters.num_workers = 1
