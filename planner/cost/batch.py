@@ -157,17 +157,14 @@ def compose(plans: PlanArrays, tables: CostTables,
         return (lw.fwd_s, lw.bwd_s, lw.recompute_s, lw.fwd_flops, lw.recompute_flops,
                 lw.stored_bytes, lw.working_bytes, tp_s, cp_s)
 
-    LW = _gather(np.stack([tp, cp, mbs, rec, plans.sp], 1), layer_row, 9)
-
     def head_row(t, c, b):
         hw = tables.head(t, c, b)
         return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s)
 
-    HW = _gather(np.stack([tp, cp, mbs], 1), head_row, 5)
-    stored, working, logits = LW[:, 5], LW[:, 6], HW[:, 3]
     classes = _classes(pp, model.num_layers, layers_per_stage)
     L, first, last, count, sidx = classes
     present = count > 0
+    rows = np.arange(len(plans))
 
     # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
@@ -176,13 +173,26 @@ def compose(plans: PlanArrays, tables: CostTables,
     zero_buf = np.where(_col(zero) >= 3,
                         2 * model.params_per_layer / _col(tp) * training.param_bytes, 0.0)
     zero_buf = zero_buf * np.ones_like(L)
+    states = np.where(present, weights + grads + optim + zero_buf, -np.inf)
+    # Model states alone are a lower bound: plans they already overflow need no more work.
+    alive = rows
+    if memory_cap is not None:
+        floor = states.max(axis=1) + eff.memory_reserve_gib * GIB
+        alive = np.flatnonzero(floor <= memory_cap)
+
+    LW = np.zeros((len(plans), 9))
+    HW = np.zeros((len(plans), 5))
+    a_plans = plans.take(alive) if memory_cap is not None else plans
+    LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
+                                  a_plans.sp], 1), layer_row, 9)
+    HW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5)
+    stored, working, logits = LW[:, 5], LW[:, 6], HW[:, 3]
     inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m))
     acts = (L * _col(stored) * inflight
             + np.where((_col(rec) == 2) & (L > 0), _col(working), 0.0) + last * _col(logits))
     reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
     total = weights + grads + optim + zero_buf + acts + reserved
     total = np.where(present, total, -np.inf)
-    rows = np.arange(len(plans))
     pk = np.argmax(total, axis=1)
     memory = total[rows, pk]
     per_layer_state = sum(model_state_bytes(_col(model.params_per_layer / tp), training,
@@ -191,6 +201,7 @@ def compose(plans: PlanArrays, tables: CostTables,
     parts = {"weights": weights, "gradients": grads, "optimizer": optim,
              "activations": acts, "zero_buffers": zero_buf, "reserved": reserved}
 
+    # (Plans dropped by the lower bound report it: their memory is at least that.)
     sel = rows if memory_cap is None else np.flatnonzero(memory <= memory_cap)
     t_masked = np.full(L.shape, -np.inf)
     step = np.full(len(plans), np.inf)

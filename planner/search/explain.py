@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.cost.batch import BatchCost, PlanArrays
+from planner.cost.batch import BatchCost, PlanArrays, compose
 from planner.cost.memory import GIB
-from planner.cost.tables import RECOMPUTE
+from planner.cost.tables import RECOMPUTE, cost_tables
 from planner.search.space import degree_domains
 from planner.search.spec import SearchSpec
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, TrainingSpec
@@ -54,14 +54,17 @@ def memory_reasons(req, plans: PlanArrays, bc: BatchCost, capacity: float) -> li
     """Every plan of the space overflows memory: show the smallest footprint and its parts."""
     gpu: GPUSpec = req.cluster.gpu
     i = int(np.argmin(bc.memory_bytes))
-    parts = {k: float(v[i]) / GIB for k, v in bc.memory_parts.items()}
+    # The search skips activations of plans whose model states alone overflow: re-cost fully.
+    exact = compose(plans.take(np.array([i])), cost_tables(req.model, req.cluster, req.training,
+                                                            req.efficiency))
+    parts = {k: float(v[0]) / GIB for k, v in exact.memory_parts.items()}
     states = parts["weights"] + parts["gradients"] + parts["optimizer"]
     usable = capacity / GIB
     desc = (f"dp={plans.dp[i]}, tp={plans.tp[i]}, pp={plans.pp[i]}, cp={plans.cp[i]}, "
             f"micro_batch_size={plans.mbs[i]}, recompute={RECOMPUTE[plans.rec[i]]}, "
             f"zero_stage={plans.zero[i]}")
     head = (f"no plan fits in memory: the smallest footprint in the space is "
-            f"{bc.memory_bytes[i] / GIB:.1f} GiB per GPU ({desc}): weights, gradients and "
+            f"{exact.memory_bytes[0] / GIB:.1f} GiB per GPU ({desc}): weights, gradients and "
             f"optimizer states {states:.1f} GiB, activations {parts['activations']:.1f} GiB; "
             f"a {gpu.name} has {gpu.memory_gib:g} GiB, {usable:.1f} GiB usable after the "
             f"{100 * req.search.memory_headroom:.0f}% headroom")

@@ -25,7 +25,7 @@ from ortools.sat.python import cp_model
 
 from planner.cost.batch import BatchCost, PlanArrays, compose
 from planner.cost.step import evaluate, to_estimate
-from planner.cost.tables import RECOMPUTE, CostTables, cost_tables
+from planner.cost.tables import RECOMPUTE, cost_tables
 from planner.search.explain import memory_reasons, structural_reasons
 from planner.search.request import PlanRequest
 from planner.search.result import PlanResult, SearchStats
@@ -126,7 +126,9 @@ def plan(request: PlanRequest) -> PlanResult:
     tables = cost_tables(req.model, req.cluster, req.training, req.efficiency)
     plans = space.plans
     capacity = req.cluster.gpu.memory_bytes * (1 - search.memory_headroom)
-    bc = compose(plans, tables, memory_cap=capacity)
+    # Step times of plans that overflow by a little are kept for the uneven-stage pass.
+    bc = compose(plans, tables,
+                 memory_cap=capacity * (NEAR_FIT if search.rebalance_stages else 1.0))
     fits = bc.memory_bytes <= capacity
     rank = _rank(plans, bc, fits)
     k = search.top_k
@@ -138,11 +140,9 @@ def plan(request: PlanRequest) -> PlanResult:
     if len(cands):
         chosen, status = select(plans, rank, cands, keep, deadline - time.perf_counter())
 
-    # Exact re-costing, with uneven stages where they help or make a plan fit.
-    results = []   # (step, memory, rank, plan object, evaluation)
-    for i in chosen:
-        p = plans.plan(i)
-        results.append(_costed(req, tables, p, rank[i]))
+    # Candidates as (step, memory, tie-break rank, plan index, layers or None for even).
+    results = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), int(rank[i]), i, None)
+               for i in chosen]
     if search.rebalance_stages:
         results = _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline)
     results = [r for r in results if r[1] <= capacity]
@@ -151,16 +151,14 @@ def plan(request: PlanRequest) -> PlanResult:
     if not top:
         return done([], "INFEASIBLE", feasible=int(fits.sum()), cands=len(cands),
                     reasons=memory_reasons(req, plans, bc, capacity))
-    out = [to_estimate(ev, req.cluster, req.training, p, rank=j + 1)
-           for j, (_, _, _, p, ev) in enumerate(top)]
+    out = []
+    for j, (_, _, _, i, layers) in enumerate(top):
+        p = plans.plan(i, layers)
+        ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
+        out.append(to_estimate(ev, req.cluster, req.training, p, rank=j + 1))
     if time.perf_counter() > deadline:
         status = "FEASIBLE"
     return done(out, status, feasible=int(fits.sum()), cands=len(cands))
-
-
-def _costed(req: PlanRequest, tables: CostTables, p, tiebreak):
-    ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
-    return (ev.step_time_s, ev.memory_bytes, int(tiebreak), p, ev)
 
 
 def _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline):
@@ -170,23 +168,21 @@ def _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline):
     bar = sorted(r[0] for r in results)[k - 1] if len(results) >= k else np.inf
     # Plans whose even split overflows by little, with pipeline stages to move layers between.
     near = np.flatnonzero(~fits & (plans.pp > 1) & (plans.vpp == 1)
-                          & (bc.memory_bytes <= capacity * NEAR_FIT))
-    step = compose(plans.take(near), tables).step_time_s if len(near) else np.empty(0)
-    faster = step < bar
-    near, step = near[faster], step[faster]
-    misfits = near[np.lexsort((rank[near], np.rint(step * 1e6)))][: k + REBALANCE_MARGIN]
-    trial = [(r, False) for r in results] + [
-        (_costed(req, tables, plans.plan(int(i)), rank[int(i)]), True) for i in misfits]
+                          & (bc.step_time_s < bar))
+    near = near[np.lexsort((rank[near], np.rint(bc.step_time_s[near] * 1e6)))][:k]
+    trial = results + [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), int(rank[i]),
+                        int(i), None) for i in near]
     out = []
-    for r, was_misfit in trial:
-        step, mem, tb, p, ev = r
-        if p.pp > 1 and p.vpp == 1 and time.perf_counter() < deadline:
-            lay = balance_stages(p, tables, capacity, max(0.01, deadline - time.perf_counter()))
-            if lay is not None and lay != tuple(ev.layers):
-                q = p.model_copy(update={"layers_per_stage": lay})
-                alt = _costed(req, tables, q, tb)
-                if alt[1] <= capacity and (mem > capacity or alt[0] < step):
-                    r = alt
-        if r[1] <= capacity or not was_misfit:
+    for r in trial:
+        step_s, mem, tb, i, _ = r
+        if plans.pp[i] > 1 and plans.vpp[i] == 1 and time.perf_counter() < deadline:
+            lay = balance_stages(plans.plan(i), tables, capacity,
+                                 max(0.01, deadline - time.perf_counter()))
+            if lay is not None:
+                alt = compose(plans.take(np.array([i])), tables, lay)
+                a_step, a_mem = float(alt.step_time_s[0]), float(alt.memory_bytes[0])
+                if a_mem <= capacity and (mem > capacity or a_step < step_s):
+                    r = (a_step, a_mem, tb, i, lay)
+        if r[1] <= capacity:
             out.append(r)
     return out
