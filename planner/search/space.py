@@ -20,6 +20,7 @@ import numpy as np
 
 from planner.cost.batch import PLAN_FIELDS, PlanArrays
 from planner.cost.tables import RECOMPUTE
+from planner.errors import PlannerInputError
 from planner.search.spec import SearchSpec, allows
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 
@@ -50,21 +51,32 @@ def degree_domains(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpe
     s = training.seq_length
     return {
         "tp": [t for t in divisors(g) if t <= tp_max and allows(search.tp, t)],
-        "cp": [c for c in range(1, N + 1)
-               if (c == 1 or (s % (2 * c) == 0 and N % c == 0 or search.allow_idle_gpus
-                              and s % (2 * c) == 0)) and allows(search.cp, c)],
+        # cp > 1 splits the sequence into 2 cp chunks: cp divides s / 2.
+        "cp": [c for c in (divisors(s // 2) if s % 2 == 0 else [1])
+               if c <= N and (c == 1 or N % c == 0 or search.allow_idle_gpus)
+               and allows(search.cp, c)],
         "pp": [p for p in range(1, min(model.num_layers, N) + 1) if allows(search.pp, p)],
         "dp": [d for d in divisors(training.global_batch_size) if d <= N and allows(search.dp, d)],
     }
 
 
+MAX_LATTICE_POINTS = 20_000
+
+
 def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                 search: SearchSpec) -> Space:
+    """Raises PlannerInputError when the space is too large to search in reasonable time."""
     N = cluster.num_gpus
     L = model.num_layers
     gbs = training.global_batch_size
     lo = math.ceil(N / 2) if search.allow_idle_gpus else N
     dom = degree_domains(model, cluster, training, search)
+    loops = len(dom["tp"]) * len(dom["cp"]) * len(dom["pp"]) * len(dom["dp"])
+    if loops > 50 * MAX_LATTICE_POINTS:
+        raise PlannerInputError(
+            "search", f"the plan space is too large to search: tp({len(dom['tp'])} values) x "
+            f"cp({len(dom['cp'])}) x pp({len(dom['pp'])}) x dp({len(dom['dp'])}) = {loops:,} "
+            "degree combinations; restrict pp, cp or dp in the search")
     recs = [i for i, r in enumerate(RECOMPUTE) if search.allows_recompute(r)]
     zeros = [z for z in range(4) if allows(search.zero_stage, z)]
     rows: list[np.ndarray] = []
