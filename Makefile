@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 run: install
-	$(VENV)/bin/planner estimate examples/estimate-llama3-70b.json
+	$(VENV)/bin/planner serve --host 127.0.0.1 --port 8000
 
 test: install
 	$(PY) -m pytest

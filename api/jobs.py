@@ -1,0 +1,64 @@
+"""Background jobs: a bounded thread pool working through rows of the jobs table.
+
+Jobs are records first: a job is stored as queued before it is scheduled, so a restart loses
+nothing. At start-up, jobs that were running when the process died are marked failed
+(interrupted) and queued ones are scheduled again.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from sqlalchemy.engine import Engine
+
+from api import store
+from api.service import run_plan, to_plan_request
+
+log = logging.getLogger("planner.jobs")
+
+
+class JobRunner:
+    def __init__(self, engine: Engine, settings, metrics) -> None:
+        self.engine, self.settings, self.metrics = engine, settings, metrics
+        self.pool = ThreadPoolExecutor(max_workers=settings.max_concurrent_jobs,
+                                       thread_name_prefix="planner-job")
+
+    def recover(self) -> None:
+        failed = store.fail_interrupted_jobs(engine=self.engine)
+        if failed:
+            log.warning("%d job(s) were running when the service stopped: marked failed", failed)
+        for job_id in store.queued_job_ids(engine=self.engine):
+            self.submit(job_id)
+
+    def submit(self, job_id: str) -> None:
+        self.pool.submit(self._run, job_id)
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self, job_id: str) -> None:
+        from api.schemas import JobCreate
+
+        if not store.update_job(engine=self.engine, job_id=job_id, only_if=("queued",),
+                                state="running", started_at=store.now(), progress=0.05):
+            return   # cancelled before it started
+        job = store.get_job(engine=self.engine, job_id=job_id)
+        try:
+            spec = JobCreate.model_validate({"kind": job["kind"], "request": job["request"]})
+            req = to_plan_request(spec.request, engine=self.engine,
+                                  max_time_limit_ms=self.settings.max_time_limit_ms)
+            result, _ = run_plan(req, engine=self.engine, metrics=self.metrics)
+            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
+                             state="succeeded", progress=1.0, result=result,
+                             finished_at=store.now())
+        except Exception as exc:   # any failure is recorded on the job, never lost
+            log.exception("job %s failed", job_id)
+            from planner.errors import PlannerInputError
+
+            detail = getattr(exc, "detail", None) or str(exc) or type(exc).__name__
+            status = 422 if isinstance(exc, PlannerInputError) else getattr(exc, "status", 500)
+            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
+                             state="failed", finished_at=store.now(),
+                             error={"type": "/problems/job-failed", "title": "Job failed",
+                                    "status": status, "detail": detail})

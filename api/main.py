@@ -1,0 +1,52 @@
+"""The FastAPI application: settings, database, middleware, routers."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import anyio
+from fastapi import FastAPI
+
+from api import problems
+from api.db import make_engine, migrate
+from api.jobs import JobRunner
+from api.metrics import BodyLimitMiddleware, Metrics, MetricsMiddleware
+from api.routes import clusters, health, jobs, plans, presets
+from api.settings import Settings
+from planner import __version__
+
+DESCRIPTION = """Picks data, tensor, pipeline and context parallel degrees, micro-batch size,
+gradient accumulation, interleaving, recompute and ZeRO stage for training a model on a
+cluster, with predicted step time, memory and a breakdown of where the time goes.
+
+Errors are `application/problem+json` (RFC 9457). Writes need `Authorization: Bearer <token>`
+when the service runs with `PLANNER_API_TOKEN`."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        engine = make_engine(settings.database_url)
+        migrate(engine)
+        app.state.engine = engine
+        app.state.solve_limiter = anyio.CapacityLimiter(settings.max_concurrent_solves)
+        app.state.jobs = JobRunner(engine, settings, app.state.metrics)
+        app.state.jobs.recover()
+        try:
+            yield
+        finally:
+            app.state.jobs.shutdown()
+            engine.dispose()
+
+    app = FastAPI(title="Parallelism planner", version=__version__, description=DESCRIPTION,
+                  lifespan=lifespan)
+    app.state.settings = settings
+    app.state.metrics = Metrics()
+    problems.install(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    for module in (health, plans, clusters, presets, jobs):
+        app.include_router(module.router)
+    return app

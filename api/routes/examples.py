@@ -1,0 +1,62 @@
+"""Request examples shown (and runnable) on the /docs page."""
+
+PLAN_EXAMPLES = {
+    "llama3-70b on 4 DGX H100": {
+        "summary": "Llama 3 70B on four DGX H100 nodes",
+        "value": {
+            "model": {"preset": "llama3-70b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+            "training": {"global_batch_size": 1024, "seq_length": 4096, "precision": "bf16"},
+            "search": {"top_k": 5},
+        },
+    },
+    "restricted": {
+        "summary": "Only tp 4 or 8, selective or full recompute, at most 8 stages",
+        "value": {
+            "model": {"preset": "llama3-8b"},
+            "cluster": {"preset": "dgx-a100", "num_nodes": 2},
+            "training": {"global_batch_size": 256, "seq_length": 8192},
+            "search": {"top_k": 3, "tp": [4, 8], "recompute": ["selective", "full"],
+                       "pp": {"max": 8}},
+        },
+    },
+    "Hugging Face config": {
+        "summary": "A model given by its config.json",
+        "value": {
+            "model": {"hf_config": {"model_type": "mistral", "num_hidden_layers": 32,
+                                    "hidden_size": 4096, "num_attention_heads": 32,
+                                    "num_key_value_heads": 8, "intermediate_size": 14336,
+                                    "vocab_size": 32000, "hidden_act": "silu"}},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+            "training": {"global_batch_size": 128, "seq_length": 4096},
+        },
+    },
+}
+
+ESTIMATE_EXAMPLES = {
+    "llama3-70b tp8 pp2": {
+        "summary": "Llama 3 70B, tp=8, pp=2, dp=2 on four DGX H100 nodes",
+        "value": {
+            "model": {"preset": "llama3-70b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+            "training": {"global_batch_size": 1024, "seq_length": 4096},
+            "plan": {"dp": 2, "tp": 8, "pp": 2, "micro_batch_size": 1,
+                     "recompute": "selective", "zero_stage": 1, "sequence_parallel": True},
+        },
+    },
+}
+
+CLUSTER_EXAMPLES = {
+    "48 DGX A100 40GB": {
+        "summary": "A preset with overrides",
+        "value": {"preset": "dgx-a100", "name": "selene-slice", "num_nodes": 48,
+                  "gpu": "a100-40gb"},
+    },
+    "explicit": {
+        "summary": "Every field given",
+        "value": {"name": "pcie-lab", "num_nodes": 2, "gpus_per_node": 4, "gpu": "a100-80gb",
+                  "intra_node": {"kind": "pcie", "bandwidth_gb_per_s": 32, "latency_us": 3},
+                  "inter_node": {"kind": "ethernet", "bandwidth_gb_per_s": 12.5,
+                                 "latency_us": 20}},
+    },
+}

@@ -1,0 +1,61 @@
+"""Jobs: long-running work as resources to poll (202 + Location)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+
+from api import store
+from api.problems import PROBLEM_RESPONSES, ApiProblem, not_found
+from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset
+from api.schemas import JobCreate, JobPublic, JobState, Page
+
+router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
+
+
+@router.post("/jobs", status_code=202, response_model=JobPublic, dependencies=WRITE,
+             summary="Start a job", operation_id="jobs-create")
+def create_job(body: JobCreate, request: Request, response: Response, engine: EngineDep):
+    """Queue a job and answer at once; poll the Location for its state and result."""
+    row = store.create_job(engine=engine, kind=body.kind,
+                           request=body.request.model_dump(mode="json"))
+    request.app.state.jobs.submit(row["id"])
+    response.headers["Location"] = f"/v1/jobs/{row['id']}"
+    return row
+
+
+@router.get("/jobs/{job_id}", response_model=JobPublic, dependencies=READ,
+            summary="Read a job", operation_id="jobs-get")
+def get_job(job_id: str, response: Response, engine: EngineDep):
+    """State (queued, running, succeeded, failed, cancelled), progress, result or error."""
+    row = store.get_job(engine=engine, job_id=job_id)
+    if row is None:
+        raise not_found("job", job_id)
+    if row["state"] in store.ACTIVE_STATES:
+        response.headers["Retry-After"] = "1"
+    return row
+
+
+@router.get("/jobs", response_model=Page[JobPublic], dependencies=READ,
+            summary="List jobs", operation_id="jobs-list")
+def list_jobs(engine: EngineDep, limit: Limit = 50, offset: Offset = 0,
+              state: Annotated[JobState | None, Query(description="Only this state.")] = None):
+    """Newest first."""
+    rows, count = store.list_jobs(engine=engine, limit=limit, offset=offset, state=state)
+    return {"data": rows, "count": count}
+
+
+@router.delete("/jobs/{job_id}", response_model=JobPublic, dependencies=WRITE,
+               summary="Cancel a job", operation_id="jobs-cancel",
+               responses={409: {"description": "The job has already finished."}})
+def cancel_job(job_id: str, engine: EngineDep):
+    """Cancel a queued or running job (a running search finishes but its result is dropped)."""
+    row = store.get_job(engine=engine, job_id=job_id)
+    if row is None:
+        raise not_found("job", job_id)
+    if not store.update_job(engine=engine, job_id=job_id, only_if=store.ACTIVE_STATES,
+                            state="cancelled", finished_at=store.now()):
+        raise ApiProblem(409, "Conflict", f"job {job_id} already {row['state']}",
+                         type_="/problems/job-finished")
+    return store.get_job(engine=engine, job_id=job_id)

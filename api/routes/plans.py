@@ -1,0 +1,78 @@
+"""Plans: search for the best plans, read them back, list them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Body, Query, Request, Response
+
+from api import store
+from api.problems import PROBLEM_RESPONSES
+from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
+from api.routes.examples import ESTIMATE_EXAMPLES, PLAN_EXAMPLES
+from api.schemas import EstimateRequestIn, Page, PlanRequestIn, PlanSummary
+from api.service import (
+    get_plan_or_404,
+    plan_summary,
+    run_estimate,
+    run_plan,
+    to_plan_request,
+)
+from planner.result import PlanEstimate
+from planner.search import PlanResult
+
+router = APIRouter(prefix="/v1", tags=["plans"], responses=PROBLEM_RESPONSES)
+
+
+@router.post("/plans", status_code=201, response_model=PlanResult, dependencies=WRITE,
+             summary="Find the best plans", operation_id="plans-create",
+             responses={200: {"model": PlanResult,
+                              "description": "The same request was planned before: its "
+                                             "stored answer."}})
+async def create_plan(
+    body: Annotated[PlanRequestIn, Body(openapi_examples=PLAN_EXAMPLES)],
+    request: Request, response: Response, engine: EngineDep, settings: SettingsDep,
+):
+    """Search every dp/tp/pp/cp/vpp/micro-batch/recompute/ZeRO combination for the k fastest
+    plans that fit in memory (CP-SAT), each with its step time, memory and breakdown; or status
+    INFEASIBLE with the reasons (an answer, not an error: 201 as well). The id is a hash of the
+    request, so an identical request returns the stored answer with 200."""
+    req = to_plan_request(body, engine=engine, max_time_limit_ms=settings.max_time_limit_ms)
+    result, created = await anyio.to_thread.run_sync(
+        lambda: run_plan(req, engine=engine, metrics=request.app.state.metrics),
+        limiter=request.app.state.solve_limiter)
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = f"/v1/plans/{result['id']}"
+    return result
+
+
+@router.get("/plans/{plan_id}", response_model=PlanResult, dependencies=READ,
+            summary="Read a plan result", operation_id="plans-get")
+def get_plan(plan_id: str, engine: EngineDep):
+    """The stored result of a plan search."""
+    return get_plan_or_404(plan_id, engine=engine)["result"]
+
+
+@router.get("/plans", response_model=Page[PlanSummary], dependencies=READ,
+            summary="List plan results", operation_id="plans-list")
+def list_plans(engine: EngineDep, limit: Limit = 50, offset: Offset = 0,
+               model: Annotated[str | None, Query(max_length=200,
+                                                  description="Model name.")] = None,
+               cluster: Annotated[str | None, Query(max_length=200,
+                                                    description="Cluster name.")] = None):
+    """Newest first; filter by model and cluster name."""
+    rows, count = store.list_plans(engine=engine, limit=limit, offset=offset, model=model,
+                                   cluster=cluster)
+    return {"data": [plan_summary(r) for r in rows], "count": count}
+
+
+@router.post("/estimates", response_model=PlanEstimate, dependencies=WRITE,
+             summary="Cost one fixed plan", operation_id="estimates-create")
+async def create_estimate(
+    body: Annotated[EstimateRequestIn, Body(openapi_examples=ESTIMATE_EXAMPLES)],
+    engine: EngineDep,
+):
+    """Step time, memory of the most loaded GPU, time breakdown and the collectives of one
+    given plan."""
+    return run_estimate(body, engine=engine)

@@ -1,0 +1,94 @@
+"""Request and response schemas of the HTTP API (the planner's contract, plus references)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+from planner.request import EstimateRequest
+from planner.search import PlanRequest
+from planner.specs import ClusterSpec
+
+T = TypeVar("T")
+
+
+class ClusterRef(BaseModel):
+    """A cluster stored with POST /v1/clusters."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, max_length=64)
+
+
+def _cluster_kind(v: Any) -> str:
+    return "ref" if isinstance(v, dict) and "id" in v else "spec"
+
+
+ClusterField = Annotated[
+    Annotated[ClusterRef, Tag("ref")] | Annotated[ClusterSpec, Tag("spec")],
+    Discriminator(_cluster_kind),
+    Field(description='A preset with overrides ({"preset": "dgx-h100", "num_nodes": 4}), '
+                      'explicit fields, or a stored cluster ({"id": "cl-..."}).'),
+]
+
+
+class PlanRequestIn(PlanRequest):
+    cluster: ClusterField  # type: ignore[assignment]
+
+
+class EstimateRequestIn(EstimateRequest):
+    cluster: ClusterField  # type: ignore[assignment]
+
+
+class Page(BaseModel, Generic[T]):
+    data: list[T]
+    count: int = Field(description="Items matching the query, over all pages.")
+
+
+class PlanSummary(BaseModel):
+    id: str
+    created_at: str
+    model: str
+    cluster: str
+    status: str
+    best: dict | None = Field(None, description="dp, tp, pp, cp, step_time_s, mfu of plan 1.")
+
+
+class ClusterCreate(ClusterSpec):
+    """A cluster to store: the same fields as an inline cluster (preset and overrides)."""
+
+
+class ClusterPublic(BaseModel):
+    id: str
+    name: str
+    created_at: str
+    spec: ClusterSpec
+
+
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class JobCreate(BaseModel):
+    """A long-running piece of work, polled at /v1/jobs/{id}."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["plan"] = Field(description="plan: a plan search run in the background "
+                                  "(for large spaces or long time limits).")
+    request: PlanRequestIn
+
+
+class JobPublic(BaseModel):
+    id: str
+    kind: str
+    state: JobState
+    progress: float = Field(description="0 to 1.")
+    result: dict | None = None
+    error: dict | None = Field(None, description="A problem+json object when the job failed.")
+    created_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class PresetList(BaseModel):
+    data: list[dict]
+    count: int

@@ -1,0 +1,23 @@
+"""Service settings: environment variables with the PLANNER_ prefix (or a .env file)."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PLANNER_", env_file=".env",
+                                      env_ignore_empty=True, extra="ignore")
+
+    database_url: str = Field("sqlite:///./planner.db", description="SQLAlchemy URL: SQLite "
+                              "file (default) or postgresql+psycopg://user:pass@host/db.")
+    api_token: SecretStr | None = Field(None, description="When set, writes need "
+                                        "'Authorization: Bearer <token>'.")
+    protect_reads: bool = Field(False, description="Also require the token for reads.")
+    max_body_bytes: int = Field(1_000_000, ge=1024, description="Larger bodies get 413.")
+    max_concurrent_solves: int = Field(2, ge=1, description="Plan searches run at once; "
+                                       "more wait their turn off the event loop.")
+    max_concurrent_jobs: int = Field(1, ge=1, description="Background jobs run at once.")
+    max_time_limit_ms: int = Field(60_000, ge=1, description="Cap on a request's "
+                                   "search.time_limit_ms.")

@@ -1,0 +1,158 @@
+"""Persistence: keyword-only functions over the tables of ``db.py``."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from api.db import clusters, jobs, plans
+
+ACTIVE_STATES = ("queued", "running")
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def _iso(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    for k, v in out.items():
+        if isinstance(v, datetime):
+            out[k] = (v if v.tzinfo else v.replace(tzinfo=timezone.utc)).isoformat()
+    return out
+
+
+# -- plans -------------------------------------------------------------------------------------
+
+def save_plan(*, engine: Engine, plan_id: str, model_name: str, cluster_name: str, status: str,
+              request: dict, result: dict) -> tuple[dict, bool]:
+    """Store a plan result; (row, created). An identical request stored before wins."""
+    row = {"id": plan_id, "created_at": now(), "model_name": model_name,
+           "cluster_name": cluster_name, "status": status, "request": request, "result": result}
+    try:
+        with engine.begin() as conn:
+            conn.execute(plans.insert().values(**row))
+        return _iso(row), True
+    except IntegrityError:
+        existing = get_plan(engine=engine, plan_id=plan_id)
+        assert existing is not None
+        return existing, False
+
+
+def get_plan(*, engine: Engine, plan_id: str) -> dict | None:
+    with engine.connect() as conn:
+        row = conn.execute(plans.select().where(plans.c.id == plan_id)).mappings().first()
+    return _iso(row) if row else None
+
+
+def list_plans(*, engine: Engine, limit: int, offset: int, model: str | None = None,
+               cluster: str | None = None) -> tuple[list[dict], int]:
+    cond = sa.true()
+    if model:
+        cond = sa.and_(cond, plans.c.model_name == model)
+    if cluster:
+        cond = sa.and_(cond, plans.c.cluster_name == cluster)
+    with engine.connect() as conn:
+        count = conn.execute(sa.select(sa.func.count()).select_from(plans).where(cond)).scalar_one()
+        rows = conn.execute(
+            plans.select().where(cond).order_by(plans.c.created_at.desc(), plans.c.id.desc())
+            .limit(limit).offset(offset)).mappings().all()
+    return [_iso(r) for r in rows], int(count)
+
+
+# -- clusters ----------------------------------------------------------------------------------
+
+def create_cluster(*, engine: Engine, name: str, spec: dict) -> dict:
+    row = {"id": new_id("cl"), "name": name, "created_at": now(), "spec": spec}
+    with engine.begin() as conn:
+        conn.execute(clusters.insert().values(**row))
+    return _iso(row)
+
+
+def get_cluster(*, engine: Engine, cluster_id: str) -> dict | None:
+    with engine.connect() as conn:
+        row = conn.execute(clusters.select().where(clusters.c.id == cluster_id)).mappings().first()
+    return _iso(row) if row else None
+
+
+def list_clusters(*, engine: Engine, limit: int, offset: int) -> tuple[list[dict], int]:
+    with engine.connect() as conn:
+        count = conn.execute(sa.select(sa.func.count()).select_from(clusters)).scalar_one()
+        rows = conn.execute(clusters.select().order_by(clusters.c.created_at.desc(),
+                                                       clusters.c.id.desc())
+                            .limit(limit).offset(offset)).mappings().all()
+    return [_iso(r) for r in rows], int(count)
+
+
+def delete_cluster(*, engine: Engine, cluster_id: str) -> bool:
+    with engine.begin() as conn:
+        return conn.execute(clusters.delete().where(clusters.c.id == cluster_id)).rowcount > 0
+
+
+# -- jobs --------------------------------------------------------------------------------------
+
+def create_job(*, engine: Engine, kind: str, request: dict) -> dict:
+    row = {"id": new_id("job"), "kind": kind, "state": "queued", "progress": 0.0,
+           "request": request, "result": None, "error": None, "created_at": now(),
+           "started_at": None, "finished_at": None}
+    with engine.begin() as conn:
+        conn.execute(jobs.insert().values(**row))
+    return _iso(row)
+
+
+def get_job(*, engine: Engine, job_id: str) -> dict | None:
+    with engine.connect() as conn:
+        row = conn.execute(jobs.select().where(jobs.c.id == job_id)).mappings().first()
+    return _iso(row) if row else None
+
+
+def list_jobs(*, engine: Engine, limit: int, offset: int, state: str | None = None
+              ) -> tuple[list[dict], int]:
+    cond = sa.true() if not state else jobs.c.state == state
+    with engine.connect() as conn:
+        count = conn.execute(sa.select(sa.func.count()).select_from(jobs).where(cond)).scalar_one()
+        rows = conn.execute(jobs.select().where(cond).order_by(jobs.c.created_at.desc(),
+                                                               jobs.c.id.desc())
+                            .limit(limit).offset(offset)).mappings().all()
+    return [_iso(r) for r in rows], int(count)
+
+
+def update_job(*, engine: Engine, job_id: str, only_if: tuple[str, ...] | None = None,
+               **values: Any) -> bool:
+    """Set fields of a job, optionally only while it is in one of ``only_if`` states (so a
+    cancelled job is never overwritten by the worker that was running it)."""
+    stmt = jobs.update().where(jobs.c.id == job_id)
+    if only_if:
+        stmt = stmt.where(jobs.c.state.in_(only_if))
+    with engine.begin() as conn:
+        return conn.execute(stmt.values(**values)).rowcount > 0
+
+
+def fail_interrupted_jobs(*, engine: Engine) -> int:
+    """At start-up: jobs left running by a dead process failed; they are not running now."""
+    err = {"type": "/problems/interrupted", "title": "Job interrupted", "status": 500,
+           "detail": "the service stopped while this job was running"}
+    with engine.begin() as conn:
+        return conn.execute(jobs.update().where(jobs.c.state == "running")
+                            .values(state="failed", error=err, finished_at=now())).rowcount
+
+
+def queued_job_ids(*, engine: Engine) -> list[str]:
+    with engine.connect() as conn:
+        return [r[0] for r in conn.execute(sa.select(jobs.c.id).where(jobs.c.state == "queued")
+                                           .order_by(jobs.c.created_at))]
+
+
+def job_counts(*, engine: Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(jobs.c.state, sa.func.count()).group_by(jobs.c.state))
+        return {state: int(n) for state, n in rows}
