@@ -106,10 +106,14 @@ def pipeline_time(t_max, t_sum, m, v):
 def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
     """fn(*unique key row) -> ``width`` floats, evaluated once per distinct row of ``keys``."""
     keys = np.asarray(keys, dtype=np.int64)
-    code = np.zeros(len(keys), dtype=np.int64)
-    for j in range(keys.shape[1]):          # mixed-radix code of the row: one 1-D unique
-        code = code * (int(keys[:, j].max(initial=0)) + 1) + keys[:, j]
-    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    radix = [int(keys[:, j].max(initial=0)) + 1 for j in range(keys.shape[1])]
+    if np.prod(radix, dtype=float) < 2**62:   # mixed-radix code of the row: one 1-D unique
+        code = np.zeros(len(keys), dtype=np.int64)
+        for j, r in enumerate(radix):
+            code = code * r + keys[:, j]
+        _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    else:                                       # would overflow int64: unique over rows
+        _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     vals = np.array([fn(*map(int, keys[i])) for i in first], dtype=float).reshape(len(first), width)
     return vals[inv.reshape(-1)]
 

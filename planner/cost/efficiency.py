@@ -27,23 +27,26 @@ class EfficiencyModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     matmul_peak_fraction: float = Field(
-        0.75, gt=0, le=1, description="Fraction of dense peak reached by large GEMMs."
+        0.75, ge=1e-3, le=1, description="Fraction of dense peak reached by large GEMMs."
     )
     matmul_half_dim: float = Field(
-        64.0, ge=0, description="GEMM dimension at which that dimension halves the efficiency."
+        64.0, ge=0, le=1e6,
+        description="GEMM dimension at which that dimension halves the efficiency."
     )
     attention_fraction: float = Field(
-        0.7, gt=0, le=1, description="Fused-attention matmul rate relative to a GEMM's."
+        0.7, ge=1e-3, le=1, description="Fused-attention matmul rate relative to a GEMM's."
     )
     hbm_efficiency: float = Field(
-        0.8, gt=0, le=1, description="Fraction of HBM bandwidth reached by memory-bound kernels."
+        0.8, ge=1e-3, le=1,
+        description="Fraction of HBM bandwidth reached by memory-bound kernels."
     )
     tp_comm_overlap: float = Field(
         0.0, ge=0, le=1, description="Fraction of TP collectives hidden under compute (0: "
         "Megatron default; ~0.5-0.8 with Transformer Engine's tp-comm-overlap)."
     )
     memory_reserve_gib: float = Field(
-        1.5, ge=0, description="Per-GPU memory for the CUDA context, cuBLAS and NCCL workspaces."
+        1.5, ge=0, le=1e4,
+        description="Per-GPU memory for the CUDA context, cuBLAS and NCCL workspaces."
     )
     memory_fragmentation: float = Field(
         0.1, ge=0, le=1, description="Allocator fragmentation, as a fraction of activation memory."

@@ -41,8 +41,8 @@ def _rank(plans: PlanArrays, bc: BatchCost, fits: np.ndarray) -> np.ndarray:
     plans that do not fit come after all of them, in the same order by their memory."""
     idx = np.flatnonzero(fits)
     sub = plans.take(idx)
-    cost_us = np.rint(bc.step_time_s[idx] * 1e6).astype(np.int64)
-    mem = np.rint(bc.memory_bytes[idx]).astype(np.int64)
+    cost_us = np.rint(np.minimum(bc.step_time_s[idx] * 1e6, 2**62)).astype(np.int64)
+    mem = np.rint(np.minimum(bc.memory_bytes[idx], 2**62)).astype(np.int64)
     keys = (sub.sp, sub.zero, sub.rec, sub.mbs, sub.vpp, sub.cp, sub.pp, sub.tp, sub.dp, mem,
             cost_us)
     rank = np.empty(len(plans), dtype=np.int64)

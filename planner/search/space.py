@@ -61,6 +61,7 @@ def degree_domains(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpe
 
 
 MAX_LATTICE_POINTS = 20_000
+MAX_PLANS = 500_000   # ~0.5 GB of arrays while costing; the largest benchmark space is ~120K
 
 
 def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
@@ -80,7 +81,7 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
     recs = [i for i, r in enumerate(RECOMPUTE) if search.allows_recompute(r)]
     zeros = [z for z in range(4) if allows(search.zero_stage, z)]
     rows: list[np.ndarray] = []
-    lattice = 0
+    lattice = total = 0
     for tp, cp, pp in product(dom["tp"], dom["cp"], dom["pp"]):
         inner = tp * cp * pp
         if inner > N:
@@ -105,6 +106,11 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                 for vpp in vpps:
                     if not allows(search.vpp, vpp):
                         continue
+                    total += len(knobs)
+                    if total > MAX_PLANS:
+                        raise PlannerInputError(
+                            "search", f"the plan space exceeds {MAX_PLANS:,} plans; restrict "
+                            "micro_batch_size, pp, cp, vpp or the other knobs in the search")
                     block = np.empty((len(knobs), 9), dtype=np.int64)
                     block[:, :6] = (dp, tp, pp, cp, vpp, mbs)
                     block[:, 6:] = knobs

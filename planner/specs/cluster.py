@@ -37,16 +37,18 @@ class LinkSpec(PresetSpec):
 
     kind: LinkKind = Field(description="Link technology.")
     bandwidth_gb_per_s: float = Field(
-        gt=0, description="GB/s (1e9 B/s), one direction: per GPU inside a node, per node across."
+        ge=1e-3, le=1e6,
+        description="GB/s (1e9 B/s), one direction: per GPU inside a node, per node across."
     )
-    latency_us: float = Field(ge=0, description="Alpha: latency of one algorithm step, us.")
+    latency_us: float = Field(ge=0, le=1e7, description="Alpha: latency of one algorithm step, us.")
     efficiency: float | None = Field(
-        None, gt=0, le=1,
+        None, ge=1e-3, le=1,
         description="Achieved fraction of the bandwidth in large collectives (nccl-tests busbw "
         "over link rate). Default depends on the kind (0.8 NVLink/NVSwitch, 0.9 InfiniBand).",
     )
     nics_per_node: int | None = Field(
-        None, ge=1, description="Inter-node only: NICs per node (informational; bandwidth is the sum)."
+        None, ge=1, le=1024,
+        description="Inter-node only: NICs per node (informational; bandwidth is the sum)."
     )
 
     @property
@@ -98,7 +100,7 @@ class ClusterSpec(PresetSpec):
 
     _presets: ClassVar[dict[str, dict[str, Any]]] = _CLUSTER_PRESETS
 
-    name: str = Field("cluster", min_length=1, description="Label shown in results.")
+    name: str = Field("cluster", min_length=1, max_length=200, description="Label shown in results.")
     num_nodes: int = Field(ge=1, le=100_000, description="Number of nodes.")
     gpus_per_node: int = Field(ge=1, le=1024, description="GPUs (ranks) per node.")
     gpu: GPUSpec = Field(description="GPU preset name or explicit GPU spec.")

@@ -23,11 +23,12 @@ Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 class PeakTflops(PresetSpec):
     """Dense peak TFLOP/s per math precision; a precision the GPU lacks is left out (null)."""
 
-    fp32: float = Field(gt=0, description="Dense FP32 peak, TFLOP/s.")
-    tf32: float | None = Field(None, gt=0, description="Dense TF32 tensor-core peak, TFLOP/s.")
-    bf16: float | None = Field(None, gt=0, description="Dense BF16 peak, TFLOP/s.")
-    fp16: float | None = Field(None, gt=0, description="Dense FP16 peak, TFLOP/s.")
-    fp8: float | None = Field(None, gt=0, description="Dense FP8 peak, TFLOP/s.")
+    fp32: float = Field(ge=1e-6, le=1e6, description="Dense FP32 peak, TFLOP/s.")
+    tf32: float | None = Field(None, ge=1e-6, le=1e6,
+                               description="Dense TF32 tensor-core peak, TFLOP/s.")
+    bf16: float | None = Field(None, ge=1e-6, le=1e6, description="Dense BF16 peak, TFLOP/s.")
+    fp16: float | None = Field(None, ge=1e-6, le=1e6, description="Dense FP16 peak, TFLOP/s.")
+    fp8: float | None = Field(None, ge=1e-6, le=1e6, description="Dense FP8 peak, TFLOP/s.")
 
 
 _GPU_PRESETS: dict[str, dict[str, Any]] = {
@@ -66,11 +67,11 @@ class GPUSpec(PresetSpec):
 
     _presets: ClassVar[dict[str, dict[str, Any]]] = _GPU_PRESETS
 
-    name: str = Field(min_length=1, description="Label shown in results.")
-    memory_gib: float = Field(gt=0, le=4096, description="Device memory, GiB (2^30 bytes).")
+    name: str = Field(min_length=1, max_length=200, description="Label shown in results.")
+    memory_gib: float = Field(ge=1e-6, le=65536, description="Device memory, GiB (2^30 bytes).")
     peak_tflops: PeakTflops = Field(description="Dense peak TFLOP/s per precision.")
     memory_bandwidth_gb_per_s: float = Field(
-        gt=0, description="HBM bandwidth, GB/s (1e9 bytes/s), datasheet figure."
+        ge=1e-3, le=1e6, description="HBM bandwidth, GB/s (1e9 bytes/s), datasheet figure."
     )
 
     def peak_flops(self, precision: Precision) -> float:

@@ -50,15 +50,18 @@ class ModelSpec(PresetSpec):
 
     _presets: ClassVar[dict[str, dict[str, Any]]] = _MODEL_PRESETS
 
-    name: str = Field("model", min_length=1, description="Label shown in results.")
+    name: str = Field("model", min_length=1, max_length=200, description="Label shown in results.")
     num_layers: int = Field(ge=1, le=10_000, description="Transformer layers.")
     hidden_size: int = Field(ge=1, le=1_000_000, description="Model width h.")
     num_attention_heads: int = Field(ge=1, le=100_000, description="Query heads a.")
     num_kv_heads: int | None = Field(
-        None, ge=1, description="Key/value heads (GQA/MQA). Default: num_attention_heads (MHA)."
+        None, ge=1, le=100_000,
+        description="Key/value heads (GQA/MQA). Default: num_attention_heads (MHA)."
     )
-    head_dim: int | None = Field(None, ge=1, description="Per-head width. Default: h / a.")
-    ffn_hidden_size: int | None = Field(None, ge=1, description="MLP width f. Default: 4h.")
+    head_dim: int | None = Field(None, ge=1, le=100_000,
+                                 description="Per-head width. Default: h / a.")
+    ffn_hidden_size: int | None = Field(None, ge=1, le=10_000_000,
+                                        description="MLP width f. Default: 4h.")
     ffn_type: FfnType = Field("gelu", description="gelu: 2 matrices; swiglu: 3 (gate, up, down).")
     vocab_size: int = Field(ge=1, le=10_000_000, description="Vocabulary size V.")
     tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix.")
