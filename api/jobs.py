@@ -53,9 +53,13 @@ class JobRunner:
                              state="succeeded", progress=1.0, result=result,
                              finished_at=store.now())
         except Exception as exc:   # any failure is recorded on the job, never lost
-            log.exception("job %s failed", job_id)
+            from api.problems import ApiProblem
             from planner.errors import PlannerInputError
 
+            if isinstance(exc, (ApiProblem, PlannerInputError)):
+                log.warning("job %s rejected: %s", job_id, exc)
+            else:
+                log.exception("job %s failed", job_id)
             detail = getattr(exc, "detail", None) or str(exc) or type(exc).__name__
             status = 422 if isinstance(exc, PlannerInputError) else getattr(exc, "status", 500)
             store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),

@@ -60,7 +60,7 @@ def not_found(kind: str, ident: str) -> ApiProblem:
 
 
 def _pointer(loc: tuple) -> tuple[str, str]:
-    parts = [str(p) for p in loc if p != "body" and not str(p).startswith("function-")]
+    parts = [str(p) for p in loc if p != "body" and not str(p).startswith(("function-", "~"))]
     return "#/" + "/".join(parts), ".".join(parts) or "(body)"
 
 

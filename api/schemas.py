@@ -20,12 +20,15 @@ class ClusterRef(BaseModel):
     id: str = Field(min_length=1, max_length=64)
 
 
+UNION_TAGS = ("~ref", "~spec")   # tags appear in error locations; problems.py drops them
+
+
 def _cluster_kind(v: Any) -> str:
-    return "ref" if isinstance(v, dict) and "id" in v else "spec"
+    return UNION_TAGS[0] if isinstance(v, dict) and "id" in v else UNION_TAGS[1]
 
 
 ClusterField = Annotated[
-    Annotated[ClusterRef, Tag("ref")] | Annotated[ClusterSpec, Tag("spec")],
+    Annotated[ClusterRef, Tag(UNION_TAGS[0])] | Annotated[ClusterSpec, Tag(UNION_TAGS[1])],
     Discriminator(_cluster_kind),
     Field(description='A preset with overrides ({"preset": "dgx-h100", "num_nodes": 4}), '
                       'explicit fields, or a stored cluster ({"id": "cl-..."}).'),

@@ -8,18 +8,22 @@ from fastapi import APIRouter, Query, Request, Response
 
 from api import store
 from api.problems import PROBLEM_RESPONSES, ApiProblem, not_found
-from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset
+from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.schemas import JobCreate, JobPublic, JobState, Page
+from api.service import to_plan_request
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
 
 
 @router.post("/jobs", status_code=202, response_model=JobPublic, dependencies=WRITE,
              summary="Start a job", operation_id="jobs-create")
-def create_job(body: JobCreate, request: Request, response: Response, engine: EngineDep):
+def create_job(body: JobCreate, request: Request, response: Response, engine: EngineDep,
+               settings: SettingsDep):
     """Queue a job and answer at once; poll the Location for its state and result."""
-    row = store.create_job(engine=engine, kind=body.kind,
-                           request=body.request.model_dump(mode="json"))
+    # Resolve references now, so a bad request is a 4xx here, not a failed job later.
+    req = to_plan_request(body.request, engine=engine,
+                          max_time_limit_ms=settings.max_time_limit_ms)
+    row = store.create_job(engine=engine, kind=body.kind, request=req.model_dump(mode="json"))
     request.app.state.jobs.submit(row["id"])
     response.headers["Location"] = f"/v1/jobs/{row['id']}"
     return row

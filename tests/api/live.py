@@ -1,0 +1,109 @@
+"""A real `planner serve` process on a free loopback port, for the API tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    def __init__(self, database_url: str, env: dict | None = None, log: Path | None = None):
+        self.database_url = database_url
+        self.env = env or {}
+        self.log = log
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> LiveServer:
+        self.port = free_port()
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        # argv only (no shell); the process group is ours to kill.
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "planner.cli.main", "serve", "--host", "127.0.0.1",
+             "--port", str(self.port), "--database-url", self.database_url,
+             "--log-level", "warning"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("server did not start in time")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=15)
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=5)
+
+    def client(self, **kw) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60, **kw)
+
+
+@contextmanager
+def live_server(database_url: str, **kw):
+    server = LiveServer(database_url, **kw).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def postgres_database():
+    """A fresh database on the server of PLANNER_TEST_DATABASE_URL, or None; dropped by the
+    caller with ``drop_postgres_database``."""
+    base = os.environ.get("PLANNER_TEST_DATABASE_URL")
+    if not base:
+        return None
+    import psycopg
+
+    name = "planner_test_" + uuid.uuid4().hex[:10]
+    plain = base.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    head, _, _ = base.rpartition("/")
+    return f"{head}/{name}", name
+
+
+def drop_postgres_database(name: str) -> None:
+    import psycopg
+
+    plain = os.environ["PLANNER_TEST_DATABASE_URL"].replace("postgresql+psycopg://",
+                                                            "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

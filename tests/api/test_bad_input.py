@@ -1,0 +1,129 @@
+"""Bad input gets a 4xx application/problem+json answer naming the problem; never a 5xx."""
+
+import json
+
+import pytest
+
+from tests.api.live import live_server
+
+OK = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+      "training": {"global_batch_size": 64, "seq_length": 4096}}
+EST = {**OK, "plan": {"dp": 8}}
+
+
+def with_(body, path, value):
+    body = json.loads(json.dumps(body))
+    *head, last = path
+    node = body
+    for key in head:
+        node = node[key]
+    node[last] = value
+    return body
+
+
+CASES = [
+    # (method, url, json body, expected status, text the detail must contain)
+    ("POST", "/v1/plans", with_(OK, ["model", "num_layers"], "eighty"), 422, "model.num_layers"),
+    ("POST", "/v1/plans", with_(OK, ["training", "seq_length"], -1), 422, "training.seq_length"),
+    ("POST", "/v1/plans", with_(OK, ["training", "global_batch_size"], 10**30), 422,
+     "training.global_batch_size"),
+    ("POST", "/v1/plans", with_(OK, ["cluster", "num_nodes"], 10**9), 422, "cluster.num_nodes"),
+    ("POST", "/v1/plans", with_(OK, ["model", "preset"], "gpt-17"), 422, "unknown preset"),
+    ("POST", "/v1/plans", with_(OK, ["cluster", "gpu"], "tpu-v9"), 422, "unknown preset"),
+    ("POST", "/v1/plans", with_(OK, ["search"], {"top_k": 0}), 422, "search.top_k"),
+    ("POST", "/v1/plans", with_(OK, ["search"], {"tp": {"min": 8, "max": 2}}), 422,
+     "min(8) > max(2)"),
+    ("POST", "/v1/plans", with_(OK, ["surprise"], 1), 422, "surprise"),
+    ("POST", "/v1/plans", [1, 2, 3], 422, "(body)"),
+    ("POST", "/v1/plans", with_(OK, ["cluster"], {"id": "cl-missing"}), 422, "cluster.id"),
+    ("POST", "/v1/plans", with_(OK, ["model"], {"hf_config": {"model_type": "mamba"}}), 422,
+     "lacks required keys"),
+    ("POST", "/v1/plans", with_(OK, ["cluster", "gpu"], {"preset": "h100-sxm",
+                                                        "memory_bandwidth_gb_per_s": 0}), 422,
+     "memory_bandwidth_gb_per_s"),
+    ("POST", "/v1/estimates", with_(EST, ["plan", "tp"], 16), 422,
+     "dp(8) * tp(16) * pp(1) * cp(1) = 128 > GPUs(8)"),
+    ("POST", "/v1/estimates", with_(EST, ["plan", "dp"], 0), 422, "plan.dp"),
+    ("POST", "/v1/estimates", with_(EST, ["training", "precision"], "fp4"), 422,
+     "training.precision"),
+    ("POST", "/v1/estimates", with_(with_(EST, ["cluster", "gpu"], "v100-32gb"),
+                                    ["training", "precision"], "bf16"), 422, "no bf16 peak"),
+    ("POST", "/v1/clusters", {"preset": "dgx-h100", "num_nodes": 0}, 422, "num_nodes"),
+    ("POST", "/v1/jobs", {"kind": "sleep", "request": OK}, 422, "kind"),
+    ("POST", "/v1/jobs", {"kind": "plan", "request": with_(OK, ["cluster"], {"id": "cl-x"})},
+     422, "cluster.id"),
+    ("GET", "/v1/plans/plan-0000", None, 404, "plan-0000"),
+    ("GET", "/v1/clusters/nope", None, 404, "nope"),
+    ("GET", "/v1/jobs/nope", None, 404, "nope"),
+    ("DELETE", "/v1/clusters/nope", None, 404, "nope"),
+    ("GET", "/v1/plans?limit=0", None, 422, "limit"),
+    ("GET", "/v1/plans?limit=abc", None, 422, "limit"),
+    ("GET", "/v1/jobs?state=exploded", None, 422, "state"),
+    ("GET", "/v1/nothing-here", None, 404, None),
+]
+
+
+@pytest.mark.parametrize("method,url,body,status,text", CASES,
+                         ids=[f"{c[0]} {c[1]} {c[4]}" for c in CASES])
+def test_bad_input_gets_a_problem(shared_server, method, url, body, status, text):
+    with shared_server.client() as c:
+        r = c.request(method, url, json=body)
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    problem = r.json()
+    assert problem["status"] == status and problem["title"]
+    if text:
+        assert text in problem["detail"], problem
+
+
+def test_malformed_json_and_wrong_media(shared_server):
+    with shared_server.client() as c:
+        r = c.post("/v1/plans", content=b'{"model": ', headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["type"] == "/problems/malformed-json"
+        r = c.post("/v1/estimates", content=b"model=llama", headers={"content-type": "text/plain"})
+        assert 400 <= r.status_code < 500
+        assert r.headers["content-type"] == "application/problem+json"
+
+
+def test_oversized_bodies_get_413(shared_server):
+    big = b'{"model": {"name": "' + b"x" * 10_000_000 + b'"}}'
+    with shared_server.client() as c:
+        r = c.post("/v1/plans", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and r.headers["content-type"] == "application/problem+json"
+
+        def chunks():                       # no Content-Length: counted while streaming
+            for _ in range(40):
+                yield b" " * 262_144
+
+        r = c.post("/v1/estimates", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413
+        # The service is unharmed.
+        assert c.get("/healthz").status_code == 200
+
+
+def test_nothing_stored_is_lost_or_changed_by_bad_input(shared_server):
+    with shared_server.client() as c:
+        before = c.get("/v1/plans").json()
+        c.post("/v1/plans", json=with_(OK, ["training", "seq_length"], -5))
+        c.post("/v1/plans", content=b"{{{", headers={"content-type": "application/json"})
+        assert c.get("/v1/plans").json() == before
+
+
+def test_token_protects_writes_but_not_reads(tmp_path):
+    env = {"PLANNER_API_TOKEN": "s3cret"}
+    with live_server(f"sqlite:///{tmp_path / 'auth.db'}", env=env) as srv, srv.client() as c:
+        r = c.post("/v1/plans", json=OK)
+        assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
+        assert r.headers["www-authenticate"].startswith("Bearer")
+        assert c.post("/v1/plans", json=OK,
+                      headers={"Authorization": "Bearer wrong"}).status_code == 401
+        r = c.post("/v1/plans", json=OK, headers={"Authorization": "Bearer s3cret"})
+        assert r.status_code == 201
+        assert c.get(r.headers["location"]).status_code == 200      # reads stay open
+        assert c.delete("/v1/clusters/x").status_code == 401
+        assert c.get("/v1/presets/models").status_code == 200
+    env["PLANNER_PROTECT_READS"] = "true"
+    with live_server(f"sqlite:///{tmp_path / 'auth2.db'}", env=env) as srv, srv.client() as c:
+        assert c.get("/v1/plans").status_code == 401
+        assert c.get("/v1/plans", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert c.get("/healthz").status_code == 200                # probes stay open

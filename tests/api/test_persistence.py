@@ -1,0 +1,128 @@
+"""The service over a real uvicorn process: create, read, list, restart, read again."""
+
+import time
+
+import sqlalchemy as sa
+
+from api.db import jobs as jobs_table
+from api.db import make_engine
+from api.store import now
+
+PLAN = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+        "training": {"global_batch_size": 256, "seq_length": 4096}, "search": {"top_k": 3}}
+
+
+def wait_job(client, location, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(location).json()
+        if body["state"] not in ("queued", "running"):
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"job still {body['state']}")
+
+
+def test_create_read_list_restart_read_again(server):
+    with server.client() as c:
+        r = c.post("/v1/clusters", json={"preset": "dgx-h100", "name": "lab", "num_nodes": 2})
+        assert r.status_code == 201, r.text
+        cluster = r.json()
+        assert r.headers["location"] == f"/v1/clusters/{cluster['id']}"
+        assert cluster["spec"]["num_nodes"] == 2 and cluster["spec"]["gpu"]["name"] == "h100-sxm"
+
+        r = c.post("/v1/plans", json={**PLAN, "cluster": {"id": cluster["id"]}})
+        assert r.status_code == 201, r.text
+        result = r.json()
+        assert r.headers["location"] == f"/v1/plans/{result['id']}"
+        assert result["search"]["status"] == "OPTIMAL" and len(result["plans"]) == 3
+
+        # The same request again: the stored answer, 200.
+        again = c.post("/v1/plans", json={**PLAN, "cluster": {"id": cluster["id"]}})
+        assert again.status_code == 200 and again.json() == result
+
+        other = c.post("/v1/plans", json={**PLAN, "model": {"preset": "llama2-7b"}})
+        assert other.status_code == 201
+        listing = c.get("/v1/plans").json()
+        assert listing["count"] == 2
+        assert [p["id"] for p in listing["data"]] == [other.json()["id"], result["id"]]
+        filtered = c.get("/v1/plans", params={"model": "llama3-8b", "cluster": "lab"}).json()
+        assert filtered["count"] == 1 and filtered["data"][0]["best"]["dp"] >= 1
+
+        r = c.post("/v1/jobs", json={"kind": "plan", "request": {**PLAN, "search": {"top_k": 2}}})
+        assert r.status_code == 202 and r.json()["state"] in ("queued", "running", "succeeded")
+        job = wait_job(c, r.headers["location"])
+        assert job["state"] == "succeeded" and job["progress"] == 1.0
+        assert len(job["result"]["plans"]) == 2
+
+    server.stop()
+    server.start()
+    with server.client() as c:
+        assert c.get(f"/v1/plans/{result['id']}").json() == result
+        assert c.get(f"/v1/clusters/{cluster['id']}").json() == cluster
+        # Two plans posted, and the job's plan, stored under its own id.
+        assert c.get("/v1/plans").json()["count"] == 3
+        assert c.get(f"/v1/plans/{job['result']['id']}").json() == job["result"]
+        assert c.get(f"/v1/jobs/{job['id']}").json()["result"] == job["result"]
+        assert c.delete(f"/v1/clusters/{cluster['id']}").status_code == 204
+        assert c.get(f"/v1/clusters/{cluster['id']}").status_code == 404
+        # The plan keeps its own copy of the cluster.
+        assert c.get(f"/v1/plans/{result['id']}").status_code == 200
+
+
+def test_a_job_running_when_the_service_died_is_marked_failed(server):
+    server.stop()
+    engine = make_engine(server.database_url)
+    with engine.begin() as conn:
+        conn.execute(jobs_table.insert().values(
+            id="job-interrupted", kind="plan", state="running", progress=0.3, request=PLAN,
+            result=None, error=None, created_at=now(), started_at=now(), finished_at=None))
+        conn.execute(jobs_table.insert().values(
+            id="job-waiting", kind="plan", state="queued", progress=0.0, request=PLAN,
+            result=None, error=None, created_at=now(), started_at=None, finished_at=None))
+    engine.dispose()
+    server.start()
+    with server.client() as c:
+        dead = c.get("/v1/jobs/job-interrupted").json()
+        assert dead["state"] == "failed" and "stopped" in dead["error"]["detail"]
+        assert dead["finished_at"] is not None
+        # A job that had not started is run after the restart.
+        assert wait_job(c, "/v1/jobs/job-waiting")["state"] == "succeeded"
+        failed = c.get("/v1/jobs", params={"state": "failed"}).json()
+        assert [j["id"] for j in failed["data"]] == ["job-interrupted"]
+
+
+def test_cancel_a_queued_job(server):
+    with server.client() as c:
+        slow = {**PLAN, "cluster": {"preset": "dgx-h100", "num_nodes": 128},
+                "search": {"time_limit_ms": 20000}}
+        first = c.post("/v1/jobs", json={"kind": "plan", "request": slow}).json()
+        second = c.post("/v1/jobs", json={"kind": "plan", "request": PLAN}).json()
+        r = c.delete(f"/v1/jobs/{second['id']}")
+        if r.status_code == 200:   # still queued or running behind the first job
+            assert r.json()["state"] == "cancelled"
+            wait_job(c, f"/v1/jobs/{first['id']}")
+            assert c.get(f"/v1/jobs/{second['id']}").json()["state"] == "cancelled"
+        else:                      # it had already finished: cancelling is a conflict
+            assert r.status_code == 409
+            assert r.headers["content-type"] == "application/problem+json"
+        assert c.delete("/v1/jobs/job-nope").status_code == 404
+
+
+def test_health_readiness_and_metrics(server):
+    with server.client() as c:
+        assert c.get("/healthz").json() == {"status": "ok"}
+        assert c.get("/readyz").json() == {"status": "ready"}
+        c.post("/v1/plans", json=PLAN)
+        text = c.get("/metrics").text
+        assert 'planner_http_requests_total{method="POST",route="/v1/plans",status="201"}' in text
+        assert "planner_solve_seconds_bucket" in text
+        assert 'planner_jobs{state="running"}' in text
+
+
+def test_schema_is_migrated_by_the_service(server):
+    engine = make_engine(server.database_url)
+    with engine.connect() as conn:
+        tables = set(sa.inspect(conn).get_table_names())
+        version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
+    engine.dispose()
+    assert {"plans", "clusters", "jobs"} <= tables and version == "0001"
