@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -10,6 +11,7 @@ from api import store
 from api.problems import ApiProblem, not_found
 from api.schemas import ClusterRef
 from planner.cost import estimate
+from planner.cost.tables import cost_tables
 from planner.request import EstimateRequest
 from planner.result import PlanEstimate
 from planner.search import PlanRequest, PlanResult, plan
@@ -57,7 +59,16 @@ def run_estimate(body: Any, *, engine: Engine) -> PlanEstimate:
     cluster = resolve_cluster(body.cluster, engine=engine)
     req = EstimateRequest(model=body.model, cluster=cluster, training=body.training,
                           plan=body.plan, efficiency=body.efficiency)
-    return estimate(req.model, req.cluster, req.training, req.plan, req.efficiency)
+    return _estimate(req)
+
+
+@lru_cache(maxsize=4096)
+def _estimate(req: EstimateRequest) -> PlanEstimate:
+    """Estimates are pure functions of the (immutable) request: schedulers asking again for a
+    configuration they asked about before get the answer without recomputing it."""
+    tables = cost_tables(req.model, req.cluster, req.training, req.efficiency)
+    return estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
+                    tables=tables)
 
 
 def plan_summary(row: dict) -> dict:

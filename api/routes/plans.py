@@ -75,4 +75,6 @@ async def create_estimate(
 ):
     """Step time, memory of the most loaded GPU, time breakdown and the collectives of one
     given plan."""
-    return run_estimate(body, engine=engine)
+    est = run_estimate(body, engine=engine)
+    # Already a validated PlanEstimate: serialise it once, without a second validation.
+    return Response(est.model_dump_json(), media_type="application/json")

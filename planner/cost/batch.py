@@ -106,6 +106,8 @@ def pipeline_time(t_max, t_sum, m, v):
 def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
     """fn(*unique key row) -> ``width`` floats, evaluated once per distinct row of ``keys``."""
     keys = np.asarray(keys, dtype=np.int64)
+    if len(keys) == 1:                          # one plan (estimate): no grouping to do
+        return np.array([fn(*map(int, keys[0]))], dtype=float).reshape(1, width)
     radix = [int(keys[:, j].max(initial=0)) + 1 for j in range(keys.shape[1])]
     if np.prod(radix, dtype=float) < 2**62:   # mixed-radix code of the row: one 1-D unique
         code = np.zeros(len(keys), dtype=np.int64)

@@ -2,7 +2,8 @@ import os
 
 import pytest
 
-from tests.api.live import drop_postgres_database, live_server, postgres_database
+from api.live import live_server
+from tests.api.postgres import drop_postgres_database, postgres_database
 
 
 def _backends():

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.api.live import live_server
+from api.live import live_server
 
 OK = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
       "training": {"global_batch_size": 64, "seq_length": 4096}}

@@ -1,4 +1,4 @@
-"""A real `planner serve` process on a free loopback port, for the API tests."""
+"""Run the service as a child process on a free loopback port (tests, benchmarks)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -82,28 +81,3 @@ def live_server(database_url: str, **kw):
         yield server
     finally:
         server.stop()
-
-
-def postgres_database():
-    """A fresh database on the server of PLANNER_TEST_DATABASE_URL, or None; dropped by the
-    caller with ``drop_postgres_database``."""
-    base = os.environ.get("PLANNER_TEST_DATABASE_URL")
-    if not base:
-        return None
-    import psycopg
-
-    name = "planner_test_" + uuid.uuid4().hex[:10]
-    plain = base.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    head, _, _ = base.rpartition("/")
-    return f"{head}/{name}", name
-
-
-def drop_postgres_database(name: str) -> None:
-    import psycopg
-
-    plain = os.environ["PLANNER_TEST_DATABASE_URL"].replace("postgresql+psycopg://",
-                                                            "postgresql://")
-    with psycopg.connect(plain, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
