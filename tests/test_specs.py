@@ -142,11 +142,20 @@ def test_plan_violations_show_the_arithmetic(plan, field, reason):
 
 def test_valid_plan_has_no_violations_and_uneven_split():
     assert plan_violations(ParallelPlan(dp=4, tp=8, pp=3), LLAMA70, DGX96, TRAIN) == []
-    # 80 = 3 * 26 + 2: the middle stage takes one extra layer, then the first stage (the last
-    # one carries the LM head and gets none).
+    # Middle stages equal (what Megatron-LM can launch): c = ceil(80 / 3) = 27, the first and
+    # last stages share 80 - 27 = 53, the last (with the LM head) taking the smaller half.
     assert stage_layers(ParallelPlan(dp=4, tp=8, pp=3), LLAMA70) == (27, 27, 26)
-    # 80 = 6 * 13 + 2: the two most central stages take them.
-    assert stage_layers(ParallelPlan(dp=2, tp=8, pp=6), LLAMA70) == (13, 13, 14, 14, 13, 13)
+    # c = ceil(80 / 6) = 14; the ends share 80 - 4 * 14 = 24.
+    assert stage_layers(ParallelPlan(dp=2, tp=8, pp=6), LLAMA70) == (12, 14, 14, 14, 14, 12)
+    # 10 layers on 8 stages: c = 2 would leave nothing for the ends, so c = 1.
+    from planner.specs.plan import split_layers
+
+    assert split_layers(10, 8) == (2, 1, 1, 1, 1, 1, 1, 2)
+    for layers in range(1, 60):
+        for pp in range(1, layers + 1):
+            split = split_layers(layers, pp)
+            assert sum(split) == layers and min(split) >= 1 and len(split) == pp
+            assert len(set(split[1:-1])) <= 1
 
 
 def test_plan_self_consistency():

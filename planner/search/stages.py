@@ -1,5 +1,8 @@
 """Uneven pipeline stages: assign layers to stages to shorten the slowest stage (CP-SAT).
 
+Splits keep every middle stage equal, as Megatron-LM can launch them
+(``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``).
+
 When the layers do not split evenly, or the embedding and the LM head make the first and last
 stages heavier, moving layers between stages shortens the slowest stage, which sets the pace of
 the whole 1F1B schedule (``batch.pipeline_time``). Each stage must still fit in memory: stage
@@ -55,6 +58,9 @@ def balance_stages(plan: ParallelPlan, tables: CostTables, capacity: float,
     n = [model.NewIntVar(1, L - p + 1, f"stage_layers[{i}]") for i in range(p)]
     # All layers are placed, each stage at least one.
     model.Add(sum(n) == L)
+    # Middle stages hold equal layer counts: what Megatron-LM's first/last-stage flags express.
+    for i in range(2, p - 1):
+        model.Add(n[i] == n[1])
     t_max = model.NewIntVar(0, int(max(c) * L * NS + max(e) * NS) + 1, "slowest_stage_ns")
     for i in range(p):
         # Stage i's time per micro-batch bounds the slowest stage.

@@ -141,24 +141,27 @@ def grad_accum_steps(plan: ParallelPlan, training: TrainingSpec) -> int | None:
 
 
 def stage_layers(plan: ParallelPlan, model: ModelSpec) -> tuple[int, ...]:
-    """Layers held by each pipeline stage (explicit, or an even split with the remainder given
-    first to the middle stages, which carry neither the embedding nor the LM head, then to the
-    first stage, and to the last stage (the LM head's) only when nothing else is left)."""
+    """Layers held by each pipeline stage: explicit, or the default split (``split_layers``)."""
     if plan.layers_per_stage is not None:
         return plan.layers_per_stage
     return split_layers(model.num_layers, plan.pp)
 
 
 def split_layers(num_layers: int, pp: int) -> tuple[int, ...]:
-    """The default split of ``num_layers`` over ``pp`` stages (see ``stage_layers``)."""
-    base, extra = divmod(num_layers, pp)
-    counts = [base] * pp
-    last = pp - 1
-    order = sorted(range(pp), key=lambda i: (i in (0, last), i == last and last > 0,
-                                             abs(i - last / 2), i))
-    for i in order[:extra]:
-        counts[i] += 1
-    return tuple(counts)
+    """The default split of ``num_layers`` over ``pp`` stages, in the form Megatron-LM can
+    launch: every middle stage holds the same number c of layers, and the first and last stage
+    (which also hold the embedding and the LM head) share the rest, the last taking the smaller
+    half (``--decoder-first/last-pipeline-num-layers``). c is ceil(L / p) when that leaves the
+    first and last stage a layer each, else floor(L / p)."""
+    if pp == 1:
+        return (num_layers,)
+    if pp == 2:
+        return (num_layers - num_layers // 2, num_layers // 2)
+    c = -(-num_layers // pp)
+    if num_layers - (pp - 2) * c < 2:
+        c = num_layers // pp
+    ends = num_layers - (pp - 2) * c
+    return (ends - ends // 2,) + (c,) * (pp - 2) + (ends // 2,)
 
 
 def check_plan(
