@@ -40,6 +40,24 @@ class MemoryBreakdown(BaseModel):
     total_gib: float
 
 
+class LaunchSpec(BaseModel):
+    """What it takes to run a plan: framework configs and scheduler artifacts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    nnodes: int
+    nproc_per_node: int
+    megatron_args: list[str] = Field(description="Megatron-LM arguments (after the script).")
+    torchtitan_toml: str = Field(description="[training], [parallelism] and "
+                                 "[activation_checkpoint] sections of a torchtitan config.")
+    deepspeed_config: dict | None = Field(description="DeepSpeed JSON, or null when DeepSpeed's "
+                                          "engine cannot express the plan (see notes).")
+    torchrun: list[str] = Field(description="torchrun argv for each node (Megatron entry point).")
+    slurm_sbatch: str = Field(description="A complete sbatch script.")
+    kubernetes: str = Field(description="A JobSet manifest (YAML).")
+    notes: list[str] = Field(default_factory=list, description="What a framework cannot express.")
+
+
 class PlanEstimate(BaseModel):
     """A plan with its predicted step time, throughput, memory and time breakdown."""
 
@@ -69,3 +87,4 @@ class PlanEstimate(BaseModel):
     memory: MemoryBreakdown
     breakdown: dict[str, float] = Field(description="Seconds per component; sums to step_time_s.")
     communication: list[CommunicationItem]
+    launch: LaunchSpec | None = Field(None, description="How to run this plan.")

@@ -111,3 +111,16 @@ def test_plan_rejects_bad_search_fields(tmp_path):
     bad.write_text(json.dumps(body))
     res = runner.invoke(app, ["plan", str(bad)])
     assert res.exit_code == 2 and "min(4) > max(2)" in res.stderr
+
+
+def test_plan_emits_a_launch_artifact():
+    res = runner.invoke(app, ["plan", str(PLAN_EXAMPLE), "--emit", "megatron"])
+    assert res.exit_code == 0, res.output
+    assert "--tensor-model-parallel-size" in res.stdout
+    assert "--global-batch-size 1024" in res.stdout
+    res = runner.invoke(app, ["estimate", str(EXAMPLE), "--emit", "sbatch"])
+    assert res.exit_code == 0 and "#SBATCH --nodes=4" in res.stdout
+    res = runner.invoke(app, ["estimate", str(EXAMPLE), "--emit", "deepspeed"])
+    assert res.exit_code == 2 and "tp=8" in res.stderr      # DeepSpeed cannot run tp/pp
+    res = runner.invoke(app, ["plan", str(PLAN_EXAMPLE), "--emit", "helm"])
+    assert res.exit_code == 2 and "unknown format" in res.stderr

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import anyio
-from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi import APIRouter, Body, Path, Query, Request, Response
+from fastapi.responses import PlainTextResponse
 
 from api import store
-from api.problems import PROBLEM_RESPONSES
+from api.problems import PROBLEM_RESPONSES, ApiProblem
 from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.routes.examples import ESTIMATE_EXAMPLES, PLAN_EXAMPLES
 from api.schemas import EstimateRequestIn, Page, PlanRequestIn, PlanSummary
@@ -19,10 +20,12 @@ from api.service import (
     run_plan,
     to_plan_request,
 )
-from planner.result import PlanEstimate
+from planner.launch import FORMATS, render
+from planner.result import LaunchSpec, PlanEstimate
 from planner.search import PlanResult
 
 router = APIRouter(prefix="/v1", tags=["plans"], responses=PROBLEM_RESPONSES)
+LaunchFormat = Literal["megatron", "torchtitan", "deepspeed", "torchrun", "sbatch", "kubernetes"]
 
 
 @router.post("/plans", status_code=201, response_model=PlanResult, dependencies=WRITE,
@@ -52,6 +55,31 @@ async def create_plan(
 def get_plan(plan_id: str, engine: EngineDep):
     """The stored result of a plan search."""
     return get_plan_or_404(plan_id, engine=engine)["result"]
+
+
+@router.get("/plans/{plan_id}/launch/{fmt}", dependencies=READ, response_class=PlainTextResponse,
+            summary="Download a launch artifact", operation_id="plans-launch",
+            responses={200: {"content": {m: {} for m, _ in FORMATS.values()},
+                             "description": "The artifact as a file."}})
+def get_launch(plan_id: str, fmt: Annotated[LaunchFormat, Path(description="Artifact.")],
+               engine: EngineDep,
+               rank: Annotated[int, Query(ge=1, le=100, description="Which plan (1 = best).")] = 1):
+    """One launch artifact of a stored plan: Megatron-LM arguments, torchtitan TOML, DeepSpeed
+    JSON, torchrun command, sbatch script or Kubernetes JobSet."""
+    result = get_plan_or_404(plan_id, engine=engine)["result"]
+    plans = result.get("plans") or []
+    if rank > len(plans):
+        raise ApiProblem(404, "Not Found", f"plan {plan_id} has {len(plans)} plan(s); no rank "
+                         f"{rank}", type_="/problems/not-found")
+    launch = LaunchSpec.model_validate(plans[rank - 1]["launch"])
+    try:
+        text = render(launch, fmt)
+    except ValueError as exc:
+        raise ApiProblem(422, "Not expressible", str(exc),
+                         type_="/problems/launch-not-expressible") from None
+    media, ext = FORMATS[fmt]
+    return Response(text, media_type=media, headers={
+        "Content-Disposition": f'attachment; filename="{plan_id}-{rank}.{ext}"'})
 
 
 @router.get("/plans", response_model=Page[PlanSummary], dependencies=READ,

@@ -58,6 +58,9 @@ def estimate_cmd(
     request: Annotated[Path, typer.Argument(help="JSON request with model, cluster, training "
                                                  "and plan; '-' reads stdin.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the contract JSON.")] = False,
+    emit: Annotated[str | None, typer.Option(
+        help="Print one launch artifact instead: megatron, torchtitan, deepspeed, torchrun, "
+             "sbatch or kubernetes.")] = None,
 ) -> None:
     """Predict one plan's step time, memory and communication."""
     data = load_json(request)
@@ -66,7 +69,9 @@ def estimate_cmd(
         est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency)
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
-    if as_json:
+    if emit is not None:
+        emit_artifact(est.launch, emit)
+    elif as_json:
         emit_json(est.model_dump(mode="json"))
     else:
         from planner.cli.render import print_estimate
@@ -81,6 +86,9 @@ def plan_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the contract JSON.")] = False,
     top_k: Annotated[int | None, typer.Option("--top-k", min=1, max=100,
                                               help="Override search.top_k.")] = None,
+    emit: Annotated[str | None, typer.Option(
+        help="Print one launch artifact of the best plan instead: megatron, torchtitan, "
+             "deepspeed, torchrun, sbatch or kubernetes.")] = None,
 ) -> None:
     """Find the best plans (CP-SAT over the whole plan space) or say why nothing fits."""
     from planner.search import PlanRequest, plan
@@ -93,7 +101,17 @@ def plan_cmd(
         result = plan(req)
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
-    if as_json:
+    if result.search.status == "INFEASIBLE" and emit is None and not as_json:
+        from planner.cli.render import print_plan_result
+
+        print_plan_result(stdout_console(), result)
+        raise typer.Exit(1)
+    if emit is not None:
+        if not result.plans:
+            _fail("no plan fits, so there is nothing to launch: " +
+                  "; ".join(result.infeasible_reasons))
+        emit_artifact(result.plans[0].launch, emit)
+    elif as_json:
         emit_json(result.model_dump(mode="json"))
     else:
         from planner.cli.render import print_plan_result
@@ -101,6 +119,17 @@ def plan_cmd(
         print_plan_result(stdout_console(), result)
     if result.search.status == "INFEASIBLE":
         raise typer.Exit(1)
+
+
+def emit_artifact(launch, fmt: str) -> None:
+    from planner.launch import FORMATS, render
+
+    if fmt not in FORMATS:
+        _fail(f"--emit: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    try:
+        sys.stdout.write(render(launch, fmt))
+    except ValueError as exc:
+        _fail(f"--emit {fmt}: {exc}")
 
 
 @app.command("serve")

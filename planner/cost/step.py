@@ -90,10 +90,13 @@ def estimate(
     tables: CostTables | None = None,
 ) -> PlanEstimate:
     """Validate ``plan`` and return its full cost in the public contract's shape."""
+    from planner.launch import build_launch
+
     check_plan(plan, model, cluster, training)
     eff = eff or (tables.eff if tables else EfficiencyModel())
     ev = evaluate(model, cluster, training, plan, eff, tables)
-    return to_estimate(ev, cluster, training, plan, rank=rank)
+    est = to_estimate(ev, cluster, training, plan, rank=rank)
+    return est.model_copy(update={"launch": build_launch(est, model, cluster, training)})
 
 
 def to_estimate(

@@ -26,6 +26,7 @@ from ortools.sat.python import cp_model
 from planner.cost.batch import BatchCost, PlanArrays, compose
 from planner.cost.step import evaluate, to_estimate
 from planner.cost.tables import RECOMPUTE, cost_tables
+from planner.launch import build_launch
 from planner.search.explain import memory_reasons, structural_reasons
 from planner.search.request import PlanRequest
 from planner.search.result import PlanResult, SearchStats
@@ -155,7 +156,9 @@ def plan(request: PlanRequest) -> PlanResult:
     for j, (_, _, _, i, layers) in enumerate(top):
         p = plans.plan(i, layers)
         ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
-        out.append(to_estimate(ev, req.cluster, req.training, p, rank=j + 1))
+        est = to_estimate(ev, req.cluster, req.training, p, rank=j + 1)
+        out.append(est.model_copy(update={"launch": build_launch(est, req.model, req.cluster,
+                                                                 req.training)}))
     if time.perf_counter() > deadline:
         status = "FEASIBLE"
     return done(out, status, feasible=int(fits.sum()), cands=len(cands))

@@ -126,3 +126,23 @@ def test_schema_is_migrated_by_the_service(server):
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
     engine.dispose()
     assert {"plans", "clusters", "jobs"} <= tables and version == "0001"
+
+
+def test_launch_artifacts_download(server):
+    with server.client() as c:
+        result = c.post("/v1/plans", json=PLAN).json()
+        best = result["plans"][0]
+        assert best["launch"]["megatron_args"] and best["launch"]["nnodes"] == 2
+        pid = result["id"]
+        r = c.get(f"/v1/plans/{pid}/launch/sbatch")
+        assert r.status_code == 200 and r.text.startswith("#!/bin/bash")
+        assert r.headers["content-type"].startswith("text/x-shellscript")
+        assert "attachment" in r.headers["content-disposition"]
+        r = c.get(f"/v1/plans/{pid}/launch/torchtitan", params={"rank": 2})
+        assert r.status_code == 200 and "[parallelism]" in r.text
+        assert r.headers["content-type"].startswith("application/toml")
+        r = c.get(f"/v1/plans/{pid}/launch/kubernetes")
+        assert r.headers["content-type"].startswith("application/yaml") and "JobSet" in r.text
+        assert c.get(f"/v1/plans/{pid}/launch/helm").status_code == 422
+        assert c.get(f"/v1/plans/{pid}/launch/megatron", params={"rank": 9}).status_code == 404
+        assert c.get("/v1/plans/plan-nope/launch/megatron").status_code == 404

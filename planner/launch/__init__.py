@@ -1,0 +1,10 @@
+"""From a plan to a running job: framework configs and scheduler artifacts (pure renderers).
+
+Every function here turns values into text or argv; none runs anything. The service and the
+CLI attach the result to each plan as ``launch``; the probe launchers reuse the scheduler
+renderers.
+"""
+
+from planner.launch.spec import FORMATS, LaunchSpec, build_launch, render
+
+__all__ = ["FORMATS", "LaunchSpec", "build_launch", "render"]
