@@ -11,8 +11,9 @@ from planner.errors import PlannerInputError
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 
 
-class EstimateRequest(BaseModel):
-    """Cost of one fixed plan: ``planner estimate`` and ``POST /v1/estimates``."""
+class SetupRequest(BaseModel):
+    """What every request names: the model, the cluster, the training shape (and optional
+    overrides of the kernel efficiency model)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -21,9 +22,14 @@ class EstimateRequest(BaseModel):
     cluster: ClusterSpec = Field(description='Preset ({"preset": "dgx-h100", "num_nodes": 4}) '
                                  "or explicit fields.")
     training: TrainingSpec
-    plan: ParallelPlan
     efficiency: EfficiencyModel = Field(default_factory=EfficiencyModel,
                                         description="Overrides of the kernel efficiency model.")
+
+
+class EstimateRequest(SetupRequest):
+    """Cost of one fixed plan: ``planner estimate`` and ``POST /v1/estimates``."""
+
+    plan: ParallelPlan
 
 
 def validation_errors(exc: ValidationError) -> list[tuple[str, str]]:
