@@ -1,0 +1,73 @@
+"""Calibration values: samples in, fits out (the public result shape)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.collectives import Tier
+
+Source = Literal["sweep", "nccl-tests", "trace", "samples"]
+
+
+class Sample(BaseModel):
+    """One measured collective: full-buffer size (nccl-tests convention) and time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: str = Field(description="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
+                    "all_to_all, scatter, gather or send_recv.")
+    group_size: int = Field(ge=2, le=1_000_000)
+    tier: Tier = "intra_node"
+    message_bytes: float = Field(gt=0, le=1e13)
+    time_us: float = Field(gt=0, le=1e10)
+    predicted_us: float | None = Field(None, description="The fitted model's prediction.")
+
+
+class Segment(BaseModel):
+    """One alpha-beta line of a piecewise fit: time = latency + bytes / bandwidth, used for
+    messages in [min_bytes, max_bytes] (prediction takes the fastest line, as NCCL does)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    latency_us: float
+    bandwidth_gb_per_s: float
+    min_bytes: float
+    max_bytes: float
+
+
+class Fit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    op: str
+    algorithm: str = Field(description="Algorithm whose step count and bus factor scale the fit "
+                           "to other group sizes (ring).")
+    tier: Tier
+    group_size: int
+    latency_us: float = Field(description="Time of an empty collective at this group size.")
+    bandwidth_gb_per_s: float = Field(description="Algorithm bandwidth of large messages.")
+    bus_bandwidth_gb_per_s: float = Field(description="nccl-tests bus bandwidth (algbw x bus "
+                                          "factor): comparable across group sizes.")
+    alpha_step_us: float = Field(description="Latency per algorithm step (latency / steps).")
+    r2: float
+    median_rel_err: float
+    max_rel_err: float
+    loo_max_rel_err: float = Field(description="Leave-one-out: each point predicted by a fit "
+                                   "without it.")
+    samples: int
+    quality: Literal["good", "poor"]
+    segments: list[Segment] = Field(default_factory=list, description="Lines of the piecewise "
+                                    "model when one line does not fit the data.")
+
+
+class Calibration(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str | None = None
+    source: Source
+    backend: str
+    fits: list[Fit]
+    unsupported: list[str] = Field(default_factory=list)
+    samples: list[Sample]
+    notes: list[str] = Field(default_factory=list)
