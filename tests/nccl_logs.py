@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (nccl-tests rows are wider than our line length)
 """nccl-tests logs for the calibration tests, written in nccl-tests' own row format from a
 model shaped like NCCL's (three protocol lines, smooth switch-overs, measurement noise)."""
 
@@ -42,7 +43,7 @@ def make_log(op="all_reduce", ranks=8, hosts=1, lines=((12e-6, 8e9), (18e-6, 60e
            "reduce_scatter": (ranks - 1) / ranks, "all_to_all": (ranks - 1) / ranks}.get(op, 1.0)
     per_node = ranks // hosts
     rank_lines = "".join(
-        f"#  Rank {r:2d} Group  0 Pid {40000 + r:6d} on {'dgx-%02d' % (r // per_node):>10s} "
+        f"#  Rank {r:2d} Group  0 Pid {40000 + r:6d} on {f'dgx-{r // per_node:02d}':>10s} "
         f"device {r % per_node:2d} [0x{r:02x}] NVIDIA A100-SXM4-80GB\n" for r in range(ranks))
     text = HEADER.format(maxb=int(sizes[-1]), ranks=rank_lines)
     if old_format:
