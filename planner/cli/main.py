@@ -26,6 +26,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 EXIT_INPUT = 2
 
 
+def _add_subcommands() -> None:
+    from planner.cli.calibrate import app as calibrate_app
+
+    app.add_typer(calibrate_app, name="calibrate")
+
+
+_add_subcommands()
+
+
 def _fail(message: str) -> None:
     Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
     raise typer.Exit(EXIT_INPUT)

@@ -1,0 +1,149 @@
+"""``planner calibrate``: sweeps, nccl-tests logs and profiler traces to alpha-beta fits."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from planner.calibration.model import Calibration
+
+app = typer.Typer(no_args_is_help=True, help="Fit alpha-beta collective costs to measurements.")
+
+
+def _fail(message: str) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def fits_table(cal: Calibration) -> Table:
+    t = Table(title=f"Fits ({cal.source}, {cal.backend})")
+    for col in ("op", "tier", "ranks", "latency us", "GB/s", "bus GB/s", "R^2", "median err",
+                "max err", "LOO max", "samples", "quality", "lines"):
+        t.add_column(col, justify="left" if col in ("op", "tier", "quality") else "right")
+    for f in cal.fits:
+        t.add_row(f.op, f.tier, str(f.group_size), f"{f.latency_us:.2f}",
+                  f"{f.bandwidth_gb_per_s:.3g}", f"{f.bus_bandwidth_gb_per_s:.3g}",
+                  f"{f.r2:.3f}", f"{100 * f.median_rel_err:.1f}%", f"{100 * f.max_rel_err:.1f}%",
+                  f"{100 * f.loo_max_rel_err:.1f}%", str(f.samples),
+                  f.quality if f.quality == "good" else "[red]poor[/]",
+                  str(max(1, len(f.segments))))
+    return t
+
+
+def output(cal: Calibration, as_json: bool, plot: Path | None) -> None:
+    if plot is not None:
+        from planner.calibration.plot import svg
+
+        try:
+            plot.write_text(svg(cal))
+        except OSError as exc:
+            _fail(f"cannot write {plot}: {exc.strerror or exc}")
+    if as_json:
+        sys.stdout.write(cal.model_dump_json(indent=2) + "\n")
+        return
+    console = Console() if Console().is_terminal else Console(width=160)
+    console.print(fits_table(cal))
+    for u in cal.unsupported:
+        console.print(f"unsupported: {u}", highlight=False)
+    for n in cal.notes:
+        console.print(f"note: {n}", highlight=False)
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the calibration JSON.")]
+PlotOpt = Annotated[Path | None, typer.Option(help="Write a log-log SVG of points and fits.")]
+
+
+@app.command("run")
+def run_cmd(
+    nproc: Annotated[int, typer.Option(min=2, max=64, help="Ranks on this machine.")] = 4,
+    backend: Annotated[str, typer.Option(help="gloo (CPU) or nccl (GPUs).")] = "gloo",
+    sizes: Annotated[str, typer.Option(help="Message sizes in bytes, comma-separated.")] =
+        "4096,16384,65536,262144,1048576,4194304",
+    ops: Annotated[str | None, typer.Option(help="Collectives, comma-separated.")] = None,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds before the job is killed.")] = 600,
+    as_json: JsonOpt = False, plot: PlotOpt = None,
+) -> None:
+    """Time every collective with torch.distributed on local ranks (torchrun), then fit."""
+    from rich.progress import Progress
+
+    from planner.probe.local import ProbeError
+    from planner.probe.sweep import run_sweep
+
+    if backend not in ("gloo", "nccl"):
+        _fail(f"--backend must be gloo or nccl, not {backend!r}")
+    try:
+        size_list = [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError:
+        _fail(f"--sizes must be integers separated by commas, got {sizes!r}")
+    if not size_list or min(size_list) < 4 or max(size_list) > 2**34:
+        _fail("--sizes must lie between 4 bytes and 16 GiB")
+    op_list = [o.strip() for o in ops.split(",")] if ops else None
+    from planner.probe.sweep_worker import OPS
+
+    if op_list and (bad := [o for o in op_list if o not in OPS]):
+        _fail(f"--ops: unknown collective(s) {', '.join(bad)}; choose from {', '.join(OPS)}")
+    err = Console(stderr=True)
+    with Progress(console=err, disable=not err.is_terminal) as bar:
+        task = bar.add_task("sweep", total=None)
+        try:
+            cal = run_sweep(nproc, backend=backend, sizes=size_list, ops=op_list,
+                            timeout_s=timeout,
+                            on_progress=lambda d, t: bar.update(task, completed=d, total=t))
+        except ProbeError as exc:
+            _fail(str(exc))
+    output(cal, as_json, plot)
+
+
+@app.command("import-nccl-tests")
+def import_nccl_cmd(
+    logs: Annotated[list[Path], typer.Argument(help="nccl-tests output files.")],
+    op: Annotated[str | None, typer.Option(help="Collective, when a log does not name it.")] = None,
+    as_json: JsonOpt = False, plot: PlotOpt = None,
+) -> None:
+    """Fit the rows of nccl-tests logs (all_reduce_perf, all_gather_perf, ...)."""
+    from planner.calibration.fit import fit_samples
+    from planner.calibration.nccl_tests import NcclTestsFormatError, parse
+
+    samples, notes = [], []
+    for path in logs:
+        try:
+            log = parse(path.read_text(errors="replace"), op=op)
+        except OSError as exc:
+            _fail(f"cannot read {path}: {exc.strerror or exc}")
+        except NcclTestsFormatError as exc:
+            _fail(f"{path}: {exc}")
+        samples += log.samples()
+        notes += [f"{path.name}: {n}" for n in log.notes]
+    fits, fitted, more = fit_samples(samples)
+    output(Calibration(source="nccl-tests", backend="nccl", fits=fits, samples=fitted,
+                       notes=notes + more), as_json, plot)
+
+
+@app.command("import-trace")
+def import_trace_cmd(
+    trace: Annotated[Path, typer.Argument(help="Chrome trace JSON exported by torch.profiler.")],
+    as_json: JsonOpt = False, plot: PlotOpt = None,
+) -> None:
+    """Read a torch.profiler trace: compute, collectives, overlap; fit the collectives."""
+    from planner.calibration.trace import TraceFormatError, calibration_from_trace, read_trace
+
+    try:
+        summary = read_trace(trace.read_bytes())
+    except OSError as exc:
+        _fail(f"cannot read {trace}: {exc.strerror or exc}")
+    except TraceFormatError as exc:
+        _fail(f"{trace}: {exc}")
+    cal = calibration_from_trace(summary)
+    if not as_json:
+        Console(stderr=True).print(
+            f"compute {summary.compute_us / 1e3:.2f} ms, communication "
+            f"{summary.comm_us / 1e3:.2f} ms ({100 * summary.overlap_fraction:.0f}% of it "
+            f"under compute); by collective: "
+            + ", ".join(f"{k} {v / 1e3:.2f} ms" for k, v in summary.comm_by_op_us.items()),
+            highlight=False)
+    output(cal, as_json, plot)

@@ -1,0 +1,185 @@
+"""A torch.distributed program that times every collective over a sweep of message sizes.
+
+Run under torchrun (``python -m torch.distributed.run ... -m planner.probe.sweep_worker``).
+Backend ``nccl`` on GPUs, ``gloo`` on CPU. For each group size (the whole world and smaller
+groups of the first ranks), each collective and each size: warm-up calls, then repeated
+batches between barriers (device synchronised on GPUs), each batch long enough to dwarf the
+timer, the time of a call taken as the slowest rank's, the median over repeats kept. Sizes are
+full buffers (nccl-tests convention). A collective the backend lacks is reported as
+unsupported, not faked. Rank 0 writes the result JSON and a progress file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+import time
+from datetime import timedelta
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
+       "scatter", "gather", "send_recv")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--sizes", default="4096,16384,65536,262144,1048576,4194304",
+                    help="comma-separated message sizes in bytes (full buffers)")
+    ap.add_argument("--group-sizes", default="", help="comma-separated; default: world and 2")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--min-batch-ms", type=float, default=2.0)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--progress", default="")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+    import torch.distributed as dist
+
+    args = parse_args(argv)
+    dist.init_process_group(args.backend, timeout=timedelta(seconds=120))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if args.backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    hosts: list[str] = [""] * world
+    dist.all_gather_object(hosts, socket.gethostname())
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    ops = [o for o in args.ops.split(",") if o]
+    gsizes = sorted({int(g) for g in args.group_sizes.split(",") if g} or {world, 2}, reverse=True)
+    gsizes = [g for g in gsizes if 2 <= g <= world]
+    groups = {g: (dist.group.WORLD if g == world else dist.new_group(list(range(g))))
+              for g in gsizes}
+    samples, unsupported = [], []
+    total = len(gsizes) * len(ops) * len(sizes)
+    done, t_start = 0, time.perf_counter()
+
+    def progress() -> None:
+        if rank == 0 and args.progress:
+            with open(args.progress + ".tmp", "w") as fh:
+                json.dump({"done": done, "total": total}, fh)
+            os.replace(args.progress + ".tmp", args.progress)
+
+    for p in gsizes:
+        group = groups[p]
+        member = rank < p
+        tier = "inter_node" if len(set(hosts[:p])) > 1 else "intra_node"
+        for op in ops:
+            if op == "send_recv" and p != 2:
+                done += len(sizes)
+                continue
+            failed = None
+            for size in sizes:
+                dist.barrier()
+                if member and failed is None:
+                    try:
+                        t = _time_op(op, size, p, group, device, sync, args, torch, dist)
+                    except (RuntimeError, ValueError) as exc:   # the backend lacks it
+                        failed = f"{op} ({args.backend}): {str(exc).splitlines()[0][:200]}"
+                        t = None
+                    if rank == 0 and t is not None:
+                        samples.append({"op": op, "group_size": p, "tier": tier,
+                                        "message_bytes": _full_bytes(op, size, p),
+                                        "time_us": t * 1e6})
+                done += 1
+                progress()
+            if rank == 0 and failed and failed not in unsupported:
+                unsupported.append(failed)
+    dist.barrier()
+    if rank == 0:
+        result = {"backend": args.backend, "world_size": world, "hosts": sorted(set(hosts)),
+                  "samples": samples, "unsupported": unsupported,
+                  "seconds": time.perf_counter() - t_start}
+        with open(args.out + ".tmp", "w") as fh:
+            json.dump(result, fh)
+        os.replace(args.out + ".tmp", args.out)
+    dist.destroy_process_group()
+    return 0
+
+
+def _elems(size: int, p: int) -> int:
+    """float32 elements of a full buffer, rounded down to a multiple of p (nccl-tests)."""
+    return max(p, (size // 4) // p * p)
+
+
+def _full_bytes(op: str, size: int, p: int) -> int:
+    return _elems(size, p) * 4
+
+
+def _time_op(op, size, p, group, device, sync, args, torch, dist) -> float:
+    n = _elems(size, p)
+    full = torch.ones(n, device=device)
+    part = torch.ones(n // p, device=device)
+    out_full = torch.empty(n, device=device)
+    out_part = torch.empty(n // p, device=device)
+    rank = dist.get_rank()
+
+    def call() -> None:
+        if op == "all_reduce":
+            dist.all_reduce(full, group=group)
+        elif op == "all_gather":
+            dist.all_gather_into_tensor(out_full, part, group=group)
+        elif op == "reduce_scatter":
+            dist.reduce_scatter_tensor(out_part, full, group=group)
+        elif op == "broadcast":
+            dist.broadcast(full, src=0, group=group)
+        elif op == "reduce":
+            dist.reduce(full, dst=0, group=group)
+        elif op == "all_to_all":
+            dist.all_to_all_single(out_full, full, group=group)
+        elif op == "scatter":
+            chunks = list(full.chunk(p)) if rank == 0 else None
+            dist.scatter(out_part, chunks, src=0, group=group)
+        elif op == "gather":
+            bufs = list(out_full.chunk(p)) if rank == 0 else None
+            dist.gather(part, bufs, dst=0, group=group)
+        elif op == "send_recv":
+            peer = 1 - rank
+            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, full, peer, group),
+                                           dist.P2POp(dist.irecv, out_full, peer, group)])
+            for r in reqs:
+                r.wait()
+        else:
+            raise ValueError(f"unknown op {op}")
+
+    for _ in range(args.warmup):
+        call()
+    sync()
+    # Calls per batch: enough for min_batch_ms, agreed by all ranks (the slowest decides).
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    call()
+    sync()
+    one = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
+    dist.all_reduce(one, op=dist.ReduceOp.MAX, group=group)
+    k = max(1, min(50, math.ceil(args.min_batch_ms / 1e3 / max(one.item(), 1e-9))))
+    times = []
+    for _ in range(args.repeats):
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        for _ in range(k):
+            call()
+        sync()
+        t = torch.tensor([(time.perf_counter() - t0) / k], dtype=torch.float64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+        times.append(t.item())
+    return statistics.median(times)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
