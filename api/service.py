@@ -66,7 +66,7 @@ def run_estimate(body: Any, *, engine: Engine) -> PlanEstimate:
 def _estimate(req: EstimateRequest) -> PlanEstimate:
     """Estimates are pure functions of the (immutable) request: schedulers asking again for a
     configuration they asked about before get the answer without recomputing it."""
-    tables = cost_tables(req.model, req.cluster, req.training, req.efficiency)
+    tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)
     return estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
                     tables=tables)
 

@@ -136,6 +136,7 @@ class CollectiveCost:
     group_size: int
     tier: Tier
     time_s: float
+    source: str = "preset"   # "preset" (the cluster spec's links) or a calibration id
 
     @property
     def algbw_gb_per_s(self) -> float:

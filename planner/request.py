@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from planner.calibration.model import CalibrationIn
 from planner.cost import EfficiencyModel
 from planner.errors import PlannerInputError
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
@@ -24,6 +25,9 @@ class SetupRequest(BaseModel):
     training: TrainingSpec
     efficiency: EfficiencyModel = Field(default_factory=EfficiencyModel,
                                         description="Overrides of the kernel efficiency model.")
+    calibration: CalibrationIn | None = Field(
+        None, description="Measured collective fits (from `planner calibrate`) to cost "
+        "communication with instead of the cluster spec's links, where they cover an op and tier.")
 
 
 class EstimateRequest(SetupRequest):

@@ -23,6 +23,8 @@ class CommunicationItem(BaseModel):
     total_time_s: float = Field(description="time_s * count_per_step.")
     exposed_time_s: float = Field(description="Part of total_time_s not hidden under compute.")
     busbw_gb_per_s: float = Field(description="nccl-tests bus bandwidth of one call.")
+    source: str = Field("preset", description="Where its alpha-beta came from: 'preset' (the "
+                        "cluster spec's links) or the id of the calibration whose fit was used.")
 
 
 class MemoryBreakdown(BaseModel):

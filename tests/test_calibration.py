@@ -116,3 +116,31 @@ def test_short_series_are_reported_not_fitted():
     s = [Sample(op="all_reduce", group_size=2, message_bytes=1e6, time_us=100.0)]
     fits, samples, notes = fit_samples(s)
     assert fits == [] and "need 3" in notes[0] and samples == s
+
+
+def test_plans_cost_communication_with_a_calibration():
+    from planner.calibration.model import CalibrationIn
+    from planner.cost import estimate
+    from planner.request import EstimateRequest
+
+    text, _, _ = make_log(op="all_reduce", ranks=8)
+    fits, _, _ = fit_samples(parse(text).samples())
+    body = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 2},
+            "training": {"global_batch_size": 64, "seq_length": 4096},
+            "plan": {"dp": 2, "tp": 8, "micro_batch_size": 1, "recompute": "full"}}
+    plain = EstimateRequest.model_validate(body)
+    calibrated = EstimateRequest.model_validate(
+        {**body, "calibration": {"id": "cal-test", "fits": [f.model_dump() for f in fits],
+                                 "samples": []}})
+    assert isinstance(calibrated.calibration, CalibrationIn)
+    a = estimate(plain.model, plain.cluster, plain.training, plain.plan)
+    b = estimate(calibrated.model, calibrated.cluster, calibrated.training, calibrated.plan,
+                 calibration=calibrated.calibration)
+    tp_a = next(c for c in a.communication if c.strategy == "TP")
+    tp_b = next(c for c in b.communication if c.strategy == "TP")
+    assert tp_a.source == "preset" and tp_b.source == "cal-test"
+    assert tp_b.time_s * 1e6 == pytest.approx(predict(fits[0], tp_b.message_bytes, 8))
+    # The DP all_reduce crosses nodes: the intra-node fit does not cover it.
+    dp_b = next(c for c in b.communication if c.strategy == "DP")
+    assert dp_b.tier == "inter_node" and dp_b.source == "preset"
+    assert b.breakdown["tp_comm"] != a.breakdown["tp_comm"]

@@ -6,6 +6,6 @@ its own torch.distributed sweeps.
 """
 
 from planner.calibration.fit import fit_samples
-from planner.calibration.model import Calibration, Fit, Sample, Segment
+from planner.calibration.model import Calibration, CalibrationIn, Fit, Sample, Segment
 
-__all__ = ["Calibration", "Fit", "Sample", "Segment", "fit_samples"]
+__all__ = ["Calibration", "CalibrationIn", "Fit", "Sample", "Segment", "fit_samples"]

@@ -124,7 +124,7 @@ def fit_series(op: str, tier: str, p: int, m: np.ndarray, t_us: np.ndarray) -> F
         max_rel_err=max_err, loo_max_rel_err=float(max(loo)) if loo else float("nan"),
         samples=len(m),
         quality="good" if median_err <= GOOD_MEDIAN and max_err <= GOOD_MAX else "poor",
-        segments=segments,
+        segments=tuple(segments),
     )
 
 

@@ -57,8 +57,8 @@ class Fit(BaseModel):
                                    "without it.")
     samples: int
     quality: Literal["good", "poor"]
-    segments: list[Segment] = Field(default_factory=list, description="Lines of the piecewise "
-                                    "model when one line does not fit the data.")
+    segments: tuple[Segment, ...] = Field(default=(), description="Lines of the piecewise "
+                                          "model when one line does not fit the data.")
 
 
 class Calibration(BaseModel):
@@ -71,3 +71,14 @@ class Calibration(BaseModel):
     unsupported: list[str] = Field(default_factory=list)
     samples: list[Sample]
     notes: list[str] = Field(default_factory=list)
+
+
+class CalibrationIn(BaseModel):
+    """The calibration a request is costed with: its fits (a whole calibration object, as
+    ``planner calibrate --json`` prints it, is accepted; only id and fits are used)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: str = Field("inline", max_length=64, description="Shown as the source of every "
+                    "collective cost that comes from these fits.")
+    fits: tuple[Fit, ...] = Field(min_length=1, max_length=1000)

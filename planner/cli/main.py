@@ -75,7 +75,8 @@ def estimate_cmd(
     data = load_json(request)
     try:
         req = parse_request(EstimateRequest, data)
-        est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency)
+        est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
+                       calibration=req.calibration)
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
     if emit is not None:

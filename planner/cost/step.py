@@ -87,13 +87,15 @@ def evaluate(
 def estimate(
     model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, plan: ParallelPlan,
     eff: EfficiencyModel | None = None, *, rank: int | None = None,
-    tables: CostTables | None = None,
+    tables: CostTables | None = None, calibration=None,
 ) -> PlanEstimate:
     """Validate ``plan`` and return its full cost in the public contract's shape."""
     from planner.launch import build_launch
 
     check_plan(plan, model, cluster, training)
     eff = eff or (tables.eff if tables else EfficiencyModel())
+    if tables is None and calibration is not None:
+        tables = CostTables(model, cluster, training, eff, calibration)
     ev = evaluate(model, cluster, training, plan, eff, tables)
     est = to_estimate(ev, cluster, training, plan, rank=rank)
     return est.model_copy(update={"launch": build_launch(est, model, cluster, training)})
@@ -112,7 +114,7 @@ def to_estimate(
             count_per_step=calls, group_size=u.group.size, tier=u.group.tier,
             algorithm=u.cost.algorithm, time_s=u.cost.time_s,
             total_time_s=u.cost.time_s * calls, exposed_time_s=exposed,
-            busbw_gb_per_s=u.cost.busbw_gb_per_s,
+            busbw_gb_per_s=u.cost.busbw_gb_per_s, source=u.cost.source,
         )
         for u, calls, exposed in ev.uses
     ]

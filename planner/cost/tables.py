@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from planner.calibration.fit import predict
+from planner.calibration.model import CalibrationIn, Fit
 from planner.collectives import BACKEND_ALGORITHMS, CollectiveCost, GroupTopology, collective_time
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.layers import HeadWork, LayerShape, LayerWork, head_work, layer_work
@@ -36,8 +38,12 @@ class CollectiveUse:
 
 class CostTables:
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
-                 eff: EfficiencyModel) -> None:
+                 eff: EfficiencyModel, calibration: CalibrationIn | None = None) -> None:
         self.model, self.cluster, self.training, self.eff = model, cluster, training, eff
+        self.calibration = calibration
+        self._fits: dict[tuple[str, str], list[Fit]] = {}
+        for fit in calibration.fits if calibration else ():
+            self._fits.setdefault((fit.op, fit.tier), []).append(fit)
         self.allowed = BACKEND_ALGORITHMS["gloo" if cluster.intra_node.kind == "loopback"
                                           else "nccl"]
         self._layer: dict[tuple, tuple[LayerWork, float, float]] = {}
@@ -64,8 +70,20 @@ class CostTables:
         key = (op, nbytes, group.size, group.ranks_per_node)
         hit = self._coll.get(key)
         if hit is None:
-            hit = self._coll[key] = collective_time(op, nbytes, group, allowed=self.allowed)
+            hit = self._coll[key] = self._calibrated(op, nbytes, group) or collective_time(
+                op, nbytes, group, allowed=self.allowed)
         return hit
+
+    def _calibrated(self, op: str, nbytes: float, group: GroupTopology) -> CollectiveCost | None:
+        """The measured model of ``op`` on this tier, scaled to the group size from the fit
+        of the nearest size (``calibration.fit.predict``), when the calibration has one."""
+        fits = self._fits.get((op, group.tier))
+        if not fits or group.size < 2:
+            return None
+        fit = min(fits, key=lambda f: (abs(f.group_size - group.size), -f.group_size))
+        t = predict(fit, nbytes, group.size) * 1e-6
+        return CollectiveCost(op, f"measured ({fit.algorithm} scaling)", nbytes, group.size,
+                              group.tier, t, source=self.calibration.id)
 
     # -- per-layer work ---------------------------------------------------------------------
     def _plan(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> LayerShape:
@@ -174,7 +192,7 @@ class CostTables:
 
 @lru_cache(maxsize=16)
 def cost_tables(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
-                eff: EfficiencyModel) -> CostTables:
+                eff: EfficiencyModel, calibration: CalibrationIn | None = None) -> CostTables:
     """The tables of one setting, kept across requests (specs are immutable, so a request for
     the same model, cluster and training reuses every component already computed)."""
-    return CostTables(model, cluster, training, eff)
+    return CostTables(model, cluster, training, eff, calibration)

@@ -56,7 +56,7 @@ def memory_reasons(req, plans: PlanArrays, bc: BatchCost, capacity: float) -> li
     i = int(np.argmin(bc.memory_bytes))
     # The search skips activations of plans whose model states alone overflow: re-cost fully.
     exact = compose(plans.take(np.array([i])), cost_tables(req.model, req.cluster, req.training,
-                                                            req.efficiency))
+                                                            req.efficiency, req.calibration))
     parts = {k: float(v[0]) / GIB for k, v in exact.memory_parts.items()}
     states = parts["weights"] + parts["gradients"] + parts["optimizer"]
     usable = capacity / GIB

@@ -124,7 +124,7 @@ def plan(request: PlanRequest) -> PlanResult:
     if space.size == 0:
         return done([], "INFEASIBLE",
                     reasons=structural_reasons(req.model, req.cluster, req.training, search))
-    tables = cost_tables(req.model, req.cluster, req.training, req.efficiency)
+    tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)
     plans = space.plans
     capacity = req.cluster.gpu.memory_bytes * (1 - search.memory_headroom)
     # Step times of plans that overflow by a little are kept for the uneven-stage pass.
