@@ -44,6 +44,16 @@ jobs = sa.Table(
 )
 
 
+calibrations = sa.Table(
+    "calibrations", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("cluster_id", sa.String(64), nullable=True, index=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("body", sa.JSON, nullable=False),
+)
+
+
 def normalise_url(url: str) -> str:
     """postgres:// and postgresql:// (as Heroku-style URLs write it) use psycopg 3."""
     for prefix in ("postgres://", "postgresql://"):

@@ -37,6 +37,23 @@ class JobRunner:
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
+    def _sweep(self, job_id: str, request: dict) -> dict:
+        """Run a calibration sweep (torchrun on this machine); store the calibration."""
+        from api.schemas import SweepSpec
+        from planner.probe.sweep import run_sweep
+
+        spec = SweepSpec.model_validate(request["sweep"])
+
+        def progress(done: int, total: int) -> None:
+            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
+                             progress=round(0.05 + 0.9 * done / max(total, 1), 3))
+
+        cal = run_sweep(spec.nproc, backend=spec.backend, sizes=spec.sizes, ops=spec.ops,
+                        timeout_s=spec.timeout_s, on_progress=progress)
+        row = store.save_calibration(engine=self.engine, cluster_id=request["cluster_id"],
+                                     body=cal.model_dump(mode="json"))
+        return row["body"]
+
     def _run(self, job_id: str) -> None:
         from api.schemas import JobCreate
 
@@ -45,18 +62,22 @@ class JobRunner:
             return   # cancelled before it started
         job = store.get_job(engine=self.engine, job_id=job_id)
         try:
-            spec = JobCreate.model_validate({"kind": job["kind"], "request": job["request"]})
-            req = to_plan_request(spec.request, engine=self.engine,
-                                  max_time_limit_ms=self.settings.max_time_limit_ms)
-            result, _ = run_plan(req, engine=self.engine, metrics=self.metrics)
+            if job["kind"] == "calibration-sweep":
+                result = self._sweep(job_id, job["request"])
+            else:
+                spec = JobCreate.model_validate({"kind": job["kind"], "request": job["request"]})
+                req = to_plan_request(spec.request, engine=self.engine,
+                                      max_time_limit_ms=self.settings.max_time_limit_ms)
+                result, _ = run_plan(req, engine=self.engine, metrics=self.metrics)
             store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
                              state="succeeded", progress=1.0, result=result,
                              finished_at=store.now())
         except Exception as exc:   # any failure is recorded on the job, never lost
             from api.problems import ApiProblem
             from planner.errors import PlannerInputError
+            from planner.probe.local import ProbeError
 
-            if isinstance(exc, (ApiProblem, PlannerInputError)):
+            if isinstance(exc, (ApiProblem, PlannerInputError, ProbeError)):
                 log.warning("job %s rejected: %s", job_id, exc)
             else:
                 log.exception("job %s failed", job_id)

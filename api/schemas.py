@@ -6,6 +6,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from planner.calibration.model import Calibration, Sample
 from planner.request import EstimateRequest
 from planner.search import PlanRequest
 from planner.specs import ClusterSpec
@@ -95,3 +96,33 @@ class JobPublic(BaseModel):
 class PresetList(BaseModel):
     data: list[dict]
     count: int
+
+
+class SweepSpec(BaseModel):
+    """A torch.distributed sweep run by the service on its own machine, as a job."""
+
+    model_config = ConfigDict(extra="forbid")
+    nproc: int = Field(4, ge=2, le=8, description="Local ranks.")
+    backend: Literal["gloo", "nccl"] = "gloo"
+    sizes: list[int] = Field(default=[4096, 16384, 65536, 262144, 1048576, 4194304],
+                             min_length=3, max_length=32, description="Bytes, 4 B to 1 GiB.")
+    ops: list[str] | None = Field(None, max_length=16)
+    timeout_s: float = Field(600, ge=10, le=3600)
+
+
+class CalibrationCreate(BaseModel):
+    """Measurements to fit: raw samples, nccl-tests logs (their text), a torch.profiler trace
+    (its JSON), or a sweep to run."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: Literal["samples", "nccl-tests", "trace", "sweep"]
+    samples: list[Sample] | None = Field(None, max_length=100_000)
+    logs: list[str] | None = Field(None, max_length=64, description="nccl-tests outputs.")
+    op: str | None = Field(None, description="Collective of logs that do not name it.")
+    trace: dict | None = Field(None, description="Chrome trace JSON from torch.profiler.")
+    sweep: SweepSpec | None = None
+
+
+class CalibrationPublic(Calibration):
+    cluster_id: str | None = None
+    created_at: str

@@ -10,12 +10,24 @@ from sqlalchemy.engine import Engine
 from api import store
 from api.problems import ApiProblem, not_found
 from api.schemas import ClusterRef
+from planner.calibration.model import CalibrationIn
 from planner.cost import estimate
 from planner.cost.tables import cost_tables
 from planner.request import EstimateRequest
 from planner.result import PlanEstimate
 from planner.search import PlanRequest, PlanResult, plan
 from planner.specs import ClusterSpec
+
+
+def attached_calibration(body: Any, *, engine: Engine) -> CalibrationIn | None:
+    """The request's own calibration, or the latest one stored for its referenced cluster."""
+    if body.calibration is not None:
+        return body.calibration
+    if isinstance(body.cluster, ClusterRef):
+        row = store.latest_calibration(engine=engine, cluster_id=body.cluster.id)
+        if row is not None and row["body"].get("fits"):
+            return CalibrationIn.model_validate(row["body"])
+    return None
 
 
 def resolve_cluster(cluster: Any, *, engine: Engine) -> ClusterSpec:
@@ -36,7 +48,8 @@ def to_plan_request(body: Any, *, engine: Engine, max_time_limit_ms: int) -> Pla
     if search.time_limit_ms > max_time_limit_ms:
         search = search.model_copy(update={"time_limit_ms": max_time_limit_ms})
     return PlanRequest(model=body.model, cluster=cluster, training=body.training, search=search,
-                       efficiency=body.efficiency)
+                       efficiency=body.efficiency,
+                       calibration=attached_calibration(body, engine=engine))
 
 
 def run_plan(req: PlanRequest, *, engine: Engine, metrics=None) -> tuple[dict, bool]:
@@ -58,7 +71,8 @@ def run_plan(req: PlanRequest, *, engine: Engine, metrics=None) -> tuple[dict, b
 def run_estimate(body: Any, *, engine: Engine) -> PlanEstimate:
     cluster = resolve_cluster(body.cluster, engine=engine)
     req = EstimateRequest(model=body.model, cluster=cluster, training=body.training,
-                          plan=body.plan, efficiency=body.efficiency)
+                          plan=body.plan, efficiency=body.efficiency,
+                          calibration=attached_calibration(body, engine=engine))
     return _estimate(req)
 
 
@@ -87,3 +101,44 @@ def get_plan_or_404(plan_id: str, *, engine: Engine) -> dict:
     if row is None:
         raise not_found("plan", plan_id)
     return row
+
+
+def calibrate(body: Any) -> dict:
+    """Fit measurements given in a request (samples, nccl-tests logs or a trace)."""
+    from planner.calibration.fit import fit_samples
+    from planner.calibration.model import Calibration
+    from planner.calibration.nccl_tests import NcclTestsFormatError, parse
+    from planner.calibration.trace import TraceFormatError, calibration_from_trace, read_trace
+
+    def need(field: str, value):
+        if not value:
+            raise ApiProblem(422, "Invalid request", f"{field}: required when source is "
+                             f"{body.source!r}", type_="/problems/invalid-request",
+                             errors=[{"pointer": f"#/{field}", "field": field,
+                                      "detail": "required"}])
+        return value
+
+    if body.source == "samples":
+        fits, samples, notes = fit_samples(need("samples", body.samples))
+        cal = Calibration(source="samples", backend="unknown", fits=fits, samples=samples,
+                          notes=notes)
+    elif body.source == "nccl-tests":
+        samples, notes = [], []
+        for i, text in enumerate(need("logs", body.logs)):
+            try:
+                log = parse(text, op=body.op)
+            except NcclTestsFormatError as exc:
+                raise ApiProblem(422, "Invalid request", f"logs.{i}: {exc}",
+                                 type_="/problems/invalid-request") from None
+            samples += log.samples()
+            notes += [f"log {i}: {n}" for n in log.notes]
+        fits, fitted, more = fit_samples(samples)
+        cal = Calibration(source="nccl-tests", backend="nccl", fits=fits, samples=fitted,
+                          notes=notes + more)
+    else:   # trace
+        try:
+            cal = calibration_from_trace(read_trace(need("trace", body.trace)))
+        except TraceFormatError as exc:
+            raise ApiProblem(422, "Invalid request", f"trace: {exc}",
+                             type_="/problems/invalid-request") from None
+    return cal.model_dump(mode="json")

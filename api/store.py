@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from api.db import clusters, jobs, plans
+from api.db import calibrations, clusters, jobs, plans
 
 ACTIVE_STATES = ("queued", "running")
 
@@ -156,3 +156,40 @@ def job_counts(*, engine: Engine) -> dict[str, int]:
     with engine.connect() as conn:
         rows = conn.execute(sa.select(jobs.c.state, sa.func.count()).group_by(jobs.c.state))
         return {state: int(n) for state, n in rows}
+
+
+# -- calibrations ------------------------------------------------------------------------------
+
+def save_calibration(*, engine: Engine, cluster_id: str | None, body: dict) -> dict:
+    """Store a calibration result (its ``id`` is assigned here and written into the body)."""
+    cal_id = new_id("cal")
+    body = {**body, "id": cal_id}
+    row = {"id": cal_id, "cluster_id": cluster_id, "created_at": now(),
+           "source": body["source"], "body": body}
+    with engine.begin() as conn:
+        conn.execute(calibrations.insert().values(**row))
+    return _iso(row)
+
+
+def get_calibration(*, engine: Engine, calibration_id: str) -> dict | None:
+    with engine.connect() as conn:
+        row = conn.execute(calibrations.select().where(calibrations.c.id == calibration_id)
+                           ).mappings().first()
+    return _iso(row) if row else None
+
+
+def list_calibrations(*, engine: Engine, cluster_id: str, limit: int, offset: int
+                      ) -> tuple[list[dict], int]:
+    cond = calibrations.c.cluster_id == cluster_id
+    with engine.connect() as conn:
+        count = conn.execute(sa.select(sa.func.count()).select_from(calibrations).where(cond)
+                             ).scalar_one()
+        rows = conn.execute(calibrations.select().where(cond)
+                            .order_by(calibrations.c.created_at.desc(), calibrations.c.id.desc())
+                            .limit(limit).offset(offset)).mappings().all()
+    return [_iso(r) for r in rows], int(count)
+
+
+def latest_calibration(*, engine: Engine, cluster_id: str) -> dict | None:
+    rows, _ = list_calibrations(engine=engine, cluster_id=cluster_id, limit=1, offset=0)
+    return rows[0] if rows else None

@@ -125,7 +125,7 @@ def test_schema_is_migrated_by_the_service(server):
         tables = set(sa.inspect(conn).get_table_names())
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
     engine.dispose()
-    assert {"plans", "clusters", "jobs"} <= tables and version == "0001"
+    assert {"plans", "clusters", "jobs", "calibrations"} <= tables and version == "0002"
 
 
 def test_launch_artifacts_download(server):

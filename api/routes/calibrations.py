@@ -1,0 +1,95 @@
+"""Calibrations: measured collective costs, attached to a stored cluster."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Request, Response
+
+from api import store
+from api.problems import PROBLEM_RESPONSES, ApiProblem, not_found
+from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
+from api.schemas import CalibrationCreate, CalibrationPublic, JobPublic, Page, SweepSpec
+from api.service import calibrate
+
+router = APIRouter(prefix="/v1", tags=["calibrations"], responses=PROBLEM_RESPONSES)
+
+EXAMPLES = {
+    "samples": {"summary": "Measured samples",
+                "value": {"source": "samples", "samples": [
+                    {"op": "all_reduce", "group_size": 8, "message_bytes": m, "time_us": t}
+                    for m, t in ((65536, 18.0), (1048576, 31.0), (16777216, 140.0),
+                                 (268435456, 2100.0))]}},
+    "sweep": {"summary": "A 4-rank gloo sweep run as a job",
+              "value": {"source": "sweep", "sweep": {"nproc": 4, "backend": "gloo"}}},
+}
+
+
+def _public(row: dict) -> dict:
+    return {**row["body"], "cluster_id": row["cluster_id"], "created_at": row["created_at"]}
+
+
+@router.post("/clusters/{cluster_id}/calibrations", status_code=201, dependencies=WRITE,
+             response_model=CalibrationPublic, summary="Calibrate a cluster",
+             operation_id="calibrations-create",
+             responses={202: {"model": JobPublic, "description": "A sweep: the job to poll."}})
+def create_calibration(
+    cluster_id: str, body: Annotated[CalibrationCreate, Body(openapi_examples=EXAMPLES)],
+    request: Request, response: Response, engine: EngineDep, settings: SettingsDep,
+):
+    """Fit alpha-beta models to measurements and attach them to the cluster: plans and
+    estimates that reference the cluster by id are then costed with them. Samples, logs and
+    traces are fitted at once (201); a sweep runs as a job (202 + Location of the job)."""
+    if store.get_cluster(engine=engine, cluster_id=cluster_id) is None:
+        raise not_found("cluster", cluster_id)
+    if body.source == "sweep":
+        if not settings.allow_local_sweeps:
+            raise ApiProblem(403, "Forbidden", "this service does not run sweeps "
+                             "(PLANNER_ALLOW_LOCAL_SWEEPS=false)", type_="/problems/forbidden")
+        sweep = body.sweep or SweepSpec()
+        job = store.create_job(engine=engine, kind="calibration-sweep",
+                               request={"cluster_id": cluster_id,
+                                        "sweep": sweep.model_dump(mode="json")})
+        request.app.state.jobs.submit(job["id"])
+        return Response(JobPublic.model_validate(job).model_dump_json(), status_code=202,
+                        media_type="application/json",
+                        headers={"Location": f"/v1/jobs/{job['id']}"})
+    row = store.save_calibration(engine=engine, cluster_id=cluster_id, body=calibrate(body))
+    response.headers["Location"] = f"/v1/calibrations/{row['id']}"
+    return _public(row)
+
+
+@router.get("/calibrations/{calibration_id}", response_model=CalibrationPublic,
+            dependencies=READ, summary="Read a calibration", operation_id="calibrations-get")
+def get_calibration(calibration_id: str, engine: EngineDep):
+    """Fits with their quality, and every sample with the fitted model's prediction."""
+    row = store.get_calibration(engine=engine, calibration_id=calibration_id)
+    if row is None:
+        raise not_found("calibration", calibration_id)
+    return _public(row)
+
+
+@router.get("/calibrations/{calibration_id}/plot", dependencies=READ,
+            summary="Plot a calibration", operation_id="calibrations-plot",
+            responses={200: {"content": {"image/svg+xml": {}}}})
+def plot_calibration(calibration_id: str, engine: EngineDep) -> Response:
+    """Measured points and fitted lines, log-log, one panel per fit (SVG)."""
+    from planner.calibration.model import Calibration
+    from planner.calibration.plot import svg
+
+    row = store.get_calibration(engine=engine, calibration_id=calibration_id)
+    if row is None:
+        raise not_found("calibration", calibration_id)
+    return Response(svg(Calibration.model_validate(row["body"])), media_type="image/svg+xml")
+
+
+@router.get("/clusters/{cluster_id}/calibrations", response_model=Page[CalibrationPublic],
+            dependencies=READ, summary="List a cluster's calibrations",
+            operation_id="calibrations-list")
+def list_calibrations(cluster_id: str, engine: EngineDep, limit: Limit = 50, offset: Offset = 0):
+    """Newest first; the newest is the one plans use."""
+    if store.get_cluster(engine=engine, cluster_id=cluster_id) is None:
+        raise not_found("cluster", cluster_id)
+    rows, count = store.list_calibrations(engine=engine, cluster_id=cluster_id, limit=limit,
+                                          offset=offset)
+    return {"data": [_public(r) for r in rows], "count": count}
