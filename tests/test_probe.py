@@ -126,3 +126,55 @@ def test_cli_lists_calibrate_commands():
     assert res.exit_code == 0
     for cmd in ("run", "import-nccl-tests", "import-trace"):
         assert cmd in res.stdout
+
+
+def test_cluster_sweep_jobs_are_written_and_submitted(tmp_path, monkeypatch):
+    import subprocess
+
+    import yaml
+
+    from planner.launch.context import LaunchShape
+    from planner.probe.remote import submit, write_sweep_job
+    from planner.probe.sweep import sweep_args
+
+    shape = LaunchShape(nnodes=3, nproc_per_node=8, job_name="planner-sweep")
+    args = sweep_args(backend="nccl", sizes=(1024, 1048576))
+    sb = write_sweep_job("slurm", shape, args, "/shared/result.json", tmp_path)
+    subprocess.run(["bash", "-n", str(sb)], check=True, timeout=30)
+    text = sb.read_text()
+    assert "#SBATCH --nodes=3" in text and "#SBATCH --gpus-per-node=8" in text
+    assert "-m planner.probe.sweep_worker --backend nccl --sizes 1024,1048576" in text
+    assert text.rstrip().endswith("--out /shared/result.json")
+    pj = yaml.safe_load(write_sweep_job("kubernetes", shape, args, "/shared/r.json",
+                                        tmp_path).read_text())
+    assert pj["kind"] == "PyTorchJob" and pj["apiVersion"] == "kubeflow.org/v1"
+    specs = pj["spec"]["pytorchReplicaSpecs"]
+    assert specs["Master"]["replicas"] == 1 and specs["Worker"]["replicas"] == 2
+    c = specs["Worker"]["template"]["spec"]["containers"][0]
+    assert c["name"] == "pytorch" and c["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert "--nnodes=3" in c["command"] and "planner.probe.sweep_worker" in c["command"]
+    # Without sbatch on PATH: instructions; with one: its job id.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "not installed" in submit("slurm", sb)
+    fake = tmp_path / "sbatch"
+    fake.write_text("#!/bin/sh\necho 4242\n")
+    fake.chmod(0o755)
+    assert submit("slurm", sb) == "submitted: 4242"
+
+
+def test_import_sweep_cli(tmp_path):
+    raw = {"backend": "nccl", "world_size": 8, "hosts": ["a"], "unsupported": [],
+           "seconds": 12.0,
+           "samples": [{"op": "all_reduce", "group_size": 8, "tier": "intra_node",
+                        "message_bytes": m, "time_us": 10 + m / 100e3}
+                       for m in (4096, 65536, 1048576, 16777216)]}
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(raw))
+    res = runner.invoke(app, ["calibrate", "import-sweep", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    fit = json.loads(res.stdout)["fits"][0]
+    assert fit["latency_us"] == pytest.approx(10, rel=0.01)
+    assert fit["bandwidth_gb_per_s"] == pytest.approx(100, rel=0.01)
+    path.write_text("{}")
+    res = runner.invoke(app, ["calibrate", "import-sweep", str(path)])
+    assert res.exit_code == 2 and "not a sweep result" in res.stderr

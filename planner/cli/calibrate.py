@@ -11,13 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from planner.calibration.model import Calibration
+from planner.cli.errors import fail as _fail
 
 app = typer.Typer(no_args_is_help=True, help="Fit alpha-beta collective costs to measurements.")
 
 
-def _fail(message: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(2)
 
 
 def fits_table(cal: Calibration) -> Table:
@@ -66,13 +64,24 @@ def run_cmd(
         "4096,16384,65536,262144,1048576,4194304",
     ops: Annotated[str | None, typer.Option(help="Collectives, comma-separated.")] = None,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds before the job is killed.")] = 600,
+    launcher: Annotated[str, typer.Option(help="local (torchrun here), slurm or kubernetes "
+                                               "(write the job, submit it when the tool "
+                                               "exists).")] = "local",
+    nodes: Annotated[int, typer.Option(min=1, max=100_000, help="Nodes (slurm, kubernetes).")] = 1,
+    out_dir: Annotated[Path, typer.Option(help="Where slurm/kubernetes jobs are written.")] =
+        Path("planner-sweep"),
+    result_path: Annotated[str, typer.Option(help="Where the cluster job writes its result "
+                                                  "(shared file system).")] =
+        "planner-sweep/result.json",
+    submit: Annotated[bool, typer.Option(help="Submit the slurm/kubernetes job.")] = True,
     as_json: JsonOpt = False, plot: PlotOpt = None,
 ) -> None:
-    """Time every collective with torch.distributed on local ranks (torchrun), then fit."""
+    """Time every collective with torch.distributed (torchrun), then fit; on a cluster, write
+    (and submit) the sweep job instead, to import its result with import-sweep."""
     from rich.progress import Progress
 
     from planner.probe.local import ProbeError
-    from planner.probe.sweep import run_sweep
+    from planner.probe.sweep import run_sweep, sweep_args
 
     if backend not in ("gloo", "nccl"):
         _fail(f"--backend must be gloo or nccl, not {backend!r}")
@@ -87,6 +96,27 @@ def run_cmd(
 
     if op_list and (bad := [o for o in op_list if o not in OPS]):
         _fail(f"--ops: unknown collective(s) {', '.join(bad)}; choose from {', '.join(OPS)}")
+    if launcher != "local":
+        from planner.launch.context import LaunchShape
+        from planner.probe.remote import LAUNCHERS, write_sweep_job
+        from planner.probe.remote import submit as submit_job
+
+        if launcher not in LAUNCHERS:
+            _fail(f"--launcher must be local, slurm or kubernetes, not {launcher!r}")
+        shape = LaunchShape(nnodes=nodes, nproc_per_node=nproc, job_name="planner-sweep",
+                            time_limit="00:30:00",
+                            comment=f"planner calibration sweep: {nodes} x {nproc} ranks, "
+                                    f"{backend}")
+        path = write_sweep_job(launcher, shape, sweep_args(backend=backend, sizes=size_list,
+                                                           ops=op_list), result_path, out_dir)
+        print(f"wrote {path}")
+        if submit:
+            try:
+                print(submit_job(launcher, path))
+            except (RuntimeError, OSError, __import__("subprocess").TimeoutExpired) as exc:
+                _fail(str(exc))
+        print(f"then: planner calibrate import-sweep {result_path}")
+        return
     err = Console(stderr=True)
     with Progress(console=err, disable=not err.is_terminal) as bar:
         task = bar.add_task("sweep", total=None)
@@ -146,4 +176,26 @@ def import_trace_cmd(
             f"under compute); by collective: "
             + ", ".join(f"{k} {v / 1e3:.2f} ms" for k, v in summary.comm_by_op_us.items()),
             highlight=False)
+    output(cal, as_json, plot)
+
+
+@app.command("import-sweep")
+def import_sweep_cmd(
+    result: Annotated[Path, typer.Argument(help="The JSON a cluster sweep job wrote.")],
+    as_json: JsonOpt = False, plot: PlotOpt = None,
+) -> None:
+    """Fit the result of a sweep that ran as a Slurm or Kubernetes job."""
+    import json
+
+    from pydantic import ValidationError
+
+    from planner.probe.sweep import calibration_from_sweep
+
+    try:
+        raw = json.loads(result.read_text())
+        cal = calibration_from_sweep(raw)
+    except OSError as exc:
+        _fail(f"cannot read {result}: {exc.strerror or exc}")
+    except (ValueError, KeyError, TypeError, ValidationError) as exc:
+        _fail(f"{result} is not a sweep result: {exc}")
     output(cal, as_json, plot)

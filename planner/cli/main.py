@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from planner.cli.errors import fail as _fail
 from planner.cost import estimate
 from planner.errors import PlannerInputError
 from planner.request import EstimateRequest, parse_request
@@ -23,7 +24,6 @@ from planner.specs import ClusterSpec, GPUSpec, ModelSpec
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Parallelism planner for large-model training.")
 
-EXIT_INPUT = 2
 
 
 def _add_subcommands() -> None:
@@ -35,9 +35,6 @@ def _add_subcommands() -> None:
 _add_subcommands()
 
 
-def _fail(message: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(EXIT_INPUT)
 
 
 def load_json(path: Path) -> Any:

@@ -13,6 +13,19 @@ TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16", "fp32":
 
 
 @dataclass(frozen=True)
+class LaunchShape:
+    """What a scheduler artifact needs: how many nodes and ranks, a name, limits, an image."""
+
+    nnodes: int
+    nproc_per_node: int
+    job_name: str = "planner-job"
+    time_limit: str = "24:00:00"
+    image: str = "nvcr.io/nvidia/pytorch:24.12-py3"
+    rdzv_port: int = 29500
+    comment: str = ""
+
+
+@dataclass(frozen=True)
 class LaunchContext:
     plan: PlanEstimate
     model: ModelSpec
@@ -31,6 +44,15 @@ class LaunchContext:
     @property
     def nnodes(self) -> int:
         return math.ceil(self.plan.gpus_used / self.nproc_per_node)
+
+    @property
+    def shape(self) -> LaunchShape:
+        p = self.plan
+        comment = (f"{self.model.name}: dp={p.dp} tp={p.tp} pp={p.pp} cp={p.cp} vpp={p.vpp} on "
+                   f"{p.gpus_used} GPUs ({self.nnodes} nodes x {self.nproc_per_node}); predicted "
+                   f"step {p.step_time_s:.3f} s, {p.memory_per_gpu_gib:.1f} GiB per GPU.")
+        return LaunchShape(self.nnodes, self.nproc_per_node, self.job_name, self.time_limit,
+                           self.image, self.rdzv_port, comment)
 
     @property
     def uneven_stages(self) -> tuple[int, int] | None:

@@ -38,10 +38,14 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
     margs, n1 = megatron_args(ctx)
     toml, n2 = torchtitan_toml(ctx)
     ds, n3 = deepspeed_config(ctx)
+    program = [ctx.entrypoint, *margs]
+    p = plan
+    annotations = {"planner/plan": f"dp={p.dp},tp={p.tp},pp={p.pp},cp={p.cp},vpp={p.vpp}"}
     return LaunchSpec(
         nnodes=ctx.nnodes, nproc_per_node=ctx.nproc_per_node, megatron_args=margs,
-        torchtitan_toml=toml, deepspeed_config=ds, torchrun=torchrun_argv(ctx, margs),
-        slurm_sbatch=sbatch_script(ctx, margs), kubernetes=kubernetes_manifest(ctx, margs),
+        torchtitan_toml=toml, deepspeed_config=ds, torchrun=torchrun_argv(ctx.shape, program),
+        slurm_sbatch=sbatch_script(ctx.shape, program),
+        kubernetes=kubernetes_manifest(ctx.shape, program, annotations),
         notes=n1 + n2 + n3,
     )
 
