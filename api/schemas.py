@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from planner.calibration.model import Calibration, Sample
 from planner.request import EstimateRequest
@@ -104,10 +104,20 @@ class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     nproc: int = Field(4, ge=2, le=8, description="Local ranks.")
     backend: Literal["gloo", "nccl"] = "gloo"
-    sizes: list[int] = Field(default=[4096, 16384, 65536, 262144, 1048576, 4194304],
-                             min_length=3, max_length=32, description="Bytes, 4 B to 1 GiB.")
-    ops: list[str] | None = Field(None, max_length=16)
+    sizes: list[Annotated[int, Field(ge=4, le=2**30)]] = Field(
+        default=[4096, 16384, 65536, 262144, 1048576, 4194304], min_length=3, max_length=32,
+        description="Bytes: 4 B to 1 GiB on GPUs (nccl), to 64 MiB on CPUs (gloo).")
+    ops: list[Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                      "all_to_all", "scatter", "gather", "send_recv"]] | None = Field(
+        None, max_length=16)
     timeout_s: float = Field(600, ge=10, le=3600)
+
+    @model_validator(mode="after")
+    def _cpu_memory(self) -> SweepSpec:
+        if self.backend == "gloo" and max(self.sizes) > 64 * 2**20:
+            raise ValueError(f"gloo sweeps run in this machine's memory: sizes up to 64 MiB, "
+                             f"not {max(self.sizes)}")
+        return self
 
 
 class CalibrationCreate(BaseModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.calibration.model import CalibrationIn
 from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB
@@ -87,7 +88,7 @@ def evaluate(
 def estimate(
     model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, plan: ParallelPlan,
     eff: EfficiencyModel | None = None, *, rank: int | None = None,
-    tables: CostTables | None = None, calibration=None,
+    tables: CostTables | None = None, calibration: CalibrationIn | None = None,
 ) -> PlanEstimate:
     """Validate ``plan`` and return its full cost in the public contract's shape."""
     from planner.launch import build_launch

@@ -36,5 +36,6 @@ def server(database_url, tmp_path):
 def shared_server(tmp_path_factory):
     """One server for the read-mostly suites (bad input, schemathesis)."""
     path = tmp_path_factory.mktemp("shared") / "planner.db"
-    with live_server(f"sqlite:///{path}") as srv:
+    # Fuzzing must not start torchrun sweeps: the 403 path is what it exercises.
+    with live_server(f"sqlite:///{path}", env={"PLANNER_ALLOW_LOCAL_SWEEPS": "false"}) as srv:
         yield srv

@@ -127,3 +127,15 @@ def test_token_protects_writes_but_not_reads(tmp_path):
         assert c.get("/v1/plans").status_code == 401
         assert c.get("/v1/plans", headers={"Authorization": "Bearer s3cret"}).status_code == 200
         assert c.get("/healthz").status_code == 200                # probes stay open
+
+
+def test_sweeps_are_bounded_and_can_be_switched_off(shared_server):
+    with shared_server.client() as c:
+        cid = c.post("/v1/clusters", json={"preset": "local-cpu"}).json()["id"]
+        url = f"/v1/clusters/{cid}/calibrations"
+        r = c.post(url, json={"source": "sweep", "sweep": {"sizes": [4096, 8192, 2**29]}})
+        assert r.status_code == 422 and "64 MiB" in r.json()["detail"]
+        r = c.post(url, json={"source": "sweep", "sweep": {"nproc": 64}})
+        assert r.status_code == 422 and "sweep.nproc" in r.json()["detail"]
+        r = c.post(url, json={"source": "sweep"})
+        assert r.status_code == 403 and "PLANNER_ALLOW_LOCAL_SWEEPS" in r.json()["detail"]
