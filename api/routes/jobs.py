@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 
 from api import store
 from api.problems import PROBLEM_RESPONSES, ApiProblem, not_found
@@ -14,10 +14,22 @@ from api.service import to_plan_request
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
 
+JOB_EXAMPLES = {
+    "plan in the background": {
+        "summary": "A plan search for 128 DGX H100 nodes, polled as a job",
+        "value": {"kind": "plan", "request": {
+            "model": {"preset": "llama3-405b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 128},
+            "training": {"global_batch_size": 2048, "seq_length": 8192},
+            "search": {"top_k": 5, "time_limit_ms": 30000}}},
+    },
+}
+
 
 @router.post("/jobs", status_code=202, response_model=JobPublic, dependencies=WRITE,
              summary="Start a job", operation_id="jobs-create")
-def create_job(body: JobCreate, request: Request, response: Response, engine: EngineDep,
+def create_job(body: Annotated[JobCreate, Body(openapi_examples=JOB_EXAMPLES)],
+               request: Request, response: Response, engine: EngineDep,
                settings: SettingsDep):
     """Queue a job and answer at once; poll the Location for its state and result."""
     # Resolve references now, so a bad request is a 4xx here, not a failed job later.
