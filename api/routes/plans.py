@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Literal
 
 import anyio
@@ -80,6 +81,30 @@ def get_launch(plan_id: str, fmt: Annotated[LaunchFormat, Path(description="Arti
     media, ext = FORMATS[fmt]
     return Response(text, media_type=media, headers={
         "Content-Disposition": f'attachment; filename="{plan_id}-{rank}.{ext}"'})
+
+
+@router.get("/plans/{plan_id}/trace", dependencies=READ, summary="Predicted step trace",
+            operation_id="plans-trace",
+            responses={200: {"content": {"application/json": {}},
+                             "description": "Chrome trace JSON (open in Perfetto)."}})
+def get_trace(plan_id: str, engine: EngineDep,
+              rank: Annotated[int, Query(ge=1, le=100, description="Which plan (1 = best).")] = 1):
+    """The predicted training step of a stored plan as a Chrome trace: one process per
+    pipeline stage, forward and backward of every micro-batch in 1F1B order, send/recv, the
+    gradient reduction and the optimizer."""
+    from planner.search import PlanRequest
+    from planner.validation.predicted_trace import predicted_trace
+
+    row = get_plan_or_404(plan_id, engine=engine)
+    plans = row["result"].get("plans") or []
+    if rank > len(plans):
+        raise ApiProblem(404, "Not Found", f"plan {plan_id} has {len(plans)} plan(s); no rank "
+                         f"{rank}", type_="/problems/not-found")
+    req = PlanRequest.model_validate(row["request"])
+    est = PlanEstimate.model_validate(plans[rank - 1])
+    doc = predicted_trace(est, req.model, req.cluster, req.training, req.efficiency)
+    return Response(json.dumps(doc), media_type="application/json", headers={
+        "Content-Disposition": f'attachment; filename="{plan_id}-{rank}-predicted.json"'})
 
 
 @router.get("/plans", response_model=Page[PlanSummary], dependencies=READ,

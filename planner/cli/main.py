@@ -67,6 +67,8 @@ def estimate_cmd(
     emit: Annotated[str | None, typer.Option(
         help="Print one launch artifact instead: megatron, torchtitan, deepspeed, torchrun, "
              "sbatch or kubernetes.")] = None,
+    trace: Annotated[Path | None, typer.Option(
+        help="Also write the predicted step as a Chrome trace (open in Perfetto).")] = None,
 ) -> None:
     """Predict one plan's step time, memory and communication."""
     data = load_json(request)
@@ -76,6 +78,8 @@ def estimate_cmd(
                        calibration=req.calibration)
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
+    if trace is not None:
+        write_trace(trace, est, req)
     if emit is not None:
         emit_artifact(est.launch, emit)
     elif as_json:
@@ -96,6 +100,8 @@ def plan_cmd(
     emit: Annotated[str | None, typer.Option(
         help="Print one launch artifact of the best plan instead: megatron, torchtitan, "
              "deepspeed, torchrun, sbatch or kubernetes.")] = None,
+    trace: Annotated[Path | None, typer.Option(
+        help="Also write the best plan's predicted step as a Chrome trace.")] = None,
 ) -> None:
     """Find the best plans (CP-SAT over the whole plan space) or say why nothing fits."""
     from planner.search import PlanRequest, plan
@@ -113,6 +119,8 @@ def plan_cmd(
 
         print_plan_result(stdout_console(), result)
         raise typer.Exit(1)
+    if trace is not None and result.plans:
+        write_trace(trace, result.plans[0], req)
     if emit is not None:
         if not result.plans:
             _fail("no plan fits, so there is nothing to launch: " +
@@ -126,6 +134,16 @@ def plan_cmd(
         print_plan_result(stdout_console(), result)
     if result.search.status == "INFEASIBLE":
         raise typer.Exit(1)
+
+
+def write_trace(path: Path, est, req) -> None:
+    from planner.validation.predicted_trace import predicted_trace
+
+    doc = predicted_trace(est, req.model, req.cluster, req.training, req.efficiency)
+    try:
+        path.write_text(json.dumps(doc))
+    except OSError as exc:
+        _fail(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def emit_artifact(launch, fmt: str) -> None:

@@ -146,3 +146,12 @@ def test_launch_artifacts_download(server):
         assert c.get(f"/v1/plans/{pid}/launch/helm").status_code == 422
         assert c.get(f"/v1/plans/{pid}/launch/megatron", params={"rank": 9}).status_code == 404
         assert c.get("/v1/plans/plan-nope/launch/megatron").status_code == 404
+
+
+def test_predicted_trace_download(server):
+    with server.client() as c:
+        pid = c.post("/v1/plans", json=PLAN).json()["id"]
+        r = c.get(f"/v1/plans/{pid}/trace")
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        assert any(e.get("ph") == "X" for e in r.json()["traceEvents"])
+        assert c.get(f"/v1/plans/{pid}/trace", params={"rank": 50}).status_code == 404
