@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Request, Response
 
 from api import store
-from api.problems import PROBLEM_RESPONSES, ApiProblem, not_found
+from api.problems import MEDIA_TYPE, PROBLEM_RESPONSES, ApiProblem, Problem, not_found
 from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.schemas import CalibrationCreate, CalibrationPublic, JobPublic, Page, SweepSpec
 from api.service import calibrate
@@ -32,7 +32,9 @@ def _public(row: dict) -> dict:
 @router.post("/clusters/{cluster_id}/calibrations", status_code=201, dependencies=WRITE,
              response_model=CalibrationPublic, summary="Calibrate a cluster",
              operation_id="calibrations-create",
-             responses={202: {"model": JobPublic, "description": "A sweep: the job to poll."}})
+             responses={202: {"model": JobPublic, "description": "A sweep: the job to poll."},
+                        403: {"model": Problem, "content": {MEDIA_TYPE: {}},
+                              "description": "Sweeps are switched off on this service."}})
 def create_calibration(
     cluster_id: str, body: Annotated[CalibrationCreate, Body(openapi_examples=EXAMPLES)],
     request: Request, response: Response, engine: EngineDep, settings: SettingsDep,
