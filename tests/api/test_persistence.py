@@ -155,3 +155,15 @@ def test_predicted_trace_download(server):
         assert r.status_code == 200 and r.headers["content-type"] == "application/json"
         assert any(e.get("ph") == "X" for e in r.json()["traceEvents"])
         assert c.get(f"/v1/plans/{pid}/trace", params={"rank": 50}).status_code == 404
+
+
+def test_identical_concurrent_requests_store_one_plan(server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    body = {**PLAN, "training": {"global_batch_size": 128, "seq_length": 2048}}
+    with server.client() as c, ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: c.post("/v1/plans", json=body), range(4)))
+        assert all(r.status_code in (200, 201) for r in answers)
+        assert len({r.json()["id"] for r in answers}) == 1
+        assert sum(r.status_code == 201 for r in answers) >= 1
+        assert c.get("/v1/plans", params={"model": "llama3-8b"}).json()["count"] == 1
