@@ -23,14 +23,16 @@ class ParallelPlan(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dp: int = Field(1, ge=1, description="Data parallel degree. 1 means disabled.")
-    tp: int = Field(1, ge=1, description="Tensor parallel degree. 1 means disabled.")
-    pp: int = Field(1, ge=1, description="Pipeline parallel degree (stages). 1 means disabled.")
-    cp: int = Field(1, ge=1, description="Context parallel degree (sequence split). 1 = off.")
-    vpp: int = Field(1, ge=1, description="Virtual stages per pipeline rank (interleaved 1F1B).")
-    micro_batch_size: int = Field(1, ge=1, description="Sequences per micro-batch per DP rank.")
+    dp: int = Field(1, ge=1, le=1_000_000, description="Data parallel degree. 1 means disabled.")
+    tp: int = Field(1, ge=1, le=1_000_000, description="Tensor parallel degree. 1 means disabled.")
+    pp: int = Field(1, ge=1, le=1_000_000, description="Pipeline parallel degree (stages). 1 means disabled.")
+    cp: int = Field(1, ge=1, le=1_000_000, description="Context parallel degree (sequence split). 1 = off.")
+    vpp: int = Field(1, ge=1, le=1_000_000,
+                     description="Virtual stages per pipeline rank (interleaved 1F1B).")
+    micro_batch_size: int = Field(1, ge=1, le=100_000_000,
+                                  description="Sequences per micro-batch per DP rank.")
     grad_accum_steps: int | None = Field(
-        None, ge=1, description="Micro-batches per step per DP rank. Default: "
+        None, ge=1, le=100_000_000, description="Micro-batches per step per DP rank. Default: "
         "global_batch_size / (dp * micro_batch_size)."
     )
     recompute: Recompute = Field("none", description="Activation recomputation.")
