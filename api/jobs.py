@@ -54,6 +54,32 @@ class JobRunner:
                                      body=cal.model_dump(mode="json"))
         return row["body"]
 
+    def _validate(self, job_id: str, request: dict) -> dict:
+        """Probe a stored plan result's top plans; traces go to data_dir/validations/<job>."""
+        from pathlib import Path
+
+        from api.schemas import ValidationCreate
+        from planner.search import PlanRequest
+        from planner.validation.validate import validate
+
+        spec = ValidationCreate.model_validate(request["validation"])
+        row = store.get_plan(engine=self.engine, plan_id=request["plan_id"])
+        req = PlanRequest.model_validate(row["request"])
+        trace_dir = Path(self.settings.data_dir, "validations", job_id)
+        trace_dir.mkdir(parents=True, exist_ok=True)
+
+        def progress(done: int, total: int) -> None:
+            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
+                             progress=round(0.05 + 0.9 * done / max(total, 1), 3))
+
+        result = validate(req, nproc=spec.nproc, top_k=spec.top_k, steps=spec.steps,
+                          timeout_s=spec.timeout_s, trace_dir=trace_dir, on_progress=progress)
+        body = result.model_copy(update={"id": job_id}).model_dump(mode="json")
+        for i, p in enumerate(body["plans"]):   # traces are served by the API, not by path
+            p["trace"] = f"/v1/validations/{job_id}/trace/{i + 1}" if p["trace"] else None
+        body["plan_id"] = request["plan_id"]
+        return body
+
     def _run(self, job_id: str) -> None:
         from api.schemas import JobCreate
 
@@ -64,6 +90,8 @@ class JobRunner:
         try:
             if job["kind"] == "calibration-sweep":
                 result = self._sweep(job_id, job["request"])
+            elif job["kind"] == "validation":
+                result = self._validate(job_id, job["request"])
             else:
                 spec = JobCreate.model_validate({"kind": job["kind"], "request": job["request"]})
                 req = to_plan_request(spec.request, engine=self.engine,

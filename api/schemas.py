@@ -136,3 +136,15 @@ class CalibrationCreate(BaseModel):
 class CalibrationPublic(Calibration):
     cluster_id: str | None = None
     created_at: str
+
+
+class ValidationCreate(BaseModel):
+    """Run a stored plan result's top plans as probe jobs on this machine's ranks."""
+
+    model_config = ConfigDict(extra="forbid")
+    top_k: int = Field(3, ge=1, le=10)
+    launcher: Literal["local"] = Field("local", description="local: torchrun on the service "
+                                       "host (gloo on CPU); cluster launchers come later.")
+    nproc: int = Field(4, ge=2, le=8, description="Ranks; plans of another size are skipped.")
+    steps: int = Field(2, ge=1, le=20, description="Measured steps per plan.")
+    timeout_s: float = Field(300, ge=10, le=3600, description="Per probe job.")

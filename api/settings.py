@@ -21,5 +21,6 @@ class Settings(BaseSettings):
     max_concurrent_jobs: int = Field(1, ge=1, description="Background jobs run at once.")
     max_time_limit_ms: int = Field(60_000, ge=1, description="Cap on a request's "
                                    "search.time_limit_ms.")
-    allow_local_sweeps: bool = Field(True, description="Let POST .../calibrations run "
-                                     "torch.distributed sweeps (torchrun) on this machine.")
+    allow_local_sweeps: bool = Field(True, description="Let calibration sweeps and validation "
+                                     "probes run torch.distributed jobs (torchrun) here.")
+    data_dir: str = Field("./planner-data", description="Where measured traces are kept.")

@@ -157,6 +157,48 @@ def emit_artifact(launch, fmt: str) -> None:
         _fail(f"--emit {fmt}: {exc}")
 
 
+@app.command("validate")
+def validate_cmd(
+    request: Annotated[Path, typer.Argument(help="A plan request; '-' reads stdin.")],
+    nproc: Annotated[int, typer.Option(min=2, max=64, help="Local ranks (gloo on CPU).")] = 4,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=20)] = 3,
+    steps: Annotated[int, typer.Option(min=1, max=50, help="Measured steps per plan.")] = 2,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds per probe job.")] = 300,
+    trace_dir: Annotated[Path | None, typer.Option(help="Write measured Chrome traces here.")] =
+        None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result JSON.")] = False,
+) -> None:
+    """Run the top plans as short torch.distributed probe jobs, compare, re-rank."""
+    from rich.progress import Progress
+
+    from planner.probe.local import ProbeError
+    from planner.search import PlanRequest
+    from planner.validation.validate import validate
+
+    data = load_json(request)
+    try:
+        req = parse_request(PlanRequest, data)
+    except PlannerInputError as exc:
+        _fail(f"{exc.field}: {exc.reason}")
+    if trace_dir is not None:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+    err = Console(stderr=True)
+    with Progress(console=err, disable=not err.is_terminal) as bar:
+        task = bar.add_task("validating", total=top_k)
+        try:
+            result = validate(req, nproc=nproc, top_k=top_k, steps=steps, timeout_s=timeout,
+                              trace_dir=trace_dir,
+                              on_progress=lambda d, t: bar.update(task, completed=d, total=t))
+        except (ProbeError, PlannerInputError) as exc:
+            _fail(str(exc))
+    if as_json:
+        emit_json(result.model_dump(mode="json"))
+        return
+    from planner.cli.render import validation_table
+
+    stdout_console().print(validation_table(result))
+
+
 @app.command("serve")
 def serve_cmd(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",

@@ -48,6 +48,22 @@ def tokens_per_gpu(plan: ParallelPlan | LayerShape, training: TrainingSpec) -> i
     return plan.micro_batch_size * training.seq_length // plan.cp
 
 
+def linear_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape
+                 ) -> list[tuple[float, float, float]]:
+    """The linear layers' forward GEMMs on one GPU for one micro-batch: (M, N, K) with the TP
+    split on N (column parallel) or K (row parallel)."""
+    t = plan.tp
+    T = tokens_per_gpu(plan, training)
+    h, f = model.hidden_size, model.ffn
+    up_width = (model.mlp_matrices - 1) * f  # gate+up fused for SwiGLU, fc1 for GELU
+    return [
+        (T, (model.q_width + 2 * model.kv_width) / t, h),   # QKV projection (column parallel)
+        (T, h, model.q_width / t),                          # attention output (row parallel)
+        (T, up_width / t, h),                               # MLP up (+gate)
+        (T, h, f / t),                                      # MLP down (row parallel)
+    ]
+
+
 def layer_work(
     model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape, gpu: GPUSpec,
     eff: EfficiencyModel,
@@ -63,14 +79,7 @@ def layer_work(
     peak = gpu.peak_flops(training.precision)
     hbm = gpu.memory_bandwidth_gb_per_s * 1e9
 
-    # Linear layers, per GPU: (M, N, K) with the TP split on N (column) or K (row parallel).
-    up_width = (model.mlp_matrices - 1) * f  # gate+up fused for SwiGLU, fc1 for GELU
-    gemms = [
-        (T, (qw + 2 * kvw) / t, h),   # QKV projection (column parallel)
-        (T, h, qw / t),               # attention output projection (row parallel)
-        (T, up_width / t, h),         # MLP up (+gate)
-        (T, h, f / t),                # MLP down (row parallel)
-    ]
+    gemms = linear_gemms(model, training, plan)
     linear_flops = sum(2 * m * n * k for m, n, k in gemms)
     linear_s = sum(eff.gemm_time(m, n, k, peak) for m, n, k in gemms)
 

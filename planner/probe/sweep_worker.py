@@ -1,5 +1,8 @@
 """A torch.distributed program that times every collective over a sweep of message sizes.
 
+A group size smaller than the world is measured with the world cut into disjoint groups of that
+size, all running at once, as every TP or DP group of a training step does.
+
 Run under torchrun (``python -m torch.distributed.run ... -m planner.probe.sweep_worker``).
 Backend ``nccl`` on GPUs, ``gloo`` on CPU. For each group size (the whole world and smaller
 groups of the first ranks), each collective and each size: warm-up calls, then repeated
@@ -63,8 +66,21 @@ def main(argv: list[str] | None = None) -> int:
     ops = [o for o in args.ops.split(",") if o]
     gsizes = sorted({int(g) for g in args.group_sizes.split(",") if g} or {world, 2}, reverse=True)
     gsizes = [g for g in gsizes if 2 <= g <= world]
-    groups = {g: (dist.group.WORLD if g == world else dist.new_group(list(range(g))))
-              for g in gsizes}
+    # Groups smaller than the world run side by side (the world cut into disjoint groups, as
+    # every TP or DP group of a training step runs at once), when the size divides the world.
+    groups, members = {}, {}
+    for g in gsizes:
+        if g == world:
+            groups[g], members[g] = dist.group.WORLD, True
+        elif world % g == 0:
+            for k in range(world // g):
+                chunk = list(range(k * g, (k + 1) * g))
+                grp = dist.new_group(chunk)
+                if rank in chunk:
+                    groups[g] = grp
+            members[g] = True
+        else:
+            groups[g], members[g] = dist.new_group(list(range(g))), rank < g
     samples, unsupported = [], []
     total = len(gsizes) * len(ops) * len(sizes)
     done, t_start = 0, time.perf_counter()
@@ -77,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for p in gsizes:
         group = groups[p]
-        member = rank < p
+        member = members[p]
         tier = "inter_node" if len(set(hosts[:p])) > 1 else "intra_node"
         for op in ops:
             if op == "send_recv" and p != 2:
@@ -149,7 +165,7 @@ def _time_op(op, size, p, group, device, sync, args, torch, dist) -> float:
             bufs = list(out_full.chunk(p)) if rank == 0 else None
             dist.gather(part, bufs, dst=0, group=group)
         elif op == "send_recv":
-            peer = 1 - rank
+            peer = rank ^ 1                      # the other rank of this pair
             reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, full, peer, group),
                                            dist.P2POp(dist.irecv, out_full, peer, group)])
             for r in reqs:

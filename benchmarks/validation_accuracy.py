@@ -1,0 +1,75 @@
+"""Predicted vs measured on this machine: every feasible plan of a small model, 4 gloo ranks.
+
+Calibrates the collectives with a sweep on this machine first (4 gloo ranks, groups of 4 and
+2), then validates every plan of the space that runs on 4 ranks (no context parallelism) and
+prints per plan the predicted and measured step time and communication time, the median
+absolute errors, and Kendall's tau between the predicted and measured rankings.
+
+    python benchmarks/validation_accuracy.py [--json results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from planner.calibration.model import CalibrationIn
+from planner.probe.sweep import run_sweep
+from planner.search import PlanRequest
+from planner.validation.validate import validate
+
+REQUEST = {
+    "model": {"name": "tiny-gpt", "num_layers": 8, "hidden_size": 256, "num_attention_heads": 8,
+              "vocab_size": 4096, "ffn_type": "gelu"},
+    "cluster": {"preset": "local-cpu"},
+    "training": {"global_batch_size": 8, "seq_length": 256, "precision": "fp32"},
+    "search": {"cp": 1, "vpp": 1, "recompute": "none", "micro_batch_size": {"max": 2},
+               "zero_stage": [0, 1, 3]},
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--max-plans", type=int, default=20)
+    args = ap.parse_args(argv)
+    cal = run_sweep(4, backend="gloo", group_sizes=[4, 2],
+                    ops=["all_reduce", "all_gather", "reduce_scatter", "send_recv"],
+                    sizes=(4096, 16384, 65536, 262144, 1048576, 4194304), timeout_s=300)
+    req = PlanRequest.model_validate({**REQUEST, "calibration": CalibrationIn(
+        id="local-sweep", fits=tuple(cal.fits))})
+    result = validate(req, nproc=4, top_k=args.max_plans, steps=3, timeout_s=120)
+    rows = [p for p in result.plans if p.measured]
+    head = (f"{'#':>3} {'dp':>3}{'tp':>3}{'pp':>3}{'mbs':>4}{'zero':>5}  {'pred step':>10}"
+            f"{'meas step':>10}{'err':>7}  {'pred comm':>10}{'meas comm':>10}{'err':>7}")
+    print(head)
+    print("-" * len(head))
+    for i, p in enumerate(rows):
+        pl, pr, me = p.plan, p.predicted["breakdown"], p.measured["breakdown"]
+        print(f"{i + 1:>3} {pl['dp']:>3}{pl['tp']:>3}{pl['pp']:>3}{pl['micro_batch_size']:>4}"
+              f"{pl['zero_stage']:>5}  {pr['step_time_s'] * 1e3:>8.1f}ms"
+              f"{me['step_time_s'] * 1e3:>8.1f}ms{100 * p.rel_err.get('step_time_s', 0):>+6.0f}%"
+              f"  {pr['communication'] * 1e3:>8.1f}ms{me['communication'] * 1e3:>8.1f}ms"
+              f"{100 * p.rel_err.get('communication', 0):>+6.0f}%")
+    comm = [abs(p.rel_err["communication"]) for p in rows if "communication" in p.rel_err]
+    step = [abs(p.rel_err["step_time_s"]) for p in rows if "step_time_s" in p.rel_err]
+    summary = {"plans": len(rows),
+               "median_abs_comm_err": statistics.median(comm) if comm else None,
+               "median_abs_step_err": statistics.median(step) if step else None,
+               "kendall_tau": result.kendall_tau}
+    print(f"\n{len(rows)} plans; median |error| communication "
+          f"{100 * (summary['median_abs_comm_err'] or 0):.0f}%, step "
+          f"{100 * (summary['median_abs_step_err'] or 0):.0f}%; Kendall tau "
+          f"{result.kendall_tau if result.kendall_tau is None else round(result.kendall_tau, 2)}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"summary": summary,
+                                         "plans": [p.model_dump() for p in rows]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""What a probe must run to reproduce one plan's training step: its communication pattern
+with the plan's true message sizes, and its compute as the layers' GEMM shapes.
+
+Everything comes from the cost model's tables (the same numbers ``estimate`` costs), so the
+probe measures exactly what was predicted: per layer and micro-batch the linear GEMMs and the
+TP collectives (forward, backward, and the forward repeated by full recompute), per micro-batch
+the pipeline send/recv, per step the data-parallel buckets (all_reduce, or reduce_scatter and
+all_gather with a sharded optimizer) and ZeRO-3's per-layer gathers.
+"""
+
+from __future__ import annotations
+
+from planner.cost.layers import LayerShape, linear_gemms
+from planner.cost.tables import RECOMPUTE, CostTables
+from planner.result import PlanEstimate
+
+
+class NotProbeable(ValueError):
+    pass
+
+
+def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
+    if est.cp > 1:
+        raise NotProbeable("context parallel plans are not probed yet (ring attention)")
+    model, training = tables.model, tables.training
+    key = (est.tp, est.cp, est.micro_batch_size, RECOMPUTE.index(est.recompute),
+           int(est.sequence_parallel))
+    shape = LayerShape(est.tp, est.cp, est.micro_batch_size, est.recompute,
+                       est.sequence_parallel)
+    gemms = [[int(m), max(1, int(n)), max(1, int(k))]
+             for m, n, k in linear_gemms(model, training, shape)]
+    tp_fwd, tp_bwd = [], []
+    for use in tables.tp_uses(*key):
+        # 2 per layer per pass: forward, backward (+ the recomputed forward, in backward).
+        recompute_calls = 2 if est.recompute == "full" else 0
+        tp_fwd.append([use.cost.op, use.cost.message_bytes, 2])
+        tp_bwd.append([use.cost.op, use.cost.message_bytes, 2 + recompute_calls])
+    zero3 = []
+    if est.zero_stage >= 3 and est.dp > 1:
+        ag, rs = tables.zero3_uses(est.tp, est.cp, est.dp)
+        zero3 = [["all_gather", ag.cost.message_bytes], ["reduce_scatter", rs.cost.message_bytes]]
+    p_stage = tables.largest_stage_params(est.tp, est.pp, tuple(est.layers_per_stage)
+                                          if est.pp > 1 else None)
+    dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls)]
+              for u in tables.dp_uses(est.tp, est.cp, est.dp, est.zero_stage, p_stage)]
+    pp_bytes = 0.0
+    if est.pp > 1:
+        pp_bytes = tables.p2p_use(est.tp, est.cp, est.dp, est.pp,
+                                  est.micro_batch_size).cost.message_bytes
+    T = est.micro_batch_size * training.seq_length // est.cp
+    return {
+        "dp": est.dp, "tp": est.tp, "pp": est.pp, "m": est.grad_accum_steps,
+        "layers": list(est.layers_per_stage), "recompute": est.recompute,
+        "gemms": gemms, "head_gemm": [T, max(1, model.vocab_size // est.tp),
+                                      model.hidden_size],
+        "tp_fwd": tp_fwd, "tp_bwd": tp_bwd, "zero3": zero3, "dp_ops": dp_ops,
+        "pp_bytes": pp_bytes,
+    }

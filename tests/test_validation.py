@@ -1,0 +1,93 @@
+"""Validation: the top plans run as probe jobs on 4 gloo ranks, compared and re-ranked."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner.validation.compare import (
+    kendall_tau,
+    measured_components,
+    predicted_components,
+    relative_errors,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"model": {"name": "tiny-gpt", "num_layers": 8, "hidden_size": 256,
+                  "num_attention_heads": 8, "vocab_size": 4096, "ffn_type": "gelu"},
+        "cluster": {"preset": "local-cpu"},
+        "training": {"global_batch_size": 8, "seq_length": 256, "precision": "fp32"},
+        # Plain plans of different shapes: tp=2, pp=2 and both.
+        "search": {"cp": 1, "zero_stage": 0, "recompute": "none", "micro_batch_size": 1,
+                   "vpp": 1, "dp": {"max": 2}}}
+
+
+def test_kendall_tau_by_hand():
+    assert kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
+    assert kendall_tau([1, 2, 3], [30, 20, 10]) == -1.0
+    assert kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)   # 5 agree, 1 not
+
+
+def test_components_and_errors():
+    ranks = [{"step_time_s": 1.0, "compute": 0.5, "tp_comm": 0.2, "pp_comm": 0.1,
+              "dp_comm": 0.1, "zero_comm": 0.0},
+             {"step_time_s": 0.8, "compute": 0.6, "tp_comm": 0.1, "pp_comm": 0.0,
+              "dp_comm": 0.1, "zero_comm": 0.0}]
+    meas = measured_components(ranks)       # the slowest rank; collectives: the least waiting
+    assert meas["compute"] == 0.5 and meas["tp_comm"] == pytest.approx(0.1)
+    assert meas["pp_comm"] == 0.0 and meas["communication"] == pytest.approx(0.2)
+    assert meas["pipeline_bubble"] == pytest.approx(0.3)
+    pred = {"compute": 0.6, "tp_comm": 0.2, "pp_comm": 0.1, "dp_comm": 0.1, "zero_comm": 0.0,
+            "pipeline_bubble": 0.1, "communication": 0.4, "step_time_s": 1.1}
+    rel = relative_errors(pred, meas)
+    assert rel["compute"] == pytest.approx(0.2) and rel["step_time_s"] == pytest.approx(0.1)
+    assert rel["communication"] == pytest.approx(1.0)
+    assert "zero_comm" not in rel           # nothing measured to compare with
+
+
+def test_predicted_components_use_total_communication():
+    from planner.cost import estimate
+    from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+    m = ModelSpec.from_preset("llama3-8b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+    tr = TrainingSpec(global_batch_size=64, seq_length=4096)
+    est = estimate(m, c, tr, ParallelPlan(dp=4, tp=2, pp=2, zero_stage=1))
+    pred = predicted_components(est.breakdown, est.communication)
+    assert pred["tp_comm"] == pytest.approx(sum(x.total_time_s for x in est.communication
+                                                if x.strategy == "TP"))
+    assert pred["step_time_s"] == pytest.approx(est.step_time_s - est.breakdown["optimizer"])
+
+
+def test_top_three_plans_on_four_gloo_ranks_end_to_end(tmp_path):
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps(TINY))
+    # argv only, bounded: the whole validation must fit in 90 seconds.
+    proc = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate", str(req),
+                           "--nproc", "4", "--top-k", "3", "--steps", "2", "--json",
+                           "--trace-dir", str(tmp_path / "traces")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["status"] == "succeeded" and result["backend"] == "gloo"
+    assert len(result["plans"]) == 3
+    shapes = {(p["plan"]["tp"], p["plan"]["pp"]) for p in result["plans"]}
+    assert len(shapes) >= 2                       # different parallel shapes were probed
+    for p in result["plans"]:
+        meas, pred = p["measured"]["breakdown"], p["predicted"]["breakdown"]
+        for key in ("compute", "tp_comm", "pp_comm", "dp_comm", "pipeline_bubble",
+                    "communication", "step_time_s"):
+            assert key in meas and key in pred
+        assert meas["step_time_s"] > 0 and p["measured"]["steps"] == 2
+        assert "step_time_s" in p["rel_err"]
+        if p["plan"]["tp"] > 1:
+            assert meas["tp_comm"] > 0
+        if p["plan"]["pp"] > 1:
+            assert meas["pp_comm"] > 0
+        assert Path(p["trace"]).is_file()
+    assert sorted(result["reranked"]) == [0, 1, 2]
+    times = [result["plans"][i]["measured"]["step_time_s"] for i in result["reranked"]]
+    assert times == sorted(times)
+    assert -1.0 <= result["kendall_tau"] <= 1.0
