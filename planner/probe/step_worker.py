@@ -103,9 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 flops["n"] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
 
     def layer(kind: str) -> None:
-        if pat["zero3"]:
-            for _ in range(1):
-                timed("zero", collective, "all_gather", pat["zero3"][0][1], dp_group, dp)
+        if pat["zero3"]:   # gather the layer's weights (forward, and again for backward)
+            timed("zero", collective, "all_gather", pat["zero3"][0][1], dp_group, dp)
         timed("compute", gemms, 1 if kind == "F" else (3 if pat["recompute"] == "full"
                                                          else 2))
         for op, nbytes, calls in (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]):

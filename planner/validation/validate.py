@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.cost import EfficiencyModel, estimate
+from planner.cost import estimate
 from planner.cost.tables import cost_tables
 from planner.probe.local import run_module
 from planner.search import PlanRequest, plan
@@ -120,5 +120,3 @@ def _plan_of(est):
                         zero_stage=est.zero_stage, sequence_parallel=est.sequence_parallel,
                         layers_per_stage=tuple(est.layers_per_stage) if est.pp > 1 else None)
 
-
-__all__ = ["EfficiencyModel", "ValidationResult", "validate"]
