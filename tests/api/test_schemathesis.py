@@ -15,7 +15,7 @@ def test_openapi_schema_holds_under_fuzzing(shared_server, tmp_path):
                      "content_type_conformance,status_code_conformance",
          "--max-examples", "12", "--seed", "7", "--workers", "1", "--request-timeout", "60",
          "--generation-database", "none", "--report-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
     tail = proc.stdout[-3000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, tail
     assert " passed" in proc.stdout and "failed" not in proc.stdout.split("SUMMARY")[-1], tail
