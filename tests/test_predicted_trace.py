@@ -55,3 +55,16 @@ def test_cli_writes_the_trace(tmp_path):
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert doc["metadata"]["plan"]["pp"] == 2 and doc["traceEvents"]
+
+
+def test_schedule_order_and_rank_groups_by_hand():
+    from planner.validation.schedule import one_f_one_b_order, rank_groups
+
+    # Stage 0 of 3 with 4 micro-batches: 2 warm-up forwards, then F/B in turn, then drain.
+    assert one_f_one_b_order(3, 0, 4) == [("F", 0), ("F", 1), ("F", 2), ("B", 0), ("F", 3),
+                                          ("B", 1), ("B", 2), ("B", 3)]
+    assert one_f_one_b_order(3, 2, 2) == [("F", 0), ("B", 0), ("F", 1), ("B", 1)]
+    # tp=2, dp=2, pp=2: tp innermost.
+    tp_groups, dp_groups = rank_groups(2, 2, 2)
+    assert tp_groups == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert dp_groups == [[0, 2], [1, 3], [4, 6], [5, 7]]

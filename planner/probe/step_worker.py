@@ -25,6 +25,8 @@ import time
 from collections import defaultdict
 from datetime import timedelta
 
+from planner.validation.schedule import one_f_one_b_order, rank_groups
+
 
 def main(argv: list[str] | None = None) -> int:
     import torch
@@ -45,22 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     tp, dp, pp, m = pat["tp"], pat["dp"], pat["pp"], pat["m"]
     if tp * dp * pp != world:
         raise SystemExit(f"the plan needs {tp * dp * pp} ranks, this job has {world}")
-    t_rank, d_rank, stage = rank % tp, (rank // tp) % dp, rank // (tp * dp)
-    # Every rank creates every group, in the same order.
+    stage = rank // (tp * dp)
+    # Every rank creates every group, in the same order; it keeps the ones it belongs to.
+    tp_groups, dp_groups = rank_groups(tp, dp, pp)
     tp_group = dp_group = None
-    for s in range(pp):
-        for d in range(dp):
-            ranks = [s * tp * dp + d * tp + t for t in range(tp)]
-            g = dist.new_group(ranks)
-            if rank in ranks:
+    for ranks in tp_groups + dp_groups:
+        g = dist.new_group(ranks)
+        if rank in ranks:
+            if ranks in tp_groups:
                 tp_group = g
-    for s in range(pp):
-        for t in range(tp):
-            ranks = [s * tp * dp + d * tp + t for d in range(dp)]
-            g = dist.new_group(ranks)
-            if rank in ranks:
+            else:
                 dp_group = g
-    del t_rank, d_rank
     prev_rank = rank - tp * dp if stage > 0 else None
     next_rank = rank + tp * dp if stage < pp - 1 else None
     layers = pat["layers"][stage]
@@ -116,16 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     act = torch.ones(max(1, int(pat["pp_bytes"]) // 4))
     recv_act = torch.empty_like(act)
 
+    order = one_f_one_b_order(pp, stage, m)
+
     def step() -> None:
-        warm = min(pp - stage - 1, m)
-        order = [("F", i) for i in range(warm)]
-        f_next, b_next = warm, 0
-        while b_next < m:
-            if f_next < m:
-                order.append(("F", f_next))
-                f_next += 1
-            order.append(("B", b_next))
-            b_next += 1
         pending = []
         for kind, _ in order:
             src = prev_rank if kind == "F" else next_rank

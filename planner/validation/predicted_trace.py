@@ -18,6 +18,7 @@ from planner.cost.efficiency import EfficiencyModel
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.result import PlanEstimate
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
+from planner.validation.schedule import one_f_one_b_order
 
 
 def stage_times(est: PlanEstimate, tables: CostTables) -> list[tuple[float, float]]:
@@ -46,18 +47,7 @@ def simulate_1f1b(times: list[tuple[float, float]], m: int, p2p_s: float
                   ) -> list[list[tuple[str, int, float, float]]]:
     """Per stage, the (kind 'F'/'B', micro-batch, start, end) of each op in 1F1B order."""
     p = len(times)
-    order = []
-    for s in range(p):
-        warm = min(p - s - 1, m)
-        ops = [("F", i) for i in range(warm)]
-        f_next, b_next = warm, 0
-        while b_next < m:
-            if f_next < m:
-                ops.append(("F", f_next))
-                f_next += 1
-            ops.append(("B", b_next))
-            b_next += 1
-        order.append(ops)
+    order = [one_f_one_b_order(p, s, m) for s in range(p)]
     end: dict[tuple[str, int, int], float] = {}
     free = [0.0] * p
     pos = [0] * p
