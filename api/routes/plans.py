@@ -42,10 +42,12 @@ async def create_plan(
     plans that fit in memory (CP-SAT), each with its step time, memory and breakdown; or status
     INFEASIBLE with the reasons (an answer, not an error: 201 as well). The id is a hash of the
     request, so an identical request returns the stored answer with 200."""
-    req = to_plan_request(body, engine=engine, max_time_limit_ms=settings.max_time_limit_ms)
-    result, created = await anyio.to_thread.run_sync(
-        lambda: run_plan(req, engine=engine, metrics=request.app.state.metrics),
-        limiter=request.app.state.solve_limiter)
+    def work():   # database reads and the solve, off the event loop
+        req = to_plan_request(body, engine=engine, max_time_limit_ms=settings.max_time_limit_ms)
+        return run_plan(req, engine=engine, metrics=request.app.state.metrics)
+
+    result, created = await anyio.to_thread.run_sync(work,
+                                                      limiter=request.app.state.solve_limiter)
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/plans/{result['id']}"
     return result

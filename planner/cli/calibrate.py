@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -113,7 +114,7 @@ def run_cmd(
         if submit:
             try:
                 print(submit_job(launcher, path))
-            except (RuntimeError, OSError, __import__("subprocess").TimeoutExpired) as exc:
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                 _fail(str(exc))
         print(f"then: planner calibrate import-sweep {result_path}")
         return
