@@ -73,8 +73,16 @@ class JobRunner:
                              progress=round(0.05 + 0.9 * done / max(total, 1), 3))
 
         result = validate(req, nproc=spec.nproc, top_k=spec.top_k, steps=spec.steps,
-                          timeout_s=spec.timeout_s, trace_dir=trace_dir, on_progress=progress)
-        body = result.model_copy(update={"id": job_id}).model_dump(mode="json")
+                          timeout_s=spec.timeout_s, trace_dir=trace_dir, on_progress=progress,
+                          mode=spec.mode, compute=spec.compute)
+        result = result.model_copy(update={"id": job_id})
+        body = result.model_dump(mode="json")
+        if spec.feed_calibration and result.samples:
+            from planner.validation.validate import as_calibration
+
+            cal = store.save_calibration(engine=self.engine, cluster_id=spec.cluster_id,
+                                         body=as_calibration(result).model_dump(mode="json"))
+            body["calibration_id"] = cal["id"]
         for i, p in enumerate(body["plans"]):   # traces are served by the API, not by path
             p["trace"] = f"/v1/validations/{job_id}/trace/{i + 1}" if p["trace"] else None
         body["plan_id"] = request["plan_id"]

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 
 from planner.calibration.model import Calibration, Sample
 from planner.request import EstimateRequest
-from planner.search import PlanRequest
+from planner.search import PlanRequest, PlanResult
 from planner.specs import ClusterSpec
 
 T = TypeVar("T")
@@ -36,8 +36,38 @@ ClusterField = Annotated[
 ]
 
 
+class ValidationCreate(BaseModel):
+    """Run a stored plan result's top plans as probe jobs on this machine's ranks."""
+
+    model_config = ConfigDict(extra="forbid")
+    top_k: int = Field(3, ge=1, le=10)
+    launcher: Literal["local"] = Field("local", description="local: torchrun on the service "
+                                       "host (gloo on CPU). Cluster validations are written and "
+                                       "read back by the CLI (planner validate --launcher "
+                                       "slurm|kubernetes, planner validate-import).")
+    nproc: int = Field(4, ge=2, le=8, description="Ranks. A plan needing more runs sampled.")
+    mode: Literal["auto", "full", "sampled"] = Field(
+        "auto", description="full: all of a plan's ranks; sampled: one representative group "
+        "per strategy, the step composed from them; auto: full when the plan fits in nproc.")
+    compute: Literal["auto", "gemm", "emulate"] = Field(
+        "auto", description="gemm: the probe runs the GEMMs; emulate: it sleeps for their "
+        "benchmarked time; auto: emulate when the ranks outnumber the host's cores.")
+    feed_calibration: bool = Field(False, description="Store the collectives the probes "
+                                   "measured (and the matmul rate) as a calibration; its id is "
+                                   "in the result as calibration_id.")
+    cluster_id: str | None = Field(None, max_length=64, description="With feed_calibration: "
+                                   "the stored cluster to file the calibration under (later "
+                                   "plans on that cluster are costed with it). A plan request "
+                                   "on a stored cluster sets it.")
+    steps: int = Field(2, ge=1, le=20, description="Measured steps per plan.")
+    timeout_s: float = Field(300, ge=10, le=3600, description="Per probe job.")
+
+
 class PlanRequestIn(PlanRequest):
     cluster: ClusterField  # type: ignore[assignment]
+    validation: ValidationCreate | None = Field(None, description="Also validate the top "
+                                                "plans: starts a validation job (its link is "
+                                                "in the answer's validation field).")
 
 
 class EstimateRequestIn(EstimateRequest):
@@ -138,13 +168,8 @@ class CalibrationPublic(Calibration):
     created_at: str
 
 
-class ValidationCreate(BaseModel):
-    """Run a stored plan result's top plans as probe jobs on this machine's ranks."""
+class PlanCreated(PlanResult):
+    """A plan result; with ``validation`` when the request asked for one: the job that runs it
+    (poll /v1/jobs/{id}; the result is also at /v1/validations/{id})."""
 
-    model_config = ConfigDict(extra="forbid")
-    top_k: int = Field(3, ge=1, le=10)
-    launcher: Literal["local"] = Field("local", description="local: torchrun on the service "
-                                       "host (gloo on CPU); cluster launchers come later.")
-    nproc: int = Field(4, ge=2, le=8, description="Ranks; plans of another size are skipped.")
-    steps: int = Field(2, ge=1, le=20, description="Measured steps per plan.")
-    timeout_s: float = Field(300, ge=10, le=3600, description="Per probe job.")
+    validation: JobPublic | None = None

@@ -142,3 +142,12 @@ def calibrate(body: Any) -> dict:
             raise ApiProblem(422, "Invalid request", f"trace: {exc}",
                              type_="/problems/invalid-request") from None
     return cal.model_dump(mode="json")
+
+
+def check_cluster_id(body: Any, *, engine) -> None:
+    if body.cluster_id is not None and store.get_cluster(engine=engine,
+                                                         cluster_id=body.cluster_id) is None:
+        raise ApiProblem(422, "Invalid request", f"cluster_id: no stored cluster with id "
+                         f"{body.cluster_id!r}", type_="/problems/invalid-request",
+                         errors=[{"pointer": "#/cluster_id", "field": "cluster_id",
+                                  "detail": "unknown cluster id"}])

@@ -65,6 +65,14 @@ def test_schedule_order_and_rank_groups_by_hand():
                                           ("B", 1), ("B", 2), ("B", 3)]
     assert one_f_one_b_order(3, 2, 2) == [("F", 0), ("B", 0), ("F", 1), ("B", 1)]
     # tp=2, dp=2, pp=2: tp innermost.
-    tp_groups, dp_groups = rank_groups(2, 2, 2)
-    assert tp_groups == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    assert dp_groups == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    g = rank_groups(2, 1, 2, 2)
+    assert g["tp"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert g["dp"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert g["pp"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert g["cp"] == [[r] for r in range(8)]
+    # tp=2, cp=2, dp=1, pp=2 (Megatron's order: tp, cp, dp, pp): the CP ring strides by tp,
+    # the gradient reduction runs over the dp x cp ranks.
+    g = rank_groups(2, 2, 1, 2)
+    assert g["cp"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert g["dp"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert g["pp"] == [[0, 4], [1, 5], [2, 6], [3, 7]]

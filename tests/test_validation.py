@@ -31,20 +31,61 @@ def test_kendall_tau_by_hand():
 
 
 def test_components_and_errors():
-    ranks = [{"step_time_s": 1.0, "compute": 0.5, "tp_comm": 0.2, "pp_comm": 0.1,
-              "dp_comm": 0.1, "zero_comm": 0.0},
-             {"step_time_s": 0.8, "compute": 0.6, "tp_comm": 0.1, "pp_comm": 0.0,
-              "dp_comm": 0.1, "zero_comm": 0.0}]
-    meas = measured_components(ranks)       # the slowest rank; collectives: the least waiting
-    assert meas["compute"] == 0.5 and meas["tp_comm"] == pytest.approx(0.1)
-    assert meas["pp_comm"] == 0.0 and meas["communication"] == pytest.approx(0.2)
-    assert meas["pipeline_bubble"] == pytest.approx(0.3)
-    pred = {"compute": 0.6, "tp_comm": 0.2, "pp_comm": 0.1, "dp_comm": 0.1, "zero_comm": 0.0,
-            "pipeline_bubble": 0.1, "communication": 0.4, "step_time_s": 1.1}
+    raw = {"ranks": [{"step_time_s": 1.0, "compute": 0.5, "tp_comm": 0.1, "dp_comm": 0.1,
+                      "zero_comm": 0.0},
+                     {"step_time_s": 0.8, "compute": 0.6, "tp_comm": 0.05, "dp_comm": 0.1,
+                      "zero_comm": 0.0}],
+           "pp_comm": 0.1, "steps": 2}
+    meas = measured_components(raw)     # busiest rank per component; the slowest step
+    assert meas["compute"] == 0.6 and meas["tp_comm"] == pytest.approx(0.1)
+    assert meas["pp_comm"] == 0.1 and meas["communication"] == pytest.approx(0.3)
+    assert meas["step_time_s"] == 1.0
+    assert meas["pipeline_bubble"] == pytest.approx(1.0 - 0.6 - 0.3)
+    pred = {"compute": 0.72, "tp_comm": 0.2, "pp_comm": 0.1, "dp_comm": 0.1, "zero_comm": 0.0,
+            "cp_comm": 0.0, "pipeline_bubble": 0.1, "communication": 0.6, "step_time_s": 1.1}
     rel = relative_errors(pred, meas)
     assert rel["compute"] == pytest.approx(0.2) and rel["step_time_s"] == pytest.approx(0.1)
     assert rel["communication"] == pytest.approx(1.0)
     assert "zero_comm" not in rel           # nothing measured to compare with
+
+
+def test_transfer_excludes_waiting_for_peers():
+    from planner.validation.transfers import mean_samples, pipeline_transfer, transfers
+
+    ev = [
+        # all_reduce on group {0, 1}: rank 0 waits from 0.0 for rank 1, who arrives at 1.0;
+        # the last one leaves at 1.5: a 0.5 s transfer, 1.0 s of waiting on rank 0.
+        [0, "tp_comm", "all_reduce", 64.0, "g:0,1", 0, "c", 0.0, 1.4],
+        [1, "tp_comm", "all_reduce", 64.0, "g:0,1", 0, "c", 1.0, 1.5],
+        # rank 0 sends at 2.0; rank 1 was waiting in recv since 1.5 and has it at 2.3.
+        [0, "pp_comm", "send_recv", 32.0, "p:0>1", 0, "s", 2.0, 2.0],
+        [1, "pp_comm", "send_recv", 32.0, "p:0>1", 0, "r", 1.5, 2.3],
+        # one ring-attention step in a CP ring of 4: a pairwise exchange per rank.
+        *[[r, "cp_comm", "send_recv", 16.0, "g:0,1,2,3", 0, "c", 3.0 + r / 10, 3.5]
+          for r in range(4)],
+    ]
+    tr = transfers(ev)
+    assert tr.per_rank[0]["tp_comm"] == pytest.approx(0.5)
+    assert tr.per_rank[1]["tp_comm"] == pytest.approx(0.5)
+    assert tr.wait[0] == pytest.approx(1.4 - 0.5 + 0.5 - 0.2)   # all_reduce + ring step
+    assert "pp_comm" not in tr.per_rank[0]                 # counted once, on the receiver
+    assert tr.per_rank[1]["pp_comm"] == pytest.approx(0.3)
+    assert tr.per_rank[3]["cp_comm"] == pytest.approx(0.2)
+    assert pipeline_transfer(tr.per_rank, [[0, 1]]) == pytest.approx(0.3)
+    samples = {(s["op"], s["group_size"], s["message_bytes"]): s["time_us"]
+               for s in mean_samples(tr.by_op)}
+    assert samples == pytest.approx({("all_reduce", 2, 64.0): 5e5, ("send_recv", 2, 32.0): 3e5,
+                                     ("send_recv", 2, 16.0): 2e5})
+
+
+def test_pipeline_transfer_is_per_stage_boundary():
+    from planner.validation.transfers import pipeline_transfer
+
+    # Two pipelines of 3 stages: the slowest one's messages over its 2 boundaries.
+    per_rank = {1: {"pp_comm": 0.2}, 2: {"pp_comm": 0.4}, 4: {"pp_comm": 0.1},
+                5: {"pp_comm": 0.1}, 0: {"pp_comm": 0.2}}
+    assert pipeline_transfer(per_rank, [[0, 1, 2], [3, 4, 5]]) == pytest.approx(0.4)
+    assert pipeline_transfer(per_rank, [[0]]) == 0.0
 
 
 def test_predicted_components_use_total_communication():

@@ -10,11 +10,12 @@ from fastapi import APIRouter, Body, Path, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from api import store
-from api.problems import PROBLEM_RESPONSES, ApiProblem
+from api.problems import MEDIA_TYPE, PROBLEM_RESPONSES, ApiProblem, Problem
 from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.routes.examples import ESTIMATE_EXAMPLES, PLAN_EXAMPLES
-from api.schemas import EstimateRequestIn, Page, PlanRequestIn, PlanSummary
+from api.schemas import ClusterRef, EstimateRequestIn, Page, PlanCreated, PlanRequestIn, PlanSummary
 from api.service import (
+    check_cluster_id,
     get_plan_or_404,
     plan_summary,
     run_estimate,
@@ -29,11 +30,15 @@ router = APIRouter(prefix="/v1", tags=["plans"], responses=PROBLEM_RESPONSES)
 LaunchFormat = Literal["megatron", "torchtitan", "deepspeed", "torchrun", "sbatch", "kubernetes"]
 
 
-@router.post("/plans", status_code=201, response_model=PlanResult, dependencies=WRITE,
+@router.post("/plans", status_code=201, response_model=PlanCreated, dependencies=WRITE,
+             response_model_exclude_unset=True,   # "validation" only when one was asked for
              summary="Find the best plans", operation_id="plans-create",
-             responses={200: {"model": PlanResult,
+             responses={200: {"model": PlanCreated,
                               "description": "The same request was planned before: its "
-                                             "stored answer."}})
+                                             "stored answer."},
+                        403: {"model": Problem, "content": {MEDIA_TYPE: {}},
+                              "description": "A validation was asked for; probe jobs are "
+                                             "switched off on this service."}})
 async def create_plan(
     body: Annotated[PlanRequestIn, Body(openapi_examples=PLAN_EXAMPLES)],
     request: Request, response: Response, engine: EngineDep, settings: SettingsDep,
@@ -42,6 +47,12 @@ async def create_plan(
     plans that fit in memory (CP-SAT), each with its step time, memory and breakdown; or status
     INFEASIBLE with the reasons (an answer, not an error: 201 as well). The id is a hash of the
     request, so an identical request returns the stored answer with 200."""
+    if body.validation is not None and not settings.allow_local_sweeps:
+        raise ApiProblem(403, "Forbidden", "validation: this service does not run probe jobs "
+                         "(PLANNER_ALLOW_LOCAL_SWEEPS=false)", type_="/problems/forbidden")
+    if body.validation is not None:
+        await anyio.to_thread.run_sync(lambda: check_cluster_id(body.validation, engine=engine))
+
     def work():   # database reads and the solve, off the event loop
         req = to_plan_request(body, engine=engine, max_time_limit_ms=settings.max_time_limit_ms)
         return run_plan(req, engine=engine, metrics=request.app.state.metrics)
@@ -50,6 +61,16 @@ async def create_plan(
                                                       limiter=request.app.state.solve_limiter)
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/plans/{result['id']}"
+    if body.validation is not None and result["plans"]:
+        spec = body.validation
+        if isinstance(body.cluster, ClusterRef) and spec.cluster_id is None:
+            spec = spec.model_copy(update={"cluster_id": body.cluster.id})
+        job = await anyio.to_thread.run_sync(lambda: store.create_job(
+            engine=engine, kind="validation",
+            request={"plan_id": result["id"], "validation": spec.model_dump()}))
+        request.app.state.jobs.submit(job["id"])
+        response.headers["Link"] = f'</v1/jobs/{job["id"]}>; rel="validation"'
+        return {**result, "validation": job}
     return result
 
 

@@ -11,7 +11,7 @@ from api import store
 from api.problems import MEDIA_TYPE, PROBLEM_RESPONSES, ApiProblem, Problem, not_found
 from api.routes.deps import READ, WRITE, EngineDep, SettingsDep
 from api.schemas import JobPublic, ValidationCreate
-from api.service import get_plan_or_404
+from api.service import check_cluster_id, get_plan_or_404
 
 router = APIRouter(prefix="/v1", tags=["validations"], responses=PROBLEM_RESPONSES)
 
@@ -30,6 +30,7 @@ def create_validation(
     their training step, measure them, compare with the prediction and re-rank (a job: 202 +
     Location; the validation's id is the job's)."""
     get_plan_or_404(plan_id, engine=engine)
+    check_cluster_id(body, engine=engine)
     if not settings.allow_local_sweeps:
         raise ApiProblem(403, "Forbidden", "this service does not run probe jobs "
                          "(PLANNER_ALLOW_LOCAL_SWEEPS=false)", type_="/problems/forbidden")
@@ -68,3 +69,4 @@ def get_trace(validation_id: str, n: Annotated[int, Path(ge=1, le=10)], engine: 
     if not path.is_file():
         raise not_found("trace", f"{validation_id}/{n}")
     return Response(path.read_bytes(), media_type="application/json")
+

@@ -68,7 +68,8 @@ def _fit_lines(m: np.ndarray, t: np.ndarray, k: int):
     best: tuple[list[tuple[float, float]], float, tuple] = ([], np.inf, ())
     for cuts in itertools.combinations(range(MIN_POINTS_PER_SEGMENT, n - 1), k - 1):
         bounds = (0, *cuts, n)
-        if any(b - a < MIN_POINTS_PER_SEGMENT for a, b in zip(bounds, bounds[1:], strict=False)):
+        if k > 1 and any(b - a < MIN_POINTS_PER_SEGMENT
+                         for a, b in zip(bounds, bounds[1:], strict=False)):
             continue
         lines = [_wls(m[a:b], t[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
         err = float(np.max(np.abs(_predict_lines(lines, m) - t) / t))
@@ -141,8 +142,10 @@ def predict(fit: Fit, message_bytes: float, group_size: int | None = None) -> fl
     return float(_predict_lines(lines, np.array([float(message_bytes)]))[0]) * 1e6
 
 
-def fit_samples(samples: list[Sample]) -> tuple[list[Fit], list[Sample], list[str]]:
-    """Fits per (op, tier, group size) with at least 3 distinct sizes; the samples with their
+def fit_samples(samples: list[Sample], min_sizes: int = 3
+                ) -> tuple[list[Fit], list[Sample], list[str]]:
+    """Fits per (op, tier, group size) with at least ``min_sizes`` distinct sizes (a series of
+    two fits its line exactly, so it is marked poor: nothing checks it); the samples with their
     predictions; notes on series too short to fit."""
     groups: dict[tuple, list[Sample]] = defaultdict(list)
     for s in samples:
@@ -151,12 +154,14 @@ def fit_samples(samples: list[Sample]) -> tuple[list[Fit], list[Sample], list[st
     for (op, tier, p), series in sorted(groups.items()):
         m = np.array([s.message_bytes for s in series])
         t = np.array([s.time_us for s in series])
-        if len(np.unique(m)) < 3:
+        if len(np.unique(m)) < max(2, min_sizes):
             notes.append(f"{op} over {p} ranks ({tier}): {len(np.unique(m))} distinct sizes, "
-                         "need 3 to fit")
+                         f"need {max(2, min_sizes)} to fit")
             out += series
             continue
         fit = fit_series(op, tier, p, m, t)
+        if len(np.unique(m)) < 3:
+            fit = fit.model_copy(update={"quality": "poor"})
         fits.append(fit)
         out += [s.model_copy(update={"predicted_us": predict(fit, s.message_bytes)})
                 for s in series]

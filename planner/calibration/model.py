@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.collectives import Tier
 
-Source = Literal["sweep", "nccl-tests", "trace", "samples"]
+Source = Literal["sweep", "nccl-tests", "trace", "samples", "validation"]
 
 
 class Sample(BaseModel):
@@ -71,6 +71,8 @@ class Calibration(BaseModel):
     unsupported: list[str] = Field(default_factory=list)
     samples: list[Sample]
     notes: list[str] = Field(default_factory=list)
+    matmul_tflops: float | None = Field(None, description="Achieved matmul rate (TFLOP/s) a "
+                                        "probe measured on the plan's GEMM shapes.")
 
 
 class CalibrationIn(BaseModel):

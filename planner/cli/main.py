@@ -7,6 +7,7 @@ non-zero exit status and name the offending field.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -164,8 +165,21 @@ def validate_cmd(
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=20)] = 3,
     steps: Annotated[int, typer.Option(min=1, max=50, help="Measured steps per plan.")] = 2,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds per probe job.")] = 300,
+    mode: Annotated[str, typer.Option(help="full: all of a plan's ranks; sampled: one group "
+                                      "per strategy; auto: full when the plan fits.")] = "auto",
+    compute: Annotated[str, typer.Option(help="gemm: run the GEMMs; emulate: sleep for their "
+                                         "benchmarked time; auto: emulate when ranks "
+                                         "outnumber cores.")] = "auto",
     trace_dir: Annotated[Path | None, typer.Option(help="Write measured Chrome traces here.")] =
         None,
+    calibration_out: Annotated[Path | None, typer.Option(
+        help="Write the measured collectives and matmul rate as a calibration JSON.")] = None,
+    launcher: Annotated[str, typer.Option(help="local (run here), slurm or kubernetes (write "
+                                          "the jobs to --job-dir; read them back with "
+                                          "validate-import).")] = "local",
+    job_dir: Annotated[Path | None, typer.Option(help="Cluster launchers: the job folder.")] =
+        None,
+    gpus_per_node: Annotated[int, typer.Option(min=1, max=64, help="Cluster launchers.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result JSON.")] = False,
 ) -> None:
     """Run the top plans as short torch.distributed probe jobs, compare, re-rank."""
@@ -175,11 +189,19 @@ def validate_cmd(
     from planner.search import PlanRequest
     from planner.validation.validate import validate
 
+    if mode not in ("auto", "full", "sampled"):
+        _fail(f"--mode: {mode!r} is not one of auto, full, sampled")
+    if compute not in ("auto", "gemm", "emulate"):
+        _fail(f"--compute: {compute!r} is not one of auto, gemm, emulate")
     data = load_json(request)
     try:
         req = parse_request(PlanRequest, data)
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
+    if launcher != "local":
+        write_cluster_validation(launcher, req, job_dir, nproc=nproc, top_k=top_k, mode=mode,
+                                 steps=steps, gpus_per_node=gpus_per_node)
+        return
     if trace_dir is not None:
         trace_dir.mkdir(parents=True, exist_ok=True)
     err = Console(stderr=True)
@@ -187,16 +209,74 @@ def validate_cmd(
         task = bar.add_task("validating", total=top_k)
         try:
             result = validate(req, nproc=nproc, top_k=top_k, steps=steps, timeout_s=timeout,
-                              trace_dir=trace_dir,
+                              trace_dir=trace_dir, mode=mode, compute=compute,
                               on_progress=lambda d, t: bar.update(task, completed=d, total=t))
         except (ProbeError, PlannerInputError) as exc:
             _fail(str(exc))
+    report_validation(result, as_json, calibration_out)
+
+
+def write_cluster_validation(launcher: str, req, job_dir: Path | None, *, nproc: int,
+                             top_k: int, mode: str, steps: int, gpus_per_node: int) -> None:
+    from planner.probe.remote import submit
+    from planner.validation.remote import write_validation_job
+    from planner.validation.validate import prepare
+
+    if job_dir is None:
+        _fail(f"--launcher {launcher}: give --job-dir, a folder on the cluster's shared file "
+              "system")
+    try:
+        probes = prepare(req, nproc=nproc, top_k=top_k, mode=mode)
+        artifacts = write_validation_job(launcher, req, probes, job_dir, steps=steps,
+                                         gpus_per_node=gpus_per_node)
+    except (ValueError, OSError) as exc:
+        _fail(f"--launcher {launcher}: {exc}")
+    for path in artifacts:
+        try:
+            print(f"{path}: {submit(launcher, path)}")
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            _fail(f"submitting {path}: {exc}")
+    print(f"when the jobs are done: planner validate-import {job_dir}")
+
+
+def report_validation(result, as_json: bool, calibration_out: Path | None) -> None:
+    if calibration_out is not None:
+        from planner.validation.validate import as_calibration
+
+        try:
+            cal = as_calibration(result)
+            calibration_out.write_text(json.dumps(cal.model_dump(mode="json"), indent=1))
+        except ValueError as exc:
+            _fail(f"--calibration-out: {exc}")
+        except OSError as exc:
+            _fail(f"cannot write {calibration_out}: {exc.strerror or exc}")
     if as_json:
         emit_json(result.model_dump(mode="json"))
         return
     from planner.cli.render import validation_table
 
     stdout_console().print(validation_table(result))
+
+
+@app.command("validate-import")
+def validate_import_cmd(
+    job_dir: Annotated[Path, typer.Argument(help="The job folder validate --launcher wrote.")],
+    calibration_out: Annotated[Path | None, typer.Option(
+        help="Write the measured collectives and matmul rate as a calibration JSON.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result JSON.")] = False,
+) -> None:
+    """Compare what a cluster validation's probe jobs measured with the prediction."""
+    from pydantic import ValidationError
+
+    from planner.validation.remote import MANIFEST, import_validation
+
+    if not (job_dir / MANIFEST).is_file():
+        _fail(f"{job_dir}: no {MANIFEST} here (write one with validate --launcher)")
+    try:
+        result = import_validation(job_dir)
+    except (ValueError, KeyError, ValidationError, json.JSONDecodeError) as exc:
+        _fail(f"{job_dir}: unreadable validation job: {str(exc).splitlines()[0][:300]}")
+    report_validation(result, as_json, calibration_out)
 
 
 @app.command("serve")

@@ -120,7 +120,8 @@ def print_plan_result(console: Console, result: PlanResult) -> None:
 
 
 def validation_table(result) -> Table:
-    t = Table(title=f"Validation ({result.mode}, {result.backend}); measured order "
+    t = Table(title=f"Validation ({result.mode}, {result.backend}, compute {result.compute}); "
+                    "measured order "
                     f"{[i + 1 for i in result.reranked]}, Kendall tau "
                     f"{'-' if result.kendall_tau is None else f'{result.kendall_tau:.2f}'}")
     for col in ("#", "dp", "tp", "pp", "mbs", "predicted step", "measured step", "step err",

@@ -41,6 +41,7 @@ class LayerWork:
     recompute_flops: float  # FLOPs re-executed by the recompute mode
     stored_bytes: float     # activations kept for backward, per micro-batch
     working_bytes: float    # full activations of the layer while it is recomputed/backpropagated
+    elementwise_bytes: float = 0.0  # bytes the memory-bound kernels move, forward
 
 
 def tokens_per_gpu(plan: ParallelPlan | LayerShape, training: TrainingSpec) -> int:
@@ -137,7 +138,7 @@ def layer_work(
     else:
         stored = full_layer
     return LayerWork(fwd_s, bwd_s, recompute_s, attn_s, fwd_flops, recompute_flops, stored,
-                     full_layer)
+                     full_layer, elem_bytes)
 
 
 @dataclass(frozen=True)

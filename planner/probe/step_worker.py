@@ -1,14 +1,24 @@
 """A torch.distributed program that runs one plan's training-step pattern and times it.
 
-Groups are built in Megatron-LM's order (tp innermost, then dp, then pp). Each stage runs the
+Groups are built in Megatron-LM's order (tp innermost, then cp, dp, pp). Each stage runs the
 1F1B schedule: warm-up forwards, one forward / one backward, drain; a forward receives the
 previous stage's activations and sends its own on, a backward the same for gradients; every
-layer runs its GEMMs (float32, the plan's per-GPU shapes; backward twice the forward's FLOPs,
-plus the forward again under full recompute) and its TP collectives with the plan's message
-sizes; after the micro-batches, the data-parallel buckets. Time is split into compute, TP,
-PP (waiting for and sending activations), DP and ZeRO, the rest of the step being idle
-(the bubble). Rank 0 writes every rank's numbers, the achieved matmul rate and, on request,
-a torch.profiler Chrome trace of the measured steps.
+layer runs its compute (the linear GEMMs and the attention core's batched GEMMs with the
+plan's per-GPU shapes; backward twice the forward, plus the forward again under full
+recompute), its TP collectives and its context-parallel ring exchanges with the plan's message
+sizes, and ZeRO-3's gathers; after the micro-batches, the data-parallel buckets.
+
+Compute: first a micro-benchmark times every GEMM shape of the plan (the device's achieved
+matmul rate on these shapes). ``gemm`` then runs the GEMMs in the step, so overlap with
+communication is real; ``emulate`` sleeps for their benchmarked time instead, which keeps the
+step's timing (pipeline waits, bubbles) without the ranks fighting for CPU cores when more
+ranks than cores share one host (then the benchmark runs one rank at a time, as each rank
+would own its own device); ``auto`` picks ``emulate`` exactly in that case.
+
+Every communication call is recorded (entry and exit on a clock aligned to rank 0's) so that
+``planner.validation.transfers`` can split it into the transfer and the wait for peers. Rank 0
+writes every rank's numbers, the per-collective samples and, on request, a torch.profiler
+Chrome trace of the measured steps.
 
 Fault injection, for testing the launchers and the service: ``PLANNER_PROBE_FAULT=crash:R``
 makes rank R exit with an error after its warm-up step, ``hang:R`` makes it sleep forever;
@@ -18,131 +28,235 @@ with ``PLANNER_PROBE_PID_DIR`` set, every rank writes its pid there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import socket
+import statistics
 import sys
 import time
 from collections import defaultdict
 from datetime import timedelta
 
-from planner.validation.schedule import one_f_one_b_order, rank_groups
+from planner.validation.schedule import pipeline_order, rank_groups
+from planner.validation.transfers import mean_samples, pipeline_transfer, transfers
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pattern", required=True)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    ap.add_argument("--compute", choices=["auto", "gemm", "emulate"], default="auto")
+    ap.add_argument("--trace", default="")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--progress", default="")
+    return ap.parse_args(argv)
+
+
+def compute_mode(asked: str, local_world: int, backend: str = "gloo") -> str:
+    if asked != "auto":
+        return asked
+    if backend == "nccl":
+        return "gemm"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return "emulate" if local_world > (cores or 1) else "gemm"
 
 
 def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pattern", required=True)
-    ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--trace", default="")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--progress", default="")
-    args = ap.parse_args(argv)
+    args = parse_args(argv)
     with open(args.pattern) as fh:
         pat = json.load(fh)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=120))
+    dist.init_process_group(args.backend, timeout=timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
-    tp, dp, pp, m = pat["tp"], pat["dp"], pat["pp"], pat["m"]
-    if tp * dp * pp != world:
-        raise SystemExit(f"the plan needs {tp * dp * pp} ranks, this job has {world}")
-    stage = rank // (tp * dp)
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        # On GPUs every call is synchronised before its exit is stamped, so host clocks time
+        # kernels (overlap between compute and communication streams is not measured).
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    tp, cp, dp, pp, m = pat["tp"], pat.get("cp", 1), pat["dp"], pat["pp"], pat["m"]
+    if tp * cp * dp * pp != world:
+        raise SystemExit(f"the plan needs {tp * cp * dp * pp} ranks, this job has {world}")
+    mode = compute_mode(args.compute, int(os.environ.get("LOCAL_WORLD_SIZE", world)),
+                        args.backend)
+    stage = rank // (tp * cp * dp)
+    layout = rank_groups(tp, cp, dp, pp)
     # Every rank creates every group, in the same order; it keeps the ones it belongs to.
-    tp_groups, dp_groups = rank_groups(tp, dp, pp)
-    tp_group = dp_group = None
-    for ranks in tp_groups + dp_groups:
-        g = dist.new_group(ranks)
-        if rank in ranks:
-            if ranks in tp_groups:
-                tp_group = g
-            else:
-                dp_group = g
-    prev_rank = rank - tp * dp if stage > 0 else None
-    next_rank = rank + tp * dp if stage < pp - 1 else None
+    mine: dict[str, tuple] = {}
+    for kind in ("tp", "cp", "dp"):
+        for ranks in layout[kind]:
+            g = dist.new_group(ranks) if len(ranks) > 1 else None
+            if rank in ranks:
+                mine[kind] = (g, len(ranks), "g:" + ",".join(map(str, ranks)), ranks)
+    chain = next(c for c in layout["pp"] if rank in c)
     layers = pat["layers"][stage]
-    timers: dict[str, float] = defaultdict(float)
-    flops = {"n": 0.0}
-    mats = [(torch.randn(mm, k), torch.randn(k, n)) for mm, n, k in pat["gemms"]]
-    head = None
-    if stage == pp - 1:
+
+    offset = _clock_offset(torch, dist, rank, world, device)
+    clock = time.perf_counter
+    events: list[list] = []
+    seq: dict[str, int] = defaultdict(int)
+    rec = {"on": False}
+    compute_s = {"t": 0.0}
+    tracing = rank == 0 and bool(args.trace)
+
+    def span(name: str):
+        """A named range in the measured trace (rank 0, when tracing)."""
+        if tracing and rec["on"]:
+            from torch.profiler import record_function
+
+            return record_function(name)
+        return contextlib.nullcontext()
+
+    def record(component, op, nbytes, key, role, t0, t1) -> None:
+        n = seq[key]
+        seq[key] += 1
+        if rec["on"]:
+            events.append([rank, component, op, nbytes, key, n, role, t0 - offset, t1 - offset])
+
+    # -- compute ----------------------------------------------------------------------------
+    # Kernels: callables on preallocated tensors; the layer's are its GEMMs, its attention
+    # core and one streaming add moving its memory-bound kernels' bytes; the head's, its GEMM.
+    shapes = [(1, mm, n, k) for mm, n, k in pat["gemms"]] + [tuple(b) for b in
+                                                               pat.get("attn_bmm", [])]
+    flops, layer_k, head_k, stream = 0.0, [], [], 0.0
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pat.get("dtype", "fp32"),
+                                                               torch.float32)
+    size = torch.tensor([], dtype=dtype).element_size()
+    for b, mm, n, k in shapes:
+        x = torch.randn(b, mm, k, device=device, dtype=dtype)
+        w = torch.randn(b, k, n, device=device, dtype=dtype)
+        layer_k.append(lambda x=x, w=w: torch.bmm(x, w))
+        flops += 2 * b * mm * n * k
+    if pat.get("elementwise"):
+        x, y, z = (torch.randn(pat["elementwise"], device=device, dtype=dtype)
+                   for _ in range(3))
+        layer_k.append(lambda x=x, y=y, z=z: torch.add(x, y, out=z))
+        stream = 3 * size * float(pat["elementwise"])
+    if stage == pp - 1 and pat.get("head_gemm"):
         hm, hn, hk = pat["head_gemm"]
-        head = (torch.randn(hm, hk), torch.randn(hk, hn))
+        x = torch.randn(hm, hk, device=device, dtype=dtype)
+        w = torch.randn(hk, hn, device=device, dtype=dtype)
+        head_k.append(lambda x=x, w=w: torch.mm(x, w))
+        flops += 2 * hm * hn * hk
+    bench = _benchmark(layer_k + head_k, rank, world, serial=(mode == "emulate"), sync=sync)
+    layer_s, head_s = sum(bench[:len(layer_k)]), sum(bench[len(layer_k):])
+    stream_s = bench[len(layer_k) - 1] if stream else 0.0
+    rate = flops / max(sum(bench) - stream_s, 1e-12)
+
+    def compute(kernels, seconds: float, times: int) -> None:
+        t0 = clock()
+        with span("compute"):
+            if mode == "emulate":
+                time.sleep(seconds * times)
+            else:
+                for _ in range(times):
+                    for kernel in kernels:
+                        kernel()
+                sync()
+        compute_s["t"] += clock() - t0
+
+    # -- communication -----------------------------------------------------------------------
     bufs: dict[tuple, torch.Tensor] = {}
 
     def buf(nbytes: float, tag: str, div: int = 1) -> torch.Tensor:
         key = (int(nbytes), tag, div)
         if key not in bufs:
-            bufs[key] = torch.ones(max(div, int(nbytes) // 4 // div * div) // div)
+            bufs[key] = torch.ones(max(div, int(nbytes) // 4 // div * div) // div,
+                                   device=device)
         return bufs[key]
 
-    def collective(op: str, nbytes: float, group, size: int) -> None:
+    def collective(component: str, op: str, nbytes: float, kind: str) -> None:
+        group, size, key, ranks = mine[kind]
         if size == 1:
             return
+        with span(f"{component} {op}"):
+            _collective(op, nbytes, group, size, ranks, component, key)
+
+    def _collective(op, nbytes, group, size, ranks, component, key) -> None:
+        t0 = clock()
         if op == "all_reduce":
             dist.all_reduce(buf(nbytes, "full"), group=group)
         elif op == "all_gather":
-            out = buf(nbytes, "full")
-            dist.all_gather_into_tensor(out, buf(nbytes, "part", size), group=group)
+            dist.all_gather_into_tensor(buf(nbytes, "full"), buf(nbytes, "part", size),
+                                        group=group)
         elif op == "reduce_scatter":
             dist.reduce_scatter_tensor(buf(nbytes, "part", size), buf(nbytes, "full"),
                                        group=group)
-
-    def timed(name: str, fn, *a) -> None:
-        t0 = time.perf_counter()
-        fn(*a)
-        timers[name] += time.perf_counter() - t0
-
-    def gemms(times: int) -> None:
-        for a, b in mats:
-            for _ in range(times):
-                torch.mm(a, b)
-                flops["n"] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        elif op == "ring":           # one ring-attention step: K,V to the next, from the previous
+            i = ranks.index(rank)
+            out, inp = buf(nbytes, "ring-out"), buf(nbytes, "ring-in")
+            reqs = dist.batch_isend_irecv([
+                dist.P2POp(dist.isend, out, ranks[(i + 1) % size], group),
+                dist.P2POp(dist.irecv, inp, ranks[(i - 1) % size], group)])
+            for r in reqs:
+                r.wait()
+            op = "send_recv"
+        sync()
+        record(component, op, float(int(nbytes) // 4 * 4), key, "c", t0, clock())
 
     def layer(kind: str) -> None:
         if pat["zero3"]:   # gather the layer's weights (forward, and again for backward)
-            timed("zero", collective, "all_gather", pat["zero3"][0][1], dp_group, dp)
-        timed("compute", gemms, 1 if kind == "F" else (3 if pat["recompute"] == "full"
-                                                         else 2))
+            op, nbytes, comp = pat["zero3"][0]
+            collective(comp, op, nbytes, "dp")
+        compute(layer_k, layer_s, 1 if kind == "F" else (3 if pat["recompute"] == "full" else 2))
         for op, nbytes, calls in (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]):
             for _ in range(calls):
-                timed("tp", collective, op, nbytes, tp_group, tp)
+                collective("tp_comm", op, nbytes, "tp")
+        for nbytes, calls in (pat.get("cp_fwd", []) if kind == "F" else pat.get("cp_bwd", [])):
+            for _ in range(calls):
+                collective("cp_comm", "ring", nbytes, "cp")
         if kind == "B" and pat["zero3"]:
-            timed("zero", collective, "reduce_scatter", pat["zero3"][1][1], dp_group, dp)
+            op, nbytes, comp = pat["zero3"][1]
+            collective(comp, op, nbytes, "dp")
 
-    act = torch.ones(max(1, int(pat["pp_bytes"]) // 4))
+    act = torch.ones(max(1, int(pat["pp_bytes"]) // 4), device=device)
     recv_act = torch.empty_like(act)
-
-    order = one_f_one_b_order(pp, stage, m)
+    pp_bytes = float(act.numel() * 4)
+    vpp = pat.get("vpp", 1)
+    order = pipeline_order(pp, stage, m, vpp)
+    # Virtual stage i = chunk * pp + stage; its neighbours i - 1 and i + 1 wrap around the
+    # pipeline's ranks (the last stage's chunk c feeds the first stage's chunk c + 1).
+    chunk_layers = layers // vpp
+    last = pp * vpp - 1
 
     def step() -> None:
         pending = []
-        for kind, _ in order:
-            src = prev_rank if kind == "F" else next_rank
-            dst = next_rank if kind == "F" else prev_rank
-            if src is not None:
-                t0 = time.perf_counter()
-                dist.recv(recv_act, src=src)
-                timers["pp"] += time.perf_counter() - t0
-            for _ in range(layers):
+        for kind, chunk, _ in order:
+            v = chunk * pp + stage
+            up, down = (v - 1, v + 1) if kind == "F" else (v + 1, v - 1)
+            tag = 0 if kind == "F" else 1          # activations and gradients never mix
+            if 0 <= up <= last:
+                src = chain[up % pp]
+                t0 = clock()
+                with span("pp_comm recv"):
+                    dist.recv(recv_act, src=src, tag=tag)
+                    sync()
+                record("pp_comm", "send_recv", pp_bytes, f"p:{src}>{rank}:{tag}", "r", t0,
+                       clock())
+            for _ in range(chunk_layers):
                 layer(kind)
-            if head is not None:
-                def head_mm(times: int) -> None:
-                    for _ in range(times):
-                        torch.mm(*head)
-                        flops["n"] += 2 * head[0].shape[0] * head[0].shape[1] * head[1].shape[1]
-                timed("compute", head_mm, 1 if kind == "F" else 2)
-            if dst is not None:
-                t0 = time.perf_counter()
-                pending.append(dist.isend(act, dst=dst))
-                timers["pp"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
+            if head_k and v == last:
+                compute(head_k, head_s, 1 if kind == "F" else 2)
+            if 0 <= down <= last:
+                dst = chain[down % pp]
+                t0 = clock()
+                pending.append(dist.isend(act, dst=dst, tag=tag))
+                record("pp_comm", "send_recv", pp_bytes, f"p:{rank}>{dst}:{tag}", "s", t0, t0)
         for w in pending:
             w.wait()
-        timers["pp"] += time.perf_counter() - t0
-        for op, nbytes, calls in pat["dp_ops"]:
+        for op, nbytes, calls, comp in pat["dp_ops"]:
             for _ in range(calls):
-                timed("dp", collective, op, nbytes, dp_group, dp)
+                collective(comp, op, nbytes, "dp")
 
     if os.environ.get("PLANNER_PROBE_PID_DIR"):
         with open(os.path.join(os.environ["PLANNER_PROBE_PID_DIR"], f"rank{rank}.pid"), "w") as fh:
@@ -157,40 +271,108 @@ def main(argv: list[str] | None = None) -> int:
         if fault == "hang":
             time.sleep(10**6)
     dist.barrier()
-    timers.clear()
-    flops["n"] = 0.0
+    compute_s["t"] = 0.0
+    rec["on"] = True
     steps = []
-    prof = None
+    prof = contextlib.nullcontext()
     if rank == 0 and args.trace:
         from torch.profiler import ProfilerActivity, profile
 
         prof = profile(activities=[ProfilerActivity.CPU])
-        prof.__enter__()
-    for i in range(args.steps):
-        dist.barrier()
-        t0 = time.perf_counter()
-        step()
-        steps.append(time.perf_counter() - t0)
-        if rank == 0 and args.progress:
-            with open(args.progress, "w") as fh:
-                json.dump({"done": i + 1, "total": args.steps}, fh)
-    if prof is not None:
-        prof.__exit__(None, None, None)
+    with prof:
+        for i in range(args.steps):
+            dist.barrier()
+            t0 = clock()
+            step()
+            steps.append(clock() - t0)
+            if rank == 0 and args.progress:
+                with open(args.progress, "w") as fh:
+                    json.dump({"done": i + 1, "total": args.steps}, fh)
+    if rank == 0 and args.trace:
         prof.export_chrome_trace(args.trace)
     n = len(steps)
-    mine = {"rank": rank, "stage": stage, "step_time_s": sum(steps) / n,
-            "compute": timers["compute"] / n, "tp_comm": timers["tp"] / n,
-            "pp_comm": timers["pp"] / n, "dp_comm": timers["dp"] / n,
-            "zero_comm": timers["zero"] / n,
-            "matmul_flops_per_s": flops["n"] / max(timers["compute"], 1e-9)}
-    everyone: list = [None] * world
-    dist.all_gather_object(everyone, mine)
+    row = {"rank": rank, "stage": stage, "step_time_s": sum(steps) / n,
+           "compute": compute_s["t"] / n, "matmul_flops_per_s": rate,
+           "memory_bytes_per_s": stream / stream_s if stream_s else None,
+           "host": socket.gethostname()}
+    gathered: list = [None] * world if rank == 0 else None
+    dist.gather_object((row, events), gathered, dst=0)
     if rank == 0:
+        rows = [r for r, _ in gathered]
+        tr = transfers([e for _, evs in gathered for e in evs])
+        for r in rows:
+            comm = tr.per_rank.get(r["rank"], {})
+            for k in ("tp_comm", "cp_comm", "dp_comm", "zero_comm"):
+                r[k] = comm.get(k, 0.0) / n
+            r["pp_received"] = comm.get("pp_comm", 0.0) / n
+            r["wait"] = tr.wait.get(r["rank"], 0.0) / n
+        result = {"ranks": rows, "steps": n, "compute_mode": mode,
+                  "pp_comm": pipeline_transfer(tr.per_rank, layout["pp"], vpp) / n,
+                  "samples": mean_samples(tr.by_op), "clock_offset_s": offset}
         with open(args.out + ".tmp", "w") as fh:
-            json.dump({"ranks": everyone, "steps": n}, fh)
+            json.dump(result, fh)
         os.replace(args.out + ".tmp", args.out)
     dist.destroy_process_group()
     return 0
+
+
+def _benchmark(kernels, rank: int, world: int, serial: bool, sync) -> list[float]:
+    """Seconds per call of each kernel: the median of timed repeats after a warm-up.
+    ``serial``: ranks take turns (each alone on the host, as each would own a device)."""
+    import torch.distributed as dist
+
+    def run() -> list[float]:
+        out = []
+        for kernel in kernels:
+            kernel()
+            sync()
+            ts = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                kernel()
+                sync()
+                ts.append(time.perf_counter() - t0)
+            out.append(statistics.median(ts))
+        return out
+
+    if not serial:
+        return run()
+    result: list[float] = []
+    for turn in range(world):
+        dist.barrier()
+        if turn == rank:
+            result = run()
+    dist.barrier()
+    return result
+
+
+def _clock_offset(torch, dist, rank: int, world: int, device) -> float:
+    """This rank's monotonic clock minus rank 0's. Ranks on one host share the clock (0); across
+    hosts, each rank plays ping-pong with rank 0 and keeps the round trip with the least delay
+    (offset = remote time - midpoint of rank 0's send and receive, as NTP does)."""
+    hosts: list = [None] * world
+    dist.all_gather_object(hosts, socket.gethostname())
+    if len(set(hosts)) == 1 and not os.environ.get("PLANNER_PROBE_ALIGN_CLOCKS"):
+        return 0.0
+    msg = torch.zeros(1, dtype=torch.float64, device=device)
+    offsets = torch.zeros(world, dtype=torch.float64, device=device)
+    for peer in range(1, world):
+        best = (float("inf"), 0.0)
+        for _ in range(8):
+            if rank == 0:
+                t_a = time.perf_counter()
+                dist.send(msg, dst=peer)
+                dist.recv(msg, src=peer)
+                t_b = time.perf_counter()
+                best = min(best, (t_b - t_a, msg.item() - (t_a + t_b) / 2))
+            elif rank == peer:
+                dist.recv(msg, src=0)
+                msg.fill_(time.perf_counter())
+                dist.send(msg, dst=0)
+        if rank == 0:
+            offsets[peer] = best[1]
+    dist.broadcast(offsets, src=0)
+    return float(offsets[rank])
 
 
 if __name__ == "__main__":

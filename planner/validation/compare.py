@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-COMPONENTS = ("compute", "tp_comm", "pp_comm", "dp_comm", "zero_comm", "pipeline_bubble")
+COMM = ("tp_comm", "cp_comm", "pp_comm", "dp_comm", "zero_comm")
+COMPONENTS = ("compute", *COMM, "pipeline_bubble")
 
 
 STRATEGY_COMPONENT = {"TP": "tp_comm", "PP": "pp_comm", "DP": "dp_comm", "ZeRO": "zero_comm",
@@ -10,34 +11,33 @@ STRATEGY_COMPONENT = {"TP": "tp_comm", "PP": "pp_comm", "DP": "dp_comm", "ZeRO":
 
 
 def predicted_components(breakdown: dict[str, float], communication: list) -> dict[str, float]:
-    """The prediction in the probe's components. The probe runs its collectives without
-    overlapping compute, so communication is compared by its total time per strategy (what
-    the collectives cost), and the step by the predicted step without the optimizer, which
-    the probe does not run."""
+    """The prediction in the probe's components. Communication is compared by its total time
+    per strategy (what the collectives cost, overlapped or not), and the step by the predicted
+    step without the optimizer, which the probe does not run."""
     out = {"compute": breakdown.get("compute", 0.0) + breakdown.get("recompute", 0.0),
            "pipeline_bubble": breakdown.get("pipeline_bubble", 0.0)}
     for k in STRATEGY_COMPONENT.values():
         out[k] = 0.0
     for item in communication:
         out[STRATEGY_COMPONENT[item.strategy]] += item.total_time_s
-    out.pop("cp_comm")
     out["step_time_s"] = sum(v for k, v in breakdown.items() if k != "optimizer")
-    out["communication"] = sum(out[k] for k in ("tp_comm", "pp_comm", "dp_comm", "zero_comm"))
+    out["communication"] = sum(out[k] for k in COMM)
     return out
 
 
-def measured_components(ranks: list[dict]) -> dict[str, float]:
-    """The slowest rank's step, split into components. A rank's time inside a collective
-    includes waiting for peers still computing; the rank that waited least (the minimum over
-    ranks) measures the collective itself, as a barrier-fenced sweep does. What the step did
-    not spend computing or communicating it spent idle (the bubble, and any imbalance)."""
-    slow = max(ranks, key=lambda r: r["step_time_s"])
-    out = {"compute": slow.get("compute", 0.0)}
-    for k in ("tp_comm", "pp_comm", "dp_comm", "zero_comm"):
-        out[k] = min(r.get(k, 0.0) for r in ranks)
-    out["pipeline_bubble"] = max(0.0, slow["step_time_s"] - sum(out.values()))
-    out["step_time_s"] = slow["step_time_s"]
-    out["communication"] = sum(out[k] for k in ("tp_comm", "pp_comm", "dp_comm", "zero_comm"))
+def measured_components(raw: dict) -> dict[str, float]:
+    """The probe's step split into components: compute of the busiest rank; per strategy the
+    transfer time of the busiest rank (waiting for peers excluded, see ``transfers``), the
+    pipeline's per stage boundary; the step of the slowest rank; what the step did not spend
+    computing or transferring it spent idle (the bubble, waits, imbalance)."""
+    ranks = raw["ranks"]
+    out = {"compute": max(r["compute"] for r in ranks)}
+    for k in COMM:
+        out[k] = raw["pp_comm"] if k == "pp_comm" else max(r.get(k, 0.0) for r in ranks)
+    out["step_time_s"] = max(r["step_time_s"] for r in ranks)
+    out["communication"] = sum(out[k] for k in COMM)
+    out["pipeline_bubble"] = max(0.0, out["step_time_s"] - out["compute"]
+                                 - out["communication"])
     return out
 
 

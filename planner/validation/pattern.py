@@ -14,14 +14,19 @@ from planner.cost.layers import LayerShape, linear_gemms
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.result import PlanEstimate
 
+COMPONENT = {"TP": "tp_comm", "CP": "cp_comm", "PP": "pp_comm", "DP": "dp_comm",
+             "ZeRO": "zero_comm"}
+
 
 class NotProbeable(ValueError):
     pass
 
 
 def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
-    if est.cp > 1:
-        raise NotProbeable("context parallel plans are not probed yet (ring attention)")
+    """The pattern ``planner.probe.step_worker`` runs for ``est`` (JSON-ready)."""
+    if any(n % est.vpp for n in est.layers_per_stage):
+        raise NotProbeable(f"stages of {est.layers_per_stage} layers do not split into "
+                           f"{est.vpp} model chunks")
     model, training = tables.model, tables.training
     key = (est.tp, est.cp, est.micro_batch_size, RECOMPUTE.index(est.recompute),
            int(est.sequence_parallel))
@@ -29,19 +34,35 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
                        est.sequence_parallel)
     gemms = [[int(m), max(1, int(n)), max(1, int(k))]
              for m, n, k in linear_gemms(model, training, shape)]
+    # The attention core per head: scores Q K^T (s/cp x s x d) and the weighted sum P V.
+    s_q, s_kv = training.seq_length // est.cp, training.seq_length
+    heads = est.micro_batch_size * max(1, model.num_attention_heads // est.tp)
+    attn_bmm = [[heads, s_q, s_kv, model.d_head], [heads, s_q, model.d_head, s_kv]]
+    # The memory-bound kernels (norms, residual adds, activation; softmax without flash
+    # attention) as one streaming add that moves the same bytes: read two, write one.
+    elementwise = int(tables.layer(*key)[0].elementwise_bytes
+                      // (3 * training.activation_bytes))
     tp_fwd, tp_bwd = [], []
     for use in tables.tp_uses(*key):
         # 2 per layer per pass: forward, backward (+ the recomputed forward, in backward).
         recompute_calls = 2 if est.recompute == "full" else 0
         tp_fwd.append([use.cost.op, use.cost.message_bytes, 2])
         tp_bwd.append([use.cost.op, use.cost.message_bytes, 2 + recompute_calls])
+    cp_fwd, cp_bwd = [], []
+    if est.cp > 1:
+        fwd, bwd = tables.cp_uses(*key)      # ring steps: K,V forward; K,V and grads backward
+        cp_fwd = [[fwd.cost.message_bytes, est.cp - 1]]
+        cp_bwd = [[bwd.cost.message_bytes, est.cp - 1]]
+        if est.recompute == "full":
+            cp_bwd.insert(0, [fwd.cost.message_bytes, est.cp - 1])
     zero3 = []
-    if est.zero_stage >= 3 and est.dp > 1:
+    if est.zero_stage >= 3 and est.dp * est.cp > 1:
         ag, rs = tables.zero3_uses(est.tp, est.cp, est.dp)
-        zero3 = [["all_gather", ag.cost.message_bytes], ["reduce_scatter", rs.cost.message_bytes]]
+        zero3 = [["all_gather", ag.cost.message_bytes, COMPONENT[ag.strategy]],
+                 ["reduce_scatter", rs.cost.message_bytes, COMPONENT[rs.strategy]]]
     p_stage = tables.largest_stage_params(est.tp, est.pp, tuple(est.layers_per_stage)
                                           if est.pp > 1 else None)
-    dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls)]
+    dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), COMPONENT[u.strategy]]
               for u in tables.dp_uses(est.tp, est.cp, est.dp, est.zero_stage, p_stage)]
     pp_bytes = 0.0
     if est.pp > 1:
@@ -49,10 +70,11 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
                                   est.micro_batch_size).cost.message_bytes
     T = est.micro_batch_size * training.seq_length // est.cp
     return {
-        "dp": est.dp, "tp": est.tp, "pp": est.pp, "m": est.grad_accum_steps,
+        "dp": est.dp, "tp": est.tp, "pp": est.pp, "cp": est.cp, "m": est.grad_accum_steps,
         "layers": list(est.layers_per_stage), "recompute": est.recompute,
-        "gemms": gemms, "head_gemm": [T, max(1, model.vocab_size // est.tp),
-                                      model.hidden_size],
-        "tp_fwd": tp_fwd, "tp_bwd": tp_bwd, "zero3": zero3, "dp_ops": dp_ops,
-        "pp_bytes": pp_bytes,
+        "gemms": gemms, "attn_bmm": attn_bmm, "elementwise": elementwise, "vpp": est.vpp,
+        "dtype": training.precision,
+        "head_gemm": [T, max(1, model.vocab_size // est.tp), model.hidden_size],
+        "tp_fwd": tp_fwd, "tp_bwd": tp_bwd, "cp_fwd": cp_fwd, "cp_bwd": cp_bwd,
+        "zero3": zero3, "dp_ops": dp_ops, "pp_bytes": pp_bytes,
     }

@@ -1,9 +1,13 @@
 """Validation: run the top plans as short probe jobs, compare with the prediction, re-rank.
 
 Each plan's step pattern (``pattern.py``) runs on local ranks with ``planner.probe.step_worker``
-(torchrun, hard timeout, whole process group killed on failure). The probe also measures the
-achieved matmul rate of the plan's GEMM shapes; the prediction is recomputed with that rate
-(so compute predictions rest on a measured rate, on a CPU as on a GPU) before the comparison.
+(torchrun, hard timeout, whole process group killed on failure): in full mode on all of the
+plan's ranks, in sampled mode (``sampled.py``) as one representative group per strategy when
+the plan needs more ranks than there are. The probe also measures the achieved matmul rate of
+the plan's GEMM shapes; the prediction is recomputed with that rate (so compute predictions
+rest on a measured rate, on a CPU as on a GPU) before the comparison. Every collective the
+probes ran is kept as a calibration sample (its mean transfer time), so a validation can be
+fed back as a calibration.
 """
 
 from __future__ import annotations
@@ -12,13 +16,17 @@ import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.calibration.fit import fit_samples
+from planner.calibration.model import Calibration, Sample
 from planner.cost import estimate
 from planner.cost.tables import cost_tables
 from planner.probe.local import run_module
 from planner.search import PlanRequest, plan
+from planner.specs import ParallelPlan
 from planner.validation.compare import (
     kendall_tau,
     measured_components,
@@ -26,12 +34,20 @@ from planner.validation.compare import (
     relative_errors,
 )
 from planner.validation.pattern import NotProbeable, step_pattern
+from planner.validation.predicted_trace import stage_times
+from planner.validation.sampled import compose, sampled_runs, stage_to_sample
+
+Mode = Literal["auto", "full", "sampled"]
+Compute = Literal["auto", "gemm", "emulate"]
+PLAN_KEYS = ("dp", "tp", "pp", "cp", "vpp", "micro_batch_size", "grad_accum_steps",
+             "recompute", "zero_stage", "sequence_parallel", "layers_per_stage")
 
 
 class ValidatedPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     plan: dict
+    mode: Literal["full", "sampled"] | None = None
     predicted: dict
     measured: dict | None
     rel_err: dict[str, float] = Field(default_factory=dict)
@@ -45,78 +61,197 @@ class ValidationResult(BaseModel):
 
     id: str | None = None
     status: str
-    mode: str = "full"
+    mode: Literal["full", "sampled"] = "full"
     backend: str = "gloo"
+    compute: str = Field("gemm", description="gemm: the probe ran the GEMMs; emulate: it slept "
+                         "for their benchmarked time (more ranks than cores on one host).")
     plans: list[ValidatedPlan]
     reranked: list[int]
     kendall_tau: float | None
     tolerance: float
+    samples: list[Sample] = Field(default_factory=list, description="Every collective the "
+                                  "probes ran: its mean transfer time (waits excluded).")
+    matmul_tflops: float | None = Field(None, description="Slowest rank's achieved matmul "
+                                        "rate on the validated plans' GEMM shapes.")
+    missing: list[str] = Field(default_factory=list, description="Probe results a cluster "
+                               "job has not written (an imported validation).")
+
+
+class PlanProbe(BaseModel):
+    """What validating one plan runs: its probe runs ({name: pattern}) or why it cannot."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    plan: dict
+    mode: Literal["full", "sampled"] | None = None
+    runs: dict[str, dict] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    skipped: str | None = None
+
+    @staticmethod
+    def world(pattern: dict) -> int:
+        return pattern["tp"] * pattern.get("cp", 1) * pattern["dp"] * pattern["pp"]
+
+
+def prepare(req: PlanRequest, *, nproc: int, top_k: int = 3, mode: Mode = "auto"
+            ) -> list[PlanProbe]:
+    """The top ``top_k`` plans of ``req`` and the probe runs that validate each on ``nproc``
+    ranks. ``mode``: full runs a plan of at most ``nproc`` ranks whole; sampled runs one group
+    per strategy; auto picks full when the plan fits."""
+    req = req.model_copy(update={"search": req.search.model_copy(update={"top_k": top_k})})
+    result = plan(req)
+    tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)
+    probes = []
+    for j, est in enumerate(result.plans):
+        summary = {k: getattr(est, k) for k in PLAN_KEYS}
+        how = mode if mode != "auto" else ("full" if est.gpus_used <= nproc else "sampled")
+        if how == "full" and est.gpus_used > nproc:
+            probes.append(PlanProbe(index=j, plan=summary, skipped=(
+                f"needs {est.gpus_used} ranks; {nproc} were given (use sampled mode)")))
+            continue
+        try:
+            pattern = step_pattern(est, tables)
+        except NotProbeable as exc:
+            probes.append(PlanProbe(index=j, plan=summary, skipped=str(exc)))
+            continue
+        if how == "full":
+            probes.append(PlanProbe(index=j, plan=summary, mode=how, runs={"full": pattern}))
+            continue
+        stage = stage_to_sample(pattern["layers"], [f + b for f, b in stage_times(est, tables)])
+        runs, notes = sampled_runs(pattern, stage, nproc)
+        notes.insert(0, "sampled: " + ", ".join(f"{name} on {PlanProbe.world(p)} ranks"
+                                                for name, p in runs.items()))
+        probes.append(PlanProbe(index=j, plan=summary, mode=how, runs=runs, notes=notes))
+    return probes
+
+
+def run_pattern(pattern: dict, nproc: int, *, steps: int, timeout_s: float, compute: str,
+                trace: str = "") -> dict:
+    with tempfile.TemporaryDirectory(prefix="planner-validate-") as tmp:
+        pfile = Path(tmp, "pattern.json")
+        pfile.write_text(json.dumps(pattern))
+        return run_module(nproc, "planner.probe.step_worker",
+                          ["--pattern", str(pfile), "--steps", str(steps), "--compute", compute,
+                           *(["--trace", trace] if trace else [])], timeout_s=timeout_s)
 
 
 def validate(req: PlanRequest, *, nproc: int, top_k: int = 3, steps: int = 2,
              timeout_s: float = 300, tolerance: float = 0.5, trace_dir: Path | None = None,
-             on_progress: Callable[[int, int], None] | None = None) -> ValidationResult:
-    """Validate the ``top_k`` best plans of ``req`` whose world size is ``nproc``."""
-    req = req.model_copy(update={"search": req.search.model_copy(update={"top_k": top_k})})
-    result = plan(req)
-    out: list[ValidatedPlan] = []
-    for j, est in enumerate(result.plans):
+             on_progress: Callable[[int, int], None] | None = None, mode: Mode = "auto",
+             compute: Compute = "auto") -> ValidationResult:
+    """Validate the ``top_k`` best plans of ``req`` on ``nproc`` local ranks (see ``prepare``)."""
+    probes = prepare(req, nproc=nproc, top_k=top_k, mode=mode)
+    raws: dict[int, dict[str, dict]] = {}
+    traces: dict[int, str] = {}
+    for k, probe in enumerate(probes):
         if on_progress:
-            on_progress(j, len(result.plans))
-        keys = ("dp", "tp", "pp", "cp", "vpp", "micro_batch_size", "grad_accum_steps",
-                "recompute", "zero_stage", "sequence_parallel", "layers_per_stage")
-        summary = {k: getattr(est, k) for k in keys}
-        if est.gpus_used != nproc:
-            out.append(ValidatedPlan(plan=summary, predicted={}, measured=None,
-                                     note=f"needs {est.gpus_used} ranks; {nproc} were given "
-                                          "(sampled mode is not implemented yet)"))
+            on_progress(k, len(probes))
+        trace = str(trace_dir / f"plan{probe.index + 1}-measured.json") if trace_dir else ""
+        raws[probe.index] = {}
+        for name, pattern in probe.runs.items():
+            traced = trace if name in ("full", "stage") else ""
+            raws[probe.index][name] = run_pattern(pattern, PlanProbe.world(pattern), steps=steps,
+                                                  timeout_s=timeout_s, compute=compute,
+                                                  trace=traced)
+        if trace and Path(trace).is_file():
+            traces[probe.index] = trace
+    return evaluate(req, probes, raws, tolerance=tolerance, traces=traces)
+
+
+def evaluate(req: PlanRequest, probes: list[PlanProbe], raws: dict[int, dict[str, dict]], *,
+             tolerance: float = 0.5, traces: dict[int, str] | None = None) -> ValidationResult:
+    """Compare what the probe runs measured (``raws[plan index][run name]``, the worker's JSON)
+    with the prediction, plan by plan; re-rank by the measured step."""
+    out: list[ValidatedPlan] = []
+    samples: list[dict] = []
+    rates: list[float] = []
+    for probe in probes:
+        got = raws.get(probe.index, {})
+        if probe.skipped or not got:
+            out.append(ValidatedPlan(plan=probe.plan, predicted={}, measured=None,
+                                     note=probe.skipped or "not measured"))
             continue
-        tables = cost_tables(req.model, req.cluster, req.training, req.efficiency,
-                             req.calibration)
-        try:
-            pattern = step_pattern(est, tables)
-        except NotProbeable as exc:
-            out.append(ValidatedPlan(plan=summary, predicted={}, measured=None, note=str(exc)))
-            continue
-        with tempfile.TemporaryDirectory(prefix="planner-validate-") as tmp:
-            pfile = Path(tmp, "pattern.json")
-            pfile.write_text(json.dumps(pattern))
-            trace = str(trace_dir / f"plan{j + 1}-measured.json") if trace_dir else ""
-            raw = run_module(nproc, "planner.probe.step_worker",
-                             ["--pattern", str(pfile), "--steps", str(steps),
-                              *(["--trace", trace] if trace else [])], timeout_s=timeout_s)
-        meas = measured_components(raw["ranks"])
-        # Re-predict compute with the matmul rate the probe achieved on these shapes.
-        rate = min(r["matmul_flops_per_s"] for r in raw["ranks"])
-        peak = req.cluster.gpu.peak_flops(req.training.precision)
-        eff = req.efficiency.model_copy(update={"matmul_peak_fraction":
-                                                min(1.0, max(1e-3, rate / peak)),
-                                                "matmul_half_dim": 0.0})
-        est2 = estimate(req.model, req.cluster, req.training,
-                        _plan_of(est), eff, calibration=req.calibration)
-        pred = predicted_components(est2.breakdown, est2.communication)
-        rel = relative_errors(pred, meas)
+        for raw in got.values():
+            samples.extend(raw["samples"])
+        timed = got.get("full") or got.get("stage")
+        plan_rate = min(r["matmul_flops_per_s"] for r in timed["ranks"]) if timed else None
+        if plan_rate:
+            rates.append(plan_rate)
+        cluster, eff = measured_device(req, timed["ranks"] if timed else [])
+        est = estimate(req.model, cluster, req.training, _plan_of(probe.plan), eff,
+                       calibration=req.calibration)
+        pred = predicted_components(est.breakdown, est.communication)
+        notes = list(probe.notes)
+        if probe.mode == "full":
+            meas, kept = measured_components(got["full"]), []
+        else:
+            meas, kept = compose(got, pred, probe.plan["grad_accum_steps"], probe.plan["pp"])
+            if kept:
+                notes.append(f"kept from the prediction: {', '.join(kept)}")
+        rel = {k: v for k, v in relative_errors(pred, meas).items() if k not in kept}
+        first = next(iter(got.values()))
         out.append(ValidatedPlan(
-            plan=summary, predicted={"step_time_s": pred["step_time_s"], "breakdown": pred},
-            measured={"step_time_s": meas["step_time_s"], "breakdown": meas, "steps": raw["steps"],
-                      "matmul_tflops": rate / 1e12},
+            plan=probe.plan, mode=probe.mode,
+            predicted={"step_time_s": pred["step_time_s"], "breakdown": pred},
+            measured={"step_time_s": meas["step_time_s"], "breakdown": meas,
+                      "steps": first["steps"], "compute": first["compute_mode"],
+                      "matmul_tflops": plan_rate / 1e12 if plan_rate else None},
             rel_err=rel, flagged=abs(rel.get("step_time_s", 0.0)) > tolerance,
-            trace=trace or None))
+            trace=(traces or {}).get(probe.index), note="; ".join(notes) or None))
     measured = [(i, p.measured["step_time_s"]) for i, p in enumerate(out) if p.measured]
     reranked = [i for i, _ in sorted(measured, key=lambda x: x[1])]
     tau = None
     if len(measured) >= 2:
         tau = kendall_tau([out[i].predicted["step_time_s"] for i, _ in measured],
                           [t for _, t in measured])
-    return ValidationResult(status="succeeded" if measured else "nothing-validated",
-                            plans=out, reranked=reranked, kendall_tau=tau, tolerance=tolerance)
+    computes = {p.measured["compute"] for p in out if p.measured}
+    return ValidationResult(
+        status="succeeded" if measured else "nothing-validated",
+        mode="sampled" if any(p.mode == "sampled" for p in out) else "full",
+        compute=computes.pop() if len(computes) == 1 else ("mixed" if computes else "gemm"),
+        plans=out, reranked=reranked, kendall_tau=tau, tolerance=tolerance,
+        samples=[Sample(op=s["op"], group_size=s["group_size"], message_bytes=s["message_bytes"],
+                        time_us=s["time_us"]) for s in samples],
+        matmul_tflops=min(rates) / 1e12 if rates else None)
 
 
-def _plan_of(est):
-    from planner.specs import ParallelPlan
+def measured_device(req: PlanRequest, ranks: list[dict]):
+    """The request's cluster and efficiency model with the device's rates replaced by what the
+    probe measured on the plan's kernels (slowest rank): the matmul rate becomes the peak
+    (reached by every GEMM) and the streaming rate the memory bandwidth, so compute is
+    predicted from measured rates, on a CPU as on a GPU."""
+    cluster, eff = req.cluster, req.efficiency
+    flops = [r["matmul_flops_per_s"] for r in ranks if r.get("matmul_flops_per_s")]
+    stream = [r["memory_bytes_per_s"] for r in ranks if r.get("memory_bytes_per_s")]
+    gpu = cluster.gpu
+    if flops:
+        peaks = gpu.peak_tflops.model_copy(update={
+            k: min(flops) / 1e12 for k, v in gpu.peak_tflops.model_dump().items()
+            if v is not None})
+        gpu = gpu.model_copy(update={"peak_tflops": peaks})
+        eff = eff.model_copy(update={"matmul_peak_fraction": 1.0, "matmul_half_dim": 0.0})
+    if stream:
+        gpu = gpu.model_copy(update={"memory_bandwidth_gb_per_s": min(stream) / 1e9})
+        eff = eff.model_copy(update={"hbm_efficiency": 1.0})
+    return cluster.model_copy(update={"gpu": gpu}), eff
 
-    return ParallelPlan(dp=est.dp, tp=est.tp, pp=est.pp, cp=est.cp, vpp=est.vpp,
-                        micro_batch_size=est.micro_batch_size, recompute=est.recompute,
-                        zero_stage=est.zero_stage, sequence_parallel=est.sequence_parallel,
-                        layers_per_stage=tuple(est.layers_per_stage) if est.pp > 1 else None)
 
+def as_calibration(result: ValidationResult) -> Calibration:
+    """The validation's measured collectives (and matmul rate) as a calibration, fitted like a
+    sweep's, to cost later requests with what the plans' own steps achieved."""
+    if not result.samples:
+        raise ValueError("the validation measured no collective to calibrate with")
+    # Each sample is the median of many calls inside real steps, so two sizes make a line.
+    fits, fitted, notes = fit_samples(list(result.samples), min_sizes=2)
+    notes.append(f"from validation {result.id or ''} of {len(result.plans)} plans "
+                 f"({result.mode} mode): transfer times inside real training steps".strip())
+    return Calibration(source="validation", backend=result.backend, fits=fits,
+                       samples=fitted, notes=notes, matmul_tflops=result.matmul_tflops)
+
+
+def _plan_of(p: dict) -> ParallelPlan:
+    return ParallelPlan(dp=p["dp"], tp=p["tp"], pp=p["pp"], cp=p["cp"], vpp=p["vpp"],
+                        micro_batch_size=p["micro_batch_size"], recompute=p["recompute"],
+                        zero_stage=p["zero_stage"], sequence_parallel=p["sequence_parallel"],
+                        layers_per_stage=tuple(p["layers_per_stage"]) if p["pp"] > 1 else None)

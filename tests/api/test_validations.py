@@ -60,3 +60,35 @@ def test_a_dead_or_hung_rank_fails_the_job_and_leaves_nothing(tmp_path, fault, e
         assert c.post("/v1/estimates", json={**{k: v for k, v in TINY.items()
                                                 if k != "search"},
                                              "plan": {"dp": 4}}).status_code == 200
+
+
+def test_a_plan_request_validates_and_feeds_a_calibration_back(server):
+    """POST /v1/plans with validation: the answer links the validation job; with
+    feed_calibration its measured collectives become the stored cluster's calibration, which
+    the next plan on that cluster is costed with."""
+    with server.client() as c:
+        cl = c.post("/v1/clusters", json={"preset": "local-cpu", "name": "this-host"}).json()
+        bad = c.post("/v1/plans", json={**TINY, "cluster": {"id": cl["id"]},
+                                        "validation": {"cluster_id": "cl-nope"}})
+        assert bad.status_code == 422 and "cluster_id" in bad.text
+        # Two plans whose TP all_reduce differ in size (micro-batches of 1 and 2), plus the
+        # gradient bucket: three sizes of all_reduce over 2 ranks, enough for a fit.
+        search = {**TINY["search"], "pp": 1, "tp": 2, "sequence_parallel": False,
+                  "micro_batch_size": [1, 2]}
+        body = {**TINY, "cluster": {"id": cl["id"]}, "search": {**search, "top_k": 2},
+                "validation": {"top_k": 2, "nproc": 4, "feed_calibration": True}}
+        r = c.post("/v1/plans", json=body)
+        assert r.status_code == 201, r.text
+        v = r.json()["validation"]
+        assert v["kind"] == "validation" and v["id"] in r.headers["link"]
+        job = wait(c, f"/v1/jobs/{v['id']}")
+        assert job["state"] == "succeeded", job["error"]
+        res = job["result"]
+        assert res["plan_id"] == r.json()["id"] and res["samples"]
+        cal = c.get(f"/v1/calibrations/{res['calibration_id']}").json()
+        assert cal["source"] == "validation" and cal["matmul_tflops"] > 0
+        assert any(f["op"] == "all_reduce" and f["group_size"] == 2 for f in cal["fits"])
+        again = c.post("/v1/plans", json={**TINY, "cluster": {"id": cl["id"]},
+                                          "search": {**search, "top_k": 1}})
+        comm = again.json()["plans"][0]["communication"]
+        assert any(item["source"] == res["calibration_id"] for item in comm)

@@ -1,0 +1,195 @@
+"""Sampled validation, cluster validation jobs (written, then read back) and the calibration a
+validation feeds back."""
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner.search import PlanRequest
+from planner.validation.sampled import compose, sampled_runs, stage_to_sample
+
+ROOT = Path(__file__).resolve().parents[1]
+# Two nodes of four: a dp=2, tp=2, pp=2 plan needs 8 ranks; the probe has 4.
+EIGHT = {"model": {"name": "tiny-gpt", "num_layers": 4, "hidden_size": 128,
+                   "num_attention_heads": 4, "vocab_size": 2048, "ffn_type": "gelu"},
+         "cluster": {"preset": "local-cpu", "num_nodes": 2},
+         "training": {"global_batch_size": 8, "seq_length": 128, "precision": "fp32"},
+         "search": {"dp": 2, "tp": 2, "pp": 2, "cp": 1, "vpp": 1, "zero_stage": 1,
+                    "recompute": "none", "micro_batch_size": 1, "top_k": 1}}
+
+PATTERN = {"tp": 2, "cp": 1, "dp": 4, "pp": 2, "m": 4, "layers": [3, 2], "recompute": "none",
+           "gemms": [[8, 8, 8]], "attn_bmm": [], "head_gemm": [8, 16, 8],
+           "tp_fwd": [["all_reduce", 1024.0, 2]], "tp_bwd": [["all_reduce", 1024.0, 2]],
+           "cp_fwd": [], "cp_bwd": [], "zero3": [],
+           "dp_ops": [["reduce_scatter", 4096.0, 1, "dp_comm"]], "pp_bytes": 512.0}
+
+
+def test_sampled_runs_one_group_per_strategy():
+    runs, notes = sampled_runs(PATTERN, stage=0, nproc=4)
+    assert set(runs) == {"stage", "pipeline", "data"} and notes == []
+    st = runs["stage"]   # one TP group, the sampled stage's layers, no neighbours, no DP
+    assert (st["tp"], st["dp"], st["pp"], st["layers"]) == (2, 1, 1, [3])
+    assert st["dp_ops"] == [] and st["pp_bytes"] == 0.0 and st["head_gemm"] is None
+    pl = runs["pipeline"]  # two ranks passing the plan's activations, no compute
+    assert (pl["tp"], pl["dp"], pl["pp"], pl["pp_bytes"], pl["gemms"]) == (1, 1, 2, 512.0, [])
+    da = runs["data"]      # the data-parallel group's buckets
+    assert (da["tp"], da["dp"], da["pp"], da["dp_ops"]) == (1, 4, 1, PATTERN["dp_ops"])
+    assert runs["stage"]["m"] == 4
+    # Too few ranks for the data-parallel group: left to the prediction, and said.
+    runs, notes = sampled_runs(PATTERN, stage=1, nproc=2)
+    assert set(runs) == {"stage", "pipeline"} and "predicted, not measured" in notes[0]
+    assert runs["stage"]["head_gemm"] == [8, 16, 8]   # the last stage carries the head
+
+
+def test_compose_charges_the_1f1b_bubble():
+    def raw(**c):
+        row = {"step_time_s": 9.0, "compute": 0.0, **c}
+        return {"ranks": [row], "pp_comm": c.get("pp", 0.0), "steps": 1}
+
+    raws = {"stage": raw(compute=1.0, tp_comm=0.2), "pipeline": raw(pp=0.05),
+            "data": raw(dp_comm=0.1, zero_comm=0.02)}
+    out, kept = compose(raws, {}, m=4, pp=2)
+    assert kept == []
+    assert out["pipeline_bubble"] == pytest.approx((2 - 1) / 4 * 1.2)
+    assert out["step_time_s"] == pytest.approx(1.2 + 0.3 + 0.05 + 0.1 + 0.02)
+    assert out["communication"] == pytest.approx(0.2 + 0.05 + 0.1 + 0.02)
+    # The data-parallel group was not run: its prediction stays, and is listed.
+    out, kept = compose({"stage": raws["stage"]}, {"dp_comm": 0.4, "pp_comm": 0.01}, m=4, pp=2)
+    assert out["dp_comm"] == 0.4 and sorted(kept) == ["dp_comm", "pp_comm"]
+    assert stage_to_sample([3, 2], [1.0, 1.5]) == 1
+
+
+def test_sampled_validation_of_an_eight_rank_plan_on_four(tmp_path):
+    from planner.validation.validate import as_calibration, validate
+
+    res = validate(PlanRequest.model_validate(EIGHT), nproc=4, top_k=1, steps=2,
+                   timeout_s=120)
+    assert res.status == "succeeded" and res.mode == "sampled"
+    (p,) = res.plans
+    assert p.mode == "sampled" and (p.plan["dp"], p.plan["tp"], p.plan["pp"]) == (2, 2, 2)
+    assert "stage on 2 ranks" in p.note and "pipeline on 2 ranks" in p.note
+    assert "data on 2 ranks" in p.note
+    meas = p.measured["breakdown"]
+    for key in ("compute", "tp_comm", "pp_comm", "dp_comm", "zero_comm"):
+        assert meas[key] > 0, key
+    assert meas["pipeline_bubble"] == pytest.approx(meas["compute"] / 4 + meas["tp_comm"] / 4)
+    assert "step_time_s" in p.rel_err and p.measured["matmul_tflops"] > 0
+    # What the probes measured comes back as calibration samples, fitted like a sweep.
+    ops = {(s.op, s.group_size) for s in res.samples}
+    # (TP with sequence parallelism: all_gather + reduce_scatter; ZeRO-1: the same over DP.)
+    assert {("send_recv", 2), ("reduce_scatter", 2), ("all_gather", 2)} <= ops
+    cal = as_calibration(res)
+    assert cal.source == "validation" and cal.matmul_tflops == res.matmul_tflops
+    assert len(cal.samples) == len(res.samples)
+
+
+def test_full_mode_refuses_a_plan_larger_than_the_ranks():
+    from planner.validation.validate import prepare
+
+    (probe,) = prepare(PlanRequest.model_validate(EIGHT), nproc=4, top_k=1, mode="full")
+    assert probe.skipped and "needs 8 ranks" in probe.skipped and probe.runs == {}
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "kubernetes"])
+def test_cluster_validation_written_then_imported(tmp_path, launcher):
+    """The CLI writes one job per probe run (the worker on nccl); results a cluster would
+    write (here: the same patterns run on local gloo ranks) are read back and compared."""
+    from planner.validation.validate import run_pattern
+
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps(EIGHT))
+    job = tmp_path / "job dir"            # a space: paths must survive quoting
+    # PATH: a stand-in sbatch that prints a job id; no kubectl.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    proc = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate", str(req),
+                           "--nproc", "4", "--top-k", "1", "--launcher", launcher,
+                           "--job-dir", str(job), "--gpus-per-node", "4"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={"PATH": str(bin_dir)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "validate-import" in proc.stdout
+    assert ("submitted: 4242" if launcher == "slurm" else "not installed here") in proc.stdout
+    manifest = json.loads((job / "validation.json").read_text())
+    runs = manifest["probes"][0]["runs"]
+    assert set(runs) == {"stage", "pipeline", "data"}
+    ext = ".sbatch" if launcher == "slurm" else "-pytorchjob.yaml"
+    text = (job / f"plan1-stage{ext}").read_text()
+    assert "planner.probe.step_worker" in text and "nccl" in text
+    if launcher == "slurm":
+        line = next(ln for ln in text.splitlines() if ln.startswith("srun "))
+        words = shlex.split(line.replace('"$head_node_ip', '"HEAD'))
+        assert str((job / "plan1-stage.pattern.json").resolve()) in words
+    # Nothing measured yet: the import says which results are missing.
+    out = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate-import",
+                          str(job), "--json"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    assert doc["status"] == "nothing-validated" and len(doc["missing"]) == 3
+    if launcher == "kubernetes":
+        return
+    results = Path(manifest["result_dir"])
+    results.mkdir(parents=True)
+    for name, pattern in runs.items():
+        world = pattern["tp"] * pattern["cp"] * pattern["dp"] * pattern["pp"]
+        raw = run_pattern(pattern, world, steps=1, timeout_s=120, compute="auto")
+        (results / f"plan1-{name}.json").write_text(json.dumps(raw))
+    cal = tmp_path / "cal.json"
+    out = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate-import",
+                          str(job), "--json", "--calibration-out", str(cal)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    assert doc["status"] == "succeeded" and doc["missing"] == [] and doc["backend"] == "nccl"
+    assert doc["plans"][0]["measured"]["breakdown"]["tp_comm"] > 0
+    assert json.loads(cal.read_text())["source"] == "validation"
+
+
+def test_validate_import_of_a_folder_without_a_job_fails_cleanly(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate-import",
+                          str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "validation.json" in out.stderr
+    assert "Traceback" not in out.stderr
+    (tmp_path / "validation.json").write_text("{not json")
+    out = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate-import",
+                          str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "unreadable" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_interleaved_order_by_hand():
+    from planner.validation.schedule import one_f_one_b_order, pipeline_order
+
+    # p=2, v=2, m=2 (Megatron's interleaved schedule): stage 0 warms up with
+    # (2-0-1)*2 + (2-1)*2 = 4 forwards, i.e. all of them; stage 1 with 2.
+    assert pipeline_order(2, 0, 2, 2) == [("F", 0, 0), ("F", 0, 1), ("F", 1, 0), ("F", 1, 1),
+                                          ("B", 1, 0), ("B", 1, 1), ("B", 0, 0), ("B", 0, 1)]
+    assert pipeline_order(2, 1, 2, 2) == [("F", 0, 0), ("F", 0, 1), ("F", 1, 0), ("B", 1, 0),
+                                          ("F", 1, 1), ("B", 1, 1), ("B", 0, 0), ("B", 0, 1)]
+    # One chunk is plain 1F1B.
+    assert pipeline_order(3, 0, 4) == [(k, 0, i) for k, i in one_f_one_b_order(3, 0, 4)]
+    for stage in range(4):               # every (chunk, micro-batch) forward and backward once
+        order = pipeline_order(4, stage, 8, 2)
+        assert sorted(order) == sorted((k, c, i) for k in "FB" for c in range(2)
+                                       for i in range(8))
+
+
+def test_interleaved_plan_runs_end_to_end():
+    """A vpp=2 plan on 4 gloo ranks: the interleaved schedule runs to completion (messages
+    wrap from the last stage back to the first) and its pipeline traffic is measured."""
+    from planner.validation.validate import validate
+    from tests.test_validation import TINY
+
+    req = {**TINY, "search": {**TINY["search"], "pp": 2, "vpp": 2, "tp": 1, "top_k": 1}}
+    res = validate(PlanRequest.model_validate(req), nproc=4, top_k=1, steps=1, timeout_s=90)
+    (p,) = res.plans
+    assert p.plan["vpp"] == 2 and p.mode == "full", p.note
+    meas = p.measured["breakdown"]
+    assert meas["pp_comm"] > 0 and meas["pipeline_bubble"] >= 0
+    assert "pp_comm" in p.predicted["breakdown"]
