@@ -29,7 +29,7 @@ REQUEST = {
               "vocab_size": 4096, "ffn_type": "gelu"},
     "cluster": {"preset": "local-cpu"},
     "training": {"global_batch_size": 8, "seq_length": 256, "precision": "fp32"},
-    "search": {"cp": 1, "vpp": 1, "recompute": "none", "micro_batch_size": {"max": 2},
+    "search": {"cp": [1, 2], "vpp": 1, "recompute": "none", "micro_batch_size": {"max": 2},
                "zero_stage": [0, 1, 3]},
 }
 
@@ -42,13 +42,14 @@ SIZES = (16384, 65536, 262144, 1048576, 4194304, 16777216, 33554432)
 def report(title: str, result) -> dict:
     rows = [p for p in result.plans if p.measured]
     print(f"\n{title}")
-    head = (f"{'#':>3} {'dp':>3}{'tp':>3}{'pp':>3}{'mbs':>4}{'zero':>5}  {'pred step':>10}"
+    head = (f"{'#':>3} {'dp':>3}{'tp':>3}{'pp':>3}{'cp':>3}{'mbs':>4}{'zero':>5}  {'pred step':>10}"
             f"{'meas step':>10}{'err':>7}  {'pred comm':>10}{'meas comm':>10}{'err':>7}")
     print(head)
     print("-" * len(head))
     for i, p in enumerate(rows):
         pl, pr, me = p.plan, p.predicted["breakdown"], p.measured["breakdown"]
-        print(f"{i + 1:>3} {pl['dp']:>3}{pl['tp']:>3}{pl['pp']:>3}{pl['micro_batch_size']:>4}"
+        print(f"{i + 1:>3} {pl['dp']:>3}{pl['tp']:>3}{pl['pp']:>3}{pl['cp']:>3}"
+              f"{pl['micro_batch_size']:>4}"
               f"{pl['zero_stage']:>5}  {pr['step_time_s'] * 1e3:>8.1f}ms"
               f"{me['step_time_s'] * 1e3:>8.1f}ms{100 * p.rel_err.get('step_time_s', 0):>+6.0f}%"
               f"  {pr['communication'] * 1e3:>8.1f}ms{me['communication'] * 1e3:>8.1f}ms"
@@ -69,7 +70,7 @@ def report(title: str, result) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--max-plans", type=int, default=20)
+    ap.add_argument("--max-plans", type=int, default=24)
     ap.add_argument("--compute", choices=["auto", "gemm", "emulate"], default="auto")
     args = ap.parse_args(argv)
     sweep = run_sweep(4, backend="gloo", group_sizes=[4, 2],

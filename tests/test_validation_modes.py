@@ -193,3 +193,20 @@ def test_interleaved_plan_runs_end_to_end():
     meas = p.measured["breakdown"]
     assert meas["pp_comm"] > 0 and meas["pipeline_bubble"] >= 0
     assert "pp_comm" in p.predicted["breakdown"]
+
+
+def test_context_parallel_plan_runs_its_ring_exchanges():
+    """A cp=2 plan: the probe runs ring attention's K,V exchanges per layer (forward, and K,V
+    with their gradients backward) in Megatron's group order, and measures them as CP."""
+    from planner.validation.validate import validate
+    from tests.test_validation import TINY
+
+    req = {**TINY, "search": {**TINY["search"], "cp": 2, "tp": 1, "pp": 1, "top_k": 1}}
+    res = validate(PlanRequest.model_validate(req), nproc=4, top_k=1, steps=1, timeout_s=90)
+    (p,) = res.plans
+    assert p.plan["cp"] == 2 and p.mode == "full", p.note
+    assert p.measured["breakdown"]["cp_comm"] > 0 and p.predicted["breakdown"]["cp_comm"] > 0
+    assert "cp_comm" in p.rel_err
+    # Forward K,V and backward K,V + gradients: two message sizes of pairwise exchanges.
+    sizes = sorted(s.message_bytes for s in res.samples if s.op == "send_recv")
+    assert len(sizes) == 2 and sizes[1] == 2 * sizes[0]

@@ -62,11 +62,13 @@ def test_a_dead_or_hung_rank_fails_the_job_and_leaves_nothing(tmp_path, fault, e
                                              "plan": {"dp": 4}}).status_code == 200
 
 
-def test_a_plan_request_validates_and_feeds_a_calibration_back(server):
+def test_a_plan_request_validates_and_feeds_a_calibration_back(tmp_path):
     """POST /v1/plans with validation: the answer links the validation job; with
     feed_calibration its measured collectives become the stored cluster's calibration, which
-    the next plan on that cluster is costed with."""
-    with server.client() as c:
+    the next plan on that cluster is costed with. (SQLite only: the probe does not depend on
+    the database, and stored jobs and calibrations run on PostgreSQL in the other tests.)"""
+    env = {"PLANNER_DATA_DIR": str(tmp_path / "data")}
+    with live_server(f"sqlite:///{tmp_path / 'v.db'}", env=env) as srv, srv.client() as c:
         cl = c.post("/v1/clusters", json={"preset": "local-cpu", "name": "this-host"}).json()
         bad = c.post("/v1/plans", json={**TINY, "cluster": {"id": cl["id"]},
                                         "validation": {"cluster_id": "cl-nope"}})
