@@ -59,8 +59,8 @@ class JobRunner:
         from pathlib import Path
 
         from api.schemas import ValidationCreate
+        from planner.probe.validate import validate
         from planner.search import PlanRequest
-        from planner.validation.validate import validate
 
         spec = ValidationCreate.model_validate(request["validation"])
         row = store.get_plan(engine=self.engine, plan_id=request["plan_id"])
@@ -78,7 +78,7 @@ class JobRunner:
         result = result.model_copy(update={"id": job_id})
         body = result.model_dump(mode="json")
         if spec.feed_calibration and result.samples:
-            from planner.validation.validate import as_calibration
+            from planner.validation.evaluate import as_calibration
 
             cal = store.save_calibration(engine=self.engine, cluster_id=spec.cluster_id,
                                          body=as_calibration(result).model_dump(mode="json"))

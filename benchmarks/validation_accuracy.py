@@ -21,8 +21,9 @@ from pathlib import Path
 
 from planner.calibration.model import CalibrationIn
 from planner.probe.sweep import run_sweep
+from planner.probe.validate import validate
 from planner.search import PlanRequest
-from planner.validation.validate import as_calibration, validate
+from planner.validation.evaluate import as_calibration
 
 REQUEST = {
     "model": {"name": "tiny-gpt", "num_layers": 8, "hidden_size": 256, "num_attention_heads": 8,

@@ -64,7 +64,8 @@ def test_compose_charges_the_1f1b_bubble():
 
 
 def test_sampled_validation_of_an_eight_rank_plan_on_four(tmp_path):
-    from planner.validation.validate import as_calibration, validate
+    from planner.probe.validate import validate
+    from planner.validation.evaluate import as_calibration
 
     res = validate(PlanRequest.model_validate(EIGHT), nproc=4, top_k=1, steps=2,
                    timeout_s=120)
@@ -88,7 +89,7 @@ def test_sampled_validation_of_an_eight_rank_plan_on_four(tmp_path):
 
 
 def test_full_mode_refuses_a_plan_larger_than_the_ranks():
-    from planner.validation.validate import prepare
+    from planner.validation.evaluate import prepare
 
     (probe,) = prepare(PlanRequest.model_validate(EIGHT), nproc=4, top_k=1, mode="full")
     assert probe.skipped and "needs 8 ranks" in probe.skipped and probe.runs == {}
@@ -98,7 +99,7 @@ def test_full_mode_refuses_a_plan_larger_than_the_ranks():
 def test_cluster_validation_written_then_imported(tmp_path, launcher):
     """The CLI writes one job per probe run (the worker on nccl); results a cluster would
     write (here: the same patterns run on local gloo ranks) are read back and compared."""
-    from planner.validation.validate import run_pattern
+    from planner.probe.validate import run_pattern
 
     req = tmp_path / "req.json"
     req.write_text(json.dumps(EIGHT))
@@ -183,7 +184,7 @@ def test_interleaved_order_by_hand():
 def test_interleaved_plan_runs_end_to_end():
     """A vpp=2 plan on 4 gloo ranks: the interleaved schedule runs to completion (messages
     wrap from the last stage back to the first) and its pipeline traffic is measured."""
-    from planner.validation.validate import validate
+    from planner.probe.validate import validate
     from tests.test_validation import TINY
 
     req = {**TINY, "search": {**TINY["search"], "pp": 2, "vpp": 2, "tp": 1, "top_k": 1}}
@@ -198,7 +199,7 @@ def test_interleaved_plan_runs_end_to_end():
 def test_context_parallel_plan_runs_its_ring_exchanges():
     """A cp=2 plan: the probe runs ring attention's K,V exchanges per layer (forward, and K,V
     with their gradients backward) in Megatron's group order, and measures them as CP."""
-    from planner.validation.validate import validate
+    from planner.probe.validate import validate
     from tests.test_validation import TINY
 
     req = {**TINY, "search": {**TINY["search"], "cp": 2, "tp": 1, "pp": 1, "top_k": 1}}

@@ -186,8 +186,8 @@ def validate_cmd(
     from rich.progress import Progress
 
     from planner.probe.local import ProbeError
+    from planner.probe.validate import validate
     from planner.search import PlanRequest
-    from planner.validation.validate import validate
 
     if mode not in ("auto", "full", "sampled"):
         _fail(f"--mode: {mode!r} is not one of auto, full, sampled")
@@ -219,8 +219,8 @@ def validate_cmd(
 def write_cluster_validation(launcher: str, req, job_dir: Path | None, *, nproc: int,
                              top_k: int, mode: str, steps: int, gpus_per_node: int) -> None:
     from planner.probe.remote import submit
-    from planner.validation.remote import write_validation_job
-    from planner.validation.validate import prepare
+    from planner.probe.validation_jobs import write_validation_job
+    from planner.validation.evaluate import prepare
 
     if job_dir is None:
         _fail(f"--launcher {launcher}: give --job-dir, a folder on the cluster's shared file "
@@ -241,7 +241,7 @@ def write_cluster_validation(launcher: str, req, job_dir: Path | None, *, nproc:
 
 def report_validation(result, as_json: bool, calibration_out: Path | None) -> None:
     if calibration_out is not None:
-        from planner.validation.validate import as_calibration
+        from planner.validation.evaluate import as_calibration
 
         try:
             cal = as_calibration(result)
@@ -268,7 +268,7 @@ def validate_import_cmd(
     """Compare what a cluster validation's probe jobs measured with the prediction."""
     from pydantic import ValidationError
 
-    from planner.validation.remote import MANIFEST, import_validation
+    from planner.probe.validation_jobs import MANIFEST, import_validation
 
     if not (job_dir / MANIFEST).is_file():
         _fail(f"{job_dir}: no {MANIFEST} here (write one with validate --launcher)")

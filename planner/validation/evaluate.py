@@ -1,21 +1,17 @@
-"""Validation: run the top plans as short probe jobs, compare with the prediction, re-rank.
+"""Validation without the running: which probe runs validate the top plans (``prepare``), and
+what their measurements say (``evaluate``). ``planner.probe.validate`` runs them on local
+ranks, ``planner.probe.validation_jobs`` writes them as cluster jobs and reads them back.
 
-Each plan's step pattern (``pattern.py``) runs on local ranks with ``planner.probe.step_worker``
-(torchrun, hard timeout, whole process group killed on failure): in full mode on all of the
-plan's ranks, in sampled mode (``sampled.py``) as one representative group per strategy when
-the plan needs more ranks than there are. The probe also measures the achieved matmul rate of
-the plan's GEMM shapes; the prediction is recomputed with that rate (so compute predictions
-rest on a measured rate, on a CPU as on a GPU) before the comparison. Every collective the
-probes ran is kept as a calibration sample (its mean transfer time), so a validation can be
-fed back as a calibration.
+A plan runs in full mode on all of its ranks, or in sampled mode (``sampled.py``) as one
+representative group per strategy when it needs more ranks than there are. The probe also
+measures the achieved matmul rate and streaming bandwidth of the plan's kernels; the prediction
+is recomputed with those rates (so compute predictions rest on measured rates, on a CPU as on a
+GPU) before the comparison. Every collective the probes ran is kept as a calibration sample
+(its mean transfer time), so a validation can be fed back as a calibration.
 """
 
 from __future__ import annotations
 
-import json
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,7 +20,6 @@ from planner.calibration.fit import fit_samples
 from planner.calibration.model import Calibration, Sample
 from planner.cost import estimate
 from planner.cost.tables import cost_tables
-from planner.probe.local import run_module
 from planner.search import PlanRequest, plan
 from planner.specs import ParallelPlan
 from planner.validation.compare import (
@@ -124,39 +119,6 @@ def prepare(req: PlanRequest, *, nproc: int, top_k: int = 3, mode: Mode = "auto"
                                                 for name, p in runs.items()))
         probes.append(PlanProbe(index=j, plan=summary, mode=how, runs=runs, notes=notes))
     return probes
-
-
-def run_pattern(pattern: dict, nproc: int, *, steps: int, timeout_s: float, compute: str,
-                trace: str = "") -> dict:
-    with tempfile.TemporaryDirectory(prefix="planner-validate-") as tmp:
-        pfile = Path(tmp, "pattern.json")
-        pfile.write_text(json.dumps(pattern))
-        return run_module(nproc, "planner.probe.step_worker",
-                          ["--pattern", str(pfile), "--steps", str(steps), "--compute", compute,
-                           *(["--trace", trace] if trace else [])], timeout_s=timeout_s)
-
-
-def validate(req: PlanRequest, *, nproc: int, top_k: int = 3, steps: int = 2,
-             timeout_s: float = 300, tolerance: float = 0.5, trace_dir: Path | None = None,
-             on_progress: Callable[[int, int], None] | None = None, mode: Mode = "auto",
-             compute: Compute = "auto") -> ValidationResult:
-    """Validate the ``top_k`` best plans of ``req`` on ``nproc`` local ranks (see ``prepare``)."""
-    probes = prepare(req, nproc=nproc, top_k=top_k, mode=mode)
-    raws: dict[int, dict[str, dict]] = {}
-    traces: dict[int, str] = {}
-    for k, probe in enumerate(probes):
-        if on_progress:
-            on_progress(k, len(probes))
-        trace = str(trace_dir / f"plan{probe.index + 1}-measured.json") if trace_dir else ""
-        raws[probe.index] = {}
-        for name, pattern in probe.runs.items():
-            traced = trace if name in ("full", "stage") else ""
-            raws[probe.index][name] = run_pattern(pattern, PlanProbe.world(pattern), steps=steps,
-                                                  timeout_s=timeout_s, compute=compute,
-                                                  trace=traced)
-        if trace and Path(trace).is_file():
-            traces[probe.index] = trace
-    return evaluate(req, probes, raws, tolerance=tolerance, traces=traces)
 
 
 def evaluate(req: PlanRequest, probes: list[PlanProbe], raws: dict[int, dict[str, dict]], *,

@@ -1,7 +1,8 @@
 """Validation on a cluster: the probe runs of the top plans written as Slurm sbatch scripts or
 Kubeflow PyTorchJobs (nccl on the GPUs), a manifest beside them, and, once the jobs have
 written their results on the cluster's shared file system, the comparison read back from
-that folder (``planner validate-import``).
+that folder (``planner validate-import``). (File I/O and submission: kept in ``probe`` so that
+``planner.validation`` stays pure.)
 
 The job folder holds ``validation.json`` (the request, every plan's probe runs), one
 ``planN-RUN.pattern.json`` per run and its job artifact; the workers write
@@ -18,7 +19,7 @@ from planner.launch.context import LaunchShape
 from planner.launch.schedulers import pytorchjob_manifest, sbatch_script
 from planner.probe.remote import LAUNCHERS
 from planner.search import PlanRequest
-from planner.validation.validate import PlanProbe, ValidationResult, evaluate
+from planner.validation.evaluate import PlanProbe, ValidationResult, evaluate
 
 MANIFEST = "validation.json"
 
