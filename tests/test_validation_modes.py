@@ -211,3 +211,28 @@ def test_context_parallel_plan_runs_its_ring_exchanges():
     # Forward K,V and backward K,V + gradients: two message sizes of pairwise exchanges.
     sizes = sorted(s.message_bytes for s in res.samples if s.op == "send_recv")
     assert len(sizes) == 2 and sizes[1] == 2 * sizes[0]
+
+
+def test_validation_table_for_people():
+    from rich.console import Console
+
+    from planner.cli.render import validation_table
+    from planner.validation.evaluate import ValidatedPlan, ValidationResult
+
+    plan = {"dp": 2, "tp": 2, "pp": 2, "cp": 1, "vpp": 1, "micro_batch_size": 1,
+            "zero_stage": 1}
+    res = ValidationResult(
+        status="succeeded", mode="sampled", compute="emulate", tolerance=0.5,
+        reranked=[0], kendall_tau=None,
+        plans=[ValidatedPlan(plan=plan, mode="sampled", predicted={"step_time_s": 0.1},
+                             measured={"step_time_s": 0.2}, flagged=True,
+                             rel_err={"step_time_s": -0.5, "communication": 0.25},
+                             note="sampled: stage on 2 ranks"),
+               ValidatedPlan(plan={**plan, "pp": 4}, predicted={}, measured=None,
+                             note="needs 16 ranks; 4 were given (use sampled mode)")])
+    console = Console(width=200, record=True)
+    console.print(validation_table(res))
+    text = console.export_text()
+    assert "sampled, gloo, compute emulate" in text
+    assert "-50%" in text and "+25%" in text and "!" in text
+    assert "needs 16 ranks" in text and "sampled: stage on 2 ranks" in text

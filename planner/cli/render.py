@@ -124,15 +124,16 @@ def validation_table(result) -> Table:
                     "measured order "
                     f"{[i + 1 for i in result.reranked]}, Kendall tau "
                     f"{'-' if result.kendall_tau is None else f'{result.kendall_tau:.2f}'}")
-    for col in ("#", "dp", "tp", "pp", "mbs", "predicted step", "measured step", "step err",
-                "comm err", "flag", "note"):
+    for col in ("#", "dp", "tp", "pp", "cp", "vpp", "mbs", "zero", "predicted step",
+                "measured step", "step err", "comm err", "flag", "note"):
         t.add_column(col, justify="left" if col == "note" else "right")
     for i, p in enumerate(result.plans):
         pl = p.plan
         pred = p.predicted.get("step_time_s")
         meas = p.measured["step_time_s"] if p.measured else None
-        t.add_row(str(i + 1), str(pl["dp"]), str(pl["tp"]), str(pl["pp"]),
-                  str(pl["micro_batch_size"]), _fmt_s(pred) if pred else "-",
+        t.add_row(str(i + 1), *(str(pl[k]) for k in ("dp", "tp", "pp", "cp", "vpp",
+                                                      "micro_batch_size", "zero_stage")),
+                  _fmt_s(pred) if pred else "-",
                   _fmt_s(meas) if meas else "-",
                   f"{100 * p.rel_err['step_time_s']:+.0f}%" if "step_time_s" in p.rel_err else "-",
                   f"{100 * p.rel_err['communication']:+.0f}%" if "communication" in p.rel_err
