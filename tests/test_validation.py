@@ -78,6 +78,17 @@ def test_transfer_excludes_waiting_for_peers():
                                      ("send_recv", 2, 16.0): 2e5})
 
 
+def test_asynchronous_calls_queue_behind_the_busy_group():
+    from planner.validation.transfers import transfers
+
+    # Two asynchronous calls on group {0, 1} issued at 0.0 and 0.1: the second starts when the
+    # first leaves (1.0), so its transfer is 0.5, not 1.4; the group was busy 1.5 s in all.
+    ev = [[r, "zero_comm", "all_gather", 8.0, "g:0,1", 0, "c", 0.0, 1.0] for r in (0, 1)] + \
+         [[r, "dp_comm", "reduce_scatter", 8.0, "g:0,1", 1, "c", 0.1, 1.5] for r in (0, 1)]
+    tr = transfers(ev)
+    assert tr.per_rank[0] == pytest.approx({"zero_comm": 1.0, "dp_comm": 0.5})
+
+
 def test_pipeline_transfer_is_per_stage_boundary():
     from planner.validation.transfers import pipeline_transfer
 

@@ -6,7 +6,8 @@ previous stage's activations and sends its own on, a backward the same for gradi
 layer runs its compute (the linear GEMMs and the attention core's batched GEMMs with the
 plan's per-GPU shapes; backward twice the forward, plus the forward again under full
 recompute), its TP collectives and its context-parallel ring exchanges with the plan's message
-sizes, and ZeRO-3's gathers; after the micro-batches, the data-parallel buckets.
+sizes, and ZeRO-3's gathers (the next layer's prefetched while this one computes) and
+gradient reduce-scatters (asynchronous); after the micro-batches, the data-parallel buckets.
 
 Compute: first a micro-benchmark times every GEMM shape of the plan (the device's achieved
 matmul rate on these shapes). ``gemm`` then runs the GEMMs in the step, so overlap with
@@ -31,9 +32,11 @@ import argparse
 import contextlib
 import json
 import os
+import queue
 import socket
 import statistics
 import sys
+import threading
 import time
 from collections import defaultdict
 from datetime import timedelta
@@ -204,10 +207,63 @@ def main(argv: list[str] | None = None) -> int:
         sync()
         record(component, op, float(int(nbytes) // 4 * 4), key, "c", t0, clock())
 
-    def layer(kind: str) -> None:
-        if pat["zero3"]:   # gather the layer's weights (forward, and again for backward)
-            op, nbytes, comp = pat["zero3"][0]
-            collective(comp, op, nbytes, "dp")
+    def launch(component: str, op: str, nbytes: float, kind: str):
+        """Start a collective without waiting (ZeRO-3's prefetched gathers and its gradient
+        reduce-scatters, as DeepSpeed and FSDP issue them); the future's callback stamps its
+        completion, so its transfer is measured while compute runs beside it. Returns a future
+        to wait on."""
+        group, size, key, _ = mine[kind]
+        if size == 1:
+            return None
+        n = seq[key]
+        seq[key] += 1
+        recording, t0 = rec["on"], clock()
+        if op == "all_gather":
+            work = dist.all_gather_into_tensor(buf(nbytes, "ag-full"),
+                                               buf(nbytes, "ag-part", size), group=group,
+                                               async_op=True)
+        else:
+            work = dist.reduce_scatter_tensor(buf(nbytes, "rs-part", size),
+                                              buf(nbytes, "rs-full"), group=group,
+                                              async_op=True)
+
+        def done(_fut) -> None:
+            if recording:
+                events.append([rank, component, op, float(int(nbytes) // 4 * 4), key, n, "c",
+                               t0 - offset, clock() - offset])
+
+        try:   # the chained future completes once the stamp is taken
+            return work.get_future().then(done)
+        except RuntimeError:   # gloo's tensor collectives have no future: a watcher stamps
+            watching.put((work, done))
+            return work
+
+    watching: queue.Queue = queue.Queue()
+
+    def watcher() -> None:
+        while (item := watching.get()) is not None:
+            work, done = item
+            work.wait()
+            done(None)
+            watching.task_done()
+
+    threading.Thread(target=watcher, daemon=True).start()
+
+    zero = {"gather": None, "scatters": []}
+
+    def gathered_weights(prefetch_next: bool) -> None:
+        """Wait for this layer's weights (gathered now, or prefetched by the previous layer),
+        then start gathering the next layer's."""
+        op, nbytes, comp = pat["zero3"][0]
+        work = zero["gather"] or launch(comp, op, nbytes, "dp")
+        with span("zero_comm wait"):
+            if work is not None:
+                work.wait()
+        zero["gather"] = launch(comp, op, nbytes, "dp") if prefetch_next else None
+
+    def layer(kind: str, prefetch_next: bool = False) -> None:
+        if pat["zero3"]:   # the layer's weights (forward, and again for backward)
+            gathered_weights(prefetch_next)
         compute(layer_k, layer_s, 1 if kind == "F" else (3 if pat["recompute"] == "full" else 2))
         for op, nbytes, calls in (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]):
             for _ in range(calls):
@@ -217,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                 collective("cp_comm", "ring", nbytes, "cp")
         if kind == "B" and pat["zero3"]:
             op, nbytes, comp = pat["zero3"][1]
-            collective(comp, op, nbytes, "dp")
+            zero["scatters"].append(launch(comp, op, nbytes, "dp"))
 
     act = torch.ones(max(1, int(pat["pp_bytes"]) // 4), device=device)
     recv_act = torch.empty_like(act)
@@ -243,8 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                     sync()
                 record("pp_comm", "send_recv", pp_bytes, f"p:{src}>{rank}:{tag}", "r", t0,
                        clock())
-            for _ in range(chunk_layers):
-                layer(kind)
+            for i in range(chunk_layers):
+                layer(kind, prefetch_next=i < chunk_layers - 1)
             if head_k and v == last:
                 compute(head_k, head_s, 1 if kind == "F" else 2)
             if 0 <= down <= last:
@@ -252,8 +308,10 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = clock()
                 pending.append(dist.isend(act, dst=dst, tag=tag))
                 record("pp_comm", "send_recv", pp_bytes, f"p:{rank}>{dst}:{tag}", "s", t0, t0)
-        for w in pending:
+        for w in pending + [w for w in zero["scatters"] if w is not None]:
             w.wait()
+        zero["scatters"].clear()
+        watching.join()                            # every asynchronous call is stamped
         for op, nbytes, calls, comp in pat["dp_ops"]:
             for _ in range(calls):
                 collective(comp, op, nbytes, "dp")

@@ -4,7 +4,10 @@ transfer, so the probe records when each rank entered and left every call, and t
 what the call took once its last member had arrived, the quantity a barrier-fenced sweep
 (nccl-tests, ``planner calibrate run``) measures:
 
-    transfer = max(exit over members) - max(entry over members)
+    transfer = max(exit over members) - max(entry over members, the group's previous exit)
+
+(the previous exit matters for asynchronous calls, ZeRO-3's prefetched gathers and its
+reduce-scatters, issued while the group is still busy).
 
 For a point-to-point message, the sender's ``isend`` marks its arrival and the receiver's exit
 the completion. Clocks are the ranks' monotonic clocks, already aligned to rank 0's (one host
@@ -48,8 +51,14 @@ def transfers(events: list[Event] | list[list]) -> Transfers:
     per_rank: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     wait: dict[int, float] = defaultdict(float)
     by_op: dict[tuple[str, float, int], list[float]] = defaultdict(list)
-    for (key, _), evs in calls.items():
+    group_free: dict[str, float] = {}
+    for (key, _), evs in sorted(calls.items()):
         start = max(e.t0 for e in evs)
+        if not key.startswith("p:"):
+            # An asynchronous call issued while the group is still busy with the previous one
+            # waits in its queue: its transfer starts when the group is free.
+            start = max(start, group_free.get(key, start))
+            group_free[key] = max(e.t1 for e in evs)
         if key.startswith("p:"):
             done = [e for e in evs if e.role == "r"]
             if not done:
