@@ -69,4 +69,3 @@ def get_trace(validation_id: str, n: Annotated[int, Path(ge=1, le=10)], engine: 
     if not path.is_file():
         raise not_found("trace", f"{validation_id}/{n}")
     return Response(path.read_bytes(), media_type="application/json")
-
