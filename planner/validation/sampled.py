@@ -15,7 +15,7 @@ communication, which the probe runs without overlap, as the full-mode probe does
 
 from __future__ import annotations
 
-from planner.validation.compare import COMM
+from planner.validation.compare import COMM, measured_components
 
 
 def stage_to_sample(layers: list[int], stage_seconds: list[float]) -> int:
@@ -55,8 +55,6 @@ def compose(raws: dict[str, dict], predicted: dict[str, float], m: int, pp: int
             ) -> tuple[dict[str, float], list[str]]:
     """The measured step composed from the sampled runs; components no run measured keep their
     prediction and are listed."""
-    from planner.validation.compare import measured_components
-
     parts = {name: measured_components(raw) for name, raw in raws.items()}
     out, kept = {}, []
 
