@@ -13,9 +13,7 @@ from __future__ import annotations
 from planner.cost.layers import LayerShape, linear_gemms
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.result import PlanEstimate
-
-COMPONENT = {"TP": "tp_comm", "CP": "cp_comm", "PP": "pp_comm", "DP": "dp_comm",
-             "ZeRO": "zero_comm"}
+from planner.validation.compare import STRATEGY_COMPONENT
 
 
 class NotProbeable(ValueError):
@@ -58,11 +56,11 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
     zero3 = []
     if est.zero_stage >= 3 and est.dp * est.cp > 1:
         ag, rs = tables.zero3_uses(est.tp, est.cp, est.dp)
-        zero3 = [["all_gather", ag.cost.message_bytes, COMPONENT[ag.strategy]],
-                 ["reduce_scatter", rs.cost.message_bytes, COMPONENT[rs.strategy]]]
+        zero3 = [["all_gather", ag.cost.message_bytes, STRATEGY_COMPONENT[ag.strategy]],
+                 ["reduce_scatter", rs.cost.message_bytes, STRATEGY_COMPONENT[rs.strategy]]]
     p_stage = tables.largest_stage_params(est.tp, est.pp, tuple(est.layers_per_stage)
                                           if est.pp > 1 else None)
-    dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), COMPONENT[u.strategy]]
+    dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy]]
               for u in tables.dp_uses(est.tp, est.cp, est.dp, est.zero_stage, p_stage)]
     pp_bytes = 0.0
     if est.pp > 1:
