@@ -120,9 +120,13 @@ def main(argv: list[str] | None = None) -> int:
             return record_function(name)
         return contextlib.nullcontext()
 
-    def record(component, op, nbytes, key, role, t0, t1) -> None:
-        n = seq[key]
+    def ticket(key: str) -> int:
+        """The call's number on its group or pair (every member counts the same calls)."""
         seq[key] += 1
+        return seq[key] - 1
+
+    def record(component, op, nbytes, key, role, t0, t1) -> None:
+        n = ticket(key)
         if rec["on"]:
             events.append([rank, component, op, nbytes, key, n, role, t0 - offset, t1 - offset])
 
@@ -178,54 +182,49 @@ def main(argv: list[str] | None = None) -> int:
                                    device=device)
         return bufs[key]
 
+    def issue(op: str, nbytes: float, group, size: int, ranks: list[int], async_op: bool):
+        """Start ``op`` on the group; its works (None when synchronous). Each op has its own
+        buffers, so asynchronous calls in flight never share one."""
+        if op == "all_reduce":
+            return [dist.all_reduce(buf(nbytes, "ar"), group=group, async_op=async_op)]
+        if op == "all_gather":
+            return [dist.all_gather_into_tensor(buf(nbytes, "ag-full"),
+                                                buf(nbytes, "ag-part", size), group=group,
+                                                async_op=async_op)]
+        if op == "reduce_scatter":
+            return [dist.reduce_scatter_tensor(buf(nbytes, "rs-part", size),
+                                               buf(nbytes, "rs-full"), group=group,
+                                               async_op=async_op)]
+        if op == "ring":      # one ring-attention step: K,V to the next, from the previous
+            i = ranks.index(rank)
+            return dist.batch_isend_irecv([
+                dist.P2POp(dist.isend, buf(nbytes, "ring-out"), ranks[(i + 1) % size], group),
+                dist.P2POp(dist.irecv, buf(nbytes, "ring-in"), ranks[(i - 1) % size], group)])
+        raise ValueError(f"unknown collective {op!r}")
+
     def collective(component: str, op: str, nbytes: float, kind: str) -> None:
         group, size, key, ranks = mine[kind]
         if size == 1:
             return
         with span(f"{component} {op}"):
-            _collective(op, nbytes, group, size, ranks, component, key)
-
-    def _collective(op, nbytes, group, size, ranks, component, key) -> None:
-        t0 = clock()
-        if op == "all_reduce":
-            dist.all_reduce(buf(nbytes, "full"), group=group)
-        elif op == "all_gather":
-            dist.all_gather_into_tensor(buf(nbytes, "full"), buf(nbytes, "part", size),
-                                        group=group)
-        elif op == "reduce_scatter":
-            dist.reduce_scatter_tensor(buf(nbytes, "part", size), buf(nbytes, "full"),
-                                       group=group)
-        elif op == "ring":           # one ring-attention step: K,V to the next, from the previous
-            i = ranks.index(rank)
-            out, inp = buf(nbytes, "ring-out"), buf(nbytes, "ring-in")
-            reqs = dist.batch_isend_irecv([
-                dist.P2POp(dist.isend, out, ranks[(i + 1) % size], group),
-                dist.P2POp(dist.irecv, inp, ranks[(i - 1) % size], group)])
-            for r in reqs:
-                r.wait()
-            op = "send_recv"
-        sync()
-        record(component, op, float(int(nbytes) // 4 * 4), key, "c", t0, clock())
+            t0 = clock()
+            for work in issue(op, nbytes, group, size, ranks, async_op=False):
+                if work is not None:
+                    work.wait()
+            sync()
+            record(component, "send_recv" if op == "ring" else op, float(int(nbytes) // 4 * 4),
+                   key, "c", t0, clock())
 
     def launch(component: str, op: str, nbytes: float, kind: str):
         """Start a collective without waiting (ZeRO-3's prefetched gathers and its gradient
-        reduce-scatters, as DeepSpeed and FSDP issue them); the future's callback stamps its
-        completion, so its transfer is measured while compute runs beside it. Returns a future
+        reduce-scatters, as DeepSpeed and FSDP issue them); its completion is stamped when it
+        happens, so its transfer is measured while compute runs beside it. Returns something
         to wait on."""
-        group, size, key, _ = mine[kind]
+        group, size, key, ranks = mine[kind]
         if size == 1:
             return None
-        n = seq[key]
-        seq[key] += 1
-        recording, t0 = rec["on"], clock()
-        if op == "all_gather":
-            work = dist.all_gather_into_tensor(buf(nbytes, "ag-full"),
-                                               buf(nbytes, "ag-part", size), group=group,
-                                               async_op=True)
-        else:
-            work = dist.reduce_scatter_tensor(buf(nbytes, "rs-part", size),
-                                              buf(nbytes, "rs-full"), group=group,
-                                              async_op=True)
+        n, recording, t0 = ticket(key), rec["on"], clock()
+        (work,) = issue(op, nbytes, group, size, ranks, async_op=True)
 
         def done(_fut) -> None:
             if recording:
