@@ -19,20 +19,25 @@ def sweep_program(worker_args: list[str], result_path: str) -> list[str]:
     return ["-m", "planner.probe.sweep_worker", *worker_args, "--out", result_path]
 
 
-def write_sweep_job(launcher: str, shape: LaunchShape, worker_args: list[str],
-                    result_path: str, out_dir: Path) -> Path:
-    """Write the job artifact for ``launcher``; returns its path."""
+def write_job(launcher: str, shape: LaunchShape, program: list[str], stem: Path) -> Path:
+    """The job artifact of ``launcher`` running ``program`` (``python`` arguments) on ``shape``:
+    ``STEM.sbatch`` or ``STEM-pytorchjob.yaml``; returns its path."""
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    program = sweep_program(worker_args, result_path)
+    stem.parent.mkdir(parents=True, exist_ok=True)
     if launcher == "slurm":
-        path = out_dir / "sweep.sbatch"
+        path = stem.with_name(stem.name + ".sbatch")
         path.write_text(sbatch_script(shape, program))
     else:
-        path = out_dir / "sweep-pytorchjob.yaml"
+        path = stem.with_name(stem.name + "-pytorchjob.yaml")
         path.write_text(pytorchjob_manifest(shape, program))
     return path
+
+
+def write_sweep_job(launcher: str, shape: LaunchShape, worker_args: list[str],
+                    result_path: str, out_dir: Path) -> Path:
+    """Write the sweep's job artifact for ``launcher``; returns its path."""
+    return write_job(launcher, shape, sweep_program(worker_args, result_path), out_dir / "sweep")
 
 
 def submit(launcher: str, artifact: Path, timeout_s: float = 60) -> str:

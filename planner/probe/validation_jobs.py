@@ -16,8 +16,7 @@ import math
 from pathlib import Path
 
 from planner.launch.context import LaunchShape
-from planner.launch.schedulers import pytorchjob_manifest, sbatch_script
-from planner.probe.remote import LAUNCHERS
+from planner.probe.remote import LAUNCHERS, write_job
 from planner.search import PlanRequest
 from planner.validation.evaluate import PlanProbe, ValidationResult, evaluate
 
@@ -39,7 +38,7 @@ def write_validation_job(launcher: str, req: PlanRequest, probes: list[PlanProbe
                          job_dir: Path, *, gpus_per_node: int, steps: int = 3,
                          result_dir: str | None = None, backend: str = "nccl") -> list[Path]:
     """Write the job folder; returns the job artifacts (one per probe run) to submit."""
-    if launcher not in LAUNCHERS:
+    if launcher not in LAUNCHERS:    # before anything is written
         raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)}")
     job_dir.mkdir(parents=True, exist_ok=True)
     results = result_dir or str((job_dir / "results").resolve())
@@ -53,13 +52,7 @@ def write_validation_job(launcher: str, req: PlanRequest, probes: list[PlanProbe
                        "--pattern", str(pfile), "--steps", str(steps),
                        "--out", f"{results}/{stem}.json"]
             shape = run_shape(PlanProbe.world(pattern), gpus_per_node, f"validate-{stem}")
-            if launcher == "slurm":
-                path = job_dir / f"{stem}.sbatch"
-                path.write_text(sbatch_script(shape, program))
-            else:
-                path = job_dir / f"{stem}-pytorchjob.yaml"
-                path.write_text(pytorchjob_manifest(shape, program))
-            artifacts.append(path)
+            artifacts.append(write_job(launcher, shape, program, job_dir / stem))
     (job_dir / MANIFEST).write_text(json.dumps({
         "request": req.model_dump(mode="json"), "launcher": launcher, "backend": backend,
         "result_dir": results, "probes": [p.model_dump(mode="json") for p in probes]},
