@@ -110,6 +110,14 @@ class JobCreate(BaseModel):
                                   "(for large spaces or long time limits).")
     request: PlanRequestIn
 
+    @model_validator(mode="after")
+    def _no_validation(self) -> JobCreate:
+        # Silently dropping it would leave a caller waiting for a validation that never runs.
+        if self.request.validation is not None:
+            raise ValueError("request.validation: a plan job does not validate; ask with POST "
+                             "/v1/plans or POST /v1/plans/{id}/validations")
+        return self
+
 
 class JobPublic(BaseModel):
     id: str

@@ -162,6 +162,13 @@ def test_validate_import_of_a_folder_without_a_job_fails_cleanly(tmp_path):
     out = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate-import",
                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "unreadable" in out.stderr and "Traceback" not in out.stderr
+    for manifest in ('{"request": {}, "probes": []}', "[1, 2]"):   # wrong fields, wrong shape
+        (tmp_path / "validation.json").write_text(manifest)
+        out = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate-import",
+                              str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode != 0 and "unreadable" in out.stderr, out.stderr[-500:]
+        assert "Traceback" not in out.stderr
 
 
 def test_interleaved_order_by_hand():

@@ -274,8 +274,9 @@ def validate_import_cmd(
         _fail(f"{job_dir}: no {MANIFEST} here (write one with validate --launcher)")
     try:
         result = import_validation(job_dir)
-    except (ValueError, KeyError, ValidationError, json.JSONDecodeError) as exc:
-        _fail(f"{job_dir}: unreadable validation job: {str(exc).splitlines()[0][:300]}")
+    except (ValueError, KeyError, TypeError, ValidationError, OSError) as exc:
+        _fail(f"{job_dir}: unreadable validation job or result: "
+              f"{str(exc).splitlines()[0][:300]}")
     report_validation(result, as_json, calibration_out)
 
 
