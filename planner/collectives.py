@@ -104,6 +104,7 @@ class GroupTopology:
     ranks_per_node: int
     intra: AlphaBeta
     inter: AlphaBeta
+    num_nodes: int = 0     # nodes spanned; 0: ceil(size / ranks_per_node)
 
     def __post_init__(self) -> None:
         if self.size < 1 or not 1 <= self.ranks_per_node <= self.size:
@@ -111,7 +112,7 @@ class GroupTopology:
 
     @property
     def nodes(self) -> int:
-        return math.ceil(self.size / self.ranks_per_node)
+        return self.num_nodes or math.ceil(self.size / self.ranks_per_node)
 
     @property
     def tier(self) -> Tier:
@@ -322,3 +323,79 @@ def collective_time(
         if t < best_t:
             best_alg, best_t = alg, t
     return CollectiveCost(op, best_alg, message_bytes, group.size, group.tier, best_t)
+
+
+# --- NCCL: algorithm x protocol, as its tuner costs them ---------------------------------------
+#
+# NCCL picks, per call, the (algorithm, protocol) its tuner predicts fastest
+# (src/graph/tuning.cc, NCCL 2.30): time = base latency + steps x per-step latency + bytes over
+# the bus bandwidth, per protocol. LL moves 8 bytes of data per 16-byte line (flag + data: half
+# the bandwidth, lowest latency), LL128 120 of every 128 bytes, Simple all of them with the
+# highest latency. Ring steps inside a node pay the NVLink latency, those between nodes the
+# network's; the tree's latency is 2 ((g - 1) intra + lg N inter) (reduce up, broadcast down).
+# The per-step latencies scale with the links' ``latency_us`` (the presets use tuning.cc's
+# Simple ring values, 3.4 us NVLink and 14 us network), the base latency per call does not.
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+NCCL_BASE_LATENCY_S = {"ring": (6.6e-6, 14.0e-6, 8.4e-6), "tree": (6.8e-6, 14.0e-6, 8.4e-6),
+                       "direct": (6.6e-6, 14.0e-6, 8.4e-6)}
+# Per-step latency of each protocol relative to Simple's, per algorithm and tier (tuning.cc
+# hwLat: NVLink ring 0.6 / 1.9 / 3.4 us, tree 0.6 / 1.25 / 4.0; network ring 2.7 / 4.0 / 14,
+# tree 5.0 / 8.5 / 14).
+NCCL_STEP_RATIO = {
+    ("ring", "intra"): (0.6 / 3.4, 1.9 / 3.4, 1.0), ("ring", "inter"): (2.7 / 14, 4.0 / 14, 1.0),
+    ("tree", "intra"): (0.6 / 4.0, 1.25 / 4.0, 1.0), ("tree", "inter"): (5.0 / 14, 8.5 / 14, 1.0),
+}
+NCCL_BANDWIDTH_SHARE = (0.5, 120 / 128, 1.0)
+
+
+def _nccl_shape(op: str, algorithm: str, p: int, nodes: int, g: int
+                ) -> tuple[float, float, float] | None:
+    """(intra-node steps, inter-node steps, bytes factor) of one algorithm, or None."""
+    inter_ar = 2 * nodes if nodes > 1 else 0
+    if algorithm == "ring":
+        if op == "all_reduce":
+            return 2 * (p - 1) - inter_ar, inter_ar, 2 * (p - 1) / p
+        if op in ("all_gather", "reduce_scatter"):
+            return p - nodes, nodes - 1, (p - 1) / p
+        if op in ("broadcast", "reduce"):
+            return p - nodes, nodes - 1, 1.0
+        return None
+    if algorithm == "tree":
+        if op != "all_reduce":
+            return None
+        return 2 * (g - 1), 2 * _lg(nodes), 2.0
+    if algorithm == "direct":
+        if op == "send_recv":
+            return (1, 0, 1.0) if nodes == 1 else (0, 1, 1.0)
+        if op in ("all_to_all", "scatter", "gather"):
+            return p - nodes, nodes - 1 if nodes > 1 else 0, (p - 1) / p
+    return None
+
+
+def nccl_time(op: str, message_bytes: float, group: GroupTopology) -> CollectiveCost:
+    """Predicted time of one NCCL collective: the fastest algorithm and protocol."""
+    _check_op(op)
+    if message_bytes < 0:
+        raise ValueError(f"message_bytes must be >= 0, got {message_bytes}")
+    p = group.size
+    if p == 1:
+        return CollectiveCost(op, "none", message_bytes, 1, "intra_node", 0.0)
+    nodes, g = group.nodes, group.ranks_per_node
+    link = group.flat_link
+    best = (math.inf, "")
+    for alg in ("ring", "tree", "direct"):
+        shape = _nccl_shape(op, alg, p, nodes, g)
+        if shape is None:
+            continue
+        intra_steps, inter_steps, factor = shape
+        lat_key = "tree" if alg == "tree" else "ring"
+        bw = group.intra.bandwidth if nodes == 1 else link.bandwidth
+        for k, proto in enumerate(PROTOCOLS):
+            t = (NCCL_BASE_LATENCY_S[alg][k]
+                 + intra_steps * group.intra.alpha_s * NCCL_STEP_RATIO[(lat_key, "intra")][k]
+                 + inter_steps * group.inter.alpha_s * NCCL_STEP_RATIO[(lat_key, "inter")][k]
+                 + factor * message_bytes / (bw * NCCL_BANDWIDTH_SHARE[k]))
+            if t < best[0]:
+                best = (t, f"{alg}/{proto}")
+    return CollectiveCost(op, best[1], message_bytes, p, group.tier, best[0])

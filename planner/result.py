@@ -42,6 +42,25 @@ class MemoryBreakdown(BaseModel):
     total_gib: float
 
 
+class NodePlacement(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    index: int = Field(description="Node number (torchrun's node rank).")
+    local_gpus: list[int] = Field(description="GPUs of the node the plan uses, in rank order.")
+
+
+class Placement(BaseModel):
+    """Which GPUs of which nodes hold the ranks: rank r on node r // nproc_per_node, local GPU
+    r mod nproc_per_node (torchrun's numbering; every framework's rank order has tp innermost,
+    then cp, dp and pp)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    nnodes: int
+    nproc_per_node: int
+    nodes: list[NodePlacement]
+
+
 class LaunchSpec(BaseModel):
     """What it takes to run a plan: framework configs and scheduler artifacts."""
 
@@ -49,15 +68,25 @@ class LaunchSpec(BaseModel):
 
     nnodes: int
     nproc_per_node: int
-    megatron_args: list[str] = Field(description="Megatron-LM arguments (after the script).")
-    torchtitan_toml: str = Field(description="[training], [parallelism] and "
-                                 "[activation_checkpoint] sections of a torchtitan config.")
-    deepspeed_config: dict | None = Field(description="DeepSpeed JSON, or null when DeepSpeed's "
-                                          "engine cannot express the plan (see notes).")
-    torchrun: list[str] = Field(description="torchrun argv for each node (Megatron entry point).")
-    slurm_sbatch: str = Field(description="A complete sbatch script.")
-    kubernetes: str = Field(description="A JobSet manifest (YAML).")
-    notes: list[str] = Field(default_factory=list, description="What a framework cannot express.")
+    frameworks: list[str] = Field(default_factory=list, description="Frameworks that run this "
+                                  "plan as predicted (their artifacts below are set).")
+    not_runnable: dict[str, list[str]] = Field(
+        default_factory=dict, description="For each other framework, what it lacks.")
+    megatron_args: list[str] | None = Field(
+        description="Megatron-LM arguments (after the script), or null when Megatron-LM "
+        "cannot run the plan as predicted (see not_runnable).")
+    torchtitan_toml: str | None = Field(
+        description="[training], [parallelism] and [activation_checkpoint] sections of a "
+        "torchtitan (v0.2.2) config, or null when torchtitan cannot run the plan as predicted.")
+    deepspeed_config: dict | None = Field(description="DeepSpeed JSON, or null when DeepSpeed "
+                                          "cannot run the plan as predicted.")
+    launcher_framework: str | None = Field(
+        None, description="The framework the torchrun, sbatch and Kubernetes artifacts start "
+        "(Megatron-LM first, then torchtitan, then DeepSpeed); null when none runs the plan.")
+    torchrun: list[str] | None = Field(description="torchrun argv for each node.")
+    slurm_sbatch: str | None = Field(description="A complete sbatch script.")
+    kubernetes: str | None = Field(description="A JobSet manifest (YAML).")
+    notes: list[str] = Field(default_factory=list, description="What to know when launching.")
 
 
 class PlanEstimate(BaseModel):
@@ -77,6 +106,14 @@ class PlanEstimate(BaseModel):
     zero_stage: int
     sequence_parallel: bool
     layers_per_stage: list[int]
+    layers_per_chunk: list[list[int]] | None = Field(
+        None, description="Interleaved plans: transformer layers of each stage's model chunks.")
+    pipeline_layout: str | None = Field(
+        None, description="How the layers split: even, embedding_loss (the embedding and the "
+        "loss count as a layer each), first_last (first and last stage differ), custom.")
+    microbatch_group_size: int | None = Field(
+        None, description="Interleaved plans: micro-batches per group through each model chunk "
+        "(Megatron-LM's --microbatch-group-size-per-virtual-pipeline-stage).")
     gpus_used: int
     step_time_s: float
     tokens_per_s: float
@@ -89,4 +126,7 @@ class PlanEstimate(BaseModel):
     memory: MemoryBreakdown
     breakdown: dict[str, float] = Field(description="Seconds per component; sums to step_time_s.")
     communication: list[CommunicationItem]
+    frameworks: list[str] = Field(default_factory=list, description="Frameworks that run this "
+                                  "plan as predicted: megatron, torchtitan, deepspeed.")
+    placement: Placement | None = Field(None, description="Which GPUs hold the ranks.")
     launch: LaunchSpec | None = Field(None, description="How to run this plan.")

@@ -12,7 +12,8 @@ from planner.cost.tables import RECOMPUTE, CostTables
 from planner.search.request import PlanRequest
 from planner.search.spec import allows
 from planner.specs import ParallelPlan
-from planner.specs.plan import plan_violations
+from planner.frameworks import reasons_by_framework
+from planner.specs.plan import plan_layout, plan_violations
 
 
 def enumerate_top_k(req: PlanRequest) -> list[tuple]:
@@ -43,6 +44,13 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
             except ValidationError:
                 continue
             if plan_violations(plan, m, c, tr, allow_cross_node_tp=s.allow_cross_node_tp):
+                continue
+            # A framework must run it as predicted (the named one, or any).
+            even = plan_layout(plan, m).kind == "even"
+            reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr)
+            if s.framework is not None:
+                reasons = {s.framework: reasons[s.framework]}
+            if all(reasons.values()):
                 continue
             plans.append(plan)
     if not plans:

@@ -121,6 +121,8 @@ def test_plan_emits_a_launch_artifact():
     res = runner.invoke(app, ["estimate", str(EXAMPLE), "--emit", "sbatch"])
     assert res.exit_code == 0 and "#SBATCH --nodes=4" in res.stdout
     res = runner.invoke(app, ["estimate", str(EXAMPLE), "--emit", "deepspeed"])
-    assert res.exit_code == 2 and "tp=8" in res.stderr      # DeepSpeed cannot run tp/pp
+    # DeepSpeed's pipeline engine cannot run tp with pp: refused, naming what it lacks.
+    assert res.exit_code == 2 and "deepspeed cannot run this plan as predicted" in res.stderr
+    assert "pipeline and tensor parallelism together" in res.stderr
     res = runner.invoke(app, ["plan", str(PLAN_EXAMPLE), "--emit", "helm"])
     assert res.exit_code == 2 and "unknown format" in res.stderr

@@ -1,11 +1,14 @@
 """The plan cost model against hand-worked numbers from the papers, and its properties."""
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.cost import EfficiencyModel, estimate, evaluate
-from planner.cost.batch import BREAKDOWN_KEYS, pipeline_time
+from planner.cost.batch import BREAKDOWN_KEYS
+from planner.cost.pipeline import makespan
 from planner.cost.layers import layer_work
 from planner.cost.memory import in_flight_microbatches, model_state_bytes
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
@@ -52,13 +55,15 @@ def test_zero_memory_per_stage_matches_the_zero_paper():
 def test_pipeline_bubble_fraction():
     # Equal stages: (p-1) t / v bubble, a fraction (p-1)/(v m) of m t.
     # 4 stages of 1 s each: t_max = 1, t_sum = 4.
-    total, bubble = pipeline_time(1.0, 4.0, m=8, v=1)
-    assert (total, bubble) == (11.0, 3.0)
-    total, bubble = pipeline_time(1.0, 4.0, m=8, v=2)
-    assert (total, bubble) == (9.5, 1.5)
+    total, bubble = makespan(1.0, 4.0, m=8, v=1, p=4, p2p_s=0.0)
+    assert (float(total), float(bubble)) == (11.0, 3.0)
+    total, bubble = makespan(1.0, 4.0, m=8, v=2, p=4, p2p_s=0.0)
+    assert (float(total), float(bubble)) == (9.5, 1.5)
     assert bubble / (8 * 1.0) == pytest.approx((4 - 1) / (2 * 8))
     # An uneven pipeline (1, 2, 1 s) runs at its slowest stage.
-    assert pipeline_time(2.0, 4.0, m=4, v=1) == (10.0, 2.0)
+    assert tuple(map(float, makespan(2.0, 4.0, m=4, v=1, p=3, p2p_s=0.0))) == (10.0, 2.0)
+    # Fewer micro-batches than stages: the pipeline never fills, (p - 1) t of bubble.
+    assert tuple(map(float, makespan(1.0, 8.0, m=2, v=1, p=8, p2p_s=0.0))) == (9.0, 7.0)
 
 
 def test_micro_batches_in_flight():
@@ -155,10 +160,29 @@ def test_overlap_hides_gradient_reduction():
                     plan)
     overlapped = estimate(model, cluster, training, plan)
     dp = next(c for c in sync.communication if c.strategy == "DP")
+    assert dp.count_per_step == 1          # one bucket without overlap (Megatron-LM)
     assert sync.breakdown["dp_comm"] == pytest.approx(dp.total_time_s)
-    # Overlapped, only the last bucket (which starts when backward ends) stays exposed.
-    assert overlapped.breakdown["dp_comm"] == pytest.approx(dp.time_s)
-    assert overlapped.breakdown["dp_comm"] < sync.breakdown["dp_comm"] / 10
+    # Overlapped: buckets of max(4e7, 1e6 * dp) parameters, bucket k ready at k/n of the last
+    # backward B; the step ends max(tau, n tau - (n - 1) B / n) after it, plus the slowdown of
+    # the compute the other buckets overlap (15% of the overlapped time).
+    b = next(c for c in overlapped.communication if c.strategy == "DP")
+    n, tau = b.count_per_step, b.time_s
+    assert n == math.ceil((model.num_params - model.hidden_size) / 40_000_000)
+    # The backward is long enough to hide all but the last bucket.
+    assert overlapped.breakdown["dp_comm"] == pytest.approx(tau + 0.15 * (n - 1) * tau)
+    assert overlapped.breakdown["dp_comm"] < sync.breakdown["dp_comm"] / 4
+
+
+def test_bucket_tail_closed_form_equals_the_recurrence():
+    from planner.cost.batch import bucket_tail
+
+    # e_k = max(e_(k-1), k B / n) + tau; exposed = e_n - B (no slowdown).
+    for n, tau, B in [(1, 0.3, 1.0), (4, 0.1, 1.0), (4, 0.5, 1.0), (10, 0.02, 0.1),
+                      (7, 0.25, 3.0)]:
+        e = 0.0
+        for k in range(1, n + 1):
+            e = max(e, k * B / n) + tau
+        assert float(bucket_tail(tau, n, B, 0.0)) == pytest.approx(e - B)
 
 
 def test_context_parallel_splits_activations():

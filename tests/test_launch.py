@@ -1,25 +1,31 @@
-"""Launch renderers: golden files for five plans, and every artifact parsed back."""
+"""Launch renderers: golden files for six plans, every artifact read back into the plan it
+runs (which must be the predicted plan), refusals for frameworks that cannot run a plan."""
 
-import argparse
 import json
 import os
+import random
 import re
 import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
-import tomllib
 import yaml
 
 from planner.cost import estimate
-from planner.launch import FORMATS, render
+from planner.frameworks import FRAMEWORKS, capability_matrix
+from planner.launch import FORMATS, NotRunnable, render
 from planner.request import EstimateRequest
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+from planner.specs.plan import plan_violations
+from tests.launch_readers import deepspeed_plan, megatron_plan, torchtitan_plan
 
 DATA = Path(__file__).parent / "data" / "launch"
 GOLDEN = DATA / "golden"
 PLANS = json.loads((DATA / "plans.json").read_text())
 UPDATE = os.environ.get("PLANNER_UPDATE_GOLDEN") == "1"
+KEYS = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps",
+        "layers_per_stage")
 
 
 def launched(name):
@@ -33,8 +39,8 @@ def artifacts(est):
     for fmt in FORMATS:
         try:
             out[fmt] = render(est.launch, fmt)
-        except ValueError as exc:
-            out[fmt] = f"NOT EXPRESSIBLE: {exc}\n"
+        except NotRunnable as exc:
+            out[fmt] = f"NOT RUNNABLE: {exc}\n"
     return out
 
 
@@ -49,92 +55,125 @@ def test_golden_files(name):
         assert path.read_text() == text, f"{path.name} changed; PLANNER_UPDATE_GOLDEN=1 rewrites"
 
 
-def megatron_parser():
-    # The flags as Megatron-LM's megatron/training/arguments.py defines them.
-    ap = argparse.ArgumentParser()
-    for flag in ("--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
-                 "--seq-length", "--max-position-embeddings", "--num-query-groups",
-                 "--kv-channels", "--tensor-model-parallel-size",
-                 "--pipeline-model-parallel-size", "--context-parallel-size",
-                 "--num-virtual-stages-per-pipeline-rank", "--decoder-first-pipeline-num-layers",
-                 "--decoder-last-pipeline-num-layers", "--micro-batch-size",
-                 "--global-batch-size", "--recompute-num-layers"):
-        ap.add_argument(flag, type=int)
-    for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights",
-                 "--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
-                 "--overlap-grad-reduce", "--grad-reduce-in-bf16"):
-        ap.add_argument(flag, action="store_true")
-    ap.add_argument("--recompute-granularity", choices=["full", "selective"])
-    ap.add_argument("--recompute-method", choices=["uniform", "block"])
-    ap.add_argument("--fp8-format", choices=["e4m3", "hybrid"])
-    return ap
+def test_golden_capability_matrix():
+    # The matrix is data: a change to what a framework supports shows up here.
+    path = DATA / "capabilities.json"
+    text = json.dumps(capability_matrix(), indent=1, sort_keys=True) + "\n"
+    if UPDATE:
+        path.write_text(text)
+    assert path.read_text() == text
+    matrix = capability_matrix()
+    assert set(matrix["zero_1"]) == set(FRAMEWORKS)
+    assert matrix["zero_1"]["megatron"]["how"] == "--use-distributed-optimizer"
+    assert matrix["context_parallel"]["deepspeed"]["status"] == "no"
+
+
+def check_same_plan(got: dict, est, keys=KEYS):
+    for k in keys:
+        want = getattr(est, k)
+        if k == "zero_stage" and got[k] is None:
+            continue                          # dp == 1: every stage is the same plan
+        assert got[k] == (list(want) if isinstance(want, list) else want), (k, got[k], want)
+
+
+def read_back(est, req) -> dict:
+    """Every framework artifact of the plan, read back with the frameworks' own names."""
+    out = {}
+    if "megatron" in est.frameworks:
+        out["megatron"] = megatron_plan(est.launch.megatron_args, est.gpus_used)
+    if "torchtitan" in est.frameworks:
+        out["torchtitan"] = torchtitan_plan(est.launch.torchtitan_toml, req.model.num_layers)
+    if "deepspeed" in est.frameworks:
+        out["deepspeed"] = deepspeed_plan(est.launch.deepspeed_config, est.gpus_used,
+                                          req.model.num_layers)
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
-def test_megatron_args_parse_back_to_the_plan(name):
+def test_artifacts_read_back_to_the_plan(name):
     req, est = launched(name)
-    a = megatron_parser().parse_args(est.launch.megatron_args)
-    assert (a.tensor_model_parallel_size, a.pipeline_model_parallel_size,
-            a.context_parallel_size) == (est.tp, est.pp, est.cp)
-    world = est.dp * est.tp * est.pp * est.cp
-    assert world // (a.tensor_model_parallel_size * a.pipeline_model_parallel_size
-                     * a.context_parallel_size) == est.dp
-    assert a.micro_batch_size == est.micro_batch_size
-    assert a.global_batch_size == req.training.global_batch_size
-    assert a.global_batch_size == est.dp * est.micro_batch_size * est.grad_accum_steps
-    assert (a.num_virtual_stages_per_pipeline_rank or 1) == est.vpp
-    assert a.sequence_parallel == est.sequence_parallel
-    assert (a.recompute_granularity or "none") == est.recompute
-    assert a.use_distributed_optimizer == (est.zero_stage >= 1)
-    assert a.num_layers == req.model.num_layers and a.hidden_size == req.model.hidden_size
-    assert (a.num_query_groups or a.num_attention_heads) == req.model.kv_heads
-    lay = est.layers_per_stage
-    if a.decoder_first_pipeline_num_layers is not None:
-        rest = a.num_layers - a.decoder_first_pipeline_num_layers - \
-            a.decoder_last_pipeline_num_layers
-        assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers) == \
-            (lay[0], lay[-1])
-        assert all(n * (est.pp - 2) == rest for n in lay[1:-1])
-    else:
-        assert len(set(lay)) == 1
+    assert est.frameworks, "every golden plan runs on some framework"
+    got = read_back(est, req)
+    assert set(got) == set(est.frameworks)
+    for fw, plan in got.items():
+        check_same_plan(plan, est)
+        if fw != "deepspeed":
+            assert plan["sequence_parallel"] == est.sequence_parallel
+            assert plan["recompute"] == est.recompute
+    if "megatron" in got:
+        assert got["megatron"]["layers_per_chunk"] == (est.layers_per_chunk or
+                                                       [[n] for n in est.layers_per_stage])
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
-def test_torchtitan_toml_parses_back_to_the_plan(name):
-    req, est = launched(name)
-    cfg = tomllib.loads(est.launch.torchtitan_toml)
-    par, tr = cfg["parallelism"], cfg["training"]
-    dp = par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"]
-    assert (dp, par["tensor_parallel_degree"], par["pipeline_parallel_degree"],
-            par["context_parallel_degree"]) == (est.dp, est.tp, est.pp, est.cp)
-    assert (par["data_parallel_shard_degree"] > 1) == (est.zero_stage > 0 and est.dp > 1)
-    assert tr["global_batch_size"] == req.training.global_batch_size
-    assert tr["seq_len"] == req.training.seq_length
-    per_rank = tr["local_batch_size"]
-    if est.pp > 1:       # the whole per-rank batch, cut into pipeline micro-batches
-        assert per_rank == est.micro_batch_size * est.grad_accum_steps
-        assert par["pipeline_parallel_microbatch_size"] == est.micro_batch_size
-        assert par["pipeline_parallel_schedule"] == ("Interleaved1F1B" if est.vpp > 1 else "1F1B")
-    else:                # accumulation derived: global / (local * dp)
-        assert tr["global_batch_size"] // (per_rank * dp) == est.grad_accum_steps
-    assert cfg["activation_checkpoint"]["mode"] == est.recompute
+def test_frameworks_that_cannot_run_a_plan_are_refused_with_reasons(name):
+    _, est = launched(name)
+    for fw in FRAMEWORKS:
+        if fw in est.frameworks:
+            render(est.launch, fw)
+            continue
+        with pytest.raises(NotRunnable) as info:
+            render(est.launch, fw)
+        assert info.value.reasons and info.value.reasons == est.launch.not_runnable[fw]
+        assert getattr(est.launch, {"megatron": "megatron_args", "torchtitan": "torchtitan_toml",
+                                    "deepspeed": "deepspeed_config"}[fw]) is None
 
 
-@pytest.mark.parametrize("name", sorted(PLANS))
-def test_deepspeed_config_parses_back_or_says_why_not(name):
-    req, est = launched(name)
-    cfg = est.launch.deepspeed_config
-    if est.tp * est.pp * est.cp > 1:
-        assert cfg is None
-        assert any("Megatron" in n for n in est.launch.notes)
-        with pytest.raises(ValueError, match="DeepSpeed"):
-            render(est.launch, "deepspeed")
-        return
-    cfg = json.loads(render(est.launch, "deepspeed"))
-    assert cfg["train_batch_size"] == req.training.global_batch_size == (
-        cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * est.dp)
-    assert cfg["zero_optimization"]["stage"] == est.zero_stage
-    assert cfg["bf16"]["enabled"] is True
+def random_plan(rng: random.Random):
+    """A random valid plan of a random small model on a random cluster."""
+    while True:
+        heads = rng.choice([8, 16, 32])
+        layers = rng.randint(2, 40)
+        model = ModelSpec(name="m", num_layers=layers, hidden_size=heads * 64,
+                          num_attention_heads=heads, num_kv_heads=rng.choice([heads, heads // 4]),
+                          ffn_type=rng.choice(["gelu", "swiglu"]), vocab_size=32000)
+        gpn = rng.choice([2, 4, 6, 8])
+        nodes = rng.randint(1, 6)
+        cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=nodes, gpus_per_node=gpn)
+        training = TrainingSpec(global_batch_size=rng.choice([16, 32, 48, 64, 96, 128]),
+                                seq_length=rng.choice([1024, 2048, 4096]),
+                                precision=rng.choice(["bf16", "bf16", "fp8", "fp16"]))
+        tp, pp, cp = rng.choice([1, 2, 4]), rng.choice([1, 2, 3, 4, 8]), rng.choice([1, 1, 2])
+        n = cluster.num_gpus
+        if n % (tp * pp * cp):
+            continue
+        dp = n // (tp * pp * cp)
+        vpp = rng.choice([1, 1, 2, 3]) if pp > 1 else 1
+        plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp,
+                            micro_batch_size=rng.choice([1, 2]),
+                            recompute=rng.choice(["none", "selective", "full"]),
+                            zero_stage=rng.choice([0, 1, 2, 3]) if dp * cp > 1 else 0,
+                            sequence_parallel=tp > 1 and rng.random() < 0.7)
+        if not plan_violations(plan, model, cluster, training):
+            return model, cluster, training, plan
+
+
+def test_random_plans_artifacts_describe_exactly_the_plan():
+    rng = random.Random(11)
+    runnable = {fw: 0 for fw in FRAMEWORKS}
+    for _ in range(150):
+        model, cluster, training, plan = random_plan(rng)
+        est = estimate(model, cluster, training, plan)
+        req = EstimateRequest(model=model, cluster=cluster, training=training, plan=plan)
+        for fw, got in read_back(est, req).items():
+            runnable[fw] += 1
+            check_same_plan(got, est)
+            if fw == "megatron" and est.vpp > 1:
+                assert got["microbatch_group_size"] == est.microbatch_group_size
+                assert got["layers_per_chunk"] == est.layers_per_chunk
+        for fw in set(FRAMEWORKS) - set(est.frameworks):
+            with pytest.raises(NotRunnable):
+                render(est.launch, fw)
+    assert all(n > 10 for n in runnable.values()), runnable
+
+
+def launcher_program(est) -> list[str]:
+    """What the scheduler artifacts start: the first framework that runs the plan."""
+    fw = est.launch.launcher_framework
+    assert fw == est.frameworks[0]
+    if fw == "megatron":
+        return ["pretrain_gpt.py", *est.launch.megatron_args]
+    return ["-m", "torchtitan.train", "--job.config_file", "plan.toml"]
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
@@ -151,7 +190,8 @@ def test_kubernetes_manifest_parses_back(name):
     cmd = container["command"]
     assert cmd[0] == "torchrun" and f"--nnodes={nodes}" in cmd
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", doc["metadata"]["name"])
-    assert cmd[cmd.index("pretrain_gpt.py") + 1:] == est.launch.megatron_args
+    program = launcher_program(est)
+    assert cmd[-len(program):] == program
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
@@ -166,15 +206,37 @@ def test_sbatch_script_is_valid_bash_with_the_plan_shape(name, tmp_path):
     assert f"#SBATCH --gpus-per-node={est.launch.nproc_per_node}" in text
     srun = next(line for line in text.splitlines() if line.startswith("srun torchrun"))
     argv = shlex.split(srun)
-    assert argv[argv.index("pretrain_gpt.py") + 1:] == est.launch.megatron_args
+    program = launcher_program(est)
+    assert argv[-len(program):] == program
     assert f"--nproc-per-node={est.launch.nproc_per_node}" in argv
 
 
-def test_uneven_stages_and_zero3_notes():
-    _, est = launched("uneven-stages")
-    a = megatron_parser().parse_args(est.launch.megatron_args)
-    assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers) == (24, 28)
-    assert a.fp8_format == "hybrid" and a.bf16
-    _, z3 = launched("zero3")
-    assert any("zero_stage=3" in n for n in z3.launch.notes)
-    assert json.loads(render(z3.launch, "deepspeed"))["zero_optimization"]["stage"] == 3
+def test_torchrun_starts_torchtitan_when_megatron_cannot_run_the_plan():
+    # ZeRO-3 with pipeline parallelism: Megatron-FSDP is not documented with PP; torchtitan
+    # runs it (FSDP resharding after forward), so the scheduler artifacts start torchtitan.
+    m = ModelSpec.from_preset("llama3-8b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+    tr = TrainingSpec(global_batch_size=64, seq_length=4096)
+    est = estimate(m, c, tr, ParallelPlan(dp=4, tp=2, pp=2, zero_stage=3,
+                                          sequence_parallel=True, micro_batch_size=1))
+    assert est.frameworks == ["torchtitan"]
+    assert est.launch.launcher_framework == "torchtitan"
+    assert est.launch.torchrun[-4:] == ["-m", "torchtitan.train", "--job.config_file",
+                                        "plan.toml"]
+    assert "Megatron-FSDP" in " ".join(est.launch.not_runnable["megatron"]) or \
+        "pipeline" in " ".join(est.launch.not_runnable["megatron"])
+
+
+def test_a_plan_no_framework_runs_refuses_every_artifact():
+    # ZeRO-2 with pipeline parallelism and several micro-batches: Megatron-FSDP is not
+    # documented with PP, torchtitan's ZeRO-2 regathers every micro-batch, DeepSpeed's pipeline
+    # engine refuses ZeRO-2.
+    m = ModelSpec.from_preset("llama3-8b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+    tr = TrainingSpec(global_batch_size=64, seq_length=4096)
+    est = estimate(m, c, tr, ParallelPlan(dp=4, tp=2, pp=2, zero_stage=2,
+                                          sequence_parallel=True, micro_batch_size=1))
+    assert est.frameworks == []
+    for fmt in FORMATS:
+        with pytest.raises(NotRunnable):
+            render(est.launch, fmt)

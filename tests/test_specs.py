@@ -126,13 +126,15 @@ TRAIN = TrainingSpec(global_batch_size=512, seq_length=4096)
      "dp(2) * micro_batch_size(1) * grad_accum_steps(3) = 6 != global_batch_size(512)"),
     (dict(dp=1, tp=16), "plan.tp", "num_kv_heads(8) is not divisible by tp(16)"),
     (dict(dp=1, tp=3), "plan.tp", "num_attention_heads(64) is not divisible by tp(3)"),
-    (dict(dp=1, tp=8, pp=3, vpp=2), "plan.vpp",
-     "num_layers(80) is not divisible by pp(3) * vpp(2) = 6"),
+    (dict(dp=1, tp=8, pp=4, vpp=30), "plan.vpp",
+     "pp(4) * vpp(30) = 120 model chunks cannot be filled by num_layers(80)"),
     (dict(dp=1, tp=8, cp=3), "plan.cp", "seq_length(4096) is not divisible by 2 * cp(3) = 6"),
     (dict(dp=1, tp=8, pp=2, layers_per_stage=(30, 30)), "plan.layers_per_stage",
      "sum[30, 30] = 60 != num_layers(80)"),
-    (dict(dp=1, tp=8, pp=8, micro_batch_size=128), "plan.grad_accum_steps",
-     "grad_accum_steps(4) < pp(8)"),
+    (dict(dp=1, tp=8, pp=8, vpp=2, micro_batch_size=128), "plan.grad_accum_steps",
+     "interleaved 1F1B needs grad_accum_steps(4) >= pp(8)"),
+    (dict(dp=1, tp=8, pp=4, vpp=2, micro_batch_size=64, microbatch_group_size=5),
+     "plan.microbatch_group_size", "leave a last group of 0 or >= pp micro-batches (8 % 5 = 3)"),
 ])
 def test_plan_violations_show_the_arithmetic(plan, field, reason):
     found = plan_violations(ParallelPlan(**plan), LLAMA70, DGX96, TRAIN)
@@ -142,13 +144,18 @@ def test_plan_violations_show_the_arithmetic(plan, field, reason):
 
 def test_valid_plan_has_no_violations_and_uneven_split():
     assert plan_violations(ParallelPlan(dp=4, tp=8, pp=3), LLAMA70, DGX96, TRAIN) == []
+    # Fewer micro-batches than stages (1F1B; Megatron-LM runs it) and layers that pp * vpp
+    # does not divide (a custom layout) are plans, not errors.
+    assert plan_violations(ParallelPlan(dp=1, tp=8, pp=8, micro_batch_size=128), LLAMA70,
+                           DGX96, TRAIN) == []
+    assert plan_violations(ParallelPlan(dp=1, tp=8, pp=3, vpp=2), LLAMA70, DGX96, TRAIN) == []
     # Middle stages equal (what Megatron-LM can launch): c = ceil(80 / 3) = 27, the first and
     # last stages share 80 - 27 = 53, the last (with the LM head) taking the smaller half.
     assert stage_layers(ParallelPlan(dp=4, tp=8, pp=3), LLAMA70) == (27, 27, 26)
     # c = ceil(80 / 6) = 14; the ends share 80 - 4 * 14 = 24.
     assert stage_layers(ParallelPlan(dp=2, tp=8, pp=6), LLAMA70) == (12, 14, 14, 14, 14, 12)
     # 10 layers on 8 stages: c = 2 would leave nothing for the ends, so c = 1.
-    from planner.specs.plan import split_layers
+    from planner.specs.layout import split_layers
 
     assert split_layers(10, 8) == (2, 1, 1, 1, 1, 1, 1, 2)
     for layers in range(1, 60):

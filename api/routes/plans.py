@@ -22,7 +22,7 @@ from api.service import (
     run_plan,
     to_plan_request,
 )
-from planner.launch import FORMATS, render
+from planner.launch import FORMATS, NotRunnable, render
 from planner.result import LaunchSpec, PlanEstimate
 from planner.search import PlanResult
 
@@ -84,12 +84,17 @@ def get_plan(plan_id: str, engine: EngineDep):
 @router.get("/plans/{plan_id}/launch/{fmt}", dependencies=READ, response_class=PlainTextResponse,
             summary="Download a launch artifact", operation_id="plans-launch",
             responses={200: {"content": {m: {} for m, _ in FORMATS.values()},
-                             "description": "The artifact as a file."}})
+                             "description": "The artifact as a file."},
+                       409: {"model": Problem, "content": {MEDIA_TYPE: {}},
+                             "description": "That framework cannot run this plan as predicted; "
+                                            "the problem names what it lacks."}})
 def get_launch(plan_id: str, fmt: Annotated[LaunchFormat, Path(description="Artifact.")],
                engine: EngineDep,
                rank: Annotated[int, Query(ge=1, le=100, description="Which plan (1 = best).")] = 1):
     """One launch artifact of a stored plan: Megatron-LM arguments, torchtitan TOML, DeepSpeed
-    JSON, torchrun command, sbatch script or Kubernetes JobSet."""
+    JSON, torchrun command, sbatch script or Kubernetes JobSet. A framework that cannot run the
+    plan as predicted (see the plan's ``frameworks``) is refused with 409, never rendered as a
+    different plan."""
     result = get_plan_or_404(plan_id, engine=engine)["result"]
     plans = result.get("plans") or []
     if rank > len(plans):
@@ -98,9 +103,9 @@ def get_launch(plan_id: str, fmt: Annotated[LaunchFormat, Path(description="Arti
     launch = LaunchSpec.model_validate(plans[rank - 1]["launch"])
     try:
         text = render(launch, fmt)
-    except ValueError as exc:
-        raise ApiProblem(422, "Not expressible", str(exc),
-                         type_="/problems/launch-not-expressible") from None
+    except NotRunnable as exc:
+        raise ApiProblem(409, "Conflict", str(exc), type_="/problems/framework-cannot-run-plan",
+                         framework=exc.framework, missing=exc.reasons) from None
     media, ext = FORMATS[fmt]
     return Response(text, media_type=media, headers={
         "Content-Disposition": f'attachment; filename="{plan_id}-{rank}.{ext}"'})

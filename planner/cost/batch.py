@@ -1,22 +1,38 @@
-"""Step time and memory of many plans at once (numpy arrays), from memoised components.
+"""The step model: step time and memory of many plans at once (numpy arrays), from memoised
+components. ``estimate`` runs it on one plan, the search on every plan of its space.
 
-This is the cost model's composition, written once for arrays: ``estimate`` runs it on one plan,
-the search on every plan of its space. Per micro-batch, pipeline stage i spends
+One optimizer step, per pipeline stage s and micro-batch (layers L_s):
 
-    t_i = L_i (fwd + bwd + recompute + exposed TP + exposed CP) + embedding (first stage)
-          + LM head and loss (last stage) + exposed ZeRO-3 gathers
+    forward  F_s = L_s * period_f + embedding (first stage) + LM head and loss (last stage)
+    backward B_s = L_s * period_b + the same, backward
+    t_s      = F_s + B_s + host overhead per micro-batch (+ ZeRO-2's exposed reduce-scatter)
 
-and the step takes
+A layer's period is its compute plus the communication it exposes (``tables.LayerCost``: TP's
+collectives on the critical path or beside the GEMMs that hide them, CP's ring exchanges beside
+the attention blocks). With ZeRO-3 the layer's weights are all-gathered ``P`` layers ahead on
+the communication stream (and again for the backward, with the gradients' reduce-scatter), so a
+layer whose gather g outlasts its compute c waits (max-plus over identical layers):
 
-    m max_i t_i + (sum_i t_i - max_i t_i) / v      (1F1B, interleaved when v > 1)
-    + 2 v m t_p2p + exposed DP reduction + exposed ZeRO-1/2 gathers + optimizer
+    period = max(c + k min(c, g), g)            P >= 1
+    period = c + k min(g, P c) + max(0, g - P c) P < 1 (only P c of compute to hide behind)
 
-For equal stages the bubble is (p - 1) t / v, the fraction (p-1)/(v m) of Narayanan et al. SC'21
-section 2.2. The DP reduction overlaps the last micro-batch's backward on the first stage when
-``overlap_grad_reduce`` is on (the last bucket always stays exposed). Stages are grouped into at
-most four classes (first, last, middle stages with one more layer, the other middle stages),
-since stages of a class differ only in how many micro-batches they hold; each class is costed at
-its earliest stage, which holds the most.
+k being ``overlap_slowdown``; the first gather and the last reduce-scatter of every
+micro-batch are exposed. ZeRO-2 reduce-scatters every micro-batch's gradients bucket by bucket
+during its backward.
+
+The pipeline (``pipeline.makespan``, checked against the event simulation in
+``pipeline.simulate``): the slowest stage runs all m micro-batches, the others' fill and drain
+is the bubble, v times smaller with interleaving, (p - 1) t whenever m < p:
+
+    step = m t_max + bubble + send/recv + exposed DP reduction + exposed weight gather + optimizer
+
+The gradient reduction (ZeRO 0/1, once per step) runs in buckets while the last micro-batch's
+backward proceeds: bucket k of n is ready at k/n of that backward B and the buckets queue on
+one stream, so the step ends max(tau, n tau - (n - 1) B / n) after the backward (the
+max-plus recurrence e_k = max(e_(k-1), k B / n) + tau solved in closed form). The ZeRO-1/2
+weight all-gather overlaps the next forward the same way. Stages are grouped into at most four
+classes (first, last, and the middle stages by layer count), since stages of a class differ
+only in how many micro-batches they hold; each class is costed at its earliest stage.
 """
 
 from __future__ import annotations
@@ -26,13 +42,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.cost.memory import GIB, in_flight_microbatches, model_state_bytes, stage_params
-from planner.cost.tables import RECOMPUTE, CostTables
+from planner.cost.pipeline import makespan
+from planner.cost.tables import RECOMPUTE, CostTables, overlapped
 from planner.specs import ParallelPlan
-from planner.specs.plan import split_layers
+from planner.specs.layout import Layout, default_layout
+from planner.specs.placement import launch_layout
+from planner.specs.plan import microbatch_group
 
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_comm", "pipeline_bubble",
-                  "dp_comm", "zero_comm", "optimizer")
+                  "dp_comm", "zero_comm", "optimizer", "overhead")
 PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp")
+# Bytes the optimizer step moves per parameter it updates: mixed-precision Adam reads the fp32
+# gradient, master weight and two moments (16 B) and writes the master weight, the moments and
+# the 16-bit copy (14 B) (research notes; ZeRO paper's K = 12 states plus the copies).
+OPTIMIZER_BYTES_PER_PARAM = 30
 
 
 @dataclass(frozen=True)
@@ -92,15 +115,9 @@ class BatchCost:
     class_memory: np.ndarray | None = None
     layer_time: np.ndarray | None = None
     class_layer_memory: np.ndarray | None = None
-
-
-def pipeline_time(t_max, t_sum, m, v):
-    """(total, bubble) of a 1F1B schedule (interleaved when v > 1) of m micro-batches whose
-    slowest stage takes t_max per micro-batch and all stages together t_sum: the slowest stage
-    runs all m, the others' fill and drain is the bubble, shrunk v times by interleaving. With p
-    equal stages the bubble is (p-1) t / v, a fraction (p-1)/(v m) of m t (Narayanan et al.)."""
-    bubble = (t_sum - t_max) / v
-    return m * t_max + bubble, bubble
+    # Per plan: a layer's forward and backward periods, the fixed costs of a stage's
+    # micro-batch, the embedding and head, one send/recv (the predicted trace draws them).
+    detail: dict[str, np.ndarray] | None = None
 
 
 def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
@@ -108,6 +125,8 @@ def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
     keys = np.asarray(keys, dtype=np.int64)
     if len(keys) == 1:                          # one plan (estimate): no grouping to do
         return np.array([fn(*map(int, keys[0]))], dtype=float).reshape(1, width)
+    if len(keys) == 0:
+        return np.zeros((0, width))
     radix = [int(keys[:, j].max(initial=0)) + 1 for j in range(keys.shape[1])]
     if np.prod(radix, dtype=float) < 2**62:   # mixed-radix code of the row: one 1-D unique
         code = np.zeros(len(keys), dtype=np.int64)
@@ -120,54 +139,99 @@ def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
     return vals[inv.reshape(-1)]
 
 
-def _classes(pp: np.ndarray, num_layers: int, explicit: tuple[int, ...] | None):
+def _layout_rows(layout: Layout) -> list[tuple]:
+    """Stage classes of a layout: (layers, is_first, is_last, count, first index)."""
+    p = layout.pp
+    st = layout.stages
+    rows = [(st[0], 1, 1 if p == 1 else 0, 1, 0)]
+    if p > 1:
+        rows.append((st[-1], 0, 1, 1, p - 1))
+        middle = st[1:-1]
+        for n_layers in sorted(set(middle), reverse=True):
+            where = [i + 1 for i, x in enumerate(middle) if x == n_layers]
+            rows.append((n_layers, 0, 0, len(where), where[0]))
+    return rows
+
+
+def _classes(plans: PlanArrays, num_layers: int, explicit: Layout | None):
     """(layers, is_first, is_last, count, first_index) arrays of shape (n, C)."""
-    if explicit is not None:
-        p = len(explicit)
-        L = np.array([explicit], dtype=float)
+    if explicit is not None:     # one class per stage (the stage balancer reads each)
+        p = explicit.pp
         idx = np.arange(p)[None, :]
-        return (L, (idx == 0).astype(float), (idx == p - 1).astype(float),
-                np.ones((1, p)), idx.astype(float))
+        return (np.array([explicit.stages], dtype=float), (idx == 0).astype(float),
+                (idx == p - 1).astype(float), np.ones((1, p)), idx.astype(float))
+    key = plans.pp * 100_000 + plans.vpp
     table = {}
-    for p in np.unique(pp):
-        p = int(p)
-        split = split_layers(num_layers, p)
-        rows = [(split[0], 1, 1 if p == 1 else 0, 1, 0)]
-        if p > 1:
-            rows.append((split[-1], 0, 1, 1, p - 1))
-            middle = split[1:-1]
-            for n_layers in sorted(set(middle), reverse=True):
-                where = [i + 1 for i, x in enumerate(middle) if x == n_layers]
-                rows.append((n_layers, 0, 0, len(where), where[0]))
-        rows += [(0, 0, 0, 0, 0)] * (4 - len(rows))
-        table[p] = rows
-    uniq, inv = np.unique(pp, return_inverse=True)
-    arr = np.array([table[int(p)] for p in uniq], dtype=float)[inv.reshape(-1)]   # (n, 4, 5)
+    for k in np.unique(key):
+        p, v = int(k // 100_000), int(k % 100_000)
+        layout = default_layout(num_layers, p, v)
+        rows = _layout_rows(layout) if layout is not None else [(0, 0, 0, 0, 0)]
+        table[int(k)] = rows + [(0, 0, 0, 0, 0)] * (4 - len(rows))
+    uniq, inv = np.unique(key, return_inverse=True)
+    arr = np.array([table[int(k)] for k in uniq], dtype=float)[inv.reshape(-1)]   # (n, 4, 5)
     return arr[..., 0], arr[..., 1], arr[..., 2], arr[..., 3], arr[..., 4]
+
+
+def _col(a):
+    """A per-plan array as a column, to broadcast against (n, classes) arrays."""
+    return a.astype(float)[:, None] if np.ndim(a) else a
+
+
+def zero3_period(c, g, prefetch: float, k: float):
+    """Per-layer time when the layer's gather (and reduce-scatter) ``g`` runs ``prefetch``
+    layers ahead of compute ``c`` on one stream (see the module docstring)."""
+    if prefetch >= 1:
+        return np.maximum(c + k * np.minimum(c, g), g)
+    window = prefetch * c
+    return c + k * np.minimum(g, window) + np.maximum(0.0, g - window)
+
+
+def bucket_tail(tau, n, window, k: float):
+    """Exposed time of n buckets of tau each, bucket j ready at j/n of ``window`` of compute
+    (the closed form of the recurrence in the module docstring), plus the compute's slowdown
+    while they overlap it."""
+    n = np.maximum(n, 1)
+    tail = np.maximum(tau, n * tau - (n - 1) / n * window)
+    return tail + k * np.minimum(n * tau - tail, window)
 
 
 def compose(plans: PlanArrays, tables: CostTables,
             layers_per_stage: tuple[int, ...] | None = None,
-            memory_cap: float | None = None) -> BatchCost:
+            memory_cap: float | None = None, *, layout: Layout | None = None,
+            group: int | None = None) -> BatchCost:
     """Cost of every plan (each assumed valid: see ``plan_violations``). With ``memory_cap``,
     step times are computed only for plans whose memory fits (the others get +inf): the search
-    needs no more, and memory is the cheaper half."""
+    needs no more, and memory is the cheaper half. ``layers_per_stage`` (or a whole ``layout``)
+    and ``group`` (the interleaved schedule's micro-batch group) apply to a single plan."""
     model, training, eff = tables.model, tables.training, tables.eff
+    if layout is None and layers_per_stage is not None:
+        from planner.specs.layout import explicit_layout
+        layout = explicit_layout(tuple(layers_per_stage), int(plans.vpp[0]))
     dp, tp, pp, cp, v = plans.dp, plans.tp, plans.pp, plans.cp, plans.vpp
     mbs, rec, zero = plans.mbs, plans.rec, plans.zero
     m = training.global_batch_size // (dp * mbs)
     nd = dp * cp
+    world = dp * tp * pp * cp
+    G = tables.cluster.gpus_per_node
+    npn = _gather(world[:, None], lambda w: (launch_layout(w, G).nproc_per_node,), 1)[:, 0]
+    npn = npn.astype(np.int64)
+    if group is not None:
+        grp = np.full(len(plans), group)
+    else:
+        grp = _gather(np.stack([m, pp, v], 1),
+                      lambda mm, p, vv: (microbatch_group(mm, p) or p if vv > 1 else p,), 1)[:, 0]
 
-    def layer_row(t, c, b, r, s):
-        lw, tp_s, cp_s = tables.layer(t, c, b, r, s)
-        return (lw.fwd_s, lw.bwd_s, lw.recompute_s, lw.fwd_flops, lw.recompute_flops,
-                lw.stored_bytes, lw.working_bytes, tp_s, cp_s)
+    def layer_row(t, c, b, r, s, n):
+        lc = tables.layer(t, c, b, r, s, n)
+        w = lc.work
+        return (w.fwd_s, w.bwd_s, w.recompute_s, w.fwd_flops, w.recompute_flops,
+                w.stored_bytes, w.working_bytes, lc.tp_fwd, lc.tp_bwd, lc.cp_fwd, lc.cp_bwd)
 
     def head_row(t, c, b):
         hw = tables.head(t, c, b)
         return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s)
 
-    classes = _classes(pp, model.num_layers, layers_per_stage)
+    classes = _classes(plans, model.num_layers, layout)
     L, first, last, count, sidx = classes
     present = count > 0
     rows = np.arange(len(plans))
@@ -176,8 +240,10 @@ def compose(plans: PlanArrays, tables: CostTables,
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
     params_c = stage_params(model, _col(tp), _col(pp), L, first, last)
     weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd))
-    zero_buf = np.where(_col(zero) >= 3,
-                        2 * model.params_per_layer / _col(tp) * training.param_bytes, 0.0)
+    # ZeRO-3 holds the layer in use and those prefetched, and one layer's full gradients.
+    z3_layers = 1 + max(1.0, training.zero3_prefetch_layers)
+    zero_buf = np.where(_col(zero) >= 3, model.params_per_layer / _col(tp)
+                        * (z3_layers * training.param_bytes + training.grad_bytes), 0.0)
     zero_buf = zero_buf * np.ones_like(L)
     states = np.where(present, weights + grads + optim + zero_buf, -np.inf)
     # Model states alone are a lower bound: plans they already overflow need no more work.
@@ -186,14 +252,15 @@ def compose(plans: PlanArrays, tables: CostTables,
         floor = states.max(axis=1) + eff.memory_reserve_gib * GIB
         alive = np.flatnonzero(floor <= memory_cap)
 
-    LW = np.zeros((len(plans), 9))
+    LW = np.zeros((len(plans), 11))
     HW = np.zeros((len(plans), 5))
     a_plans = plans.take(alive) if memory_cap is not None else plans
+    a_npn = npn[alive] if memory_cap is not None else npn
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
-                                  a_plans.sp], 1), layer_row, 9)
+                                  a_plans.sp, a_npn], 1), layer_row, 11)
     HW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5)
     stored, working, logits = LW[:, 5], LW[:, 6], HW[:, 3]
-    inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m))
+    inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m), _col(grp))
     acts = (L * _col(stored) * inflight
             + np.where((_col(rec) == 2) & (L > 0), _col(working), 0.0) + last * _col(logits))
     reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
@@ -211,14 +278,18 @@ def compose(plans: PlanArrays, tables: CostTables,
     sel = rows if memory_cap is None else np.flatnonzero(memory <= memory_cap)
     t_masked = np.full(L.shape, -np.inf)
     step = np.full(len(plans), np.inf)
+    layer_time = np.full(len(plans), np.nan)
     bd = {k: np.full(len(plans), np.nan) for k in BREAKDOWN_KEYS}
+    detail = None
     if len(sel):
         sub = plans.take(sel) if memory_cap is not None else plans
-        t_masked[sel], step[sel], sub_bd = _times(
-            sub, tables, layers_per_stage, LW[sel], HW[sel],
-            tuple(a[sel] for a in classes), params_c[sel], present[sel])
+        t_masked[sel], step[sel], layer_time[sel], sub_bd, sub_detail = _times(
+            sub, tables, layout, LW[sel], HW[sel], tuple(a[sel] for a in classes),
+            params_c[sel], present[sel], npn[sel])
         for k in BREAKDOWN_KEYS:
             bd[k][sel] = sub_bd[k]
+        if memory_cap is None:
+            detail = sub_detail
 
     fwd_flops, rec_flops, head_flops = LW[:, 3], LW[:, 4], HW[:, 2]
     scale = (tp * cp).astype(float) * (training.global_batch_size / mbs.astype(float))
@@ -229,86 +300,110 @@ def compose(plans: PlanArrays, tables: CostTables,
         memory_stage=sidx[rows, pk].astype(int),
         memory_parts={k: val[rows, pk] for k, val in parts.items()},
         model_flops=model_flops, hardware_flops=hw_flops, m=m,
-        class_time=t_masked, class_memory=total,
-        layer_time=LW[:, 0] + LW[:, 1] + LW[:, 2] + LW[:, 7] + LW[:, 8],
-        class_layer_memory=class_layer_memory,
+        class_time=t_masked, class_memory=total, layer_time=layer_time,
+        class_layer_memory=class_layer_memory, detail=detail,
     )
 
 
-def _col(a):
-    """A per-plan array as a column, to broadcast against (n, classes) arrays."""
-    return a.astype(float)[:, None] if np.ndim(a) else a
-
-
-def _times(plans: PlanArrays, tables: CostTables, layers_per_stage, LW, HW, classes,
-           params_c, present):
-    """(class times (n, C), step times, breakdown) of plans whose components are given."""
+def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, params_c, present,
+           npn):
+    """(class times (n, C), step times, time per added layer, breakdown) of plans whose
+    components are given."""
     training, eff = tables.training, tables.eff
-    hbm = tables.cluster.gpu.memory_bandwidth_gb_per_s * 1e9
+    gpu = tables.cluster.gpu
+    hbm = gpu.memory_bandwidth_gb_per_s * 1e9 * (eff.hbm_efficiency or gpu.hbm_efficiency)
+    k = eff.overlap_slowdown
     dp, tp, pp, cp, v = plans.dp, plans.tp, plans.pp, plans.cp, plans.vpp
     mbs, zero = plans.mbs, plans.zero
     m = training.global_batch_size // (dp * mbs)
     nd = dp * cp
-    fwd, bwd, rec_s, tp_layer, cp_layer = LW[:, 0], LW[:, 1], LW[:, 2], LW[:, 7], LW[:, 8]
+    fwd, bwd, rec_s = LW[:, 0], LW[:, 1], LW[:, 2]
+    tp_f, tp_b, cp_f, cp_b = LW[:, 7], LW[:, 8], LW[:, 9], LW[:, 10]
     head_fwd, head_bwd, embed = HW[:, 0], HW[:, 1], HW[:, 4]
     L, first, last, count, _ = classes
+    c_f = fwd + tp_f + cp_f                    # a layer's forward and backward periods
+    c_b = bwd + rec_s + tp_b + cp_b
 
+    # ZeRO-3: per-layer gathers and reduce-scatters on the communication stream.
     z3 = (zero >= 3) & (nd > 1)
 
-    def z3_row(flag, t, c, d):
+    def z3_row(flag, t, c, d, n):
         if not flag:
             return (0.0, 0.0)
-        ag, rs = tables.zero3_uses(t, c, d)
-        return (ag.cost.time_s, rs.cost.time_s)
+        ag, rs = tables.zero3_uses(t, c, d, n)
+        calls = training.zero3_gathers_per_layer
+        return (calls * ag.cost.time_s, calls * rs.cost.time_s)
 
-    z3_ag, z3_rs = _gather(np.stack([z3, tp, cp, dp], 1), z3_row, 2).T
+    z3_ag, z3_rs = _gather(np.stack([z3, tp, cp, dp, npn], 1), z3_row, 2).T
+    P = training.zero3_prefetch_layers
+    period_f = np.where(z3, zero3_period(c_f, z3_ag, P, k), c_f)
+    period_b = np.where(z3, zero3_period(c_b, z3_ag + z3_rs, P, k), c_b)
+    z3_edges = np.where(z3, z3_ag + z3_rs, 0.0)          # first gather, last reduce-scatter
 
-    # Stage classes and their per-micro-batch times.
+    # Per stage class, one micro-batch.
     compute_c = L * _col(fwd + bwd) + first * _col(2 * embed) + last * _col(head_fwd + head_bwd)
     recomp_c = L * _col(rec_s)
-    tp_c = L * _col(tp_layer)
-    cp_c = L * _col(cp_layer)
-    z3_c = np.where(_col(z3), np.maximum(0.0, L * _col(2 * z3_ag + z3_rs) - compute_c - recomp_c)
-                    + _col(z3_ag), 0.0)
-    t_c = compute_c + recomp_c + tp_c + cp_c + z3_c
-    t_masked = np.where(present, t_c, -np.inf)
-    b = np.argmax(t_masked, axis=1)
-    rows = np.arange(len(plans))
-    t_max = t_masked[rows, b]
-    t_sum = (np.where(present, t_c, 0.0) * count).sum(axis=1)
-    bd = {
-        "compute": m * compute_c[rows, b], "recompute": m * recomp_c[rows, b],
-        "tp_comm": m * tp_c[rows, b], "cp_comm": m * cp_c[rows, b],
-        "zero_comm": m * z3_c[rows, b], "pipeline_bubble": pipeline_time(t_max, t_sum, m, v)[1],
-    }
+    tp_c = L * _col(tp_f + tp_b)
+    cp_c = L * _col(cp_f + cp_b)
+    zero_c = L * _col(period_f + period_b - c_f - c_b) + _col(z3_edges)
+    overhead = eff.microbatch_overhead_us * 1e-6
+    F_c = L * _col(period_f) + first * _col(embed) + last * _col(head_fwd)
+    B_c = L * _col(period_b) + first * _col(embed) + last * _col(head_bwd)
 
-    # Pipeline send/recv.
-    def p2p_row(t, c, d, p, mb):
-        return (tables.p2p_use(t, c, d, p, mb).cost.time_s if p > 1 else 0.0,)
-
-    (p2p,) = _gather(np.stack([tp, cp, dp, pp, mbs], 1), p2p_row, 1).T
-    bd["pp_comm"] = 2 * v * m * p2p
-
-    # Data-parallel reduction and the optimizer, sized by the largest stage.
-    p_stage = np.where(present, params_c, 0.0).max(axis=1)
-    first_layers = L[:, 0]
-    def dp_row(t, c, d, p, z):
-        uses = tables.dp_uses(t, c, d, z, tables.largest_stage_params(t, p, layers_per_stage))
+    # Data-parallel reduction and weight gather, sized by the largest stage.
+    def dp_row(t, c, d, p, vv, z, n):
+        lay = layout or default_layout(tables.model.num_layers, p, vv)
+        uses = tables.dp_uses(t, c, d, z, tables.largest_stage_params(t, lay), n)
         grad = uses[0] if uses else None
         gather = uses[1] if len(uses) > 1 else None
         return (grad.calls if grad else 0.0, grad.cost.time_s if grad else 0.0,
                 gather.cost.time_s if gather else 0.0)
 
-    n_b, t_grad, t_gather = _gather(np.stack([tp, cp, dp, pp, zero], 1), dp_row, 3).T
+    n_b, t_grad, t_gather = _gather(np.stack([tp, cp, dp, pp, v, zero, npn], 1), dp_row, 3).T
+    # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
+    z2_tail = np.where(zero == 2, bucket_tail(t_grad, n_b, B_c[:, 0], k), 0.0)
+    dpm_c = np.where(present, _col(z2_tail), 0.0)
+    t_c = F_c + B_c + overhead + dpm_c + _col(z3_edges)
+    t_masked = np.where(present, t_c, -np.inf)
+    b = np.argmax(t_masked, axis=1)
+    rows = np.arange(len(plans))
+    t_max = t_masked[rows, b]
+    t_sum = (np.where(present, t_c, 0.0) * count).sum(axis=1)
+
+    def p2p_row(t, c, d, p, mb):
+        return (tables.p2p_use(t, c, d, p, mb).cost.time_s if p > 1 else 0.0,)
+
+    (p2p,) = _gather(np.stack([tp, cp, dp, pp, mbs], 1), p2p_row, 1).T
+    # Send/recv: 1F1B's blocking exchanges sit on the critical path of every micro-batch;
+    # interleaved schedules overlap them (Megatron's overlap_p2p_comm), leaving the fill.
+    hops = np.where(v == 1, 2 * (m + pp - 1), 2 * (pp * v - 1)) * np.where(pp > 1, 1, 0)
+    pipe, bubble = makespan(t_max, t_sum, m, v, pp, 0.0)
+    bd = {
+        "compute": m * compute_c[rows, b], "recompute": m * recomp_c[rows, b],
+        "tp_comm": m * tp_c[rows, b], "cp_comm": m * cp_c[rows, b],
+        "zero_comm": m * zero_c[rows, b], "dp_comm": m * dpm_c[rows, b],
+        "overhead": m * overhead, "pipeline_bubble": bubble, "pp_comm": hops * p2p,
+    }
+    once = (zero <= 1)
     if training.overlap_grad_reduce:
-        dp_exp = np.maximum(t_grad, n_b * t_grad - first_layers * bwd)
-        ag_exp = np.maximum(t_gather, n_b * t_gather - first_layers * fwd)
+        dp_exp = bucket_tail(t_grad, n_b, B_c[:, 0], k)
     else:
-        dp_exp, ag_exp = n_b * t_grad, n_b * t_gather
-    bd["dp_comm"] = dp_exp
-    bd["zero_comm"] = bd["zero_comm"] + ag_exp
+        dp_exp = n_b * t_grad
+    dp_tail = np.where(once, dp_exp, 0.0)
+    bd["dp_comm"] = bd["dp_comm"] + dp_tail
+    if training.overlap_param_gather:
+        ag_exp = bucket_tail(t_gather, n_b, F_c[:, 0], k)
+    else:
+        ag_exp = n_b * t_gather
+    gather_tail = np.where(t_gather > 0, ag_exp, 0.0)
+    bd["zero_comm"] = bd["zero_comm"] + gather_tail
+    p_stage = np.where(present, params_c, 0.0).max(axis=1)
     opt_params = p_stage / np.where(zero >= 1, nd, 1)
-    opt_bytes = 2 * training.optimizer_state_bytes + 2 * training.grad_bytes + training.param_bytes
-    bd["optimizer"] = opt_params * opt_bytes / (hbm * eff.hbm_efficiency)
-    step = sum(bd[k] for k in BREAKDOWN_KEYS)
-    return t_masked, step, bd
+    bd["optimizer"] = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm
+    step = sum(bd[key] for key in BREAKDOWN_KEYS)
+    layer_time = period_f + period_b
+    detail = {"layer_fwd": period_f, "layer_bwd": period_b, "embed": embed,
+              "head_fwd": head_fwd, "head_bwd": head_bwd, "p2p": p2p,
+              "microbatch_fixed": overhead + z2_tail + z3_edges, "pipeline": pipe,
+              "dp_tail": dp_tail, "gather_tail": gather_tail}
+    return t_masked, step, layer_time, bd, detail

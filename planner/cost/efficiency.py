@@ -1,21 +1,22 @@
-"""How close kernels get to the datasheet: the one documented efficiency model of the planner.
+"""The constants of the step model that are not properties of a GPU or a link: kernel and
+scheduling overheads, compute-communication interference, memory reserves. A request can
+override any of them (``"efficiency": {...}``); the GPU spec carries the achieved rates
+(``matmul_efficiency``, ``attention_efficiency``, ``hbm_efficiency``, ``sm_count``), which
+these fields may also override.
 
-A GEMM of shape (M, N, K) runs at
-
-    peak * matmul_peak_fraction * sat(M) * sat(N) * sat(K),    sat(x) = x / (x + matmul_half_dim)
-
-so large GEMMs reach ``matmul_peak_fraction`` of the dense peak (cuBLAS reaches 75-85% on A100
-and H100 at LLM shapes; 0.75 by default) and small per-GPU shapes (a thin TP shard, a short
-micro-batch, a 64-wide attention head) lose efficiency smoothly; this is the roofline-style
-saturation used by analytic planners such as Calculon (size-dependent efficiency tables).
-Memory-bound kernels (norms, activations, softmax, residual adds, the optimizer) move their bytes at
-``hbm_efficiency`` of the HBM bandwidth. Fused attention (FlashAttention) runs its matmuls at
-``attention_fraction`` of the GEMM efficiency (its backward recomputes the scores).
-
-The defaults were set once, for every GPU and every row together, against the published
-Megatron-LM runs of Narayanan et al. SC'21 Table 1 (``benchmarks/published_accuracy.py``); a
-request can override any of them (``"efficiency": {...}``) and calibration replaces them with
-measured rates.
+Sources of the defaults (measured micro-benchmarks, not fitted to training runs):
+- ``kernel_overhead_us`` 2.5: back-to-back kernels on one stream, fitted fixed cost 2.55 us on
+  A100 and 2.43 us on H200 (RRZE-HPC/gpu-benches, gpu-small-kernels repeated-stream fit).
+- ``matmul_half_dim`` 128: the GEMM main loop's prologue and epilogue, in units of K (the
+  reduction dimension); small-K GEMMs lose that share (an assumption on the cited tile
+  mechanism, NVIDIA's matrix multiplication guide).
+- ``attention_half_seq`` 500: fused causal attention reaches half its long-sequence rate at
+  about 500 keys (fits of the FlashAttention benchmark figures to s / (s + s0), within 7%).
+- ``overlap_slowdown`` 0.15: compute runs 15% slower while a collective runs beside it
+  (communication kernels take SMs and HBM bandwidth; 18.9% average, 40% maximum measured on
+  A100/H100 by arXiv 2507.03114; NCCL and Transformer Engine reserve 8-24 of 132 SMs).
+- ``microbatch_overhead_us`` 100: host work per micro-batch per stage (data, schedule
+  bookkeeping, p2p set-up) that is not hidden behind the GPU (an assumption).
 """
 
 from __future__ import annotations
@@ -26,22 +27,40 @@ from pydantic import BaseModel, ConfigDict, Field
 class EfficiencyModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    matmul_peak_fraction: float = Field(
-        0.75, ge=1e-3, le=1, description="Fraction of dense peak reached by large GEMMs."
+    matmul_peak_fraction: float | None = Field(
+        None, ge=1e-3, le=1,
+        description="Fraction of the dense peak the best-shaped GEMMs reach. Default: the GPU's "
+        "matmul_efficiency."
     )
     matmul_half_dim: float = Field(
-        64.0, ge=0, le=1e6,
-        description="GEMM dimension at which that dimension halves the efficiency."
+        128.0, ge=0, le=1e6, description="GEMM prologue and epilogue in units of the reduction "
+        "dimension K: a GEMM costs as if K were K + this (K = this halves a GEMM's rate)."
     )
-    attention_fraction: float = Field(
-        0.7, ge=1e-3, le=1, description="Fused-attention matmul rate relative to a GEMM's."
+    attention_fraction: float | None = Field(
+        None, ge=1e-3, le=1, description="Fused attention's long-sequence fraction of the "
+        "16-bit peak. Default: the GPU's attention_efficiency."
     )
-    hbm_efficiency: float = Field(
-        0.8, ge=1e-3, le=1,
-        description="Fraction of HBM bandwidth reached by memory-bound kernels."
+    attention_half_seq: float = Field(
+        500.0, ge=0, le=1e8, description="Keys per chunk at which fused attention runs at half "
+        "its long-sequence rate."
+    )
+    hbm_efficiency: float | None = Field(
+        None, ge=1e-3, le=1, description="Fraction of HBM bandwidth memory-bound kernels reach. "
+        "Default: the GPU's hbm_efficiency."
+    )
+    kernel_overhead_us: float = Field(
+        2.5, ge=0, le=1e4, description="Fixed time of every kernel (launch, ramp-up, tail), us."
+    )
+    overlap_slowdown: float = Field(
+        0.15, ge=0, le=2, description="Compute slows by this fraction while a collective "
+        "runs beside it (shared SMs and HBM)."
+    )
+    microbatch_overhead_us: float = Field(
+        100.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
+        "GPU waits for, us."
     )
     tp_comm_overlap: float = Field(
-        0.0, ge=0, le=1, description="Fraction of TP collectives hidden under compute (0: "
+        0.0, ge=0, le=1, description="Fraction of forward TP collectives hidden under GEMMs (0: "
         "Megatron default; ~0.5-0.8 with Transformer Engine's tp-comm-overlap)."
     )
     memory_reserve_gib: float = Field(
@@ -51,17 +70,3 @@ class EfficiencyModel(BaseModel):
     memory_fragmentation: float = Field(
         0.1, ge=0, le=1, description="Allocator fragmentation, as a fraction of activation memory."
     )
-
-    def gemm_efficiency(self, m: float, n: float, k: float) -> float:
-        h = self.matmul_half_dim
-        sat = (m / (m + h)) * (n / (n + h)) * (k / (k + h))
-        return self.matmul_peak_fraction * sat
-
-    def gemm_time(self, m: float, n: float, k: float, peak_flops: float, count: float = 1) -> float:
-        """Seconds for ``count`` GEMMs of shape (m, n, k): 2mnk FLOPs each."""
-        if m <= 0 or n <= 0 or k <= 0:
-            return 0.0
-        return count * 2 * m * n * k / (peak_flops * self.gemm_efficiency(m, n, k))
-
-    def memory_time(self, num_bytes: float, hbm_bytes_per_s: float) -> float:
-        return num_bytes / (hbm_bytes_per_s * self.hbm_efficiency)

@@ -1,8 +1,23 @@
-"""Work of one transformer layer (and of the embedding and LM head) on one GPU, one micro-batch.
+"""Work of one transformer layer (and of the embedding and LM head) on one GPU, one micro-batch,
+as kernel times from their shapes (``kernels.py``).
 
-FLOPs are those of the matmuls (2 per multiply-add), as in Narayanan et al. SC'21 eq. (3):
-a GPT layer's forward is 24 b s h^2 + 4 b s^2 h; here generalised to GQA (K and V projections of
-width kv_heads * head_dim) and SwiGLU (three h x f matrices). Backward is twice the forward.
+Linear layers: QKV and MLP-up (+gate) are column parallel (N split by tp), attention-out and
+MLP-down row parallel (K split by tp) (Narayanan et al. SC'21 section 2.3); each forward GEMM
+(M, N, K) has two backward GEMMs, dgrad (M, K, N) and wgrad (K, N, M). With fp8 training the
+linear GEMMs run at the fp8 rate and their inputs are cast (read 2 bytes, write 1 per element);
+attention and the LM head stay in 16 bits (Transformer Engine's recipe in Megatron-LM).
+
+Attention: fused (FlashAttention) does the causal half of the score matrix, 2 b a_t d s^2 / cp
+FLOPs forward on each rank of a load-balanced context-parallel ring, 2.5 times that backward
+(``kernels.py``); unfused attention (2021-era kernels) runs two batched GEMMs over the whole
+s x s matrix and streams the scores through a fused scale-mask-softmax. Model FLOPs, for
+``tflops_per_gpu`` and ``mfu``, follow the published convention of Narayanan et al. SC'21
+eq. (3): 24 b s h^2 + 4 b s^2 h per GPT layer forward (generalised to GQA and SwiGLU), attention
+counted without the causal saving, backward twice the forward.
+
+Memory-bound kernels (forward, reads + writes): two norms, two residual adds (on the whole
+hidden state per TP rank unless sequence parallelism splits it), the MLP activation, dropout
+masks; backward moves twice those bytes. Every kernel also pays the fixed per-kernel overhead.
 
 Activation memory per layer follows Korthikanti et al., MLSys'23, section 4 (34 s b h + 5 a s^2 b
 bytes for a 16-bit GPT layer without parallelism), generalised the same way: every tensor the
@@ -16,6 +31,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from planner.cost.efficiency import EfficiencyModel
+from planner.cost.kernels import KernelModel
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 
 
@@ -36,12 +52,15 @@ class LayerWork:
     fwd_s: float            # forward compute (GEMMs, attention, memory-bound kernels)
     bwd_s: float            # backward compute
     recompute_s: float      # extra forward work caused by the recompute mode
-    attn_core_fwd_s: float  # attention core (scores and weighted sum) forward, for CP overlap
-    fwd_flops: float        # model FLOPs of the forward pass
-    recompute_flops: float  # FLOPs re-executed by the recompute mode
+    attn_core_fwd_s: float  # attention core forward (what CP's ring exchanges hide behind)
+    fwd_flops: float        # model FLOPs of the forward pass (published convention)
+    recompute_flops: float  # model FLOPs re-executed by the recompute mode
     stored_bytes: float     # activations kept for backward, per micro-batch
     working_bytes: float    # full activations of the layer while it is recomputed/backpropagated
     elementwise_bytes: float = 0.0  # bytes the memory-bound kernels move, forward
+    attn_core_bwd_s: float = 0.0    # attention core backward
+    dgrad_colpar_s: float = 0.0     # dgrad GEMMs of QKV and MLP-up (hide SP's input re-gather)
+    wgrad_colpar_s: float = 0.0     # their wgrad GEMMs (hide the input gradient's reduction)
 
 
 def tokens_per_gpu(plan: ParallelPlan | LayerShape, training: TrainingSpec) -> int:
@@ -52,7 +71,7 @@ def tokens_per_gpu(plan: ParallelPlan | LayerShape, training: TrainingSpec) -> i
 def linear_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape
                  ) -> list[tuple[float, float, float]]:
     """The linear layers' forward GEMMs on one GPU for one micro-batch: (M, N, K) with the TP
-    split on N (column parallel) or K (row parallel)."""
+    split on N (column parallel: QKV, MLP up) or K (row parallel: attention out, MLP down)."""
     t = plan.tp
     T = tokens_per_gpu(plan, training)
     h, f = model.hidden_size, model.ffn
@@ -65,58 +84,88 @@ def linear_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | 
     ]
 
 
+def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
+                 gemm_precision: str | None = None) -> KernelModel:
+    """The GPU's rates for this training's precision, with the efficiency model's overrides."""
+    prec = gemm_precision or training.precision
+    fp8 = prec == "fp8"
+    base = "bf16" if fp8 or prec in ("bf16",) else prec
+    attn_prec = base if gpu.peak_tflops.model_dump().get(base) else training.precision
+    matmul = eff.matmul_peak_fraction or (
+        (gpu.fp8_matmul_efficiency or gpu.matmul_efficiency) if fp8 else gpu.matmul_efficiency)
+    return KernelModel(
+        peak_flops=gpu.peak_flops(prec),
+        attention_peak_flops=gpu.peak_flops(attn_prec),
+        matmul_efficiency=matmul,
+        attention_efficiency=eff.attention_fraction or gpu.attention_efficiency,
+        attention_half_seq=eff.attention_half_seq,
+        hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * (eff.hbm_efficiency
+                                                             or gpu.hbm_efficiency),
+        sm_count=gpu.sm_count,
+        k_overhead=eff.matmul_half_dim,
+        kernel_overhead_s=eff.kernel_overhead_us * 1e-6,
+    )
+
+
 def layer_work(
     model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape, gpu: GPUSpec,
     eff: EfficiencyModel,
 ) -> LayerWork:
-    t, cp = plan.tp, plan.cp
+    t, cp, b = plan.tp, plan.cp, plan.micro_batch_size
     T = tokens_per_gpu(plan, training)
-    s_kv = training.seq_length
+    s = training.seq_length
     h, f = model.hidden_size, model.ffn
     qw, kvw = model.q_width, model.kv_width
     heads = model.num_attention_heads / t
     d = model.d_head
     e = training.activation_bytes
-    peak = gpu.peak_flops(training.precision)
-    hbm = gpu.memory_bandwidth_gb_per_s * 1e9
+    fp8 = training.precision == "fp8"
+    km = kernel_model(gpu, training, eff)          # linear GEMMs (fp8 when training in fp8)
+    k16 = kernel_model(gpu, training, eff, "bf16") if fp8 else km
 
+    # Linear layers: forward, and backward as dgrad + wgrad per GEMM.
     gemms = linear_gemms(model, training, plan)
     linear_flops = sum(2 * m * n * k for m, n, k in gemms)
-    linear_s = sum(eff.gemm_time(m, n, k, peak) for m, n, k in gemms)
+    fwd_lin = sum(km.gemm(m, n, k) for m, n, k in gemms)
+    dgrad = [km.gemm(m, k, n) for m, n, k in gemms]
+    wgrad = [km.gemm(k, n, m) for m, n, k in gemms]
+    cast_bytes = 3 * sum(m * k for m, _, k in gemms) if fp8 else 0.0   # fp8 input casts
 
-    # Attention core: Q K^T and P V, per head and sequence: 2 * (s/cp) * s * d each, counted
-    # without causal savings as in the paper's 4 b s^2 h.
-    b = plan.micro_batch_size
-    attn_flops = 2 * 2 * b * heads * (s_kv / cp) * s_kv * d
+    # Attention core.
+    model_attn_flops = 2 * 2 * b * heads * (s / cp) * s * d       # published convention
     if training.flash_attention:
-        attn_s = attn_flops / (peak * eff.gemm_efficiency(s_kv / cp, s_kv, d)
-                               * eff.attention_fraction)
+        exec_flops = 2 * b * heads * d * s * s / cp                # causal half
+        attn_f = k16.attention(exec_flops, s / cp, kernels=cp)
+        attn_b = k16.attention(2.5 * exec_flops, s / cp, kernels=cp)
         attn_bytes = 0.0
     else:
-        # Batched GEMMs of (s, s, d) and (s, d, s), plus the fused scale-mask-softmax that reads
-        # and writes the s x s scores (and the dropout that reads, masks and writes them).
-        attn_s = (eff.gemm_time(s_kv / cp, s_kv, d, peak, b * heads)
-                  + eff.gemm_time(s_kv / cp, d, s_kv, peak, b * heads))
-        score_elems = b * heads * (s_kv / cp) * s_kv
+        attn_f = (k16.gemm(s / cp, s, d, b * heads) + k16.gemm(s / cp, d, s, b * heads))
+        attn_b = 2 * attn_f
+        score_elems = b * heads * (s / cp) * s
         attn_bytes = score_elems * (2 * e + (2.5 * e if training.dropout else 0))
 
-    # Memory-bound kernels, forward (reads + writes). Norms and residual adds act on the full
-    # hidden state on every TP rank, unless sequence parallelism splits them.
+    # Memory-bound kernels, forward (reads + writes). Norms and residual adds act on the whole
+    # hidden state on every TP rank unless sequence parallelism splits them.
     sp_div = t if plan.sequence_parallel else 1
-    replicated_elems = 10 * T * h / sp_div          # 2 norms (r+w) + 2 residual adds (2r+w)
-    act_elems = T * f * (3 if model.ffn_type == "swiglu" else 2) / t
-    elem_bytes = (replicated_elems + act_elems) * e + attn_bytes
-    elem_s = eff.memory_time(elem_bytes, hbm)
+    hidden = T * h / sp_div
+    norm_bytes = 2 * 2 * hidden * e                          # 2 norms: read + write
+    residual_bytes = 2 * 3 * hidden * e                      # 2 adds: read 2, write 1
+    act_bytes = T * f / t * e * (3 if model.ffn_type == "swiglu" else 2)
+    dropout_bytes = 2 * hidden * 1 if training.dropout else 0.0   # masks, 1 byte each
+    elem_bytes = norm_bytes + residual_bytes + act_bytes + dropout_bytes + attn_bytes + cast_bytes
+    elem_kernels = 5 + (4 if fp8 else 0) + (2 if not training.flash_attention else 0)
+    elem_f = km.memory(elem_bytes, kernels=elem_kernels)
+    elem_b = km.memory(2 * elem_bytes, kernels=2 * elem_kernels)
 
-    fwd_s = linear_s + attn_s + elem_s
-    fwd_flops = linear_flops + attn_flops
-    bwd_s = 2 * linear_s + (2.5 if training.flash_attention else 2) * attn_s + 2 * elem_s
+    fwd_s = fwd_lin + attn_f + elem_f
+    bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b
+    fwd_flops = linear_flops + model_attn_flops
 
     if plan.recompute == "full":
         recompute_s, recompute_flops = fwd_s, fwd_flops
     elif plan.recompute == "selective":
-        recompute_s = attn_s + eff.memory_time(attn_bytes, hbm)
-        recompute_flops = attn_flops
+        recompute_s = attn_f + (km.memory(attn_bytes, kernels=1) if attn_bytes else 0.0)
+        recompute_flops = model_attn_flops
     else:
         recompute_s, recompute_flops = 0.0, 0.0
 
@@ -125,11 +174,11 @@ def layer_work(
     replicated_store = (4 * e + 2 * mask) * T * h / sp_div   # norm inputs/outputs, dropout masks
     split_store = (T * (qw + 2 * kvw) * e                  # Q, K, V
                    + T * qw * e                            # attention output (O-proj input)
-                   + T * f * e * (3 if model.ffn_type == "swiglu" else 2) / 1) / t
+                   + T * f * e * (3 if model.ffn_type == "swiglu" else 2)) / t
     if training.flash_attention:
-        core_store = b * heads * (s_kv / cp) * 4            # softmax log-sum-exp, fp32
+        core_store = b * heads * (s / cp) * 4               # softmax log-sum-exp, fp32
     else:
-        core_store = b * heads * (s_kv / cp) * s_kv * (e + (mask + e) * mask)
+        core_store = b * heads * (s / cp) * s * (e + (mask + e) * mask)
     full_layer = replicated_store + split_store + core_store
     if plan.recompute == "full":
         stored = T * h * e / sp_div                          # the layer input only
@@ -137,8 +186,9 @@ def layer_work(
         stored = replicated_store + split_store
     else:
         stored = full_layer
-    return LayerWork(fwd_s, bwd_s, recompute_s, attn_s, fwd_flops, recompute_flops, stored,
-                     full_layer, elem_bytes)
+    return LayerWork(fwd_s, bwd_s, recompute_s, attn_f, fwd_flops, recompute_flops, stored,
+                     full_layer, elem_bytes, attn_core_bwd_s=attn_b,
+                     dgrad_colpar_s=dgrad[0] + dgrad[2], wgrad_colpar_s=wgrad[0] + wgrad[2])
 
 
 @dataclass(frozen=True)
@@ -159,16 +209,17 @@ def head_work(
     t = plan.tp
     T = tokens_per_gpu(plan, training)
     h, V = model.hidden_size, model.vocab_size
-    peak = gpu.peak_flops(training.precision)
-    hbm = gpu.memory_bandwidth_gb_per_s * 1e9
-    gemm_s = eff.gemm_time(T, V / t, h, peak)
+    km = kernel_model(gpu, training, eff, "bf16" if training.precision == "fp8" else None)
+    gemm_f = km.gemm(T, V / t, h)
+    gemm_b = km.gemm(T, h, V / t) + km.gemm(h, V / t, T)
     flops = 2 * T * (V / t) * h
-    # Cross-entropy over fp32 logits: write, read for softmax, write gradient (4 bytes each).
-    loss_s = eff.memory_time(3 * 4 * T * V / t, hbm)
-    embed_s = eff.memory_time(2 * T * h * training.activation_bytes, hbm)
+    # Final norm, and cross-entropy over fp32 logits: write, read for the softmax, write the
+    # gradient (4 bytes each).
+    loss_s = km.memory(3 * 4 * T * V / t + 2 * T * h * training.activation_bytes, kernels=4)
+    embed_s = km.memory(2 * T * h * training.activation_bytes, kernels=1)
     return HeadWork(
-        head_fwd_s=gemm_s + loss_s,
-        head_bwd_s=2 * gemm_s + loss_s,
+        head_fwd_s=gemm_f + loss_s,
+        head_bwd_s=gemm_b + loss_s,
         head_flops=flops,
         logits_bytes=4 * T * V / t,   # Korthikanti et al.: 4 s b v / t for the fp32 logits
         embed_s=embed_s,

@@ -4,7 +4,7 @@ Model states (Rajbhandari et al., ZeRO, SC'20, section 3.1 and 5): per parameter
 weights (``param_bytes``), gradients (``grad_bytes``; Megatron keeps fp32 main grads) and K bytes
 of optimizer state (12 for mixed-precision Adam: fp32 master, momentum, variance). ZeRO stage 1
 shards the optimizer states over the data-parallel group, stage 2 also the gradients, stage 3
-also the weights (plus a prefetch buffer of two gathered layers):
+also the weights:
 
     stage 0: (2 + g + K) P     stage 1: (2 + g) P + K P / Nd
     stage 2: 2 P + (g + K) P / Nd     stage 3: (2 + g + K) P / Nd
@@ -13,7 +13,9 @@ Activations (Korthikanti et al., MLSys'23): per layer and micro-batch from ``lay
 the micro-batches a stage holds in flight: stage i of a 1F1B pipeline holds min(p - i, m); with
 v interleaved chunks it holds (2 (p - i - 1) + (v - 1) p + 1) chunk-micro-batches of 1/v of
 its layers, i.e. p + (p - 1)/v micro-batches on the first stage (Narayanan et al. SC'21). The
-last stage also holds the fp32 logits (4 s b V / t). Full recompute adds one layer's complete
+last stage also holds the fp32 logits (4 s b V / t). ZeRO-3 holds the gathered weights of the
+layer being computed and of the layers prefetched (plus one layer's unsharded gradients before
+they are reduce-scattered). Full recompute adds one layer's complete
 activations while that layer is recomputed. A fixed reserve and a fragmentation share of the
 activations are added (``EfficiencyModel``).
 """
@@ -47,8 +49,11 @@ def model_state_bytes(params, training: TrainingSpec, zero_stage, nd):
     return weights, grads, optim
 
 
-def in_flight_microbatches(pp, vpp, stage, m):
-    """Micro-batches (in units of the stage's whole layer set) whose activations are held."""
+def in_flight_microbatches(pp, vpp, stage, m, group=None):
+    """Micro-batches (in units of the stage's whole layer set) whose activations are held:
+    the warm-up forwards plus the one in flight. Interleaved: (p - s - 1) * 2 + (v - 1) * g
+    warm-up chunk forwards with micro-batch groups of g (default p; Megatron-LM schedules.py)."""
     pp, vpp = np.asarray(pp), np.asarray(vpp)
-    chunks = 2 * (pp - stage - 1) + (vpp - 1) * pp + 1
+    g = pp if group is None else np.asarray(group)
+    chunks = 2 * (pp - stage - 1) + (vpp - 1) * g + 1
     return np.where(vpp == 1, np.minimum(pp - stage, m), np.minimum(chunks, m * vpp) / vpp)

@@ -13,9 +13,12 @@ from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
-from planner.result import CommunicationItem, MemoryBreakdown, PlanEstimate
+from planner.frameworks import frameworks_for
+from planner.result import CommunicationItem, MemoryBreakdown, NodePlacement, Placement, PlanEstimate
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
-from planner.specs.plan import check_plan, stage_layers
+from planner.specs.layout import Layout
+from planner.specs.placement import launch_layout
+from planner.specs.plan import check_plan, grad_accum_steps, microbatch_group, plan_layout
 
 __all__ = ["BREAKDOWN_KEYS", "Evaluation", "estimate", "evaluate", "to_estimate"]
 
@@ -34,6 +37,8 @@ class Evaluation:
     hardware_flops: float
     m: int
     layers: tuple[int, ...]
+    layout: Layout | None = None
+    group: int | None = None
 
 
 def evaluate(
@@ -42,47 +47,50 @@ def evaluate(
 ) -> Evaluation:
     """Cost of a plan already known to satisfy ``plan_violations`` (no checks here)."""
     tables = tables or CostTables(model, cluster, training, eff)
-    bc = compose(PlanArrays.from_plans([plan]), tables, plan.layers_per_stage)
-    m = int(bc.m[0])
-    layers = stage_layers(plan, model)
+    layout = plan_layout(plan, model)
+    m = grad_accum_steps(plan, training)
+    group = plan.microbatch_group_size or (microbatch_group(m, plan.pp) if plan.vpp > 1
+                                           else None)
+    bc = compose(PlanArrays.from_plans([plan]), tables, layout=layout, group=group)
     bd = {k: float(v[0]) for k, v in bc.breakdown.items()}
+    npn = tables.npn(plan.world_size)
     key = (plan.tp, plan.cp, plan.micro_batch_size, RECOMPUTE.index(plan.recompute),
-           int(plan.sequence_parallel))
+           int(plan.sequence_parallel), npn)
     # The bottleneck stage sets the per-micro-batch collectives; count them on it.
-    lw, _, _ = tables.layer(*key)
-    n_b = max(layers)
+    n_b = max(layout.stages)
     uses: list[tuple[CollectiveUse, float, float]] = []
-    for u in tables.tp_uses(*key):
-        calls = m * n_b * u.calls
-        uses.append((u, calls, calls * u.cost.time_s * (1 - eff.tp_comm_overlap)))
-    cp_uses = tables.cp_uses(*key)
-    cp_total = sum(u.cost.time_s * u.calls for u in cp_uses)
-    for u in cp_uses:
-        calls = m * n_b * u.calls
-        share = u.cost.time_s * u.calls / cp_total if cp_total else 0.0
-        uses.append((u, calls, bd["cp_comm"] * share))
+    per_layer = _shares(tables.tp_uses(*key), m * n_b, bd["tp_comm"])
+    per_layer += _shares(tables.cp_uses(*key), m * n_b, bd["cp_comm"])
+    uses += per_layer
     nd = plan.dp * plan.cp
-    z3_exposed = bd["zero_comm"]
     if plan.zero_stage >= 3 and nd > 1:
-        ag, rs = tables.zero3_uses(plan.tp, plan.cp, plan.dp)
-        tot = m * n_b * (ag.calls * ag.cost.time_s + rs.calls * rs.cost.time_s)
-        for u in (ag, rs):
-            calls = m * n_b * u.calls
-            uses.append((u, calls, z3_exposed * calls * u.cost.time_s / tot if tot else 0.0))
+        uses += _shares(list(tables.zero3_uses(plan.tp, plan.cp, plan.dp, npn)), m * n_b,
+                        bd["zero_comm"])
     if plan.pp > 1:
         u = tables.p2p_use(plan.tp, plan.cp, plan.dp, plan.pp, plan.micro_batch_size)
         uses.append((u, u.calls * plan.vpp * m, bd["pp_comm"]))
-    p_stage = tables.largest_stage_params(plan.tp, plan.pp, plan.layers_per_stage)
-    for u in tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage):
+    p_stage = tables.largest_stage_params(plan.tp, layout)
+    per_mb = m if plan.zero_stage == 2 else 1
+    for u in tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage, npn):
         exposed = bd["dp_comm"] if u.strategy == "DP" else bd["zero_comm"]
-        uses.append((u, u.calls, exposed))
+        uses.append((u, u.calls * (per_mb if u.strategy == "DP" else 1), exposed))
     return Evaluation(
         step_time_s=float(bc.step_time_s[0]), memory_bytes=float(bc.memory_bytes[0]),
         memory_stage=int(bc.memory_stage[0]),
         memory_parts={k: float(v[0]) for k, v in bc.memory_parts.items()},
         breakdown=bd, uses=uses, model_flops=float(bc.model_flops[0]),
-        hardware_flops=float(bc.hardware_flops[0]), m=m, layers=layers,
+        hardware_flops=float(bc.hardware_flops[0]), m=m, layers=layout.stages,
+        layout=layout, group=group,
     )
+
+
+def _shares(uses: list[CollectiveUse], multiplier: float, exposed: float
+            ) -> list[tuple[CollectiveUse, float, float]]:
+    """(use, calls per step, exposed seconds): the strategy's exposed time split over its
+    collectives in proportion to their total time."""
+    total = sum(u.cost.time_s * u.calls for u in uses)
+    return [(u, u.calls * multiplier,
+             exposed * u.cost.time_s * u.calls / total if total else 0.0) for u in uses]
 
 
 def estimate(
@@ -121,11 +129,21 @@ def to_estimate(
     ]
     mp = {k: v / GIB for k, v in ev.memory_parts.items()}
     total = ev.memory_bytes / GIB
+    even = ev.layout.kind == "even" if ev.layout else True
+    runs = frameworks_for(PlanArrays.from_plans([plan]), [ev.m], [even], training)
+    lay = launch_layout(gpus, cluster.gpus_per_node)
+    placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node, nodes=[
+        NodePlacement(index=i, local_gpus=list(range(lay.nproc_per_node)))
+        for i in range(lay.nnodes)])
     return PlanEstimate(
         rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, vpp=plan.vpp,
         micro_batch_size=plan.micro_batch_size, grad_accum_steps=ev.m, recompute=plan.recompute,
         zero_stage=plan.zero_stage, sequence_parallel=plan.sequence_parallel,
         layers_per_stage=list(ev.layers), gpus_used=gpus, step_time_s=step,
+        layers_per_chunk=[list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1
+        else None,
+        pipeline_layout=ev.layout.kind if ev.layout and plan.pp > 1 else None,
+        microbatch_group_size=ev.group,
         tokens_per_s=training.global_batch_size * training.seq_length / step,
         tflops_per_gpu=tflops, hardware_tflops_per_gpu=ev.hardware_flops / step / gpus / 1e12,
         mfu=tflops * 1e12 / cluster.gpu.peak_flops(training.precision),
@@ -136,5 +154,6 @@ def to_estimate(
             optimizer_gib=mp["optimizer"], activations_gib=mp["activations"],
             zero_buffers_gib=mp["zero_buffers"], reserved_gib=mp["reserved"], total_gib=total,
         ),
-        breakdown=dict(ev.breakdown), communication=comms,
+        breakdown=dict(ev.breakdown), communication=comms, frameworks=runs,
+        placement=placement,
     )

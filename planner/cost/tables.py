@@ -1,9 +1,23 @@
 """Memoised cost components of one (model, cluster, training, efficiency) setting.
 
 Every quantity here depends on a few plan variables only (a layer's work on (tp, cp,
-micro_batch_size, recompute, sequence_parallel); a collective on its op, size and group), so a
+micro_batch_size, recompute, sequence_parallel); its collectives also on where their group's
+ranks sit, which the processes per node decide; a collective on its op, size and group), so a
 search over tens of thousands of plans computes each of them once. ``batch.py`` composes them
 into step times; the single-plan ``estimate`` goes through the same tables and composition.
+
+Exposed communication of a layer (per micro-batch), Megatron-LM's schedule:
+- TP without sequence parallelism: two all-reduces in the forward (after attention-out and
+  MLP-down) on the critical path; in the backward the all-reduces of the QKV and MLP-up input
+  gradients run beside those layers' weight-gradient GEMMs (``allreduce_dgrad`` in
+  ``LinearWithGradAccumulationAndAsyncCommunication``), so only what the wgrad GEMMs cannot
+  hide is exposed. With sequence parallelism the forward does two all-gathers and two
+  reduce-scatters; the backward two blocking all-gathers of the output gradients, the input
+  re-gathers beside the dgrad GEMMs and the input-gradient reduce-scatters beside the wgrad
+  GEMMs (Korthikanti et al. section 4.2.2). Full recompute repeats the forward's collectives.
+- CP (ring attention): cp - 1 exchanges of K and V per layer forward, of K, V and their
+  gradients backward, each beside one block of the attention (Liu et al., Ring Attention).
+Overlapped collectives slow the compute they hide behind (``overlap_slowdown``).
 """
 
 from __future__ import annotations
@@ -14,16 +28,37 @@ from functools import lru_cache
 
 from planner.calibration.fit import predict
 from planner.calibration.model import CalibrationIn, Fit
-from planner.collectives import BACKEND_ALGORITHMS, CollectiveCost, GroupTopology, collective_time
+from planner.collectives import (
+    BACKEND_ALGORITHMS,
+    AlphaBeta,
+    CollectiveCost,
+    GroupTopology,
+    collective_time,
+    nccl_time,
+)
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.layers import HeadWork, LayerShape, LayerWork, head_work, layer_work
 from planner.cost.memory import stage_params
-from planner.cost.placement import group_topology
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
-from planner.specs.plan import split_layers
+from planner.specs.layout import Layout
+from planner.specs.placement import GroupSpan, group_span, launch_layout
 
 RECOMPUTE = ("none", "selective", "full")
-DDP_BUCKET_PARAMS = 40_000_000   # Megatron-LM DDP default bucket (--ddp-bucket-size)
+
+
+def ddp_bucket_params(dp_size: int) -> int:
+    """Megatron-LM's default DDP bucket: max(4e7, 1e6 * dp) parameters
+    (``distributed_data_parallel.py``; one bucket without --overlap-grad-reduce)."""
+    return max(40_000_000, 1_000_000 * dp_size)
+
+
+def ring_bandwidth_scale(nodes: int) -> float:
+    """Ring collectives across many nodes reach less bus bandwidth than across a few: measured
+    reduce-scatter busbw on DGX H100 falls from about 360 to 260 GB/s between 4 and 128 nodes
+    (nccl-tests issue 309), about 6% per doubling of the node count beyond 4."""
+    if nodes <= 4:
+        return 1.0
+    return max(0.5, 1.0 - 0.06 * math.log2(nodes / 4))
 
 
 @dataclass(frozen=True)
@@ -36,6 +71,31 @@ class CollectiveUse:
     group: GroupTopology
 
 
+@dataclass(frozen=True)
+class LayerCost:
+    """One layer, one micro-batch: compute and the communication it exposes (seconds)."""
+
+    work: LayerWork
+    tp_fwd: float       # exposed TP time in the forward
+    tp_bwd: float       # in the backward (recomputed forward included)
+    cp_fwd: float
+    cp_bwd: float
+
+    @property
+    def fwd(self) -> float:
+        return self.work.fwd_s + self.tp_fwd + self.cp_fwd
+
+    @property
+    def bwd(self) -> float:
+        return self.work.bwd_s + self.work.recompute_s + self.tp_bwd + self.cp_bwd
+
+
+def overlapped(comm: float, compute: float, slowdown: float) -> float:
+    """Time a collective beside ``compute`` adds: what the compute cannot hide, plus the
+    compute's slowdown while both run."""
+    return max(0.0, comm - compute) + slowdown * min(comm, compute)
+
+
 class CostTables:
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                  eff: EfficiencyModel, calibration: CalibrationIn | None = None) -> None:
@@ -44,34 +104,54 @@ class CostTables:
         self._fits: dict[tuple[str, str], list[Fit]] = {}
         for fit in calibration.fits if calibration else ():
             self._fits.setdefault((fit.op, fit.tier), []).append(fit)
-        self.allowed = BACKEND_ALGORITHMS["gloo" if cluster.intra_node.kind == "loopback"
-                                          else "nccl"]
-        self._layer: dict[tuple, tuple[LayerWork, float, float]] = {}
+        self.nccl = cluster.intra_node.kind != "loopback"
+        self.allowed = BACKEND_ALGORITHMS["nccl" if self.nccl else "gloo"]
+        self._work: dict[tuple, LayerWork] = {}
+        self._layer: dict[tuple, LayerCost] = {}
         self._head: dict[tuple, HeadWork] = {}
         self._coll: dict[tuple, CollectiveCost] = {}
-        self._groups: dict[tuple, GroupTopology] = {}
+        self._topo: dict[GroupSpan, GroupTopology] = {}
         self._stage_params: dict[tuple, float] = {}
 
     # -- topology and collectives ---------------------------------------------------------
-    def group(self, size: int, stride: int) -> GroupTopology:
-        key = (size, stride)
-        if key not in self._groups:
-            self._groups[key] = group_topology(self.cluster, size, stride)
-        return self._groups[key]
+    def npn(self, world: int) -> int:
+        """Processes per node of a plan of ``world`` ranks."""
+        return launch_layout(world, self.cluster.gpus_per_node).nproc_per_node
 
-    def pair(self, size: int, stride: int) -> GroupTopology:
-        """Two neighbours of a group (ring attention, pipeline stages): inside one node when
-        the whole group is, else across the network (its slowest hop sets the pace)."""
-        g = self.group(size, stride)
-        return GroupTopology(2, 2 if g.nodes == 1 else 1, g.intra, g.inter)
+    def topology(self, span: GroupSpan) -> GroupTopology:
+        """A group's links: NVLink inside a node; across nodes each member's share of its
+        node's NICs (one rail per GPU), rings across many nodes a little slower."""
+        hit = self._topo.get(span)
+        if hit is None:
+            c = self.cluster
+            intra = AlphaBeta(c.intra_node.alpha_s, c.intra_node.effective_bandwidth)
+            inter = AlphaBeta(c.inter_node.alpha_s, c.inter_node.effective_bandwidth
+                              / c.gpus_per_node * ring_bandwidth_scale(span.nodes))
+            hit = self._topo[span] = GroupTopology(span.size, span.min_per_node, intra, inter,
+                                                   num_nodes=span.nodes)
+        return hit
+
+    def group(self, size: int, stride: int, npn: int) -> GroupTopology:
+        return self.topology(group_span(size, stride, npn))
+
+    def pair(self, size: int, stride: int, npn: int) -> GroupTopology:
+        """Two ring or pipeline neighbours: across the network when any neighbouring pair of
+        the group is (the slowest hop sets the pace)."""
+        span = group_span(size, stride, npn)
+        return self.topology(GroupSpan(2, 2 if span.neighbours_cross else 1,
+                                       1 if span.neighbours_cross else 2,
+                                       1 if span.neighbours_cross else 2,
+                                       span.neighbours_cross))
 
     def collective(self, op: str, nbytes: float, group: GroupTopology) -> CollectiveCost:
-        # Groups of one cluster differ only in size and ranks per node: a cheap key.
-        key = (op, nbytes, group.size, group.ranks_per_node)
+        key = (op, nbytes, group)
         hit = self._coll.get(key)
         if hit is None:
-            hit = self._coll[key] = self._calibrated(op, nbytes, group) or collective_time(
-                op, nbytes, group, allowed=self.allowed)
+            hit = self._calibrated(op, nbytes, group)
+            if hit is None:
+                hit = (nccl_time(op, nbytes, group) if self.nccl else
+                       collective_time(op, nbytes, group, allowed=self.allowed))
+            self._coll[key] = hit
         return hit
 
     def _calibrated(self, op: str, nbytes: float, group: GroupTopology) -> CollectiveCost | None:
@@ -86,48 +166,78 @@ class CostTables:
                               group.tier, t, source=self.calibration.id)
 
     # -- per-layer work ---------------------------------------------------------------------
-    def _plan(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> LayerShape:
-        return LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp))
-
-    def layer(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> tuple[LayerWork, float, float]:
-        """(work, exposed TP seconds, exposed CP seconds) per layer per micro-batch."""
+    def work(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> LayerWork:
         key = (tp, cp, mbs, rec, sp)
-        if key not in self._layer:
-            plan = self._plan(*key)
-            lw = layer_work(self.model, self.training, plan, self.cluster.gpu, self.eff)
-            tp_s = sum(u.cost.time_s * u.calls for u in self.tp_uses(*key))
-            tp_s *= 1 - self.eff.tp_comm_overlap
-            cp_s = 0.0
-            if cp > 1:
-                fwd, bwd = self.cp_uses(*key)
-                passes = 2 if rec == 2 else 1
-                steps = cp - 1
-                cp_s = (passes * max(0.0, steps * fwd.cost.time_s - lw.attn_core_fwd_s)
-                        + max(0.0, steps * bwd.cost.time_s - 2.5 * lw.attn_core_fwd_s))
-            self._layer[key] = (lw, tp_s, cp_s)
-        return self._layer[key]
+        hit = self._work.get(key)
+        if hit is None:
+            hit = self._work[key] = layer_work(self.model, self.training,
+                                               LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp)),
+                                               self.cluster.gpu, self.eff)
+        return hit
 
-    def tp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> list[CollectiveUse]:
-        """Megatron's f/g operators: 2 collectives per layer forward and 2 backward (all_reduce,
-        or all_gather + reduce_scatter with sequence parallelism); full recompute repeats the
-        forward ones (Narayanan et al. SC'21 section 2.3; Korthikanti et al. section 4.2.2)."""
+    def layer(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int) -> LayerCost:
+        """A layer's compute and exposed TP and CP time per micro-batch on ranks placed
+        ``npn`` per node."""
+        key = (tp, cp, mbs, rec, sp, npn)
+        hit = self._layer.get(key)
+        if hit is not None:
+            return hit
+        lw = self.work(tp, cp, mbs, rec, sp)
+        k = self.eff.overlap_slowdown
+        ov = self.eff.tp_comm_overlap
+        tp_f = tp_b = cp_f = cp_b = 0.0
+        if tp > 1:
+            uses = self.tp_uses(tp, cp, mbs, rec, sp, npn)
+            t = {u.cost.op: u.cost.time_s for u in uses}
+            if sp:
+                ag, rs = t["all_gather"], t["reduce_scatter"]
+                blocking_f = 2 * ag + 2 * rs
+                tp_f = (1 - ov) * blocking_f + overlapped(ov * blocking_f, lw.fwd_s, k)
+                tp_b = ((1 - ov) * 2 * ag + overlapped(2 * ag, lw.dgrad_colpar_s, k)
+                        + overlapped(2 * rs, lw.wgrad_colpar_s, k))
+            else:
+                ar = t["all_reduce"]
+                tp_f = (1 - ov) * 2 * ar + overlapped(ov * 2 * ar, lw.fwd_s, k)
+                tp_b = overlapped(2 * ar, lw.wgrad_colpar_s, k)
+            if rec == 2:
+                tp_b += tp_f
+        if cp > 1:
+            fwd, bwd = self.cp_uses(tp, cp, mbs, rec, sp, npn)
+            steps = cp - 1
+            cp_f = steps * overlapped(fwd.cost.time_s, lw.attn_core_fwd_s / cp, k)
+            cp_b = steps * overlapped(bwd.cost.time_s, lw.attn_core_bwd_s / cp, k)
+            if rec == 2:
+                cp_b += cp_f
+        hit = self._layer[key] = LayerCost(lw, tp_f, tp_b, cp_f, cp_b)
+        return hit
+
+    def tp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
+                ) -> list[CollectiveUse]:
+        """Megatron's f/g operators per layer: 2 all-reduces forward and 2 backward, or with
+        sequence parallelism 2 all-gathers + 2 reduce-scatters forward and 4 + 2 backward
+        (the input re-gathered for the weight gradients); full recompute repeats the forward
+        ones (Narayanan et al. SC'21 section 2.3; Korthikanti et al. section 4.2.2)."""
         if tp == 1:
             return []
         tokens = mbs * self.training.seq_length // cp
         nbytes = tokens * self.model.hidden_size * self.training.activation_bytes
-        passes = 3 if rec == 2 else 2
-        ops = ("all_gather", "reduce_scatter") if sp else ("all_reduce",)
-        g = self.group(tp, 1)
-        return [CollectiveUse("TP", self.collective(op, nbytes, g), 2 * passes, g) for op in ops]
+        g = self.group(tp, 1, npn)
+        extra = 2 if rec == 2 else 0
+        if sp:
+            return [CollectiveUse("TP", self.collective("all_gather", nbytes, g), 6 + extra, g),
+                    CollectiveUse("TP", self.collective("reduce_scatter", nbytes, g), 4 + extra,
+                                  g)]
+        return [CollectiveUse("TP", self.collective("all_reduce", nbytes, g), 4 + extra, g)]
 
-    def cp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> list[CollectiveUse]:
+    def cp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
+                ) -> list[CollectiveUse]:
         """Ring attention (context parallelism): cp - 1 exchanges of the K,V chunk forward,
-        of K,V and their gradients backward, each overlapped with the attention core."""
+        of K,V and their gradients backward, each overlapped with a block of attention."""
         if cp == 1:
             return []
         tokens = mbs * self.training.seq_length // cp
         kv_bytes = 2 * tokens * self.model.kv_width / tp * self.training.activation_bytes
-        pair = self.pair(cp, tp)
+        pair = self.pair(cp, tp, npn)
         passes = 2 if rec == 2 else 1
         return [CollectiveUse("CP", self.collective("send_recv", kv_bytes, pair),
                               (cp - 1) * passes, pair),
@@ -141,44 +251,51 @@ class CostTables:
                                         self.cluster.gpu, self.eff)
         return self._head[key]
 
-    def largest_stage_params(self, tp: int, pp: int,
-                             layers_per_stage: tuple[int, ...] | None = None) -> float:
+    def largest_stage_params(self, tp: int, layout: Layout) -> float:
         """Parameters on one GPU of the most loaded stage (what its DP group reduces)."""
-        key = (tp, pp, layers_per_stage)
+        key = (tp, layout.stages)
         hit = self._stage_params.get(key)
         if hit is None:
-            split = layers_per_stage or split_layers(self.model.num_layers, pp)
+            p = layout.pp
             hit = self._stage_params[key] = max(
-                float(stage_params(self.model, tp, pp, n, i == 0, i == pp - 1))
-                for i, n in enumerate(split))
+                float(stage_params(self.model, tp, p, n, i == 0, i == p - 1))
+                for i, n in enumerate(layout.stages))
         return hit
 
-    # -- per-step communication ---------------------------------------------------------------
-    def zero3_uses(self, tp: int, cp: int, dp: int) -> tuple[CollectiveUse, CollectiveUse]:
-        """ZeRO-3: all_gather of a layer's weights (forward and backward) and reduce_scatter of
-        its gradients, per layer per micro-batch (Rajbhandari et al. section 7.2.2)."""
-        g = self.group(dp * cp, tp)
+    # -- data parallelism ---------------------------------------------------------------------
+    def zero3_uses(self, tp: int, cp: int, dp: int, npn: int
+                   ) -> tuple[CollectiveUse, CollectiveUse]:
+        """ZeRO-3: all_gather of a layer's weights (forward, and again in the backward) and
+        reduce_scatter of its gradients, per layer per micro-batch (Rajbhandari et al. section
+        7.2.2), in ``zero3_gathers_per_layer`` calls each."""
+        g = self.group(dp * cp, tp, npn)
+        n = self.training.zero3_gathers_per_layer
         layer_p = self.model.params_per_layer / tp
-        ag = self.collective("all_gather", layer_p * self.training.param_bytes, g)
-        rs = self.collective("reduce_scatter", layer_p * self.training.grad_bytes, g)
-        return CollectiveUse("ZeRO", ag, 2, g), CollectiveUse("DP", rs, 1, g)
+        ag = self.collective("all_gather", layer_p * self.training.param_bytes / n, g)
+        rs = self.collective("reduce_scatter", layer_p * self.training.grad_bytes / n, g)
+        return CollectiveUse("ZeRO", ag, 2 * n, g), CollectiveUse("DP", rs, n, g)
 
     def p2p_use(self, tp: int, cp: int, dp: int, pp: int, mbs: int) -> CollectiveUse:
         """Pipeline send/recv of one micro-batch's activations, split over the TP ranks
         (the scatter/gather optimisation, Narayanan et al. section 4.1)."""
         tokens = mbs * self.training.seq_length // cp
         nbytes = tokens * self.model.hidden_size * self.training.activation_bytes / tp
-        pair = self.pair(pp, tp * cp * dp)
+        pair = self.pair(pp, tp * cp * dp, self.npn(tp * cp * dp * pp))
         return CollectiveUse("PP", self.collective("send_recv", nbytes, pair), 2, pair)
 
-    def dp_uses(self, tp: int, cp: int, dp: int, zero: int, stage_params: float
+    def dp_uses(self, tp: int, cp: int, dp: int, zero: int, stage_params: float, npn: int
                 ) -> list[CollectiveUse]:
-        """Gradient reduction in buckets (all_reduce; reduce_scatter with a sharded optimizer)
-        and, for ZeRO-1/2, the all_gather of the updated weights; ``calls`` = buckets."""
-        if dp * cp == 1 or zero >= 3:
+        """Gradient reduction in buckets (all_reduce; reduce_scatter when gradients or
+        optimizer states are sharded) and, for ZeRO-1/2, the all_gather of the updated
+        weights; ``calls`` = buckets."""
+        nd = dp * cp
+        if nd == 1 or zero >= 3:
             return []
-        g = self.group(dp * cp, tp)
-        n_buckets = max(1, math.ceil(stage_params / DDP_BUCKET_PARAMS))
+        g = self.group(nd, tp, npn)
+        if self.training.overlap_grad_reduce:
+            n_buckets = max(1, math.ceil(stage_params / ddp_bucket_params(nd)))
+        else:
+            n_buckets = 1
         bucket = stage_params / n_buckets
         op = "all_reduce" if zero == 0 else "reduce_scatter"
         uses = [CollectiveUse("DP", self.collective(op, bucket * self.training.grad_bytes, g),

@@ -5,6 +5,6 @@ CLI attach the result to each plan as ``launch``; the probe launchers reuse the 
 renderers.
 """
 
-from planner.launch.spec import FORMATS, LaunchSpec, build_launch, render
+from planner.launch.spec import FORMATS, LaunchSpec, NotRunnable, build_launch, render
 
-__all__ = ["FORMATS", "LaunchSpec", "build_launch", "render"]
+__all__ = ["FORMATS", "LaunchSpec", "NotRunnable", "build_launch", "render"]

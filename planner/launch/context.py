@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from planner.result import PlanEstimate
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
+from planner.specs.layout import Layout, explicit_layout
+from planner.specs.placement import launch_layout
 
 TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16", "fp32": "float32",
                "tf32": "float32"}
@@ -39,11 +40,15 @@ class LaunchContext:
 
     @property
     def nproc_per_node(self) -> int:
-        return min(self.cluster.gpus_per_node, self.plan.gpus_used)
+        return launch_layout(self.plan.gpus_used, self.cluster.gpus_per_node).nproc_per_node
 
     @property
     def nnodes(self) -> int:
-        return math.ceil(self.plan.gpus_used / self.nproc_per_node)
+        return launch_layout(self.plan.gpus_used, self.cluster.gpus_per_node).nnodes
+
+    @property
+    def layout(self) -> Layout:
+        return explicit_layout(tuple(self.plan.layers_per_stage), self.plan.vpp)
 
     @property
     def shape(self) -> LaunchShape:
@@ -54,14 +59,3 @@ class LaunchContext:
         return LaunchShape(self.nnodes, self.nproc_per_node, self.job_name, self.time_limit,
                            self.image, self.rdzv_port, comment)
 
-    @property
-    def uneven_stages(self) -> tuple[int, int] | None:
-        """(first, last) stage layer counts when they differ from the middle ones."""
-        lay = self.plan.layers_per_stage
-        if len(lay) < 2:
-            return None
-        middle = lay[1:-1]
-        even = self.model.num_layers // len(lay)
-        if len(set(lay)) == 1 or (not middle and lay[0] == lay[-1] == even):
-            return None
-        return lay[0], lay[-1]

@@ -1,8 +1,11 @@
-"""A DeepSpeed JSON config for plans the DeepSpeed engine can run on its own.
+"""A DeepSpeed JSON config for a plan DeepSpeed runs as predicted (DeepSpeed 0.19.6 keys).
 
-The engine does data parallelism with ZeRO stages 0-3, micro-batches and gradient
-accumulation; tensor, pipeline and context parallelism need Megatron-DeepSpeed or another
-model-parallel front end, so those plans get no config and a note saying why.
+The engine does data parallelism with ZeRO stages 0-3, micro-batches and gradient accumulation
+(``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``,
+``zero_optimization.stage``); tensor parallelism through AutoTP training
+(``"tensor_parallel": {"autotp_size": tp}``, from 0.16.4; with ZeRO-3 from 0.19.4); pipeline
+parallelism through the pipeline engine (``"pipeline": {"stages", "partition"}`` with the model
+built as a ``PipelineModule`` of as many stages, ZeRO <= 1, evenly split layers).
 """
 
 from __future__ import annotations
@@ -10,12 +13,9 @@ from __future__ import annotations
 from planner.launch.context import LaunchContext
 
 
-def deepspeed_config(ctx: LaunchContext) -> tuple[dict | None, list[str]]:
+def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
     p, t = ctx.plan, ctx.training
-    if p.tp > 1 or p.pp > 1 or p.cp > 1:
-        return None, [f"DeepSpeed's engine expresses data parallelism and ZeRO only; this plan "
-                      f"also uses tp={p.tp}, pp={p.pp}, cp={p.cp}: run it with Megatron-LM "
-                      "(or Megatron-DeepSpeed) instead"]
+    notes: list[str] = []
     cfg: dict = {
         "train_batch_size": t.global_batch_size,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,
@@ -24,11 +24,20 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict | None, list[str]]:
                               "contiguous_gradients": True},
         "gradient_clipping": 1.0,
     }
+    if p.tp > 1:
+        cfg["tensor_parallel"] = {"autotp_size": p.tp}
+        notes.append("AutoTP training needs DeepSpeed >= 0.16.4"
+                     + (" (>= 0.19.4 with ZeRO-3)" if p.zero_stage == 3 else ""))
+    if p.pp > 1:
+        cfg["pipeline"] = {"stages": p.pp, "partition": "uniform"}
+        notes.append(f"build the model as deepspeed.pipe.PipelineModule(num_stages={p.pp}, "
+                     "partition_method='uniform') over its transformer layers")
     if t.precision in ("bf16", "fp8"):
         cfg["bf16"] = {"enabled": True}
     elif t.precision == "fp16":
         cfg["fp16"] = {"enabled": True, "loss_scale": 0}
-    notes = []
+    if t.grad_dtype == "bf16":
+        cfg["communication_data_type"] = "bf16"
     if p.recompute != "none":
         cfg["activation_checkpointing"] = {"partition_activations": False,
                                            "contiguous_memory_optimization": False}

@@ -1,20 +1,29 @@
-"""Megatron-LM (Megatron-Core) command-line arguments for a plan.
+"""Megatron-LM (Megatron-Core) command-line arguments for a plan it runs as predicted.
 
-Flag names are those of ``megatron/training/arguments.py``: ``--tensor-model-parallel-size``,
-``--pipeline-model-parallel-size``, ``--context-parallel-size``,
-``--num-virtual-stages-per-pipeline-rank`` (interleaved 1F1B),
-``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers`` (uneven first
-and last stages), ``--sequence-parallel``, ``--recompute-granularity`` and
-``--recompute-method``, ``--use-distributed-optimizer`` (ZeRO-1), and the model-shape flags.
+Flag names are those of Megatron-LM (``megatron/training/arguments.py`` and the config
+dataclasses it turns into flags, ``model_parallel_config.py``, ``transformer_config.py``; read
+at d98e8a6): ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``,
+``--context-parallel-size`` with ``--cp-comm-type p2p`` (ring attention),
+``--num-virtual-stages-per-pipeline-rank`` and
+``--microbatch-group-size-per-virtual-pipeline-stage`` (interleaved 1F1B), the pipeline
+layout (``--decoder-first/last-pipeline-num-layers``, ``--account-for-embedding-in-pipeline-split``
+and ``--account-for-loss-in-pipeline-split``, or ``--pipeline-model-parallel-layout`` for
+anything else), ``--sequence-parallel``, ``--recompute-granularity`` and
+``--recompute-method``, ``--use-distributed-optimizer`` (ZeRO-1) and Megatron-FSDP
+(``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads|optim_grads_params``,
+ZeRO-2/3, which needs ``--ckpt-format fsdp_dtensor``), and the model-shape flags.
 """
 
 from __future__ import annotations
 
 from planner.launch.context import LaunchContext
+from planner.specs.layout import megatron_layout_string
+
+SHARDING = {2: "optim_grads", 3: "optim_grads_params"}
 
 
 def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
-    """(argv after the script name, notes on what Megatron-LM cannot express)."""
+    """(argv after the script name, notes)."""
     p, m, t = ctx.plan, ctx.model, ctx.training
     notes: list[str] = []
     args = [
@@ -38,12 +47,9 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         "--pipeline-model-parallel-size", str(p.pp),
         "--context-parallel-size", str(p.cp),
     ]
-    if p.vpp > 1:
-        args += ["--num-virtual-stages-per-pipeline-rank", str(p.vpp)]
-    uneven = ctx.uneven_stages
-    if uneven is not None:
-        args += ["--decoder-first-pipeline-num-layers", str(uneven[0]),
-                 "--decoder-last-pipeline-num-layers", str(uneven[1])]
+    if p.cp > 1:
+        args += ["--cp-comm-type", "p2p"]
+    args += _pipeline_layout(ctx)
     args += ["--micro-batch-size", str(p.micro_batch_size),
              "--global-batch-size", str(t.global_batch_size)]
     if p.sequence_parallel:
@@ -56,10 +62,8 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
     if p.zero_stage >= 1:
         args += ["--use-distributed-optimizer"]
     if p.zero_stage >= 2:
-        notes.append(f"Megatron-LM's distributed optimizer shards optimizer states (ZeRO-1); "
-                     f"zero_stage={p.zero_stage} also shards gradients"
-                     + (" and weights" if p.zero_stage == 3 else "")
-                     + ": use torchtitan (FSDP2) or DeepSpeed for that memory saving")
+        args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+                 SHARDING[p.zero_stage], "--ckpt-format", "fsdp_dtensor"]
     if t.precision in ("bf16", "fp8"):
         args += ["--bf16"]
     elif t.precision == "fp16":
@@ -70,4 +74,36 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         args += ["--grad-reduce-in-bf16"]
     if t.overlap_grad_reduce:
         args += ["--overlap-grad-reduce"]
+        if t.overlap_param_gather and p.zero_stage >= 1:
+            args += ["--overlap-param-gather"]
     return args, notes
+
+
+def _pipeline_layout(ctx: LaunchContext) -> list[str]:
+    """Interleaving and the split of layers over stages, in the form Megatron-LM accepts for
+    this layout (at most one of the layout forms may be given; arguments.py validate_args)."""
+    p = ctx.plan
+    if p.pp == 1:
+        return []
+    layout = ctx.layout
+    out: list[str] = []
+    if layout.kind == "custom":
+        return ["--pipeline-model-parallel-layout", megatron_layout_string(layout)] + (
+            _group(ctx))
+    if p.vpp > 1:
+        out += ["--num-virtual-stages-per-pipeline-rank", str(p.vpp)]
+    if layout.kind == "embedding_loss":
+        out += ["--account-for-embedding-in-pipeline-split",
+                "--account-for-loss-in-pipeline-split"]
+    elif layout.kind == "first_last":
+        out += ["--decoder-first-pipeline-num-layers", str(layout.stages[0]),
+                "--decoder-last-pipeline-num-layers", str(layout.stages[-1])]
+    return out + _group(ctx)
+
+
+def _group(ctx: LaunchContext) -> list[str]:
+    p = ctx.plan
+    g = p.microbatch_group_size
+    if p.vpp > 1 and g is not None and g != p.pp:
+        return ["--microbatch-group-size-per-virtual-pipeline-stage", str(g)]
+    return []

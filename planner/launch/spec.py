@@ -1,4 +1,12 @@
-"""The ``launch`` object of a plan, and one artifact by format (for files and --emit)."""
+"""The ``launch`` object of a plan, and one artifact by format (for files and --emit).
+
+A framework's artifact exists only when that framework runs the plan as predicted
+(``planner.frameworks``); asking for another one is refused with what the framework lacks
+(``NotRunnable``), never rendered as a different plan. The scheduler artifacts (torchrun,
+sbatch, Kubernetes) start the first framework that runs the plan: Megatron-LM's
+``pretrain_gpt.py``, torchtitan's ``torchtitan.train`` with the TOML, or a training script with
+the DeepSpeed config.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import json
 import re
 import shlex
 
+from planner.frameworks import FRAMEWORKS, reasons_by_framework
 from planner.launch.context import LaunchContext
 from planner.launch.deepspeed import deepspeed_config
 from planner.launch.megatron import megatron_args
@@ -23,6 +32,15 @@ FORMATS: dict[str, tuple[str, str]] = {
     "sbatch": ("text/x-shellscript", "sbatch"),
     "kubernetes": ("application/yaml", "yaml"),
 }
+SCHEDULER_FORMATS = ("torchrun", "sbatch", "kubernetes")
+
+
+class NotRunnable(ValueError):
+    """A framework cannot run the plan as predicted; ``reasons`` say what it lacks."""
+
+    def __init__(self, framework: str, reasons: list[str]):
+        self.framework, self.reasons = framework, reasons
+        super().__init__(f"{framework} cannot run this plan as predicted: " + "; ".join(reasons))
 
 
 def job_name_for(model: ModelSpec, plan: PlanEstimate) -> str:
@@ -35,23 +53,48 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
                  training: TrainingSpec, *, job_name: str | None = None) -> LaunchSpec:
     ctx = LaunchContext(plan=plan, model=model, cluster=cluster, training=training,
                         job_name=job_name or job_name_for(model, plan))
-    margs, n1 = megatron_args(ctx)
-    toml, n2 = torchtitan_toml(ctx)
-    ds, n3 = deepspeed_config(ctx)
-    program = [ctx.entrypoint, *margs]
+    runs = set(plan.frameworks)
+    not_runnable = reasons_by_framework(plan, plan.grad_accum_steps,
+                                        ctx.layout.kind == "even", training)
+    notes: list[str] = []
+    margs = toml = ds = None
+    if "megatron" in runs:
+        margs, n = megatron_args(ctx)
+        notes += n
+    if "torchtitan" in runs:
+        toml, n = torchtitan_toml(ctx)
+        notes += n
+    if "deepspeed" in runs:
+        ds, n = deepspeed_config(ctx)
+        notes += n
+    launcher = next((f for f in FRAMEWORKS if f in runs), None)
+    program = {"megatron": ["pretrain_gpt.py", *(margs or [])],
+               "torchtitan": ["-m", "torchtitan.train", "--job.config_file", "plan.toml"],
+               "deepspeed": ["train.py", "--deepspeed_config", "ds_config.json"]}.get(launcher)
     p = plan
     annotations = {"planner/plan": f"dp={p.dp},tp={p.tp},pp={p.pp},cp={p.cp},vpp={p.vpp}"}
     return LaunchSpec(
-        nnodes=ctx.nnodes, nproc_per_node=ctx.nproc_per_node, megatron_args=margs,
-        torchtitan_toml=toml, deepspeed_config=ds, torchrun=torchrun_argv(ctx.shape, program),
-        slurm_sbatch=sbatch_script(ctx.shape, program),
-        kubernetes=kubernetes_manifest(ctx.shape, program, annotations),
-        notes=n1 + n2 + n3,
+        nnodes=ctx.nnodes, nproc_per_node=ctx.nproc_per_node, frameworks=list(plan.frameworks),
+        not_runnable={f: r for f, r in not_runnable.items() if f not in runs},
+        megatron_args=margs, torchtitan_toml=toml, deepspeed_config=ds,
+        launcher_framework=launcher,
+        torchrun=torchrun_argv(ctx.shape, program) if program else None,
+        slurm_sbatch=sbatch_script(ctx.shape, program) if program else None,
+        kubernetes=kubernetes_manifest(ctx.shape, program, annotations) if program else None,
+        notes=notes,
     )
 
 
 def render(launch: LaunchSpec, fmt: str) -> str:
-    """One artifact as the text of a file."""
+    """One artifact as the text of a file; ``NotRunnable`` when its framework (or, for the
+    scheduler formats, every framework) cannot run the plan as predicted."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt in FRAMEWORKS and fmt not in launch.frameworks:
+        raise NotRunnable(fmt, launch.not_runnable.get(fmt) or ["not among the plan's frameworks"])
+    if fmt in SCHEDULER_FORMATS and launch.launcher_framework is None:
+        raise NotRunnable(fmt, ["no framework runs this plan as predicted: " + "; ".join(
+            f"{f}: {', '.join(r)}" for f, r in launch.not_runnable.items())])
     if fmt == "megatron":   # one flag (and its value) per line, ready for a launch script
         lines: list[str] = []
         for arg in launch.megatron_args:
@@ -63,15 +106,10 @@ def render(launch: LaunchSpec, fmt: str) -> str:
     if fmt == "torchtitan":
         return launch.torchtitan_toml
     if fmt == "deepspeed":
-        if launch.deepspeed_config is None:
-            raise ValueError(next((n for n in launch.notes if n.startswith("DeepSpeed")),
-                                  "no DeepSpeed config for this plan"))
         return json.dumps(launch.deepspeed_config, indent=2) + "\n"
     if fmt == "torchrun":
         return " ".join(shlex.quote(a) if not a.startswith("--rdzv-endpoint=$") else a
                         for a in launch.torchrun) + "\n"
     if fmt == "sbatch":
         return launch.slurm_sbatch
-    if fmt == "kubernetes":
-        return launch.kubernetes
-    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return launch.kubernetes

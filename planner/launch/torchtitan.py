@@ -1,10 +1,17 @@
 """The [training], [parallelism] and [activation_checkpoint] sections of a torchtitan job
-config (TOML) for a plan.
+config (TOML, the ``JobConfig`` of torchtitan's last release, v0.2.2) for a plan it runs as
+predicted.
 
-ZeRO maps onto FSDP2: zero_stage 0 is DDP (``data_parallel_replicate_degree``), 3 is FSDP
-(``data_parallel_shard_degree``, reshard after forward), 1 and 2 are FSDP that keeps the
-gathered weights between forward and backward (``fsdp_reshard_after_forward = "never"``, the
-ZeRO-2 pattern; FSDP has no ZeRO-1 mode).
+ZeRO maps onto FSDP2: zero_stage 0 is DDP (``data_parallel_replicate_degree``, only when nothing
+else is parallel), 3 is FSDP resharding after forward (``data_parallel_shard_degree``,
+``fsdp_reshard_after_forward = "always"``), 2 keeps the gathered weights between forward and
+backward (``"never"``; the planner's ZeRO-2 only with one micro-batch). Pipelines use
+``Interleaved1F1B`` with virtual stages, ``GPipe`` when there are fewer micro-batches than stages
+(``Schedule1F1B`` refuses that; the orders coincide) and ``1F1B`` otherwise; a layout other than
+the default even split of layers plus embedding and loss is given as
+``module_fqns_per_model_part`` (the modules of each virtual stage, torchtitan's Llama naming:
+``tok_embeddings``, ``layers.<i>``, ``norm``, ``output``). Context parallelism rotates K and V
+around the ring (``context_parallel_rotate_method = "alltoall"``).
 """
 
 from __future__ import annotations
@@ -17,13 +24,30 @@ def _toml_value(v) -> str:
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def module_fqns(ctx: LaunchContext) -> list[list[str]]:
+    """The modules of each virtual stage, in execution order."""
+    layout = ctx.layout
+    out, layer = [], 0
+    stages = layout.virtual_stages()
+    for k, n in enumerate(stages):
+        part = ["tok_embeddings"] if k == 0 else []
+        part += [f"layers.{layer + i}" for i in range(n)]
+        layer += n
+        if k == len(stages) - 1:
+            part += ["norm", "output"]
+        out.append(part)
+    return out
 
 
 def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
     p, t = ctx.plan, ctx.training
     notes: list[str] = []
-    replicate, shard = (p.dp, 1) if p.zero_stage == 0 else (1, p.dp)
+    replicate, shard = (p.dp, 1) if p.zero_stage == 0 else (1, p.dp * 1)
     parallelism = {
         "data_parallel_replicate_degree": replicate,
         "data_parallel_shard_degree": shard,
@@ -31,25 +55,27 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         "pipeline_parallel_degree": p.pp,
         "context_parallel_degree": p.cp,
     }
-    if p.zero_stage in (1, 2) and p.dp > 1:
-        parallelism["fsdp_reshard_after_forward"] = "never"
-        if p.zero_stage == 1:
-            notes.append("FSDP has no ZeRO-1 mode: zero_stage=1 is rendered as ZeRO-2 "
-                         "(gradients sharded too), which needs less memory, not more")
+    if p.zero_stage >= 2 and p.dp * p.cp > 1:
+        parallelism["fsdp_reshard_after_forward"] = "always" if p.zero_stage == 3 else "never"
     if p.tp > 1:
         parallelism["enable_async_tensor_parallel"] = False
-        if not p.sequence_parallel:
-            notes.append("torchtitan's tensor parallelism always shards the sequence "
-                         "(sequence parallelism); this plan was costed without it")
+    if p.cp > 1:
+        parallelism["context_parallel_rotate_method"] = "alltoall"
     if p.pp > 1:
-        parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if p.vpp > 1 else "1F1B"
+        m = p.grad_accum_steps
+        parallelism["pipeline_parallel_schedule"] = (
+            "Interleaved1F1B" if p.vpp > 1 else "GPipe" if m < p.pp else "1F1B")
         parallelism["pipeline_parallel_microbatch_size"] = p.micro_batch_size
-        if p.vpp > 1:   # pp * vpp stages of equal size
-            parallelism["pipeline_parallel_layers_per_stage"] = (
-                ctx.model.num_layers // (p.pp * p.vpp))
-        if ctx.uneven_stages is not None:
-            notes.append(f"torchtitan splits layers evenly; the planned split "
-                         f"{p.layers_per_stage} needs a custom pipeline split")
+        layout = ctx.layout
+        if layout.kind in ("even", "embedding_loss") and p.vpp > 1:
+            per = (sum(layout.stages) + (2 if layout.kind == "embedding_loss" else 0)) // (
+                p.pp * p.vpp)
+            parallelism["pipeline_parallel_layers_per_stage"] = per
+            less = 1 if layout.kind == "embedding_loss" else 0
+            parallelism["pipeline_parallel_first_stage_less_layers"] = less
+            parallelism["pipeline_parallel_last_stage_less_layers"] = less
+        else:
+            parallelism["module_fqns_per_model_part"] = module_fqns(ctx)
     sections = {
         "training": {
             "local_batch_size": p.micro_batch_size * p.grad_accum_steps if p.pp > 1
@@ -61,10 +87,10 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         "parallelism": parallelism,
         "activation_checkpoint": {"mode": p.recompute},
     }
-    if p.recompute == "selective":
-        sections["activation_checkpoint"]["selective_ac_option"] = "op"
-    lines = [f"# torchtitan job config sections for dp={p.dp} tp={p.tp} pp={p.pp} cp={p.cp}"
-             f" ({p.gpus_used} GPUs), from the planner"]
+    if t.precision == "fp8":
+        sections["model"] = {"converters": ["float8"]}
+    lines = [f"# torchtitan (v0.2.2) job config sections for dp={p.dp} tp={p.tp} pp={p.pp} "
+             f"cp={p.cp} ({p.gpus_used} GPUs), from the planner"]
     for name, values in sections.items():
         lines.append(f"\n[{name}]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in values.items()]

@@ -1,13 +1,18 @@
-"""The plan space of a request: every plan that satisfies the structural constraints.
+"""The plan space of a request: every plan that satisfies the structural constraints and that
+a framework runs as predicted.
 
 dp * tp * pp * cp equals the GPU count (or lies between half of it and it, with idle GPUs
 allowed); dp * micro_batch_size * grad_accum_steps = global_batch_size; tp divides the query
-heads, the KV heads and the FFN width and stays inside a node unless allowed otherwise; cp
-divides the sequence into 2 cp load-balanced chunks; every stage has a layer; interleaving
-needs pp * vpp to divide the layers and grad_accum_steps to be a multiple of pp; 1F1B needs
-grad_accum_steps >= pp. Knobs that make no difference are not duplicated: sequence parallelism
-only with tp > 1, interleaving only with pp > 1, and a single ZeRO stage when nothing shards.
-Memory is not checked here (``table.py`` does it with the cost model).
+heads, the KV heads and the FFN width and no TP group spans two nodes (with the ranks placed as
+torchrun places them) unless allowed otherwise; cp divides the sequence into 2 cp load-balanced
+chunks; the layers (with the embedding and the loss standing in for a layer each where that
+evens the split) fill pp stages of vpp chunks (``specs.layout``); interleaving needs at least pp
+micro-batches (the micro-batch group is then chosen as Megatron-LM allows); plain 1F1B runs any
+number of micro-batches, fewer than pp included (its bubble is then (p - 1)/m). Knobs that make
+no difference are not duplicated: sequence parallelism only with tp > 1, interleaving only with
+pp > 1, and a single ZeRO stage when nothing shards. ``search.framework`` keeps the plans that
+framework runs (``planner.frameworks``); without it, those at least one framework runs.
+Memory is not checked here (``solver.py`` does it with the cost model).
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from planner.cost.batch import PLAN_FIELDS, PlanArrays
 from planner.cost.tables import RECOMPUTE
 from planner.errors import PlannerInputError
 from planner.search.spec import SearchSpec, allows
+from planner.frameworks import FRAMEWORKS, runs_mask
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
+from planner.specs.layout import default_layout
+from planner.specs.placement import launch_layout
 
 
 def divisors(n: int) -> list[int]:
@@ -49,25 +57,27 @@ def degree_domains(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpe
     tp_max = N if search.allow_cross_node_tp else min(G, N)
     g = math.gcd(math.gcd(model.num_attention_heads, model.kv_heads), model.ffn)
     s = training.seq_length
+    L = model.num_layers
     return {
         "tp": [t for t in divisors(g) if t <= tp_max and allows(search.tp, t)],
         # cp > 1 splits the sequence into 2 cp chunks: cp divides s / 2.
         "cp": [c for c in (divisors(s // 2) if s % 2 == 0 else [1])
                if c <= N and (c == 1 or N % c == 0 or search.allow_idle_gpus)
                and allows(search.cp, c)],
-        "pp": [p for p in range(1, min(model.num_layers, N) + 1) if allows(search.pp, p)],
+        "pp": [p for p in range(1, min(L + 2, N) + 1) if allows(search.pp, p)
+               and default_layout(L, p, 1) is not None],
         "dp": [d for d in divisors(training.global_batch_size) if d <= N and allows(search.dp, d)],
     }
 
 
 MAX_LATTICE_POINTS = 20_000
-MAX_PLANS = 500_000   # ~0.5 GB of arrays while costing; the largest benchmark space is ~120K
+MAX_PLANS = 1_500_000   # ~1.5 GB of arrays while costing; the largest benchmark space is ~400K
 
 
 def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                 search: SearchSpec) -> Space:
     """Raises PlannerInputError when the space is too large to search in reasonable time."""
-    N = cluster.num_gpus
+    N, G = cluster.num_gpus, cluster.gpus_per_node
     L = model.num_layers
     gbs = training.global_batch_size
     lo = math.ceil(N / 2) if search.allow_idle_gpus else N
@@ -80,6 +90,9 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
             "degree combinations; restrict pp, cp or dp in the search")
     recs = [i for i, r in enumerate(RECOMPUTE) if search.allows_recompute(r)]
     zeros = [z for z in range(4) if allows(search.zero_stage, z)]
+    # Virtual stages each pipeline degree can fill (a layout exists), and whether it is even.
+    vpp_of = {p: [v for v in range(2, (L + 2) // p + 1) if default_layout(L, p, v) is not None]
+              for p in dom["pp"] if p > 1}
     rows: list[np.ndarray] = []
     lattice = total = 0
     for tp, cp, pp in product(dom["tp"], dom["cp"], dom["pp"]):
@@ -87,8 +100,12 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
         if inner > N:
             continue
         for dp in dom["dp"]:
-            if not lo <= inner * dp <= N:
+            world = inner * dp
+            if not lo <= world <= N:
                 continue
+            if (tp > 1 and not search.allow_cross_node_tp
+                    and launch_layout(world, G).nproc_per_node % tp):
+                continue                      # some TP group would span two nodes
             lattice += 1
             sps = [s for s in ((0, 1) if tp > 1 else (0,)) if search.allows_sp(bool(s))]
             zs = zeros if dp * cp > 1 else zeros[:1]
@@ -99,10 +116,7 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                 m = gbs // (dp * mbs)
                 if not allows(search.micro_batch_size, mbs) or not allows(search.grad_accum_steps, m):
                     continue
-                if pp > 1 and m < pp:
-                    continue
-                vpps = [1] if pp == 1 else [1] + [
-                    v for v in range(2, L // pp + 1) if L % (pp * v) == 0 and m % pp == 0]
+                vpps = [1] + ([v for v in vpp_of[pp] if m >= pp] if pp > 1 else [])
                 for vpp in vpps:
                     if not allows(search.vpp, vpp):
                         continue
@@ -117,4 +131,23 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                     rows.append(block)
     arr = np.concatenate(rows) if rows else np.empty((0, 9), dtype=np.int64)
     plans = PlanArrays(**{f: arr[:, i] for i, f in enumerate(PLAN_FIELDS)})
+    plans = plans.take(np.flatnonzero(framework_mask(plans, model, training, search)))
     return Space(plans=plans, domains=dom, world_sizes=(lo, N), lattice_points=lattice)
+
+
+def framework_mask(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
+                   search: SearchSpec) -> np.ndarray:
+    """Plans the requested framework runs as predicted (any framework when none is named)."""
+    if not len(plans):
+        return np.zeros(0, dtype=bool)
+    m = training.global_batch_size // (plans.dp * plans.mbs)
+    key = plans.pp * 100_000 + plans.vpp
+    uniq, inv = np.unique(key, return_inverse=True)
+    even_of = np.array([default_layout(model.num_layers, int(k // 100_000),
+                                       int(k % 100_000)).kind == "even" for k in uniq])
+    even = even_of[inv.reshape(-1)]
+    names = [search.framework] if search.framework else list(FRAMEWORKS)
+    ok = np.zeros(len(plans), dtype=bool)
+    for name in names:
+        ok |= runs_mask(name, plans, m, even, training)
+    return ok

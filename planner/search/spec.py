@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from planner.frameworks import Framework
 from planner.specs.plan import Recompute
 
 
@@ -75,6 +76,9 @@ class SearchSpec(BaseModel):
         True, description="Let the solver move layers between pipeline stages (uneven stages) "
         "to shorten the slowest stage under each stage's memory."
     )
+    framework: Framework | None = Field(
+        None, description="Only plans this framework runs as predicted (megatron, torchtitan, "
+        "deepspeed). Default: plans at least one of them runs.")
     dp: IntChoice | None = None
     tp: IntChoice | None = None
     pp: IntChoice | None = None

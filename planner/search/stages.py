@@ -22,7 +22,7 @@ from ortools.sat.python import cp_model
 from planner.cost.batch import PlanArrays, compose
 from planner.cost.tables import CostTables
 from planner.specs import ParallelPlan
-from planner.specs.plan import split_layers
+from planner.specs.layout import split_layers
 
 NS = 1e9
 

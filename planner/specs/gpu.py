@@ -7,6 +7,21 @@ Preset numbers are the vendors' datasheet figures for dense (not 2:4 sparse) mat
 - H200 SXM 141 GB: the H100's compute; 4,800 GB/s HBM3e.
 - ``cpu``: a two-core development VM running gloo, so that plans for this machine's loopback
   cluster can be estimated and probed (rough, documented guesses, meant to be calibrated).
+
+Achieved rates (``planner.cost.kernels`` turns them into kernel times):
+- ``matmul_efficiency``: the best dense GEMM rate over shapes, as a fraction of the peak
+  ("maximum achievable matmul FLOPS", stas00/ml-engineering compute/accelerator/README.md,
+  brute-force shape search: A100 SXM bf16 271.2 of 312 TFLOP/s = 0.869; H100 SXM bf16 794.5 of
+  989 = 0.803, H200 the same; H100 SXM fp8 1402.6 of 1979 = 0.709). Those best shapes fill whole
+  waves of the SMs; ordinary shapes lose the rest to tile and wave quantisation (``sm_count``:
+  108 on A100, 132 on H100/H200, 80 on V100).
+- ``attention_efficiency``: fused attention forward + backward at long sequences, head dim 128,
+  causal, as a fraction of the bf16 peak: A100 FlashAttention-2 194 TFLOP/s (0.62; the
+  FlashAttention repository's benchmark figures); H100 cuDNN fused attention (what Transformer
+  Engine runs) about 559 forward and 539 backward TFLOP/s (FlashAttention-3 paper, figures 5-6),
+  0.50 with a 10% derate from benchmark to training; FlashAttention-2 on H100 reaches only 0.34.
+- ``hbm_efficiency``: streaming kernels' share of the HBM bandwidth (RRZE-HPC/gpu-benches
+  gpu-stream: A100 80GB 1776-1894 of 2039 GB/s, 0.87; H100 about 0.90).
 """
 
 from __future__ import annotations
@@ -34,29 +49,37 @@ class PeakTflops(PresetSpec):
 _GPU_PRESETS: dict[str, dict[str, Any]] = {
     "v100-32gb": {
         "name": "v100-32gb", "memory_gib": 32, "memory_bandwidth_gb_per_s": 900,
-        "peak_tflops": {"fp32": 15.7, "fp16": 125},
+        "peak_tflops": {"fp32": 15.7, "fp16": 125}, "sm_count": 80,
+        "attention_efficiency": 0.45,
     },
     "a100-40gb": {
         "name": "a100-40gb", "memory_gib": 40, "memory_bandwidth_gb_per_s": 1555,
-        "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312},
+        "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
+        "matmul_efficiency": 0.869, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
     },
     "a100-80gb": {
         "name": "a100-80gb", "memory_gib": 80, "memory_bandwidth_gb_per_s": 2039,
-        "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312},
+        "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
+        "matmul_efficiency": 0.869, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
     },
     "h100-sxm": {
         "name": "h100-sxm", "memory_gib": 80, "memory_bandwidth_gb_per_s": 3350,
         "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
-                        "fp8": 1978.9},
+                        "fp8": 1978.9}, "sm_count": 132,
+        "matmul_efficiency": 0.803, "fp8_matmul_efficiency": 0.709,
+        "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
     },
     "h200-sxm": {
         "name": "h200-sxm", "memory_gib": 141, "memory_bandwidth_gb_per_s": 4800,
         "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
-                        "fp8": 1978.9},
+                        "fp8": 1978.9}, "sm_count": 132,
+        "matmul_efficiency": 0.803, "fp8_matmul_efficiency": 0.709,
+        "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
     },
     "cpu": {
         "name": "cpu", "memory_gib": 8, "memory_bandwidth_gb_per_s": 20,
         "peak_tflops": {"fp32": 0.1, "bf16": 0.05, "fp16": 0.05},
+        "matmul_efficiency": 0.75, "attention_efficiency": 0.5, "hbm_efficiency": 0.8,
     },
 }
 
@@ -72,6 +95,25 @@ class GPUSpec(PresetSpec):
     peak_tflops: PeakTflops = Field(description="Dense peak TFLOP/s per precision.")
     memory_bandwidth_gb_per_s: float = Field(
         ge=1e-3, le=1e6, description="HBM bandwidth, GB/s (1e9 bytes/s), datasheet figure."
+    )
+    sm_count: int | None = Field(
+        None, ge=1, le=100_000, description="Streaming multiprocessors (GEMM tiles run one wave "
+        "of them at a time). Null: no tile or wave quantisation."
+    )
+    matmul_efficiency: float = Field(
+        0.8, ge=1e-3, le=1, description="Fraction of the dense peak the best-shaped GEMMs reach "
+        "(maximum achievable matmul FLOPS)."
+    )
+    fp8_matmul_efficiency: float | None = Field(
+        None, ge=1e-3, le=1,
+        description="The same for fp8 GEMMs. Default: matmul_efficiency."
+    )
+    attention_efficiency: float = Field(
+        0.5, ge=1e-3, le=1, description="Fraction of the 16-bit peak fused causal attention "
+        "(forward + backward, head dim 128) reaches on long sequences."
+    )
+    hbm_efficiency: float = Field(
+        0.85, ge=1e-3, le=1, description="Fraction of HBM bandwidth memory-bound kernels reach."
     )
 
     def peak_flops(self, precision: Precision) -> float:

@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import PlannerInputError
 from planner.specs.cluster import ClusterSpec
+from planner.specs.layout import Layout, default_layout, explicit_layout
+from planner.specs.placement import launch_layout
 from planner.specs.model import ModelSpec
 from planner.specs.training import TrainingSpec
 
@@ -41,7 +43,16 @@ class ParallelPlan(BaseModel):
     sequence_parallel: bool = Field(False, description="Megatron sequence parallelism in TP.")
     layers_per_stage: tuple[int, ...] | None = Field(
         None, description="Transformer layers of each pipeline stage (length pp). Default: even "
-        "split, any remainder going to the middle stages."
+        "when the layers divide pp * vpp; else the embedding and the loss count as a layer each "
+        "when that divides; else the middle stages hold the same count and the first and last "
+        "share the rest (planner.specs.layout)."
+    )
+    microbatch_group_size: int | None = Field(
+        None, ge=1, le=100_000_000,
+        description="Interleaved 1F1B: micro-batches that go through a model chunk together "
+        "(Megatron-LM's --microbatch-group-size-per-virtual-pipeline-stage; needs pp <= it <= "
+        "grad_accum_steps and the last group empty or at least pp). Default: the smallest valid "
+        "size, pp when pp divides grad_accum_steps."
     )
 
     @model_validator(mode="after")
@@ -54,6 +65,8 @@ class ParallelPlan(BaseModel):
             raise ValueError(
                 f"layers_per_stage has {len(self.layers_per_stage)} entries; pp is {self.pp}"
             )
+        if self.microbatch_group_size is not None and self.vpp == 1:
+            raise ValueError("microbatch_group_size applies to interleaved schedules (vpp > 1)")
         return self
 
     @property
@@ -97,9 +110,13 @@ def plan_violations(
         out.append(("plan.tp", f"num_kv_heads({kv}) is not divisible by tp({plan.tp})"))
     if model.ffn % plan.tp:
         out.append(("plan.tp", f"ffn_hidden_size({model.ffn}) is not divisible by tp({plan.tp})"))
-    if not allow_cross_node_tp and plan.tp > cluster.gpus_per_node:
-        out.append(("plan.tp", f"tp({plan.tp}) > gpus_per_node({cluster.gpus_per_node}): "
-                               "tensor parallelism would cross nodes"))
+    if not allow_cross_node_tp and plan.tp > 1 and plan.world_size <= n:
+        layout = launch_layout(plan.world_size, cluster.gpus_per_node)
+        if layout.nproc_per_node % plan.tp:
+            out.append(("plan.tp", f"tp({plan.tp}) groups would cross nodes: "
+                                   f"{plan.world_size} ranks run {layout.nproc_per_node} per "
+                                   f"node on {layout.nnodes} node(s), not a multiple of "
+                                   f"tp({plan.tp})"))
     if plan.cp > 1 and training.seq_length % (2 * plan.cp):
         out.append(("plan.cp", f"seq_length({training.seq_length}) is not divisible by "
                                f"2 * cp({plan.cp}) = {2 * plan.cp} (load-balanced causal chunks)"))
@@ -110,21 +127,24 @@ def plan_violations(
             out.append(("plan.layers_per_stage",
                         f"sum{list(plan.layers_per_stage)} = {sum(plan.layers_per_stage)} != "
                         f"num_layers({L}), or a stage has no layer"))
-        elif plan.vpp > 1 and any(n_ % plan.vpp for n_ in plan.layers_per_stage):
-            out.append(("plan.layers_per_stage", f"each stage's layers must split into "
-                                                 f"vpp({plan.vpp}) virtual stages"))
-    elif L < chunks:
-        out.append(("plan.pp", f"pp({plan.pp}) * vpp({plan.vpp}) = {chunks} > num_layers({L})"))
-    elif plan.vpp > 1 and L % chunks:
-        out.append(("plan.vpp", f"num_layers({L}) is not divisible by pp({plan.pp}) * "
-                                f"vpp({plan.vpp}) = {chunks}"))
+    elif default_layout(L, plan.pp, plan.vpp) is None:
+        out.append(("plan.vpp" if plan.vpp > 1 else "plan.pp",
+                    f"pp({plan.pp}) * vpp({plan.vpp}) = {chunks} model chunks cannot be filled "
+                    f"by num_layers({L}) (the embedding and the loss may stand in for one layer "
+                    "each)"))
     m = grad_accum_steps(plan, training)
-    if plan.pp > 1 and m is not None and m < plan.pp:
-        out.append(("plan.grad_accum_steps", f"grad_accum_steps({m}) < pp({plan.pp}): 1F1B needs "
-                                             "at least one micro-batch per stage"))
-    if plan.vpp > 1 and m is not None and m % plan.pp:
-        out.append(("plan.grad_accum_steps", f"interleaved 1F1B needs grad_accum_steps({m}) "
-                                             f"divisible by pp({plan.pp})"))
+    if plan.vpp > 1 and m is not None:
+        if m < plan.pp:
+            out.append(("plan.grad_accum_steps",
+                        f"interleaved 1F1B needs grad_accum_steps({m}) >= pp({plan.pp}) "
+                        "(Megatron-LM: pp <= microbatch group <= micro-batches)"))
+        elif plan.microbatch_group_size is not None:
+            g = plan.microbatch_group_size
+            if not valid_microbatch_group(g, m, plan.pp):
+                out.append(("plan.microbatch_group_size",
+                            f"microbatch_group_size({g}) must lie in [pp({plan.pp}), "
+                            f"grad_accum_steps({m})] and leave a last group of 0 or >= pp "
+                            f"micro-batches ({m} % {g} = {m % g})"))
     try:
         cluster.gpu.peak_flops(training.precision)
     except ValueError as exc:
@@ -142,28 +162,31 @@ def grad_accum_steps(plan: ParallelPlan, training: TrainingSpec) -> int | None:
     return training.global_batch_size // per_rank
 
 
-def stage_layers(plan: ParallelPlan, model: ModelSpec) -> tuple[int, ...]:
-    """Layers held by each pipeline stage: explicit, or the default split (``split_layers``)."""
+def valid_microbatch_group(g: int, m: int, pp: int) -> bool:
+    """Megatron-LM's rule for interleaved schedules (``schedules.py``): pp <= g <= m and the
+    last group (m mod g) is empty or holds at least pp micro-batches."""
+    return pp <= g <= m and (m % g == 0 or m % g >= pp)
+
+
+def microbatch_group(m: int, pp: int) -> int | None:
+    """The smallest valid group: the fewest micro-batches in flight (pp when pp divides m)."""
+    return next((g for g in range(pp, m + 1) if valid_microbatch_group(g, m, pp)), None)
+
+
+def plan_layout(plan: ParallelPlan, model: ModelSpec) -> Layout:
+    """The plan's layers per rank and per chunk (``planner.specs.layout``)."""
     if plan.layers_per_stage is not None:
-        return plan.layers_per_stage
-    return split_layers(model.num_layers, plan.pp)
+        return explicit_layout(plan.layers_per_stage, plan.vpp)
+    layout = default_layout(model.num_layers, plan.pp, plan.vpp)
+    if layout is None:
+        raise PlannerInputError("plan.pp", f"no layout of num_layers({model.num_layers}) over "
+                                f"pp({plan.pp}) * vpp({plan.vpp}) chunks")
+    return layout
 
 
-def split_layers(num_layers: int, pp: int) -> tuple[int, ...]:
-    """The default split of ``num_layers`` over ``pp`` stages, in the form Megatron-LM can
-    launch: every middle stage holds the same number c of layers, and the first and last stage
-    (which also hold the embedding and the LM head) share the rest, the last taking the smaller
-    half (``--decoder-first/last-pipeline-num-layers``). c is ceil(L / p) when that leaves the
-    first and last stage a layer each, else floor(L / p)."""
-    if pp == 1:
-        return (num_layers,)
-    if pp == 2:
-        return (num_layers - num_layers // 2, num_layers // 2)
-    c = -(-num_layers // pp)
-    if num_layers - (pp - 2) * c < 2:
-        c = num_layers // pp
-    ends = num_layers - (pp - 2) * c
-    return (ends - ends // 2,) + (c,) * (pp - 2) + (ends // 2,)
+def stage_layers(plan: ParallelPlan, model: ModelSpec) -> tuple[int, ...]:
+    """Layers held by each pipeline stage (rank)."""
+    return plan_layout(plan, model).stages
 
 
 def check_plan(

@@ -38,6 +38,19 @@ class TrainingSpec(BaseModel):
     overlap_grad_reduce: bool = Field(
         True, description="The DP gradient reduction overlaps the backward pass, bucket by bucket."
     )
+    overlap_param_gather: bool = Field(
+        True, description="ZeRO-1/2: the all-gather of the updated weights overlaps the next "
+        "step's forward pass (Megatron-LM --overlap-param-gather)."
+    )
+    zero3_prefetch_layers: float = Field(
+        1.0, ge=0, le=64, description="ZeRO-3/FSDP: how many layers ahead the weights are "
+        "gathered (FSDP2 and Megatron-FSDP: 1; 0: gathered on demand, e.g. DeepSpeed's default "
+        "prefetch bucket of 5e7 parameters on layers far larger than that)."
+    )
+    zero3_gathers_per_layer: int = Field(
+        1, ge=1, le=1000, description="ZeRO-3/FSDP: collective calls per layer per pass (1: one "
+        "coalesced call per layer, FSDP2 and Megatron-FSDP; DeepSpeed gathers each submodule)."
+    )
 
     @property
     def param_bytes(self) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from planner.cost.layers import LayerShape, linear_gemms
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.result import PlanEstimate
+from planner.specs.layout import explicit_layout
 from planner.validation.compare import STRATEGY_COMPONENT
 
 
@@ -26,8 +27,9 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
         raise NotProbeable(f"stages of {est.layers_per_stage} layers do not split into "
                            f"{est.vpp} model chunks")
     model, training = tables.model, tables.training
+    npn = tables.npn(est.gpus_used)
     key = (est.tp, est.cp, est.micro_batch_size, RECOMPUTE.index(est.recompute),
-           int(est.sequence_parallel))
+           int(est.sequence_parallel), npn)
     shape = LayerShape(est.tp, est.cp, est.micro_batch_size, est.recompute,
                        est.sequence_parallel)
     gemms = [[int(m), max(1, int(n)), max(1, int(k))]
@@ -38,14 +40,14 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
     attn_bmm = [[heads, s_q, s_kv, model.d_head], [heads, s_q, model.d_head, s_kv]]
     # The memory-bound kernels (norms, residual adds, activation; softmax without flash
     # attention) as one streaming add that moves the same bytes: read two, write one.
-    elementwise = int(tables.layer(*key)[0].elementwise_bytes
+    elementwise = int(tables.work(*key[:5]).elementwise_bytes
                       // (3 * training.activation_bytes))
     tp_fwd, tp_bwd = [], []
     for use in tables.tp_uses(*key):
-        # 2 per layer per pass: forward, backward (+ the recomputed forward, in backward).
-        recompute_calls = 2 if est.recompute == "full" else 0
+        # 2 of each op per layer forward; the rest in the backward (with the recomputed
+        # forward's and, with sequence parallelism, the input re-gathers).
         tp_fwd.append([use.cost.op, use.cost.message_bytes, 2])
-        tp_bwd.append([use.cost.op, use.cost.message_bytes, 2 + recompute_calls])
+        tp_bwd.append([use.cost.op, use.cost.message_bytes, int(use.calls) - 2])
     cp_fwd, cp_bwd = [], []
     if est.cp > 1:
         fwd, bwd = tables.cp_uses(*key)      # ring steps: K,V forward; K,V and grads backward
@@ -55,13 +57,13 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
             cp_bwd.insert(0, [fwd.cost.message_bytes, est.cp - 1])
     zero3 = []
     if est.zero_stage >= 3 and est.dp * est.cp > 1:
-        ag, rs = tables.zero3_uses(est.tp, est.cp, est.dp)
+        ag, rs = tables.zero3_uses(est.tp, est.cp, est.dp, npn)
         zero3 = [["all_gather", ag.cost.message_bytes, STRATEGY_COMPONENT[ag.strategy]],
                  ["reduce_scatter", rs.cost.message_bytes, STRATEGY_COMPONENT[rs.strategy]]]
-    p_stage = tables.largest_stage_params(est.tp, est.pp, tuple(est.layers_per_stage)
-                                          if est.pp > 1 else None)
+    layout = explicit_layout(tuple(est.layers_per_stage), est.vpp)
+    p_stage = tables.largest_stage_params(est.tp, layout)
     dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy]]
-              for u in tables.dp_uses(est.tp, est.cp, est.dp, est.zero_stage, p_stage)]
+              for u in tables.dp_uses(est.tp, est.cp, est.dp, est.zero_stage, p_stage, npn)]
     pp_bytes = 0.0
     if est.pp > 1:
         pp_bytes = tables.p2p_use(est.tp, est.cp, est.dp, est.pp,

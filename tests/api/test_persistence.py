@@ -138,9 +138,17 @@ def test_launch_artifacts_download(server):
         assert r.status_code == 200 and r.text.startswith("#!/bin/bash")
         assert r.headers["content-type"].startswith("text/x-shellscript")
         assert "attachment" in r.headers["content-disposition"]
-        r = c.get(f"/v1/plans/{pid}/launch/torchtitan", params={"rank": 2})
-        assert r.status_code == 200 and "[parallelism]" in r.text
-        assert r.headers["content-type"].startswith("application/toml")
+        r = c.get(f"/v1/plans/{pid}/launch/megatron", params={"rank": 2})
+        assert r.status_code == 200 and "--tensor-model-parallel-size" in r.text
+        # A framework that cannot run the plan as predicted: 409, naming what it lacks.
+        missing = [fw for fw in ("torchtitan", "deepspeed") if fw not in best["frameworks"]]
+        assert missing
+        r = c.get(f"/v1/plans/{pid}/launch/{missing[0]}")
+        assert r.status_code == 409
+        assert r.headers["content-type"].startswith("application/problem+json")
+        body = r.json()
+        assert body["framework"] == missing[0] and body["missing"]
+        assert body["missing"] == best["launch"]["not_runnable"][missing[0]]
         r = c.get(f"/v1/plans/{pid}/launch/kubernetes")
         assert r.headers["content-type"].startswith("application/yaml") and "JobSet" in r.text
         assert c.get(f"/v1/plans/{pid}/launch/helm").status_code == 422

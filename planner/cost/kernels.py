@@ -1,0 +1,86 @@
+"""Kernel times from shapes: GEMMs with tile and wave quantisation, fused attention, memory-bound
+kernels.
+
+GEMM (M, N, K), 2MNK FLOPs. cuBLAS splits the output into tiles, one thread block (CTA) per tile,
+and runs them in waves of one CTA per streaming multiprocessor; a wave is paid in full even when
+it is partly empty, and a tile in full at the matrix edge (NVIDIA, "Matrix Multiplication
+Background User's Guide", tile and wave quantisation). So
+
+    t = overhead + min over tiles (BM, BN, eta) of  ceil(ceil(M/BM) ceil(N/BN) / SMs)
+                                                     * 2 BM BN (K + k0) / (r eta)
+
+with r = peak * matmul_efficiency / SMs the rate one SM sustains on large GEMMs, eta the relative
+efficiency of a tile shape (larger tiles reuse more data), k0 the main loop's prologue and
+epilogue in units of K, and a fixed per-kernel overhead (launch, ramp-up and tail). Taking the
+best tile is what cuBLAS's heuristics do; the result is not monotonic in M: a micro-batch that
+leaves a last wave nearly empty runs slower per token than a larger one.
+
+Fused attention (FlashAttention): the forward of a causal head over s queries and s keys does
+2 * 2 * s^2 * d / 2 FLOPs (QK^T and PV, half the score matrix under the causal mask; Dao,
+FlashAttention-2, 2023, section 4.1 counts them this way) and the backward 2.5 times that (five
+matmuls instead of two). It runs at ``attention_efficiency * s / (s + s_half)`` of the peak: the
+efficiency rises with the sequence (the kernel's work per launch and per tile) and saturates at
+the GPU's value (FlashAttention-2 on A100, cuDNN / FlashAttention-3 kernels on H100).
+
+Memory-bound kernels move their bytes at ``hbm_efficiency`` of the HBM bandwidth, plus the
+per-kernel overhead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# (BM, BN, relative efficiency): the CTA tiles cuBLAS chooses from for 16-bit GEMMs on
+# Ampere/Hopper, largest first (the user's guide lists 256x128, 128x128, 128x64, 64x64).
+TILES: tuple[tuple[int, int, float], ...] = (
+    (256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.94), (128, 64, 0.82), (64, 64, 0.62),
+)
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """The rates of one GPU for one precision, with the overrides of the efficiency model."""
+
+    peak_flops: float               # dense peak of the GEMM precision, FLOP/s
+    attention_peak_flops: float     # dense peak of the attention kernels' precision
+    matmul_efficiency: float        # large GEMMs' fraction of the peak
+    attention_efficiency: float     # long-sequence fused attention's fraction of the peak
+    attention_half_seq: float       # sequence at which fused attention reaches half of that
+    hbm_bytes_per_s: float          # achieved HBM bandwidth of memory-bound kernels
+    sm_count: int | None            # None: no tile or wave quantisation (a CPU, a measurement)
+    k_overhead: float               # k0: the GEMM main loop's fixed cost, in units of K
+    kernel_overhead_s: float        # per kernel
+
+    def gemm(self, m: float, n: float, k: float, count: float = 1) -> float:
+        """Seconds for ``count`` independent GEMMs of shape (m, n, k) in one (batched) kernel."""
+        if m <= 0 or n <= 0 or k <= 0 or count <= 0:
+            return 0.0
+        rate = self.peak_flops * self.matmul_efficiency
+        kk = k + self.k_overhead
+        if self.sm_count is None:
+            return count * 2 * m * n * kk / rate + self.kernel_overhead_s
+        per_sm = rate / self.sm_count
+        best = math.inf
+        for bm, bn, eta in TILES:
+            ctas = math.ceil(m / bm) * math.ceil(n / bn) * count
+            waves = math.ceil(ctas / self.sm_count)
+            best = min(best, waves * 2 * bm * bn * kk / (per_sm * eta))
+        return best + self.kernel_overhead_s
+
+    def gemm_flops_rate(self, m: float, n: float, k: float) -> float:
+        """Achieved FLOP/s of one (m, n, k) GEMM (for reports and tests)."""
+        return 2 * m * n * k / self.gemm(m, n, k)
+
+    def attention(self, flops: float, seq: float, kernels: float = 1) -> float:
+        """Seconds of fused attention doing ``flops`` on sequences (chunks) of ``seq`` keys."""
+        if flops <= 0:
+            return 0.0
+        eff = self.attention_efficiency * seq / (seq + self.attention_half_seq)
+        return flops / (self.attention_peak_flops * eff) + kernels * self.kernel_overhead_s
+
+    def memory(self, num_bytes: float, kernels: float = 1) -> float:
+        """Seconds of memory-bound kernels moving ``num_bytes`` (reads + writes)."""
+        if num_bytes <= 0:
+            return 0.0
+        return num_bytes / self.hbm_bytes_per_s + kernels * self.kernel_overhead_s

@@ -1,0 +1,269 @@
+"""Which frameworks run a plan as predicted: the capability matrix, as data, and its rules.
+
+Each capability names, per framework, whether it is supported, the framework's own argument or
+config key, and the source file that defines it (read in Megatron-LM d98e8a6 of 2026-08-22,
+torchtitan's last release v0.2.2 of 2026-02-20, DeepSpeed 0.19.6). A plan runs "as predicted" on
+a framework when the framework can express every part of it *and* executes it the way the step
+model costs it (e.g. torchtitan's FSDP without resharding gathers the weights every micro-batch,
+which is not the planner's ZeRO-2, so such plans are not listed for torchtitan).
+
+``violations`` checks plans as arrays (the search filters its whole space with it); ``missing``
+gives the reasons for one plan in words; ``frameworks_for`` lists the frameworks with none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import numpy as np
+
+Framework = Literal["megatron", "torchtitan", "deepspeed"]
+FRAMEWORKS: tuple[Framework, ...] = ("megatron", "torchtitan", "deepspeed")
+
+MEGATRON = "NVIDIA/Megatron-LM"
+TITAN = "pytorch/torchtitan v0.2.2"
+DEEPSPEED = "deepspeedai/DeepSpeed 0.19.6"
+
+
+@dataclass(frozen=True)
+class Support:
+    status: Literal["yes", "no", "partial"]
+    how: str            # the framework's flag or config key (verbatim)
+    source: str         # where it is defined
+    note: str = ""
+
+
+def _s(status, how, source, note=""):
+    return Support(status, how, source, note)
+
+
+CAPABILITIES: dict[str, dict[str, Support]] = {
+    "data_parallel": {
+        "megatron": _s("yes", "world / (tp * pp * cp)", f"{MEGATRON} megatron/training/arguments.py"),
+        "torchtitan": _s("yes", "parallelism.data_parallel_replicate_degree / "
+                         "data_parallel_shard_degree", f"{TITAN} torchtitan/config/job_config.py",
+                         "pure replicated DP (DDP) only when no other parallelism is used"),
+        "deepspeed": _s("yes", "world / model-parallel size", f"{DEEPSPEED} deepspeed/runtime/engine.py"),
+    },
+    "zero_1": {
+        "megatron": _s("yes", "--use-distributed-optimizer", f"{MEGATRON} megatron/training/arguments.py"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
+                         "FSDP has no optimizer-only sharding"),
+        "deepspeed": _s("yes", "zero_optimization.stage = 1", f"{DEEPSPEED} deepspeed/runtime/zero/config.py"),
+    },
+    "zero_2": {
+        "megatron": _s("partial", "--use-megatron-fsdp --data-parallel-sharding-strategy "
+                       "optim_grads", f"{MEGATRON} megatron/training/arguments.py",
+                       "Megatron-FSDP is documented without pipeline parallelism"),
+        "torchtitan": _s("partial", 'parallelism.fsdp_reshard_after_forward = "never"',
+                         f"{TITAN} torchtitan/config/job_config.py",
+                         "gathers the weights every micro-batch: the planner's ZeRO-2 only "
+                         "with one micro-batch"),
+        "deepspeed": _s("partial", "zero_optimization.stage = 2", f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
+                        "not with the pipeline engine"),
+    },
+    "zero_3": {
+        "megatron": _s("partial", "--use-megatron-fsdp --data-parallel-sharding-strategy "
+                       "optim_grads_params", f"{MEGATRON} megatron/training/arguments.py",
+                       "Megatron-FSDP is documented without pipeline parallelism"),
+        "torchtitan": _s("yes", 'parallelism.data_parallel_shard_degree, '
+                         'fsdp_reshard_after_forward = "always"', f"{TITAN} torchtitan/config/job_config.py"),
+        "deepspeed": _s("partial", "zero_optimization.stage = 3", f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
+                        "not with the pipeline engine; with AutoTP from 0.19.4"),
+    },
+    "tensor_parallel": {
+        "megatron": _s("yes", "--tensor-model-parallel-size", f"{MEGATRON} megatron/core/model_parallel_config.py"),
+        "torchtitan": _s("partial", "parallelism.tensor_parallel_degree", f"{TITAN} torchtitan/config/job_config.py",
+                         "always with sequence parallelism"),
+        "deepspeed": _s("partial", 'tensor_parallel.autotp_size', f"{DEEPSPEED} deepspeed/runtime/tensor_parallel/config.py",
+                        "AutoTP (>= 0.16.4): no sequence parallelism, not with the pipeline engine"),
+    },
+    "sequence_parallel": {
+        "megatron": _s("yes", "--sequence-parallel", f"{MEGATRON} megatron/core/model_parallel_config.py"),
+        "torchtitan": _s("yes", "(always on with tensor_parallel_degree > 1)",
+                         f"{TITAN} torchtitan/models/llama3/infra/parallelize.py"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/module_inject/auto_tp.py",
+                        "DeepSpeed's sequence parallelism is Ulysses, not Megatron's"),
+    },
+    "pipeline_parallel": {
+        "megatron": _s("yes", "--pipeline-model-parallel-size", f"{MEGATRON} megatron/core/model_parallel_config.py"),
+        "torchtitan": _s("yes", "parallelism.pipeline_parallel_degree", f"{TITAN} torchtitan/config/job_config.py"),
+        "deepspeed": _s("partial", 'PipelineModule(num_stages=...); "pipeline": {"stages"}',
+                        f"{DEEPSPEED} deepspeed/runtime/pipe/module.py",
+                        "ZeRO <= 1 (engine.py asserts), even layer partition, no TP"),
+    },
+    "interleaved_schedule": {
+        "megatron": _s("yes", "--num-virtual-stages-per-pipeline-rank, "
+                       "--microbatch-group-size-per-virtual-pipeline-stage",
+                       f"{MEGATRON} megatron/core/pipeline_parallel/schedules.py",
+                       "pp <= group <= micro-batches; last group 0 or >= pp"),
+        "torchtitan": _s("partial", 'parallelism.pipeline_parallel_schedule = "Interleaved1F1B"',
+                         f"{TITAN} torch/distributed/pipelining/schedules.py",
+                         "same schedule as Megatron's when pp divides the micro-batches"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/pipe/schedule.py", "1F1B only"),
+    },
+    "uneven_stages": {
+        "megatron": _s("yes", "--decoder-first-pipeline-num-layers / "
+                       "--decoder-last-pipeline-num-layers, --account-for-embedding-in-pipeline-"
+                       "split / --account-for-loss-in-pipeline-split, "
+                       "--pipeline-model-parallel-layout",
+                       f"{MEGATRON} megatron/training/arguments.py"),
+        "torchtitan": _s("yes", "parallelism.module_fqns_per_model_part, "
+                         "pipeline_parallel_first_stage_less_layers / "
+                         "pipeline_parallel_last_stage_less_layers",
+                         f"{TITAN} torchtitan/distributed/pipeline_parallel.py"),
+        "deepspeed": _s("no", 'PipelineModule(partition_method="uniform")',
+                        f"{DEEPSPEED} deepspeed/runtime/pipe/module.py",
+                        "partitions by a method, not by given counts"),
+    },
+    "fewer_microbatches_than_stages": {
+        "megatron": _s("yes", "(1F1B clamps its warm-up)", f"{MEGATRON} megatron/core/pipeline_parallel/schedules.py",
+                       "not with the interleaved schedule"),
+        "torchtitan": _s("yes", 'parallelism.pipeline_parallel_schedule = "GPipe"',
+                         f"{TITAN} torch/distributed/pipelining/schedules.py",
+                         "Schedule1F1B refuses it; GPipe is the same order when m < pp"),
+        "deepspeed": _s("yes", "gradient_accumulation_steps", f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py"),
+    },
+    "context_parallel": {
+        "megatron": _s("yes", "--context-parallel-size, --cp-comm-type p2p",
+                       f"{MEGATRON} megatron/core/model_parallel_config.py"),
+        "torchtitan": _s("yes", 'parallelism.context_parallel_degree, '
+                         'context_parallel_rotate_method = "alltoall"',
+                         f"{TITAN} torchtitan/config/job_config.py"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/sequence/layer.py",
+                        "Ulysses all-to-all only, no ring attention"),
+    },
+    "recompute_full": {
+        "megatron": _s("yes", "--recompute-granularity full --recompute-method uniform "
+                       "--recompute-num-layers 1", f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
+        "torchtitan": _s("yes", 'activation_checkpoint.mode = "full"', f"{TITAN} torchtitan/config/job_config.py"),
+        "deepspeed": _s("yes", "activation_checkpointing + deepspeed.checkpointing.checkpoint",
+                        f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py"),
+    },
+    "recompute_selective": {
+        "megatron": _s("yes", "--recompute-granularity selective (--recompute-modules core_attn)",
+                       f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
+        "torchtitan": _s("no", 'activation_checkpoint.mode = "selective"', f"{TITAN} torchtitan/config/job_config.py",
+                         "per-op checkpointing recomputes other ops than the attention core"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py"),
+    },
+    "fp8": {
+        "megatron": _s("yes", "--fp8-format hybrid", f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
+        "torchtitan": _s("yes", 'model.converters = ["float8"]', f"{TITAN} torchtitan/config/job_config.py"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py", "no fp8 in the engine"),
+    },
+    "fp16": {
+        "megatron": _s("yes", "--fp16", f"{MEGATRON} megatron/core/model_parallel_config.py"),
+        "torchtitan": _s("no", "training.mixed_precision_param", f"{TITAN} torchtitan/config/job_config.py",
+                         "bfloat16 or float32 only"),
+        "deepspeed": _s("yes", "fp16.enabled", f"{DEEPSPEED} deepspeed/runtime/constants.py"),
+    },
+    "bf16_gradient_reduce": {
+        "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
+        "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
+                         "float32 only"),
+        "deepspeed": _s("yes", "communication_data_type", f"{DEEPSPEED} deepspeed/runtime/constants.py"),
+    },
+}
+
+
+def capability_matrix() -> dict[str, dict[str, dict]]:
+    """The matrix as plain data (JSON)."""
+    return {cap: {fw: asdict(s) for fw, s in row.items()} for cap, row in CAPABILITIES.items()}
+
+
+# Rules: (framework, capability, message, predicate over the plan arrays). ``ctx`` holds the
+# plan arrays and per plan: m (micro-batches), even (the layout is even), and the training spec.
+def _rules():
+    def z(c):
+        return c["zero"]
+    return [
+        ("megatron", "zero_2", "ZeRO-2/3 (Megatron-FSDP) with pipeline parallelism",
+         lambda c: (z(c) >= 2) & (c["pp"] > 1)),
+        ("torchtitan", "zero_1", "ZeRO-1 (no optimizer-only sharding in FSDP)",
+         lambda c: (z(c) == 1) & (c["nd"] > 1)),
+        ("torchtitan", "zero_2", "ZeRO-2 with more than one micro-batch (FSDP without resharding "
+         "gathers the weights every micro-batch)", lambda c: (z(c) == 2) & (c["m"] > 1)),
+        ("torchtitan", "data_parallel", "plain data parallelism (DDP) together with tp, pp or cp",
+         lambda c: (z(c) == 0) & (c["dp"] > 1) & (c["tp"] * c["pp"] * c["cp"] > 1)),
+        ("torchtitan", "tensor_parallel", "tensor parallelism without sequence parallelism",
+         lambda c: (c["tp"] > 1) & (c["sp"] == 0)),
+        ("torchtitan", "recompute_selective", "selective recompute of the attention core",
+         lambda c: c["rec"] == 1),
+        ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batches pp "
+         "does not divide", lambda c: (c["vpp"] > 1) & (c["m"] % np.maximum(c["pp"], 1) != 0)),
+        ("torchtitan", "fp16", "fp16 training", lambda c: np.full(c["n"], c["fp16"])),
+        ("torchtitan", "bf16_gradient_reduce", "bf16 gradient reduction",
+         lambda c: np.full(c["n"], c["bf16_grads"])),
+        ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
+        ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
+        ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
+         lambda c: c["vpp"] > 1),
+        ("deepspeed", "pipeline_parallel", "pipeline parallelism with ZeRO-2/3",
+         lambda c: (c["pp"] > 1) & (z(c) >= 2)),
+        ("deepspeed", "pipeline_parallel", "pipeline and tensor parallelism together",
+         lambda c: (c["pp"] > 1) & (c["tp"] > 1)),
+        ("deepspeed", "uneven_stages", "uneven pipeline stages",
+         lambda c: (c["pp"] > 1) & ~c["even"]),
+        ("deepspeed", "recompute_selective", "selective recompute", lambda c: c["rec"] == 1),
+        ("deepspeed", "fp8", "fp8 training", lambda c: np.full(c["n"], c["fp8"])),
+    ]
+
+
+RULES = _rules()
+
+
+def _context(plans, m, even, training) -> dict:
+    return {"dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
+            "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
+            "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
+            "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
+            "bf16_grads": training.grad_dtype == "bf16"}
+
+
+def runs_mask(framework: str, plans, m, even, training) -> np.ndarray:
+    """For each plan of the arrays: whether ``framework`` runs it as predicted."""
+    ctx = _context(plans, m, even, training)
+    ok = np.ones(len(plans), dtype=bool)
+    for fw, _, _, pred in RULES:
+        if fw == framework:
+            ok &= ~np.asarray(pred(ctx), dtype=bool)
+    return ok
+
+
+def missing(framework: str, plans, m, even, training) -> list[str]:
+    """What ``framework`` lacks to run the single plan of ``plans`` as predicted."""
+    ctx = _context(plans, m, even, training)
+    out = []
+    for fw, cap, message, pred in RULES:
+        if fw == framework and bool(np.asarray(pred(ctx), dtype=bool)[0]):
+            out.append(message)
+    return out
+
+
+def frameworks_for(plans, m, even, training) -> list[str]:
+    """The frameworks that run the single plan of ``plans`` as predicted."""
+    return [fw for fw in FRAMEWORKS if runs_mask(fw, plans, m, even, training)[0]]
+
+
+class _One:
+    """One plan's fields as the 1-element arrays the rules read."""
+
+    def __init__(self, p) -> None:
+        rec = {"none": 0, "selective": 1, "full": 2}[p.recompute]
+        for name, value in (("dp", p.dp), ("tp", p.tp), ("pp", p.pp), ("cp", p.cp),
+                            ("vpp", p.vpp), ("rec", rec), ("zero", p.zero_stage),
+                            ("sp", int(p.sequence_parallel))):
+            setattr(self, name, np.array([value]))
+
+    def __len__(self) -> int:
+        return 1
+
+
+def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training
+                         ) -> dict[str, list[str]]:
+    """For one plan (a ParallelPlan or a PlanEstimate): each framework's missing pieces
+    (an empty list: it runs the plan as predicted)."""
+    one = _One(plan)
+    return {fw: missing(fw, one, [grad_accum_steps], [even], training) for fw in FRAMEWORKS}

@@ -1,0 +1,133 @@
+"""How a model's layers are laid out over pipeline ranks and their virtual stages (chunks).
+
+A layout gives, for each of the pp pipeline ranks, the transformer layers of each of its vpp
+model chunks; the embedding lives in chunk 0 of rank 0, the LM head and loss in the last chunk
+of the last rank. Megatron-LM runs virtual stage k = chunk * pp + rank in order (its
+``--pipeline-model-parallel-layout`` lists stages that way, ``pipeline_parallel_layer_layout.py``).
+
+The default layout of (L layers, pp, vpp), in the order a user's framework would take it:
+
+- ``even``: every chunk holds L / (pp * vpp) layers.
+- ``embedding_loss``: the embedding and the loss count as one layer each, and the L + 2 units
+  split evenly over the pp * vpp chunks, so the first chunk of rank 0 and the last chunk of the
+  last rank hold one layer less (Megatron's ``--account-for-embedding-in-pipeline-split`` and
+  ``--account-for-loss-in-pipeline-split``; torchtitan's default
+  ``pipeline_parallel_first/last_stage_less_layers = 1``; how Llama 3 405B's 126 layers run on
+  16 stages, Dubey et al. 2024 section 3.3.2).
+- ``first_last`` (one chunk per rank): the middle ranks hold c layers and the first and last
+  ranks share the rest, the last taking the smaller half (Megatron's
+  ``--decoder-first/last-pipeline-num-layers``).
+- ``custom``: anything else, e.g. layers that do not divide pp * vpp: each rank's layers
+  (the ``first_last`` totals) spread as evenly as possible over its chunks (Megatron's
+  ``--pipeline-model-parallel-layout``; torchtitan's ``module_fqns_per_model_part``).
+
+An explicit ``layers_per_stage`` (per rank) is laid out the same way inside each rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+LayoutKind = Literal["even", "embedding_loss", "first_last", "custom"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Transformer layers per rank and per (rank, chunk)."""
+
+    stages: tuple[int, ...]
+    chunks: tuple[tuple[int, ...], ...]
+    kind: LayoutKind
+
+    @property
+    def pp(self) -> int:
+        return len(self.stages)
+
+    @property
+    def vpp(self) -> int:
+        return len(self.chunks[0])
+
+    def virtual_stages(self) -> list[int]:
+        """Layers of each virtual stage in execution order (chunk-major, rank-minor)."""
+        return [self.chunks[r][c] for c in range(self.vpp) for r in range(self.pp)]
+
+
+def split_layers(num_layers: int, pp: int) -> tuple[int, ...]:
+    """Per-rank layers of the ``first_last`` form: the middle ranks hold c layers and the first
+    and last share the rest, the last taking the smaller half. c is ceil(L / p) when that leaves
+    the first and last rank a layer each, else floor(L / p); an even split when p divides L."""
+    if pp == 1:
+        return (num_layers,)
+    if pp == 2:
+        return (num_layers - num_layers // 2, num_layers // 2)
+    c = -(-num_layers // pp)
+    if num_layers - (pp - 2) * c < 2:
+        c = num_layers // pp
+    ends = num_layers - (pp - 2) * c
+    return (ends - ends // 2,) + (c,) * (pp - 2) + (ends // 2,)
+
+
+def _spread(n: int, v: int, small_first: bool) -> tuple[int, ...]:
+    """n layers over v chunks as evenly as possible; the smaller chunks first (the rank that
+    holds the embedding) or last (the rank that holds the loss)."""
+    base, extra = divmod(n, v)
+    sizes = [base + 1] * extra + [base] * (v - extra)     # larger first
+    return tuple(reversed(sizes)) if small_first else tuple(sizes)
+
+
+def _chunks_of(stages: tuple[int, ...], vpp: int) -> tuple[tuple[int, ...], ...]:
+    p = len(stages)
+    return tuple(_spread(n, vpp, small_first=(r == 0 and p > 1)) for r, n in enumerate(stages))
+
+
+def default_layout(num_layers: int, pp: int, vpp: int = 1) -> Layout | None:
+    """The layout a plan without explicit stages gets, or None when the layers cannot fill
+    pp * vpp chunks (fewer layers than chunks, the embedding and loss chunks aside)."""
+    chunks = pp * vpp
+    if num_layers + 2 < chunks or (pp == 1 and vpp > 1):
+        return None
+    if num_layers % chunks == 0:
+        per = num_layers // chunks
+        return Layout((per * vpp,) * pp, ((per,) * vpp,) * pp, "even")
+    if pp > 1 and (num_layers + 2) % chunks == 0 and (num_layers + 2) // chunks >= 1:
+        u = (num_layers + 2) // chunks
+        rows = [[u] * vpp for _ in range(pp)]
+        rows[0][0] -= 1
+        rows[-1][-1] -= 1
+        return Layout(tuple(sum(r) for r in rows), tuple(tuple(r) for r in rows),
+                      "embedding_loss")
+    if num_layers < chunks:
+        return None
+    stages = split_layers(num_layers, pp)
+    if min(stages) < vpp:
+        return None
+    return Layout(stages, _chunks_of(stages, vpp), "first_last" if vpp == 1 else "custom")
+
+
+def explicit_layout(stages: tuple[int, ...], vpp: int = 1) -> Layout:
+    """The layout of explicit per-rank layer counts (the default's kind when they match it)."""
+    stages = tuple(stages)
+    chunks = _chunks_of(stages, vpp)
+    default = default_layout(sum(stages), len(stages), vpp)
+    if default is not None and default.chunks == chunks:
+        return default
+    kind: LayoutKind = "custom"
+    if len(stages) > 1 and vpp == 1 and len(set(stages[1:-1])) <= 1:
+        kind = "first_last"
+    return Layout(stages, chunks, kind)
+
+
+def megatron_layout_string(layout: Layout) -> str:
+    """``--pipeline-model-parallel-layout``: virtual stages in order, separated by '|', each
+    a run of 't' (decoder layers), the embedding 'E' first and the loss 'L' last."""
+    stages = layout.virtual_stages()
+    parts = []
+    for k, n in enumerate(stages):
+        s = "t" * n
+        if k == 0:
+            s = "E" + s
+        if k == len(stages) - 1:
+            s += "L"
+        parts.append(s)
+    return "|".join(parts)

@@ -1,0 +1,153 @@
+"""Readers of launch artifacts, written from the frameworks' own argument and config names,
+for the tests: each turns an artifact back into the plan it describes (degrees, ZeRO stage,
+layers per stage and per chunk, micro-batches), so a test can check that the artifact runs
+exactly the predicted plan."""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+
+
+def megatron_parser() -> argparse.ArgumentParser:
+    # The flags as Megatron-LM defines them (megatron/training/arguments.py and the config
+    # dataclasses it turns into flags).
+    ap = argparse.ArgumentParser()
+    for flag in ("--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
+                 "--seq-length", "--max-position-embeddings", "--num-query-groups",
+                 "--kv-channels", "--tensor-model-parallel-size",
+                 "--pipeline-model-parallel-size", "--context-parallel-size",
+                 "--num-virtual-stages-per-pipeline-rank", "--decoder-first-pipeline-num-layers",
+                 "--decoder-last-pipeline-num-layers", "--micro-batch-size",
+                 "--global-batch-size", "--recompute-num-layers",
+                 "--microbatch-group-size-per-virtual-pipeline-stage"):
+        ap.add_argument(flag, type=int)
+    for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights",
+                 "--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
+                 "--overlap-grad-reduce", "--overlap-param-gather", "--grad-reduce-in-bf16",
+                 "--account-for-embedding-in-pipeline-split",
+                 "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp"):
+        ap.add_argument(flag, action="store_true")
+    ap.add_argument("--recompute-granularity", choices=["full", "selective"])
+    ap.add_argument("--recompute-method", choices=["uniform", "block"])
+    ap.add_argument("--fp8-format", choices=["e4m3", "hybrid"])
+    ap.add_argument("--cp-comm-type", nargs="+")
+    ap.add_argument("--pipeline-model-parallel-layout")
+    ap.add_argument("--data-parallel-sharding-strategy",
+                    choices=["no_shard", "optim", "optim_grads", "optim_grads_params"])
+    ap.add_argument("--ckpt-format")
+    return ap
+
+
+def _chunks_from_virtual(virtual: list[int], pp: int) -> list[list[int]]:
+    vpp = len(virtual) // pp
+    return [[virtual[c * pp + r] for c in range(vpp)] for r in range(pp)]
+
+
+def _spread(n: int, v: int) -> list[int]:
+    return [n // v] * v      # even chunks inside a stage (Megatron's non-layout forms)
+
+
+def megatron_plan(argv: list[str], world: int) -> dict:
+    """The plan Megatron-LM would run from these arguments on ``world`` ranks."""
+    a = megatron_parser().parse_args(argv)
+    tp, pp, cp = (a.tensor_model_parallel_size, a.pipeline_model_parallel_size,
+                  a.context_parallel_size)
+    L = a.num_layers
+    dp = world // (tp * pp * cp)
+    if a.pipeline_model_parallel_layout:
+        stages = a.pipeline_model_parallel_layout.split("|")
+        assert stages[0].startswith("E") and stages[-1].endswith("L")
+        chunks = _chunks_from_virtual([s.count("t") for s in stages], pp)
+    else:
+        v = a.num_virtual_stages_per_pipeline_rank or 1
+        if a.account_for_embedding_in_pipeline_split:
+            assert a.account_for_loss_in_pipeline_split
+            u = (L + 2) // (pp * v)
+            assert (L + 2) % (pp * v) == 0
+            chunks = [[u] * v for _ in range(pp)]
+            chunks[0][0] -= 1
+            chunks[-1][-1] -= 1
+        elif a.decoder_first_pipeline_num_layers is not None:
+            first, last = a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers
+            mid = (L - first - last) // (pp - 2) if pp > 2 else 0
+            assert pp == 2 or (L - first - last) % (pp - 2) == 0
+            stages_l = [first] + [mid] * (pp - 2) + [last]
+            assert all(n % v == 0 for n in stages_l)
+            chunks = [_spread(n, v) for n in stages_l]
+        else:
+            assert L % (pp * v) == 0
+            chunks = [[L // (pp * v)] * v for _ in range(pp)]
+    if a.use_megatron_fsdp:
+        zero = {"optim_grads": 2, "optim_grads_params": 3, "optim": 1,
+                "no_shard": 0}[a.data_parallel_sharding_strategy]
+    else:
+        zero = 1 if a.use_distributed_optimizer else 0
+    m = a.global_batch_size // (a.micro_batch_size * dp)
+    vpp = len(chunks[0])
+    return {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "zero_stage": zero,
+            "micro_batch_size": a.micro_batch_size, "grad_accum_steps": m,
+            "sequence_parallel": a.sequence_parallel,
+            "recompute": a.recompute_granularity or "none",
+            "layers_per_stage": [sum(c) for c in chunks], "layers_per_chunk": chunks,
+            "microbatch_group_size": (a.microbatch_group_size_per_virtual_pipeline_stage or pp)
+            if vpp > 1 else None}
+
+
+def torchtitan_plan(text: str, num_layers: int) -> dict:
+    """The plan torchtitan (v0.2.2 JobConfig) would run from these config sections."""
+    cfg = tomllib.loads(text)
+    par, tr = cfg["parallelism"], cfg["training"]
+    rep, shard = par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]
+    dp = rep * shard
+    tp, pp, cp = (par["tensor_parallel_degree"], par["pipeline_parallel_degree"],
+                  par["context_parallel_degree"])
+    reshard = par.get("fsdp_reshard_after_forward", "default")
+    zero = 0 if shard == 1 and rep == dp else (3 if reshard == "always" else 2)
+    if dp == 1:
+        zero = None                     # nothing to shard: any stage stands for all
+    chunks = [[num_layers]]
+    mbs = tr["local_batch_size"]
+    if pp > 1:
+        mbs = par["pipeline_parallel_microbatch_size"]
+        if "module_fqns_per_model_part" in par:
+            parts = par["module_fqns_per_model_part"]
+            assert parts[0][0] == "tok_embeddings" and parts[-1][-2:] == ["norm", "output"]
+            virtual = [sum(x.startswith("layers.") for x in part) for part in parts]
+            listed = [x for part in parts for x in part if x.startswith("layers.")]
+            assert listed == [f"layers.{i}" for i in range(num_layers)]
+        else:           # generate_llm_fqn_per_model_part: embedding and output as layers
+            per = par["pipeline_parallel_layers_per_stage"]
+            first = par["pipeline_parallel_first_stage_less_layers"]
+            last = par["pipeline_parallel_last_stage_less_layers"]
+            n = (num_layers + first + last) // per
+            assert n * per == num_layers + first + last
+            virtual = [per] * n
+            virtual[0] -= first
+            virtual[-1] -= last
+        chunks = _chunks_from_virtual(virtual, pp)
+    m = tr["global_batch_size"] // (mbs * dp)
+    if pp > 1:
+        sched = par["pipeline_parallel_schedule"]
+        want = "Interleaved1F1B" if len(chunks[0]) > 1 else ("GPipe" if m < pp else "1F1B")
+        assert sched == want, (sched, want)
+    return {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": len(chunks[0]), "zero_stage": zero,
+            "micro_batch_size": mbs, "grad_accum_steps": m, "sequence_parallel": tp > 1,
+            "recompute": cfg["activation_checkpoint"]["mode"],
+            "layers_per_stage": [sum(c) for c in chunks], "layers_per_chunk": chunks}
+
+
+def deepspeed_plan(cfg: dict, world: int, num_layers: int) -> dict:
+    """The plan DeepSpeed would run from this config (and a PipelineModule as the notes say)."""
+    tp = cfg.get("tensor_parallel", {}).get("autotp_size", 1) or 1
+    pp = cfg.get("pipeline", {}).get("stages", 1)
+    if pp > 1:
+        assert cfg["pipeline"]["partition"] == "uniform" and num_layers % pp == 0
+    dp = world // (tp * pp)
+    mbs = cfg["train_micro_batch_size_per_gpu"]
+    m = cfg["gradient_accumulation_steps"]
+    assert cfg["train_batch_size"] == mbs * m * dp
+    return {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": 1,
+            "zero_stage": cfg["zero_optimization"]["stage"], "micro_batch_size": mbs,
+            "grad_accum_steps": m, "sequence_parallel": False,
+            "layers_per_stage": [num_layers // pp] * pp}
