@@ -7,7 +7,7 @@ these fields may also override.
 Sources of the defaults (measured micro-benchmarks, not fitted to training runs):
 - ``kernel_overhead_us`` 2.5: back-to-back kernels on one stream, fitted fixed cost 2.55 us on
   A100 and 2.43 us on H200 (RRZE-HPC/gpu-benches, gpu-small-kernels repeated-stream fit).
-- ``matmul_half_dim`` 128: the GEMM main loop's prologue and epilogue, in units of K (the
+- ``matmul_half_dim`` 256: the GEMM main loop's prologue and epilogue, in units of K (the
   reduction dimension); small-K GEMMs lose that share (an assumption on the cited tile
   mechanism, NVIDIA's matrix multiplication guide).
 - ``attention_half_seq`` 500: fused causal attention reaches half its long-sequence rate at
@@ -33,7 +33,7 @@ class EfficiencyModel(BaseModel):
         "matmul_efficiency."
     )
     matmul_half_dim: float = Field(
-        128.0, ge=0, le=1e6, description="GEMM prologue and epilogue in units of the reduction "
+        256.0, ge=0, le=1e6, description="GEMM prologue and epilogue in units of the reduction "
         "dimension K: a GEMM costs as if K were K + this (K = this halves a GEMM's rate)."
     )
     attention_fraction: float | None = Field(
@@ -56,7 +56,7 @@ class EfficiencyModel(BaseModel):
         "runs beside it (shared SMs and HBM)."
     )
     microbatch_overhead_us: float = Field(
-        100.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
+        300.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
         "GPU waits for, us."
     )
     tp_comm_overlap: float = Field(

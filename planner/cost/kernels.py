@@ -2,18 +2,24 @@
 kernels.
 
 GEMM (M, N, K), 2MNK FLOPs. cuBLAS splits the output into tiles, one thread block (CTA) per tile,
-and runs them in waves of one CTA per streaming multiprocessor; a wave is paid in full even when
-it is partly empty, and a tile in full at the matrix edge (NVIDIA, "Matrix Multiplication
-Background User's Guide", tile and wave quantisation). So
+and runs them in waves of one CTA per streaming multiprocessor; a tile is paid in full at the
+matrix edge, and a partly empty last wave costs more than its share (NVIDIA, "Matrix
+Multiplication Background User's Guide", tile and wave quantisation). cuBLAS's split-K and
+stream-K kernels spread part of the last wave's work over the idle SMs, so the empty part of
+the last wave costs ``WAVE_TAIL`` of a wave rather than all of it. So
 
-    t = overhead + min over tiles (BM, BN, eta) of  ceil(ceil(M/BM) ceil(N/BN) / SMs)
-                                                     * 2 BM BN (K + k0) / (r eta)
+    t = overhead + min over tiles (BM, BN, eta) of  waves * 2 BM BN (K + k0) / (r eta a)
+    waves = c / SMs + WAVE_TAIL (ceil(c / SMs) - c / SMs),   c = ceil(M/BM) ceil(N/BN)
 
 with r = peak * matmul_efficiency / SMs the rate one SM sustains on large GEMMs, eta the relative
 efficiency of a tile shape (larger tiles reuse more data), k0 the main loop's prologue and
-epilogue in units of K, and a fixed per-kernel overhead (launch, ramp-up and tail). Taking the
-best tile is what cuBLAS's heuristics do; the result is not monotonic in M: a micro-batch that
-leaves a last wave nearly empty runs slower per token than a larger one.
+epilogue in units of K, a = ``MISALIGNED`` when N or K is not a multiple of 64 elements (tensor
+cores then fall back to narrower loads: a SwiGLU width of 10922 ran 46% slower than 10944 on H100,
+stas00/ml-engineering training/performance; BLOOM's 14400-wide candidates ran ~25% below the
+13824-wide ones on the same A100s, bigscience tr11 chronicles), and a fixed per-kernel overhead
+(launch, ramp-up and tail). Taking the best tile is what cuBLAS's heuristics do; the result is
+not monotonic in M: a micro-batch that leaves a last wave nearly empty runs slower per token
+than a larger one.
 
 Fused attention (FlashAttention): the forward of a causal head over s queries and s keys does
 2 * 2 * s^2 * d / 2 FLOPs (QK^T and PV, half the score matrix under the causal mask; Dao,
@@ -34,8 +40,13 @@ from dataclasses import dataclass
 # (BM, BN, relative efficiency): the CTA tiles cuBLAS chooses from for 16-bit GEMMs on
 # Ampere/Hopper, largest first (the user's guide lists 256x128, 128x128, 128x64, 64x64).
 TILES: tuple[tuple[int, int, float], ...] = (
-    (256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.94), (128, 64, 0.82), (64, 64, 0.62),
+    (256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95), (128, 64, 0.85), (64, 64, 0.7),
 )
+# The empty part of a last wave costs this share of a wave (split-K / stream-K fill the rest):
+# square 2048^3 GEMMs on an A100-class GPU run at 0.89 of the 8192^3 rate
+# (mli/transformers-benchmarks issue 4), which full wave quantisation would put at 0.67.
+WAVE_TAIL = 0.25
+MISALIGNED = 0.7
 
 
 @dataclass(frozen=True)
@@ -61,10 +72,13 @@ class KernelModel:
         if self.sm_count is None:
             return count * 2 * m * n * kk / rate + self.kernel_overhead_s
         per_sm = rate / self.sm_count
+        if n % 64 or k % 64:
+            per_sm *= MISALIGNED
         best = math.inf
         for bm, bn, eta in TILES:
             ctas = math.ceil(m / bm) * math.ceil(n / bn) * count
-            waves = math.ceil(ctas / self.sm_count)
+            full = ctas / self.sm_count
+            waves = full + WAVE_TAIL * (math.ceil(full) - full)
             best = min(best, waves * 2 * bm * bn * kk / (per_sm * eta))
         return best + self.kernel_overhead_s
 

@@ -208,7 +208,9 @@ def head_work(
 ) -> HeadWork:
     t = plan.tp
     T = tokens_per_gpu(plan, training)
-    h, V = model.hidden_size, model.vocab_size
+    h = model.hidden_size
+    # Megatron-LM pads the vocabulary to a multiple of 128 * tp (--make-vocab-size-divisible-by).
+    V = -(-model.vocab_size // (128 * t)) * 128 * t
     km = kernel_model(gpu, training, eff, "bf16" if training.precision == "fp8" else None)
     gemm_f = km.gemm(T, V / t, h)
     gemm_b = km.gemm(T, h, V / t) + km.gemm(h, V / t, T)

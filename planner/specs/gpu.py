@@ -55,25 +55,25 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
     "a100-40gb": {
         "name": "a100-40gb", "memory_gib": 40, "memory_bandwidth_gb_per_s": 1555,
         "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
-        "matmul_efficiency": 0.869, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
+        "matmul_efficiency": 0.76, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
     },
     "a100-80gb": {
         "name": "a100-80gb", "memory_gib": 80, "memory_bandwidth_gb_per_s": 2039,
         "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
-        "matmul_efficiency": 0.869, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
+        "matmul_efficiency": 0.76, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
     },
     "h100-sxm": {
         "name": "h100-sxm", "memory_gib": 80, "memory_bandwidth_gb_per_s": 3350,
         "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
                         "fp8": 1978.9}, "sm_count": 132,
-        "matmul_efficiency": 0.803, "fp8_matmul_efficiency": 0.709,
+        "matmul_efficiency": 0.76, "fp8_matmul_efficiency": 0.51,
         "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
     },
     "h200-sxm": {
         "name": "h200-sxm", "memory_gib": 141, "memory_bandwidth_gb_per_s": 4800,
         "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
                         "fp8": 1978.9}, "sm_count": 132,
-        "matmul_efficiency": 0.803, "fp8_matmul_efficiency": 0.709,
+        "matmul_efficiency": 0.76, "fp8_matmul_efficiency": 0.51,
         "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
     },
     "cpu": {

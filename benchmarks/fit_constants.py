@@ -1,0 +1,103 @@
+"""Fit the step model's sustained GEMM efficiencies on the ``fit`` runs of
+``data/published_runs.json`` (never on ``held_out`` ones), and print them.
+
+The one constant per GPU and precision that a micro-benchmark does not give is the fraction of
+the dense peak that large GEMMs *sustain* through a training step: "maximum achievable matmul
+FLOPS" (stas00/ml-engineering) measures short bursts of the best shape, above what a GPU at its
+power limit keeps up for minutes. It is fitted here as the value that minimises the median
+absolute throughput error over the fit runs of that GPU and precision, on a grid, bounded above
+by the burst figure. The result is what ``planner/specs/gpu.py``'s presets carry.
+
+    python benchmarks/fit_constants.py [--json fitted.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from published_accuracy import evaluate_runs, load_runs  # noqa: E402
+
+from planner.cost.tables import cost_tables  # noqa: E402
+from planner.specs import gpu as gpu_specs  # noqa: E402
+
+# (GPU preset, precisions, field of the preset, burst upper bound)
+GROUPS = [
+    ("a100-80gb", ("fp16", "bf16"), "matmul_efficiency", 0.869),
+    ("h100-sxm", ("bf16",), "matmul_efficiency", 0.803),
+    ("h100-sxm", ("fp8",), "fp8_matmul_efficiency", 0.709),
+]
+GRID = [round(0.50 + 0.01 * i, 2) for i in range(40)]
+
+
+def _gpu_of(run: dict) -> str:
+    return run["cluster"].get("gpu") or {"dgx-a100": "a100-80gb", "dgx-h100": "h100-sxm",
+                                         "dgx-h200": "h200-sxm"}[run["cluster"]["preset"]]
+
+
+OVERHEADS_US = [100, 300, 1000, 3000]
+
+
+def fit(runs: list[dict]) -> dict:
+    """Per micro-batch host overhead (one value for every run), and for it each group's GEMM
+    efficiency; the overhead whose fitted groups give the lowest median error wins."""
+    best = None
+    for overhead in OVERHEADS_US:
+        groups = _fit_groups(runs, {"microbatch_overhead_us": overhead})
+        rows = evaluate_runs(runs, {"microbatch_overhead_us": overhead})
+        med = statistics.median(abs(r["error_pct"]) for r in rows)
+        if best is None or med < best[0]:
+            best = (med, overhead, groups)
+    _fit_groups(runs, {"microbatch_overhead_us": best[1]})      # leave the winner in place
+    return {"microbatch_overhead_us": {"value": best[1], "runs": len(runs),
+                                       "median_abs_error_pct": round(best[0], 2)},
+            **best[2]}
+
+
+def _fit_groups(runs: list[dict], eff: dict) -> dict:
+    out = {}
+    for preset, precisions, field, bound in GROUPS:
+        group = [r for r in runs if _gpu_of(r) == preset
+                 and r["training"].get("precision", "bf16") in precisions]
+        if not group:
+            continue
+        best = None
+        for value in (v for v in GRID if v <= bound):
+            gpu_specs._GPU_PRESETS[preset][field] = value
+            if preset == "a100-80gb":
+                gpu_specs._GPU_PRESETS["a100-40gb"][field] = value
+            cost_tables.cache_clear()
+            rows = evaluate_runs(group, eff)
+            med = statistics.median(abs(r["error_pct"]) for r in rows)
+            if best is None or med < best[0]:
+                best = (med, value, statistics.median(r["error_pct"] for r in rows))
+        gpu_specs._GPU_PRESETS[preset][field] = best[1]
+        out[f"{preset} {'/'.join(precisions)} {field}"] = {
+            "value": best[1], "runs": len(group), "median_abs_error_pct": round(best[0], 2),
+            "median_signed_error_pct": round(best[2], 2), "burst_bound": bound}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    runs = [r for r in load_runs() if r["split"] == "fit"]
+    result = fit(runs)
+    for name, x in result.items():
+        extra = (f", signed {x['median_signed_error_pct']:+.1f}%; burst {x['burst_bound']}"
+                 if "burst_bound" in x else "")
+        print(f"{name:<42} {x['value']:g}  ({x['runs']} fit runs, median |error| "
+              f"{x['median_abs_error_pct']:.1f}%{extra})")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
