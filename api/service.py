@@ -15,7 +15,8 @@ from planner.cost import estimate
 from planner.cost.tables import cost_tables
 from planner.request import EstimateRequest
 from planner.result import PlanEstimate
-from planner.search import PlanRequest, PlanResult, plan
+from planner.launch import with_launch
+from planner.search import PlanRequest, PlanResult, plan, with_launches
 from planner.specs import ClusterSpec
 
 
@@ -57,7 +58,7 @@ def run_plan(req: PlanRequest, *, engine: Engine, metrics=None) -> tuple[dict, b
     existing = store.get_plan(engine=engine, plan_id=req.request_id())
     if existing is not None:
         return existing["result"], False
-    result: PlanResult = plan(req)
+    result: PlanResult = with_launches(plan(req), req)
     if metrics is not None:
         metrics.solve.labels(result.search.status).observe(result.search.solve_ms / 1e3)
     body = result.model_dump(mode="json")
@@ -81,8 +82,9 @@ def _estimate(req: EstimateRequest) -> PlanEstimate:
     """Estimates are pure functions of the (immutable) request: schedulers asking again for a
     configuration they asked about before get the answer without recomputing it."""
     tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)
-    return estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
-                    tables=tables)
+    est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
+                   tables=tables)
+    return with_launch(est, req.model, req.cluster, req.training)
 
 
 def plan_summary(row: dict) -> dict:

@@ -58,7 +58,9 @@ class Placement(BaseModel):
 
     nnodes: int
     nproc_per_node: int
-    nodes: list[NodePlacement]
+    nodes: list[NodePlacement] | None = Field(
+        None, description="Per node, the GPUs used; null when every node i < nnodes uses its "
+        "first nproc_per_node GPUs.")
 
 
 class LaunchSpec(BaseModel):

@@ -14,7 +14,7 @@ import yaml
 
 from planner.cost import estimate
 from planner.frameworks import FRAMEWORKS, capability_matrix
-from planner.launch import FORMATS, NotRunnable, render
+from planner.launch import FORMATS, NotRunnable, render, with_launch
 from planner.request import EstimateRequest
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.plan import plan_violations
@@ -30,8 +30,12 @@ KEYS = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_a
 
 def launched(name):
     req = EstimateRequest.model_validate(PLANS[name])
-    est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency)
-    return req, est
+    return req, estimated(req.model, req.cluster, req.training, req.plan)
+
+
+def estimated(model, cluster, training, plan):
+    """The plan's estimate with its launch object, as the service and the CLI give it."""
+    return with_launch(estimate(model, cluster, training, plan), model, cluster, training)
 
 
 def artifacts(est):
@@ -153,7 +157,7 @@ def test_random_plans_artifacts_describe_exactly_the_plan():
     runnable = {fw: 0 for fw in FRAMEWORKS}
     for _ in range(150):
         model, cluster, training, plan = random_plan(rng)
-        est = estimate(model, cluster, training, plan)
+        est = estimated(model, cluster, training, plan)
         req = EstimateRequest(model=model, cluster=cluster, training=training, plan=plan)
         for fw, got in read_back(est, req).items():
             runnable[fw] += 1
@@ -217,7 +221,7 @@ def test_torchrun_starts_torchtitan_when_megatron_cannot_run_the_plan():
     m = ModelSpec.from_preset("llama3-8b")
     c = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
     tr = TrainingSpec(global_batch_size=64, seq_length=4096)
-    est = estimate(m, c, tr, ParallelPlan(dp=4, tp=2, pp=2, zero_stage=3,
+    est = estimated(m, c, tr, ParallelPlan(dp=4, tp=2, pp=2, zero_stage=3,
                                           sequence_parallel=True, micro_batch_size=1))
     assert est.frameworks == ["torchtitan"]
     assert est.launch.launcher_framework == "torchtitan"
@@ -234,7 +238,7 @@ def test_a_plan_no_framework_runs_refuses_every_artifact():
     m = ModelSpec.from_preset("llama3-8b")
     c = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
     tr = TrainingSpec(global_batch_size=64, seq_length=4096)
-    est = estimate(m, c, tr, ParallelPlan(dp=4, tp=2, pp=2, zero_stage=2,
+    est = estimated(m, c, tr, ParallelPlan(dp=4, tp=2, pp=2, zero_stage=2,
                                           sequence_parallel=True, micro_batch_size=1))
     assert est.frameworks == []
     for fmt in FORMATS:

@@ -19,6 +19,7 @@ from rich.table import Table
 from planner.cli.errors import fail as _fail
 from planner.cost import estimate
 from planner.errors import PlannerInputError
+from planner.launch import with_launch
 from planner.request import EstimateRequest, parse_request
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec
 
@@ -75,8 +76,9 @@ def estimate_cmd(
     data = load_json(request)
     try:
         req = parse_request(EstimateRequest, data)
-        est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
-                       calibration=req.calibration)
+        est = with_launch(estimate(req.model, req.cluster, req.training, req.plan,
+                                   req.efficiency, calibration=req.calibration),
+                          req.model, req.cluster, req.training)
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
     if trace is not None:
@@ -105,14 +107,14 @@ def plan_cmd(
         help="Also write the best plan's predicted step as a Chrome trace.")] = None,
 ) -> None:
     """Find the best plans (CP-SAT over the whole plan space) or say why nothing fits."""
-    from planner.search import PlanRequest, plan
+    from planner.search import PlanRequest, plan, with_launches
 
     data = load_json(request)
     if top_k is not None and isinstance(data, dict):
         data = {**data, "search": {**(data.get("search") or {}), "top_k": top_k}}
     try:
         req = parse_request(PlanRequest, data)
-        result = plan(req)
+        result = with_launches(plan(req), req)
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
     if result.search.status == "INFEASIBLE" and emit is None and not as_json:

@@ -46,7 +46,7 @@ from planner.cost.pipeline import makespan
 from planner.cost.tables import RECOMPUTE, CostTables, overlapped
 from planner.specs import ParallelPlan
 from planner.specs.layout import Layout, default_layout
-from planner.specs.placement import launch_layout
+from planner.specs.placement import group_span, launch_layout
 from planner.specs.plan import microbatch_group
 
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_comm", "pipeline_bubble",
@@ -127,15 +127,42 @@ def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
         return np.array([fn(*map(int, keys[0]))], dtype=float).reshape(1, width)
     if len(keys) == 0:
         return np.zeros((0, width))
-    radix = [int(keys[:, j].max(initial=0)) + 1 for j in range(keys.shape[1])]
-    if np.prod(radix, dtype=float) < 2**62:   # mixed-radix code of the row: one 1-D unique
+    # Each column as dense indices into its distinct values, then one mixed-radix code per row.
+    values, dense = [], []
+    for j in range(keys.shape[1]):
+        col = keys[:, j]
+        top = int(col.max(initial=0))
+        low = int(col.min(initial=0))
+        if 0 <= low and top < 64:                 # small values index themselves
+            values.append(np.arange(top + 1))
+            dense.append(col)
+            continue
+        if 0 <= low and top < 4 * len(col) + 100_000:
+            v = np.flatnonzero(np.bincount(col, minlength=top + 1))
+            dense.append(np.searchsorted(v, col))
+        else:
+            v, d = np.unique(col, return_inverse=True)
+            dense.append(d.reshape(-1))
+        values.append(v)
+    radix = [len(v) for v in values]
+    size = np.prod(radix, dtype=float)
+    if size < 2**62:
         code = np.zeros(len(keys), dtype=np.int64)
-        for j, r in enumerate(radix):
-            code = code * r + keys[:, j]
-        _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+        for d, r in zip(dense, radix, strict=True):
+            code = code * r + d
+        if size <= 4 * len(keys) + 1_000_000:  # small code space: count, no sort
+            uniq = np.flatnonzero(np.bincount(code, minlength=int(size)))
+            inv = np.searchsorted(uniq, code)
+        else:
+            uniq, inv = np.unique(code, return_inverse=True)
+        rows = np.empty((len(uniq), len(radix)), dtype=np.int64)
+        rest = uniq.copy()
+        for j in range(len(radix) - 1, -1, -1):
+            rest, idx = np.divmod(rest, radix[j])
+            rows[:, j] = values[j][idx]
     else:                                       # would overflow int64: unique over rows
-        _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    vals = np.array([fn(*map(int, keys[i])) for i in first], dtype=float).reshape(len(first), width)
+        rows, inv = np.unique(keys, axis=0, return_inverse=True)
+    vals = np.array([fn(*map(int, r)) for r in rows], dtype=float).reshape(len(rows), width)
     return vals[inv.reshape(-1)]
 
 
@@ -328,11 +355,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     z3 = (zero >= 3) & (nd > 1)
 
     def z3_row(flag, t, c, d, n):
-        if not flag:
-            return (0.0, 0.0)
-        ag, rs = tables.zero3_uses(t, c, d, n)
-        calls = training.zero3_gathers_per_layer
-        return (calls * ag.cost.time_s, calls * rs.cost.time_s)
+        return tables.zero3_times(t, c, d, n) if flag else (0.0, 0.0)
 
     z3_ag, z3_rs = _gather(np.stack([z3, tp, cp, dp, npn], 1), z3_row, 2).T
     P = training.zero3_prefetch_layers
@@ -351,15 +374,15 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     B_c = L * _col(period_b) + first * _col(embed) + last * _col(head_bwd)
 
     # Data-parallel reduction and weight gather, sized by the largest stage.
-    def dp_row(t, c, d, p, vv, z, n):
-        lay = layout or default_layout(tables.model.num_layers, p, vv)
-        uses = tables.dp_uses(t, c, d, z, tables.largest_stage_params(t, lay), n)
-        grad = uses[0] if uses else None
-        gather = uses[1] if len(uses) > 1 else None
-        return (grad.calls if grad else 0.0, grad.cost.time_s if grad else 0.0,
-                gather.cost.time_s if gather else 0.0)
+    p_stage = np.where(present, params_c, 0.0).max(axis=1)
 
-    n_b, t_grad, t_gather = _gather(np.stack([tp, cp, dp, pp, v, zero, npn], 1), dp_row, 3).T
+    def dp_row(t, c, d, z, n, p, vv):
+        lay = layout or default_layout(tables.model.num_layers, p, vv)
+        return tables.dp_costs(t, c, d, z, n, lay)
+
+    sharded = np.where(zero >= 3, 3, zero) * (nd > 1)
+    n_b, t_grad, t_gather = _gather(np.stack([tp, cp, dp, sharded, npn, pp, v], 1),
+                                    dp_row, 3).T
     # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
     z2_tail = np.where(zero == 2, bucket_tail(t_grad, n_b, B_c[:, 0], k), 0.0)
     dpm_c = np.where(present, _col(z2_tail), 0.0)
@@ -370,10 +393,17 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     t_max = t_masked[rows, b]
     t_sum = (np.where(present, t_c, 0.0) * count).sum(axis=1)
 
-    def p2p_row(t, c, d, p, mb):
-        return (tables.p2p_use(t, c, d, p, mb).cost.time_s if p > 1 else 0.0,)
+    # One send/recv between neighbouring stages: across nodes when any pair of them is.
+    def cross_row(p, stride, n):
+        return (float(group_span(p, stride, n).neighbours_cross) if p > 1 else 0.0,)
 
-    (p2p,) = _gather(np.stack([tp, cp, dp, pp, mbs], 1), p2p_row, 1).T
+    (cross,) = _gather(np.stack([pp, tp * cp * dp, npn], 1), cross_row, 1).T
+
+    def p2p_row(t, c, mb, x):
+        return (tables.p2p_time(t, c, mb, bool(x)),)
+
+    (p2p,) = _gather(np.stack([tp, cp, mbs, cross.astype(np.int64)], 1), p2p_row, 1).T
+    p2p = np.where(pp > 1, p2p, 0.0)
     # Send/recv: 1F1B's blocking exchanges sit on the critical path of every micro-batch;
     # interleaved schedules overlap them (Megatron's overlap_p2p_comm), leaving the fill.
     hops = np.where(v == 1, 2 * (m + pp - 1), 2 * (pp * v - 1)) * np.where(pp > 1, 1, 0)
@@ -397,7 +427,6 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
         ag_exp = n_b * t_gather
     gather_tail = np.where(t_gather > 0, ag_exp, 0.0)
     bd["zero_comm"] = bd["zero_comm"] + gather_tail
-    p_stage = np.where(present, params_c, 0.0).max(axis=1)
     opt_params = p_stage / np.where(zero >= 1, nd, 1)
     bd["optimizer"] = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm
     step = sum(bd[key] for key in BREAKDOWN_KEYS)

@@ -14,7 +14,7 @@ from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
 from planner.frameworks import frameworks_for
-from planner.result import CommunicationItem, MemoryBreakdown, NodePlacement, Placement, PlanEstimate
+from planner.result import CommunicationItem, MemoryBreakdown, Placement, PlanEstimate
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.layout import Layout
 from planner.specs.placement import launch_layout
@@ -98,16 +98,14 @@ def estimate(
     eff: EfficiencyModel | None = None, *, rank: int | None = None,
     tables: CostTables | None = None, calibration: CalibrationIn | None = None,
 ) -> PlanEstimate:
-    """Validate ``plan`` and return its full cost in the public contract's shape."""
-    from planner.launch import build_launch
-
+    """Validate ``plan`` and return its full cost in the public contract's shape (without the
+    ``launch`` object, which ``planner.launch.with_launch`` adds where it is wanted)."""
     check_plan(plan, model, cluster, training)
     eff = eff or (tables.eff if tables else EfficiencyModel())
     if tables is None and calibration is not None:
         tables = CostTables(model, cluster, training, eff, calibration)
     ev = evaluate(model, cluster, training, plan, eff, tables)
-    est = to_estimate(ev, cluster, training, plan, rank=rank)
-    return est.model_copy(update={"launch": build_launch(est, model, cluster, training)})
+    return to_estimate(ev, cluster, training, plan, rank=rank)
 
 
 def to_estimate(
@@ -132,9 +130,7 @@ def to_estimate(
     even = ev.layout.kind == "even" if ev.layout else True
     runs = frameworks_for(PlanArrays.from_plans([plan]), [ev.m], [even], training)
     lay = launch_layout(gpus, cluster.gpus_per_node)
-    placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node, nodes=[
-        NodePlacement(index=i, local_gpus=list(range(lay.nproc_per_node)))
-        for i in range(lay.nnodes)])
+    placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(
         rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, vpp=plan.vpp,
         micro_batch_size=plan.micro_batch_size, grad_accum_steps=ev.m, recompute=plan.recompute,

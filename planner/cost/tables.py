@@ -112,6 +112,8 @@ class CostTables:
         self._coll: dict[tuple, CollectiveCost] = {}
         self._topo: dict[GroupSpan, GroupTopology] = {}
         self._stage_params: dict[tuple, float] = {}
+        self._dp: dict[tuple, tuple[float, float, float]] = {}
+        self._scalar: dict[tuple, object] = {}
 
     # -- topology and collectives ---------------------------------------------------------
     def npn(self, world: int) -> int:
@@ -137,11 +139,9 @@ class CostTables:
     def pair(self, size: int, stride: int, npn: int) -> GroupTopology:
         """Two ring or pipeline neighbours: across the network when any neighbouring pair of
         the group is (the slowest hop sets the pace)."""
-        span = group_span(size, stride, npn)
-        return self.topology(GroupSpan(2, 2 if span.neighbours_cross else 1,
-                                       1 if span.neighbours_cross else 2,
-                                       1 if span.neighbours_cross else 2,
-                                       span.neighbours_cross))
+        cross = group_span(size, stride, npn).neighbours_cross
+        return self.topology(GroupSpan(2, 2 if cross else 1, 1 if cross else 2,
+                                       1 if cross else 2, cross))
 
     def collective(self, op: str, nbytes: float, group: GroupTopology) -> CollectiveCost:
         key = (op, nbytes, group)
@@ -278,10 +278,50 @@ class CostTables:
     def p2p_use(self, tp: int, cp: int, dp: int, pp: int, mbs: int) -> CollectiveUse:
         """Pipeline send/recv of one micro-batch's activations, split over the TP ranks
         (the scatter/gather optimisation, Narayanan et al. section 4.1)."""
-        tokens = mbs * self.training.seq_length // cp
-        nbytes = tokens * self.model.hidden_size * self.training.activation_bytes / tp
         pair = self.pair(pp, tp * cp * dp, self.npn(tp * cp * dp * pp))
-        return CollectiveUse("PP", self.collective("send_recv", nbytes, pair), 2, pair)
+        return CollectiveUse("PP", self.collective("send_recv", self._p2p_bytes(tp, cp, mbs),
+                                                   pair), 2, pair)
+
+    def p2p_time(self, tp: int, cp: int, mbs: int, across_nodes: bool) -> float:
+        """Seconds of one pipeline send/recv, inside a node or across the network (memoised)."""
+        key = ("p2p", tp, cp, mbs, across_nodes)
+        hit = self._scalar.get(key)
+        if hit is None:
+            span = GroupSpan(2, 2 if across_nodes else 1, 1 if across_nodes else 2,
+                             1 if across_nodes else 2, across_nodes)
+            hit = self._scalar[key] = self.collective(
+                "send_recv", self._p2p_bytes(tp, cp, mbs), self.topology(span)).time_s
+        return hit
+
+    def zero3_times(self, tp: int, cp: int, dp: int, npn: int) -> tuple[float, float]:
+        """(all-gather, reduce-scatter) seconds of one layer's ZeRO-3 traffic per pass, all its
+        calls together (memoised)."""
+        key = ("z3", tp, cp, dp, npn)
+        hit = self._scalar.get(key)
+        if hit is None:
+            ag, rs = self.zero3_uses(tp, cp, dp, npn)
+            n = self.training.zero3_gathers_per_layer
+            hit = self._scalar[key] = (n * ag.cost.time_s, n * rs.cost.time_s)
+        return hit
+
+    def _p2p_bytes(self, tp: int, cp: int, mbs: int) -> float:
+        tokens = mbs * self.training.seq_length // cp
+        return tokens * self.model.hidden_size * self.training.activation_bytes / tp
+
+    def dp_costs(self, tp: int, cp: int, dp: int, zero: int, npn: int, layout: Layout
+                 ) -> tuple[float, float, float]:
+        """(buckets, seconds per gradient bucket, seconds per weight-gather bucket) of the most
+        loaded stage's data-parallel reduction (memoised)."""
+        key = (tp, cp, dp, zero, npn, layout.stages)
+        hit = self._dp.get(key)
+        if hit is None:
+            uses = self.dp_uses(tp, cp, dp, zero, self.largest_stage_params(tp, layout), npn)
+            grad = uses[0] if uses else None
+            gather = uses[1] if len(uses) > 1 else None
+            hit = self._dp[key] = (grad.calls if grad else 0.0,
+                                   grad.cost.time_s if grad else 0.0,
+                                   gather.cost.time_s if gather else 0.0)
+        return hit
 
     def dp_uses(self, tp: int, cp: int, dp: int, zero: int, stage_params: float, npn: int
                 ) -> list[CollectiveUse]:

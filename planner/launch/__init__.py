@@ -5,6 +5,13 @@ CLI attach the result to each plan as ``launch``; the probe launchers reuse the 
 renderers.
 """
 
-from planner.launch.spec import FORMATS, LaunchSpec, NotRunnable, build_launch, render
+from planner.launch.spec import (
+    FORMATS,
+    LaunchSpec,
+    NotRunnable,
+    build_launch,
+    render,
+    with_launch,
+)
 
-__all__ = ["FORMATS", "LaunchSpec", "NotRunnable", "build_launch", "render"]
+__all__ = ["FORMATS", "LaunchSpec", "NotRunnable", "build_launch", "render", "with_launch"]

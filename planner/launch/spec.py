@@ -85,6 +85,12 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
     )
 
 
+def with_launch(est: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
+                training: TrainingSpec) -> PlanEstimate:
+    """The plan with its ``launch`` object (built at the edge: the cost model does not)."""
+    return est.model_copy(update={"launch": build_launch(est, model, cluster, training)})
+
+
 def render(launch: LaunchSpec, fmt: str) -> str:
     """One artifact as the text of a file; ``NotRunnable`` when its framework (or, for the
     scheduler formats, every framework) cannot run the plan as predicted."""

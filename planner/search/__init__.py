@@ -2,7 +2,8 @@
 
 from planner.search.request import PlanRequest
 from planner.search.result import PlanResult, SearchStats
-from planner.search.solver import plan
+from planner.search.solver import plan, with_launches
 from planner.search.spec import Range, SearchSpec
 
-__all__ = ["PlanRequest", "PlanResult", "Range", "SearchSpec", "SearchStats", "plan"]
+__all__ = ["PlanRequest", "PlanResult", "Range", "SearchSpec", "SearchStats", "plan",
+           "with_launches"]

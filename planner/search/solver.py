@@ -1,19 +1,13 @@
-"""``plan``: the k best plans of a request, found with OR-Tools CP-SAT over cost tables.
+"""``plan``: the k best plans of a request.
 
-Data: the structural plan space (``space.py``) and, for every plan in it, the exact step time
-and peak memory from the cost model's array composition (``cost/batch.py``), which memoises
-each component (a layer's work, a collective) over the divisor lattice.
-Reduction (exact for top-k): a lattice point (dp, tp, pp, cp) can contribute at most k plans
-to the global top-k, so only its k' best memory-feasible plans enter the model.
-Variables: one boolean per remaining candidate, ``plan[dp=..,tp=..,...]``.
-Constraints: exactly k' plans are chosen.
-Objective: the sum of the chosen plans' scaled costs: the step time in microseconds, ties
-broken by memory and then by the plan's degrees, encoded as the candidate's rank in that order
-(an order-preserving integer scaling), so the answer is deterministic.
-Solve: single worker, fixed seed, the greedy choice as a hint, the request's time limit.
-Then, when pipeline stages may be uneven, CP-SAT assigns layers to stages for the chosen
-pipelined plans (``stages.py``), including plans whose even split does not fit in memory, and
-the list is re-ranked by exact re-costing.
+The exact engine for the homogeneous degrees is vectorised enumeration: the structural plan
+space (``space.py``) is costed whole by the step model's array composition (``cost/batch.py``),
+which memoises each component (a layer's work, a collective) over the divisor lattice; the
+plans that fit are ranked by (step time in microseconds, memory, degrees), so the answer is
+deterministic, and the first k are the optimum over the space. No solver is needed for that
+choice. CP-SAT decides what enumeration cannot: when pipeline stages may be uneven, it assigns
+layers to stages for the best pipelined plans (``stages.py``), including plans whose even split
+does not fit in memory, and the list is re-ranked by exact re-costing.
 """
 
 from __future__ import annotations
@@ -21,12 +15,11 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from planner.cost.batch import BatchCost, PlanArrays, compose
 from planner.cost.step import evaluate, to_estimate
 from planner.cost.tables import RECOMPUTE, cost_tables
-from planner.launch import build_launch
+from planner.launch import with_launch
 from planner.search.explain import memory_reasons, structural_reasons
 from planner.search.request import PlanRequest
 from planner.search.result import PlanResult, SearchStats
@@ -51,58 +44,6 @@ def _rank(plans: PlanArrays, bc: BatchCost, fits: np.ndarray) -> np.ndarray:
     rest = np.flatnonzero(~fits)
     rank[rest[np.argsort(bc.memory_bytes[rest], kind="stable")]] = len(idx) + np.arange(len(rest))
     return rank
-
-
-def _reduce(plans: PlanArrays, rank: np.ndarray, candidates: np.ndarray, keep: int) -> np.ndarray:
-    """The ``keep`` best of ``candidates`` within each lattice point (dp, tp, pp, cp)."""
-    if not len(candidates):
-        return candidates
-    sub = plans.take(candidates)
-    group = np.zeros(len(candidates), dtype=np.int64)
-    for col in (sub.dp, sub.tp, sub.pp, sub.cp):
-        group = group * (int(col.max()) + 1) + col
-    order = np.lexsort((rank[candidates], group))
-    g_sorted = group[order]
-    _, starts = np.unique(g_sorted, return_index=True)
-    start_of = np.repeat(starts, np.diff(np.append(starts, len(order))))
-    pos = np.arange(len(order)) - start_of
-    return candidates[order[pos < keep]]
-
-
-def _label(plans: PlanArrays, i: int) -> str:
-    return (f"plan[dp={plans.dp[i]},tp={plans.tp[i]},pp={plans.pp[i]},cp={plans.cp[i]},"
-            f"vpp={plans.vpp[i]},mbs={plans.mbs[i]},{RECOMPUTE[plans.rec[i]]},"
-            f"zero={plans.zero[i]},sp={plans.sp[i]}]")
-
-
-def select(plans: PlanArrays, rank: np.ndarray, candidates: np.ndarray, k: int,
-           time_limit_s: float) -> tuple[list[int], str]:
-    """CP-SAT: choose the k best candidates; returns (indices in rank order, status)."""
-    k = min(k, len(candidates))
-    model = cp_model.CpModel()
-    x = [model.NewBoolVar(_label(plans, int(i))) for i in candidates]
-    # Exactly k distinct plans are returned.
-    model.Add(sum(x) == k)
-    # Lowest total scaled cost = the k fastest plans.
-    model.Minimize(sum(int(rank[i]) * xi for i, xi in zip(candidates, x, strict=True)))
-    greedy = set(np.argsort(rank[candidates], kind="stable")[:k].tolist())
-    for j, xi in enumerate(x):
-        model.AddHint(xi, j in greedy)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.001, time_limit_s)
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
-    status = solver.Solve(model)
-    if status == cp_model.OPTIMAL:
-        chosen = [int(i) for i, xi in zip(candidates, x, strict=True) if solver.Value(xi)]
-        label = "OPTIMAL"
-    elif status == cp_model.FEASIBLE:
-        chosen = [int(i) for i, xi in zip(candidates, x, strict=True) if solver.Value(xi)]
-        label = "FEASIBLE"
-    else:   # the time limit struck before CP-SAT reported anything: return the hint
-        chosen = [int(candidates[j]) for j in sorted(greedy)]
-        label = "FEASIBLE"
-    return sorted(chosen, key=lambda i: rank[i]), label
 
 
 def plan(request: PlanRequest) -> PlanResult:
@@ -135,11 +76,10 @@ def plan(request: PlanRequest) -> PlanResult:
     k = search.top_k
     keep = k + REBALANCE_MARGIN if search.rebalance_stages else k
     feasible = np.flatnonzero(fits)
-    cands = _reduce(plans, rank, feasible, keep)
-    chosen: list[int] = []
+    # Every plan of the space is costed exactly: its k best are the k first in rank order.
+    chosen = [int(i) for i in feasible[np.argsort(rank[feasible], kind="stable")[:keep]]]
+    cands = feasible
     status = "OPTIMAL"
-    if len(cands):
-        chosen, status = select(plans, rank, cands, keep, deadline - time.perf_counter())
 
     # Candidates as (step, memory, tie-break rank, plan index, layers or None for even).
     results = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), int(rank[i]), i, None)
@@ -156,12 +96,16 @@ def plan(request: PlanRequest) -> PlanResult:
     for j, (_, _, _, i, layers) in enumerate(top):
         p = plans.plan(i, layers)
         ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
-        est = to_estimate(ev, req.cluster, req.training, p, rank=j + 1)
-        out.append(est.model_copy(update={"launch": build_launch(est, req.model, req.cluster,
-                                                                 req.training)}))
-    if time.perf_counter() > deadline:
-        status = "FEASIBLE"
+        out.append(to_estimate(ev, req.cluster, req.training, p, rank=j + 1))
+    if time.perf_counter() > deadline and search.rebalance_stages:
+        status = "FEASIBLE"      # the uneven-stage pass may have been cut short
     return done(out, status, feasible=int(fits.sum()), cands=len(cands))
+
+
+def with_launches(result: PlanResult, req: PlanRequest) -> PlanResult:
+    """The result with every plan's ``launch`` object (built at the edge, once per result)."""
+    return result.model_copy(update={"plans": [
+        with_launch(p, req.model, req.cluster, req.training) for p in result.plans]})
 
 
 def _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline):

@@ -5,8 +5,9 @@ dp * tp * pp * cp equals the GPU count (or lies between half of it and it, with 
 allowed); dp * micro_batch_size * grad_accum_steps = global_batch_size; tp divides the query
 heads, the KV heads and the FFN width and no TP group spans two nodes (with the ranks placed as
 torchrun places them) unless allowed otherwise; cp divides the sequence into 2 cp load-balanced
-chunks; the layers (with the embedding and the loss standing in for a layer each where that
-evens the split) fill pp stages of vpp chunks (``specs.layout``); interleaving needs at least pp
+chunks; the layers fill pp stages (the middle ones equal, or the embedding and the loss standing
+in for a layer each) and, with interleaving, pp * vpp chunks of equal work (``specs.layout``;
+other layouts are estimated when given, not enumerated); interleaving needs at least pp
 micro-batches (the micro-batch group is then chosen as Megatron-LM allows); plain 1F1B runs any
 number of micro-batches, fewer than pp included (its bubble is then (p - 1)/m). Knobs that make
 no difference are not duplicated: sequence parallelism only with tp > 1, interleaving only with
@@ -90,10 +91,28 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
             "degree combinations; restrict pp, cp or dp in the search")
     recs = [i for i, r in enumerate(RECOMPUTE) if search.allows_recompute(r)]
     zeros = [z for z in range(4) if allows(search.zero_stage, z)]
-    # Virtual stages each pipeline degree can fill (a layout exists), and whether it is even.
-    vpp_of = {p: [v for v in range(2, (L + 2) // p + 1) if default_layout(L, p, v) is not None]
+    # Interleaving degrees whose chunks hold equal work: the layers divide pp * vpp, or do once
+    # the embedding and the loss stand in for a layer each (custom layouts are estimated when
+    # asked for, not enumerated).
+    vpp_of = {p: [v for v in range(2, (L + 2) // p + 1)
+                  if (layout := default_layout(L, p, v)) is not None
+                  and layout.kind in ("even", "embedding_loss") and allows(search.vpp, v)]
               for p in dom["pp"] if p > 1}
-    rows: list[np.ndarray] = []
+    knob_sets: dict[tuple[bool, bool], np.ndarray] = {}
+
+    def knobs(has_tp: bool, shards: bool) -> np.ndarray:
+        key = (has_tp, shards)
+        if key not in knob_sets:
+            sps = [s for s in ((0, 1) if has_tp else (0,)) if search.allows_sp(bool(s))]
+            zs = zeros if shards else zeros[:1]
+            knob_sets[key] = np.array(list(product(recs, zs, sps)),
+                                      dtype=np.int64).reshape(-1, 3)
+        return knob_sets[key]
+
+    mbs_of = {dp: [(b, gbs // (dp * b)) for b in divisors(gbs // dp)
+                   if allows(search.micro_batch_size, b)
+                   and allows(search.grad_accum_steps, gbs // (dp * b))] for dp in dom["dp"]}
+    heads: list[tuple] = []          # (dp, tp, pp, cp, vpp, mbs) and its knob set
     lattice = total = 0
     for tp, cp, pp in product(dom["tp"], dom["cp"], dom["pp"]):
         inner = tp * cp * pp
@@ -107,29 +126,28 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                     and launch_layout(world, G).nproc_per_node % tp):
                 continue                      # some TP group would span two nodes
             lattice += 1
-            sps = [s for s in ((0, 1) if tp > 1 else (0,)) if search.allows_sp(bool(s))]
-            zs = zeros if dp * cp > 1 else zeros[:1]
-            knobs = np.array(list(product(recs, zs, sps)), dtype=np.int64).reshape(-1, 3)
-            if not len(knobs):
+            ks = knobs(tp > 1, dp * cp > 1)
+            if not len(ks):
                 continue
-            for mbs in divisors(gbs // dp):
-                m = gbs // (dp * mbs)
-                if not allows(search.micro_batch_size, mbs) or not allows(search.grad_accum_steps, m):
-                    continue
-                vpps = [1] + ([v for v in vpp_of[pp] if m >= pp] if pp > 1 else [])
+            for mbs, m in mbs_of[dp]:
+                vpps = ([1] if allows(search.vpp, 1) else []) + (
+                    [v for v in vpp_of[pp] if m >= pp] if pp > 1 else [])
                 for vpp in vpps:
-                    if not allows(search.vpp, vpp):
-                        continue
-                    total += len(knobs)
-                    if total > MAX_PLANS:
-                        raise PlannerInputError(
-                            "search", f"the plan space exceeds {MAX_PLANS:,} plans; restrict "
-                            "micro_batch_size, pp, cp, vpp or the other knobs in the search")
-                    block = np.empty((len(knobs), 9), dtype=np.int64)
-                    block[:, :6] = (dp, tp, pp, cp, vpp, mbs)
-                    block[:, 6:] = knobs
-                    rows.append(block)
-    arr = np.concatenate(rows) if rows else np.empty((0, 9), dtype=np.int64)
+                    heads.append((dp, tp, pp, cp, vpp, mbs, tp > 1, dp * cp > 1))
+                    total += len(ks)
+            if total > MAX_PLANS:
+                raise PlannerInputError(
+                    "search", f"the plan space exceeds {MAX_PLANS:,} plans; restrict "
+                    "micro_batch_size, pp, cp, vpp or the other knobs in the search")
+    blocks = []
+    for flags in sorted({(h[6], h[7]) for h in heads}):
+        hs = np.array([h[:6] for h in heads if (h[6], h[7]) == flags], dtype=np.int64)
+        ks = knobs(*flags)
+        block = np.empty((len(hs) * len(ks), 9), dtype=np.int64)
+        block[:, :6] = np.repeat(hs, len(ks), axis=0)
+        block[:, 6:] = np.tile(ks, (len(hs), 1))
+        blocks.append(block)
+    arr = np.concatenate(blocks) if blocks else np.empty((0, 9), dtype=np.int64)
     plans = PlanArrays(**{f: arr[:, i] for i, f in enumerate(PLAN_FIELDS)})
     plans = plans.take(np.flatnonzero(framework_mask(plans, model, training, search)))
     return Space(plans=plans, domains=dom, world_sizes=(lo, N), lattice_points=lattice)

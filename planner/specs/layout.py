@@ -27,6 +27,7 @@ An explicit ``layers_per_stage`` (per rank) is laid out the same way inside each
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 LayoutKind = Literal["even", "embedding_loss", "first_last", "custom"]
@@ -81,6 +82,7 @@ def _chunks_of(stages: tuple[int, ...], vpp: int) -> tuple[tuple[int, ...], ...]
     return tuple(_spread(n, vpp, small_first=(r == 0 and p > 1)) for r, n in enumerate(stages))
 
 
+@lru_cache(maxsize=65536)
 def default_layout(num_layers: int, pp: int, vpp: int = 1) -> Layout | None:
     """The layout a plan without explicit stages gets, or None when the layers cannot fill
     pp * vpp chunks (fewer layers than chunks, the embedding and loss chunks aside)."""
