@@ -252,7 +252,8 @@ def compose(plans: PlanArrays, tables: CostTables,
         lc = tables.layer(t, c, b, r, s, n)
         w = lc.work
         return (w.fwd_s, w.bwd_s, w.recompute_s, w.fwd_flops, w.recompute_flops,
-                w.stored_bytes, w.working_bytes, lc.tp_fwd, lc.tp_bwd, lc.cp_fwd, lc.cp_bwd)
+                w.stored_bytes, w.working_bytes, lc.tp_fwd, lc.tp_bwd, lc.cp_fwd, lc.cp_bwd,
+                lc.cp_network_fwd, lc.cp_network_bwd)
 
     def head_row(t, c, b):
         hw = tables.head(t, c, b)
@@ -279,12 +280,12 @@ def compose(plans: PlanArrays, tables: CostTables,
         floor = states.max(axis=1) + eff.memory_reserve_gib * GIB
         alive = np.flatnonzero(floor <= memory_cap)
 
-    LW = np.zeros((len(plans), 11))
+    LW = np.zeros((len(plans), 13))
     HW = np.zeros((len(plans), 5))
     a_plans = plans.take(alive) if memory_cap is not None else plans
     a_npn = npn[alive] if memory_cap is not None else npn
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
-                                  a_plans.sp, a_npn], 1), layer_row, 11)
+                                  a_plans.sp, a_npn], 1), layer_row, 13)
     HW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5)
     stored, working, logits = LW[:, 5], LW[:, 6], HW[:, 3]
     inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m), _col(grp))
@@ -355,12 +356,17 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     z3 = (zero >= 3) & (nd > 1)
 
     def z3_row(flag, t, c, d, n):
-        return tables.zero3_times(t, c, d, n) if flag else (0.0, 0.0)
+        return tables.zero3_times(t, c, d, n) if flag else (0.0, 0.0, 0.0)
 
-    z3_ag, z3_rs = _gather(np.stack([z3, tp, cp, dp, npn], 1), z3_row, 2).T
+    z3_ag, z3_rs, z3_net = _gather(np.stack([z3, tp, cp, dp, npn], 1), z3_row, 3).T
+    # Concurrent groups that cross nodes share the NICs: a layer's ZeRO-3 traffic waits for
+    # the NIC time its ring-attention exchanges take.
+    shared = z3_net > 0
+    g_f = z3_ag + np.where(shared, LW[:, 11], 0.0)
+    g_b = z3_ag + z3_rs + np.where(shared, LW[:, 12], 0.0)
     P = training.zero3_prefetch_layers
-    period_f = np.where(z3, zero3_period(c_f, z3_ag, P, k), c_f)
-    period_b = np.where(z3, zero3_period(c_b, z3_ag + z3_rs, P, k), c_b)
+    period_f = np.where(z3, zero3_period(c_f, g_f, P, k), c_f)
+    period_b = np.where(z3, zero3_period(c_b, g_b, P, k), c_b)
     z3_edges = np.where(z3, z3_ag + z3_rs, 0.0)          # first gather, last reduce-scatter
 
     # Per stage class, one micro-batch.
@@ -380,11 +386,14 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
         lay = layout or default_layout(tables.model.num_layers, p, vv)
         return tables.dp_costs(t, c, d, z, n, lay)
 
+
     sharded = np.where(zero >= 3, 3, zero) * (nd > 1)
-    n_b, t_grad, t_gather = _gather(np.stack([tp, cp, dp, sharded, npn, pp, v], 1),
-                                    dp_row, 3).T
+    n_b, t_grad, t_gather, dp_net = _gather(np.stack([tp, cp, dp, sharded, npn, pp, v], 1),
+                                            dp_row, 4).T
+    # The last backward's ring-attention exchanges hold the NICs the buckets need.
+    window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, L[:, 0] * LW[:, 12], 0.0))
     # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
-    z2_tail = np.where(zero == 2, bucket_tail(t_grad, n_b, B_c[:, 0], k), 0.0)
+    z2_tail = np.where(zero == 2, bucket_tail(t_grad, n_b, window_b, k), 0.0)
     dpm_c = np.where(present, _col(z2_tail), 0.0)
     t_c = F_c + B_c + overhead + dpm_c + _col(z3_edges)
     t_masked = np.where(present, t_c, -np.inf)
@@ -416,7 +425,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     }
     once = (zero <= 1)
     if training.overlap_grad_reduce:
-        dp_exp = bucket_tail(t_grad, n_b, B_c[:, 0], k)
+        dp_exp = bucket_tail(t_grad, n_b, window_b, k)
     else:
         dp_exp = n_b * t_grad
     dp_tail = np.where(once, dp_exp, 0.0)

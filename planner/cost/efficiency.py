@@ -8,8 +8,10 @@ Sources of the defaults (measured micro-benchmarks, not fitted to training runs)
 - ``kernel_overhead_us`` 2.5: back-to-back kernels on one stream, fitted fixed cost 2.55 us on
   A100 and 2.43 us on H200 (RRZE-HPC/gpu-benches, gpu-small-kernels repeated-stream fit).
 - ``matmul_half_dim`` 256: the GEMM main loop's prologue and epilogue, in units of K (the
-  reduction dimension); small-K GEMMs lose that share (an assumption on the cited tile
-  mechanism, NVIDIA's matrix multiplication guide).
+  reduction dimension) on an A100 SM, scaled by an SM's tensor rate on other GPUs (the fixed
+  part takes the same time while the loop runs faster: H100's best-shaped GEMMs need K = 13312
+  where A100's peak at K = 5120, stas00/ml-engineering MAMF table); small-K GEMMs lose that
+  share (an assumption on the cited tile mechanism, NVIDIA's matrix multiplication guide).
 - ``attention_half_seq`` 500: fused causal attention reaches half its long-sequence rate at
   about 500 keys (fits of the FlashAttention benchmark figures to s / (s + s0), within 7%).
 - ``overlap_slowdown`` 0.15: compute runs 15% slower while a collective runs beside it
@@ -56,7 +58,7 @@ class EfficiencyModel(BaseModel):
         "runs beside it (shared SMs and HBM)."
     )
     microbatch_overhead_us: float = Field(
-        300.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
+        100.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
         "GPU waits for, us."
     )
     tp_comm_overlap: float = Field(

@@ -93,8 +93,15 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
     attn_prec = base if gpu.peak_tflops.model_dump().get(base) else training.precision
     matmul = eff.matmul_peak_fraction or (
         (gpu.fp8_matmul_efficiency or gpu.matmul_efficiency) if fp8 else gpu.matmul_efficiency)
+    # The main loop's fixed cost (filling the tile pipeline, writing the output) takes the same
+    # time whatever the tensor cores' speed, so in units of K it grows with the rate of one SM:
+    # ``matmul_half_dim`` is given for an A100 SM (312 TFLOP/s over 108 SMs).
+    peak = gpu.peak_flops(prec)
+    k0 = eff.matmul_half_dim
+    if gpu.sm_count:
+        k0 *= (peak / gpu.sm_count) / (312e12 / 108)
     return KernelModel(
-        peak_flops=gpu.peak_flops(prec),
+        peak_flops=peak,
         attention_peak_flops=gpu.peak_flops(attn_prec),
         matmul_efficiency=matmul,
         attention_efficiency=eff.attention_fraction or gpu.attention_efficiency,
@@ -102,7 +109,7 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
         hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * (eff.hbm_efficiency
                                                              or gpu.hbm_efficiency),
         sm_count=gpu.sm_count,
-        k_overhead=eff.matmul_half_dim,
+        k_overhead=k0,
         kernel_overhead_s=eff.kernel_overhead_us * 1e-6,
     )
 

@@ -80,6 +80,8 @@ class LayerCost:
     tp_bwd: float       # in the backward (recomputed forward included)
     cp_fwd: float
     cp_bwd: float
+    cp_network_fwd: float = 0.0   # seconds the CP ring occupies the node's NICs (across nodes)
+    cp_network_bwd: float = 0.0
 
     @property
     def fwd(self) -> float:
@@ -112,7 +114,7 @@ class CostTables:
         self._coll: dict[tuple, CollectiveCost] = {}
         self._topo: dict[GroupSpan, GroupTopology] = {}
         self._stage_params: dict[tuple, float] = {}
-        self._dp: dict[tuple, tuple[float, float, float]] = {}
+        self._dp: dict[tuple, tuple[float, float, float, float]] = {}
         self._scalar: dict[tuple, object] = {}
 
     # -- topology and collectives ---------------------------------------------------------
@@ -201,14 +203,18 @@ class CostTables:
                 tp_b = overlapped(2 * ar, lw.wgrad_colpar_s, k)
             if rec == 2:
                 tp_b += tp_f
+        net_f = net_b = 0.0
         if cp > 1:
             fwd, bwd = self.cp_uses(tp, cp, mbs, rec, sp, npn)
             steps = cp - 1
             cp_f = steps * overlapped(fwd.cost.time_s, lw.attn_core_fwd_s / cp, k)
             cp_b = steps * overlapped(bwd.cost.time_s, lw.attn_core_bwd_s / cp, k)
+            if fwd.group.tier == "inter_node":
+                net_f = steps * fwd.cost.time_s
+                net_b = steps * bwd.cost.time_s + (net_f if rec == 2 else 0.0)
             if rec == 2:
                 cp_b += cp_f
-        hit = self._layer[key] = LayerCost(lw, tp_f, tp_b, cp_f, cp_b)
+        hit = self._layer[key] = LayerCost(lw, tp_f, tp_b, cp_f, cp_b, net_f, net_b)
         return hit
 
     def tp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
@@ -293,15 +299,16 @@ class CostTables:
                 "send_recv", self._p2p_bytes(tp, cp, mbs), self.topology(span)).time_s
         return hit
 
-    def zero3_times(self, tp: int, cp: int, dp: int, npn: int) -> tuple[float, float]:
+    def zero3_times(self, tp: int, cp: int, dp: int, npn: int) -> tuple[float, float, float]:
         """(all-gather, reduce-scatter) seconds of one layer's ZeRO-3 traffic per pass, all its
-        calls together (memoised)."""
+        calls together, and 1.0 when its group crosses nodes (memoised)."""
         key = ("z3", tp, cp, dp, npn)
         hit = self._scalar.get(key)
         if hit is None:
             ag, rs = self.zero3_uses(tp, cp, dp, npn)
             n = self.training.zero3_gathers_per_layer
-            hit = self._scalar[key] = (n * ag.cost.time_s, n * rs.cost.time_s)
+            hit = self._scalar[key] = (n * ag.cost.time_s, n * rs.cost.time_s,
+                                       float(ag.group.tier == "inter_node"))
         return hit
 
     def _p2p_bytes(self, tp: int, cp: int, mbs: int) -> float:
@@ -309,9 +316,9 @@ class CostTables:
         return tokens * self.model.hidden_size * self.training.activation_bytes / tp
 
     def dp_costs(self, tp: int, cp: int, dp: int, zero: int, npn: int, layout: Layout
-                 ) -> tuple[float, float, float]:
-        """(buckets, seconds per gradient bucket, seconds per weight-gather bucket) of the most
-        loaded stage's data-parallel reduction (memoised)."""
+                 ) -> tuple[float, float, float, float]:
+        """(buckets, seconds per gradient bucket, seconds per weight-gather bucket, 1.0 when the
+        group crosses nodes) of the most loaded stage's data-parallel reduction (memoised)."""
         key = (tp, cp, dp, zero, npn, layout.stages)
         hit = self._dp.get(key)
         if hit is None:
@@ -320,7 +327,8 @@ class CostTables:
             gather = uses[1] if len(uses) > 1 else None
             hit = self._dp[key] = (grad.calls if grad else 0.0,
                                    grad.cost.time_s if grad else 0.0,
-                                   gather.cost.time_s if gather else 0.0)
+                                   gather.cost.time_s if gather else 0.0,
+                                   float(bool(grad) and grad.group.tier == "inter_node"))
         return hit
 
     def dp_uses(self, tp: int, cp: int, dp: int, zero: int, stage_params: float, npn: int

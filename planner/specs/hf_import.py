@@ -27,11 +27,39 @@ _LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab
 _GPT2_KEYS = ("n_layer", "n_embd", "n_head", "vocab_size")
 
 
+# Keys by which transformers' configs declare routed experts (mixtral and gpt_oss:
+# num_local_experts; qwen2_moe, qwen3_moe, olmoe, jamba: num_experts; deepseek_v2/v3:
+# n_routed_experts; dbrx: ffn_config.moe_num_experts) and how many each token uses.
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
+            "num_experts_per_tok", "moe_intermediate_size")
+MOE_MESSAGE = ("describes a mixture-of-experts model ({keys}); the planner models dense "
+               "transformers only (expert parallelism is not supported yet), and costing it "
+               "as a dense model would be wrong: refusing it")
+
+
+def moe_keys(config: dict) -> list[str]:
+    """The expert keys of a config that declare more than one expert."""
+    found = []
+    for key in MOE_KEYS:
+        value = config.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1 or (
+                key == "moe_intermediate_size" and value):
+            found.append(f"{key}={value}")
+    ffn = config.get("ffn_config")
+    if isinstance(ffn, dict) and (ffn.get("moe_num_experts") or 0) > 1:
+        found.append(f"ffn_config.moe_num_experts={ffn['moe_num_experts']}")
+    return found
+
+
 def model_fields_from_hf_config(config: Any) -> dict[str, Any]:
-    """Return ModelSpec fields for ``config``; ValueError naming the missing keys otherwise."""
+    """Return ModelSpec fields for ``config``; ValueError naming the missing keys otherwise
+    (or the expert keys of a mixture-of-experts config, which is refused)."""
     if not isinstance(config, dict):
         raise ValueError("hf_config must be the JSON object of a config.json")
     model_type = str(config.get("model_type", "")).lower()
+    experts = moe_keys(config)
+    if experts:
+        raise ValueError("hf_config " + MOE_MESSAGE.format(keys=", ".join(experts)))
     if "text_config" in config and isinstance(config["text_config"], dict):
         # Multimodal wrappers keep the language model under text_config.
         inner = dict(config["text_config"])

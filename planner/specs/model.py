@@ -44,6 +44,11 @@ _MODEL_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# The fields a mixture-of-experts spec would carry (DESIGN.md); refused until MoE is modelled.
+MOE_FIELDS = ("num_experts", "moe_top_k", "moe_ffn_hidden_size", "num_shared_experts",
+              "first_k_dense_layers")
+
+
 class ModelSpec(PresetSpec):
     """A dense decoder-only transformer. Preset (``{"preset": "llama3-70b"}``), explicit fields,
     or ``{"hf_config": {...config.json...}}``."""
@@ -69,6 +74,12 @@ class ModelSpec(PresetSpec):
     @model_validator(mode="before")
     @classmethod
     def _from_hf(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            from planner.specs.hf_import import MOE_MESSAGE
+
+            experts = [f"{k}={data[k]}" for k in MOE_FIELDS if data.get(k) not in (None, 0, 1)]
+            if experts:
+                raise ValueError("the model " + MOE_MESSAGE.format(keys=", ".join(experts)))
         if isinstance(data, dict) and "hf_config" in data:
             from planner.specs.hf_import import model_fields_from_hf_config
 

@@ -1,0 +1,92 @@
+"""Which frameworks run a plan, the search restricted to one framework, and MoE refused."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli.main import app
+from planner.cost import estimate
+from planner.errors import PlannerInputError
+from planner.request import EstimateRequest, parse_request
+from planner.search import PlanRequest, plan
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+M8 = ModelSpec.from_preset("llama3-8b")
+C16 = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+TR = TrainingSpec(global_batch_size=64, seq_length=4096)
+
+
+@pytest.mark.parametrize("plan_fields,frameworks", [
+    # Plain data parallelism: every framework.
+    (dict(dp=16, zero_stage=0), ["megatron", "torchtitan", "deepspeed"]),
+    # ZeRO-1 is Megatron's distributed optimizer and DeepSpeed stage 1; FSDP has no ZeRO-1.
+    (dict(dp=16, zero_stage=1), ["megatron", "deepspeed"]),
+    # ZeRO-3 without model parallelism: all three.
+    (dict(dp=16, zero_stage=3, recompute="full"), ["megatron", "torchtitan", "deepspeed"]),
+    # TP with sequence parallelism and pipelines: Megatron; torchtitan's TP always shards the
+    # sequence, but ZeRO-1 is not FSDP; DeepSpeed has neither.
+    (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True), ["megatron"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), ["torchtitan"]),
+    # TP without sequence parallelism, no pipeline: Megatron and DeepSpeed's AutoTP.
+    (dict(dp=4, tp=4, zero_stage=1), ["megatron", "deepspeed"]),
+    # Context parallelism: ring attention in Megatron and torchtitan, not DeepSpeed.
+    (dict(dp=8, cp=2, zero_stage=3), ["megatron", "torchtitan"]),
+    # Selective recompute of the attention core: Megatron only.
+    (dict(dp=16, zero_stage=0, recompute="selective"), ["megatron"]),
+])
+def test_frameworks_of_a_plan(plan_fields, frameworks):
+    est = estimate(M8, C16, TR, ParallelPlan(micro_batch_size=1, **plan_fields))
+    assert est.frameworks == frameworks
+
+
+def test_search_restricted_to_one_framework_returns_only_its_plans():
+    body = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+            "training": {"global_batch_size": 128, "seq_length": 4096}}
+    free = plan(PlanRequest.model_validate({**body, "search": {"top_k": 5}}))
+    assert free.plans and all(p.frameworks for p in free.plans)
+    for fw in ("megatron", "torchtitan", "deepspeed"):
+        res = plan(PlanRequest.model_validate({**body, "search": {"top_k": 5, "framework": fw}}))
+        assert res.plans, fw
+        assert all(fw in p.frameworks for p in res.plans), fw
+        assert res.search.space_size < free.search.space_size or fw == "megatron"
+    titan = plan(PlanRequest.model_validate({**body, "search": {"framework": "torchtitan"}}))
+    assert all(p.sequence_parallel or p.tp == 1 for p in titan.plans)
+    assert all(p.zero_stage != 1 for p in titan.plans)
+
+
+MIXTRAL = {"model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+           "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2}
+
+
+@pytest.mark.parametrize("model,names", [
+    ({"hf_config": MIXTRAL}, "num_local_experts=8"),
+    ({"hf_config": {**MIXTRAL, "model_type": "qwen3_moe", "num_local_experts": None,
+                    "num_experts": 128, "moe_intermediate_size": 768}}, "num_experts=128"),
+    ({"hf_config": {**MIXTRAL, "model_type": "deepseek_v3", "num_local_experts": None,
+                    "n_routed_experts": 256}}, "n_routed_experts=256"),
+    ({"name": "m", "num_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+      "vocab_size": 1000, "num_experts": 8, "moe_top_k": 2}, "num_experts=8"),
+])
+def test_mixture_of_experts_models_are_refused_naming_the_expert_keys(model, names):
+    body = {"model": model, "cluster": {"preset": "dgx-h100"},
+            "training": {"global_batch_size": 8, "seq_length": 1024}, "plan": {"dp": 8}}
+    with pytest.raises(PlannerInputError) as info:
+        parse_request(EstimateRequest, body)
+    assert info.value.field == "model"
+    assert "mixture-of-experts" in info.value.reason and names in info.value.reason
+
+
+def test_mixture_of_experts_config_exits_2_on_the_cli(tmp_path):
+    req = tmp_path / "moe.json"
+    req.write_text(json.dumps({"model": {"hf_config": MIXTRAL},
+                               "cluster": {"preset": "dgx-h100", "num_nodes": 8},
+                               "training": {"global_batch_size": 256, "seq_length": 4096}}))
+    res = CliRunner().invoke(app, ["plan", str(req)])
+    assert res.exit_code == 2
+    assert "mixture-of-experts" in res.stderr and "num_local_experts=8" in res.stderr
+    # A dense config of the same family still imports.
+    dense = {k: v for k, v in MIXTRAL.items() if k not in ("num_local_experts",
+                                                            "num_experts_per_tok")}
+    assert ModelSpec.model_validate({"hf_config": {**dense, "model_type": "mistral"}})

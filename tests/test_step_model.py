@@ -1,0 +1,148 @@
+"""The step model's parts against numbers worked by hand: kernels from shapes, NCCL's protocol
+costs, ZeRO-3's per-layer max-plus, overlap slowdown, fixed costs."""
+
+import math
+
+import pytest
+
+from planner.collectives import AlphaBeta, GroupTopology, nccl_time
+from planner.cost import EfficiencyModel, estimate
+from planner.cost.batch import zero3_period
+from planner.cost.kernels import WAVE_TAIL, KernelModel
+from planner.cost.layers import LayerShape, kernel_model, layer_work
+from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+A100 = GPUSpec.from_preset("a100-80gb")
+KM = KernelModel(peak_flops=312e12, attention_peak_flops=312e12, matmul_efficiency=0.8,
+                 attention_efficiency=0.6, attention_half_seq=500, hbm_bytes_per_s=1.8e12,
+                 sm_count=108, k_overhead=64, kernel_overhead_s=2e-6)
+
+
+def test_gemm_that_fills_whole_waves_runs_at_the_sustained_rate():
+    # 256 x 128 tiles: M = 256 * 27, N = 128 * 8 -> 216 tiles = exactly 2 waves of 108 SMs.
+    m, n, k = 256 * 27, 128 * 8, 4096
+    t = KM.gemm(m, n, k)
+    ideal = 2 * m * n * (k + 64) / (312e12 * 0.8)
+    assert t == pytest.approx(ideal + 2e-6, rel=1e-9)
+
+
+def test_a_nearly_empty_last_wave_costs_more_per_flop():
+    # 217 tiles of 256 x 128: 2 waves and 1 tile. cuBLAS's best tile choice and split-K soften
+    # the penalty, but the GEMM is slower per FLOP than the 216-tile one.
+    k = 4096
+    full = KM.gemm(256 * 27, 128 * 8, k) / (256 * 27 * 128 * 8)
+    ragged = KM.gemm(256 * 27 + 1, 128 * 8, k) / ((256 * 27 + 1) * 128 * 8)
+    assert ragged > 1.02 * full
+    assert 0 < WAVE_TAIL < 1
+
+
+def test_gemm_time_is_not_monotonic_in_the_micro_batch():
+    # Llama 3 70B's QKV projection under tp8 (N = 1280, K = 8192) on micro-batches of 4096
+    # tokens: two micro-batches fill whole waves, three leave the last one partly empty, so
+    # the per-token time is not monotonic in the micro-batch size.
+    per_token = [KM.gemm(4096 * b, 1280, 8192) / (4096 * b) for b in (1, 2, 3)]
+    assert per_token[1] < per_token[0] and per_token[2] > per_token[1]
+
+
+def test_misaligned_gemm_dimensions_run_slower():
+    # A reduction dimension of 1800 (BLOOM's 14400 / tp8) is not a multiple of 64.
+    aligned = KM.gemm(8192, 5376, 1792) / 1792
+    misaligned = KM.gemm(8192, 5376, 1800) / 1800
+    assert misaligned > 1.3 * aligned
+
+
+def test_flash_attention_does_the_causal_half_of_the_work():
+    # Doubling the sequence quadruples the full score matrix; causal attention does half of
+    # it, and the reported model FLOPs keep the published (non-causal) convention.
+    m = ModelSpec(name="m", num_layers=1, hidden_size=4096, num_attention_heads=32,
+                  ffn_type="swiglu", ffn_hidden_size=11008, vocab_size=32000)
+    tr = TrainingSpec(global_batch_size=1, seq_length=8192)
+    lw = layer_work(m, tr, LayerShape(), A100, EfficiencyModel())
+    km = kernel_model(A100, tr, EfficiencyModel())
+    causal = 2 * 32 * 128 * 8192 * 8192              # 2 b a d s^2: half of 4 b a d s^2
+    eff = km.attention_efficiency * 8192 / (8192 + km.attention_half_seq)
+    assert lw.attn_core_fwd_s == pytest.approx(causal / (312e12 * eff) + km.kernel_overhead_s)
+    linear = 2 * 8192 * 4096 * (3 * 4096 + 4096 + 3 * 11008)
+    assert lw.fwd_flops == pytest.approx(linear + 2 * causal)     # non-causal convention
+
+
+def test_nccl_protocols_small_messages_on_ll_large_on_simple():
+    intra = AlphaBeta(3.4e-6, 360e9)
+    inter = AlphaBeta(14e-6, 46e9)
+    g = GroupTopology(8, 8, intra, inter)
+    small = nccl_time("all_reduce", 1024, g)
+    large = nccl_time("all_reduce", 1 << 30, g)
+    assert small.algorithm.endswith("/LL") and large.algorithm.endswith("/Simple")
+    # Ring all-reduce, Simple: 8.4 us base + 2 (p - 1) steps of 3.4 us + 2 (p-1)/p n / bw.
+    ring = 8.4e-6 + 14 * 3.4e-6 + 2 * 7 / 8 * (1 << 30) / 360e9
+    assert large.algorithm == "ring/Simple" and large.time_s == pytest.approx(ring)
+    # Across 4 nodes of 8, Simple. Ring: 2N = 8 network steps of 14 us, the other 54 at
+    # NVLink's 3.4 us. Tree: a chain of 2 (g - 1) NVLink steps and 2 lg N network levels,
+    # moving 2 n. NCCL takes the faster.
+    g4 = GroupTopology(32, 8, intra, inter)
+    n = 1 << 30
+    bw = min(360e9, 8 * 46e9)
+    ring = 8.4e-6 + (62 - 8) * 3.4e-6 + 8 * 14e-6 + 2 * 31 / 32 * n / bw
+    tree = 8.4e-6 + 14 * 3.4e-6 + 4 * 14e-6 + 2 * n / bw
+    got = nccl_time("all_reduce", n, g4)
+    assert got.time_s == pytest.approx(min(ring, tree))
+    assert got.algorithm == ("ring/Simple" if ring < tree else "tree/Simple")
+
+
+def test_zero3_layer_period_is_max_plus_with_prefetch_and_serial_without():
+    # Compute 10 ms, gather 4 ms, 15% slowdown while they overlap: hidden but slower.
+    assert float(zero3_period(0.010, 0.004, 1.0, 0.15)) == pytest.approx(0.010 + 0.15 * 0.004)
+    # A gather longer than the compute sets the pace.
+    assert float(zero3_period(0.010, 0.025, 1.0, 0.15)) == pytest.approx(0.025)
+    # Gathered on demand: in series.
+    assert float(zero3_period(0.010, 0.004, 0.0, 0.15)) == pytest.approx(0.014)
+    # Half a layer ahead: 5 ms of compute hide 4 ms.
+    assert float(zero3_period(0.010, 0.004, 0.5, 0.15)) == pytest.approx(0.010 + 0.15 * 0.004)
+
+
+def test_zero3_waits_when_the_gather_outlasts_the_layer():
+    # A thin per-GPU layer (small micro-batch) across many nodes: the step waits for gathers.
+    m = ModelSpec.from_preset("gpt3-175b")
+    c = ClusterSpec.from_preset("dgx-a100", num_nodes=192)
+    tr = TrainingSpec(global_batch_size=1536, seq_length=2048)
+    z3 = estimate(m, c, tr, ParallelPlan(dp=1536, zero_stage=3, recompute="full"))
+    assert z3.breakdown["zero_comm"] > 0.1 * z3.step_time_s
+    # More sequences per GPU hide the same gathers.
+    c48 = ClusterSpec.from_preset("dgx-a100", num_nodes=48)
+    z3_384 = estimate(m, c48, tr, ParallelPlan(dp=384, micro_batch_size=4, zero_stage=3,
+                                               recompute="full"))
+    assert z3_384.breakdown["zero_comm"] / z3_384.step_time_s < \
+        z3.breakdown["zero_comm"] / z3.step_time_s
+
+
+def test_fixed_costs_per_micro_batch_and_kernel():
+    m = ModelSpec.from_preset("llama3-8b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    tr = TrainingSpec(global_batch_size=64, seq_length=2048)
+    plan = ParallelPlan(dp=8, micro_batch_size=1)
+    base = estimate(m, c, tr, plan, EfficiencyModel(microbatch_overhead_us=0))
+    slow = estimate(m, c, tr, plan, EfficiencyModel(microbatch_overhead_us=1000))
+    assert slow.breakdown["overhead"] == pytest.approx(8 * 1e-3)
+    assert slow.step_time_s == pytest.approx(base.step_time_s + 8e-3, rel=1e-6)
+    no_launch = estimate(m, c, tr, plan, EfficiencyModel(kernel_overhead_us=0))
+    assert no_launch.breakdown["compute"] < base.breakdown["compute"]
+
+
+def test_ring_attention_on_small_chunks_runs_less_efficiently():
+    # The same tokens per GPU, in 16 chunks of 512 instead of 2 of 4096: attention per chunk
+    # runs at 512 / (512 + 500) of its long-sequence rate.
+    m = ModelSpec.from_preset("llama3-8b")
+    tr = TrainingSpec(global_batch_size=1, seq_length=8192)
+    km = kernel_model(A100, tr, EfficiencyModel())
+    two = layer_work(m, tr, LayerShape(cp=2), A100, EfficiencyModel())
+    sixteen = layer_work(m, tr, LayerShape(cp=16), A100, EfficiencyModel())
+
+    def attention(cp):        # 1/cp of the causal work, in cp chunk kernels of 8192/cp keys
+        eff = km.attention_efficiency * (8192 / cp) / (8192 / cp + km.attention_half_seq)
+        flops = 2 * 32 * 128 * 8192 * 8192 / cp
+        return flops / (km.attention_peak_flops * eff) + cp * km.kernel_overhead_s
+
+    assert two.attn_core_fwd_s == pytest.approx(attention(2))
+    assert sixteen.attn_core_fwd_s == pytest.approx(attention(16))
+    assert sixteen.attn_core_fwd_s * 16 > 1.3 * two.attn_core_fwd_s * 2
+    assert math.isfinite(sixteen.fwd_s)
