@@ -141,6 +141,16 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
         "deepspeed": _s("yes", "activation_checkpointing + deepspeed.checkpointing.checkpoint",
                         f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py"),
     },
+    "recompute_partial": {
+        "megatron": _s("yes", "--recompute-granularity full --recompute-method block "
+                       "--recompute-num-layers N", f"{MEGATRON} megatron/core/recompute.py"),
+        "torchtitan": _s("no", 'activation_checkpoint.selective_ac_option = "<n>"',
+                         f"{TITAN} torchtitan/config/job_config.py",
+                         "layer-level checkpointing wraps every n-th block, not the first N of "
+                         "each pipeline chunk"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py",
+                        "the model's own code chooses which layers to checkpoint"),
+    },
     "recompute_selective": {
         "megatron": _s("yes", "--recompute-granularity selective (--recompute-modules core_attn)",
                        f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
@@ -191,6 +201,8 @@ def _rules():
          lambda c: (c["tp"] > 1) & (c["sp"] == 0)),
         ("torchtitan", "recompute_selective", "selective recompute of the attention core",
          lambda c: c["rec"] == 1),
+        ("torchtitan", "recompute_partial", "block recompute of the first N layers of each "
+         "chunk", lambda c: c["rnl"] > 0),
         ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batches pp "
          "does not divide", lambda c: (c["vpp"] > 1) & (c["m"] % np.maximum(c["pp"], 1) != 0)),
         ("torchtitan", "fp16", "fp16 training", lambda c: np.full(c["n"], c["fp16"])),
@@ -207,6 +219,8 @@ def _rules():
         ("deepspeed", "uneven_stages", "uneven pipeline stages",
          lambda c: (c["pp"] > 1) & ~c["even"]),
         ("deepspeed", "recompute_selective", "selective recompute", lambda c: c["rec"] == 1),
+        ("deepspeed", "recompute_partial", "block recompute of the first N layers of each "
+         "chunk", lambda c: c["rnl"] > 0),
         ("deepspeed", "fp8", "fp8 training", lambda c: np.full(c["n"], c["fp8"])),
     ]
 
@@ -217,6 +231,7 @@ RULES = _rules()
 def _context(plans, m, even, training) -> dict:
     return {"dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
+            "rnl": plans.rnl,
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_grads": training.grad_dtype == "bf16"}
@@ -254,7 +269,8 @@ class _One:
         rec = {"none": 0, "selective": 1, "full": 2}[p.recompute]
         for name, value in (("dp", p.dp), ("tp", p.tp), ("pp", p.pp), ("cp", p.cp),
                             ("vpp", p.vpp), ("rec", rec), ("zero", p.zero_stage),
-                            ("sp", int(p.sequence_parallel))):
+                            ("sp", int(p.sequence_parallel)),
+                            ("rnl", getattr(p, "recompute_num_layers", None) or 0)):
             setattr(self, name, np.array([value]))
 
     def __len__(self) -> int:

@@ -105,6 +105,9 @@ class PlanEstimate(BaseModel):
     micro_batch_size: int
     grad_accum_steps: int
     recompute: str
+    recompute_num_layers: int | None = Field(
+        None, description="Full recompute of only the first N layers of each model chunk "
+        "(Megatron-LM --recompute-method block); null: every layer (or no full recompute).")
     zero_stage: int
     sequence_parallel: bool
     layers_per_stage: list[int]

@@ -89,6 +89,8 @@ def megatron_plan(argv: list[str], world: int) -> dict:
             "micro_batch_size": a.micro_batch_size, "grad_accum_steps": m,
             "sequence_parallel": a.sequence_parallel,
             "recompute": a.recompute_granularity or "none",
+            "recompute_num_layers": a.recompute_num_layers
+            if a.recompute_method == "block" else None,
             "layers_per_stage": [sum(c) for c in chunks], "layers_per_chunk": chunks,
             "microbatch_group_size": (a.microbatch_group_size_per_virtual_pipeline_stage or pp)
             if vpp > 1 else None}

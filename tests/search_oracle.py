@@ -53,16 +53,40 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
             if all(reasons.values()):
                 continue
             plans.append(plan)
+            # Block recompute of the first n layers of each chunk, n below the largest chunk
+            # (Megatron-LM only).
+            if (rec == 2 and s.partial_recompute and s.allows_recompute("none")
+                    and (s.framework in (None, "megatron")) and not reasons["megatron"]):
+                most = max(max(ch) for ch in plan_layout(plan, m).chunks)
+                plans += [plan.model_copy(update={"recompute_num_layers": n})
+                          for n in range(1, most)]
     if not plans:
         return []
     arrays = PlanArrays.from_plans(plans)
     bc = compose(arrays, CostTables(m, c, tr, req.efficiency))
     cap = c.gpu.memory_bytes * (1 - s.memory_headroom)
+    # Block recompute is offered for plans that do not fit without recompute, with the fewest
+    # recomputed layers that fit (more only costs time).
+    fits = {i: bc.memory_bytes[i] <= cap for i in range(len(plans))}
+    def tuple_of(p):
+        return (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, p.zero_stage,
+                p.sequence_parallel)
+    none_fits = {tuple_of(p): fits[i] for i, p in enumerate(plans) if p.recompute == "none"}
+    fewest: dict = {}
+    for i, p in enumerate(plans):
+        if p.recompute_num_layers and fits[i] and not none_fits.get(tuple_of(p), False):
+            t = tuple_of(p)
+            if t not in fewest or p.recompute_num_layers < plans[fewest[t]].recompute_num_layers:
+                fewest[t] = i
+    offered = set(fewest.values())
     rows = []
     for i, p in enumerate(plans):
+        if p.recompute_num_layers and i not in offered:
+            continue
         if bc.memory_bytes[i] <= cap:
             key = (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
-                   RECOMPUTE.index(p.recompute), p.zero_stage, int(p.sequence_parallel))
+                   RECOMPUTE.index(p.recompute), p.zero_stage, int(p.sequence_parallel),
+                   p.recompute_num_layers or 0)
             rows.append((round(float(bc.step_time_s[i]) * 1e6), round(float(bc.memory_bytes[i])),
                          key, float(bc.step_time_s[i]), float(bc.memory_bytes[i])))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))

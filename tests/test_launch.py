@@ -143,9 +143,11 @@ def random_plan(rng: random.Random):
             continue
         dp = n // (tp * pp * cp)
         vpp = rng.choice([1, 1, 2, 3]) if pp > 1 else 1
+        recompute = rng.choice(["none", "selective", "full"])
         plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp,
-                            micro_batch_size=rng.choice([1, 2]),
-                            recompute=rng.choice(["none", "selective", "full"]),
+                            micro_batch_size=rng.choice([1, 2]), recompute=recompute,
+                            recompute_num_layers=rng.choice([None, None, 1, 2])
+                            if recompute == "full" else None,
                             zero_stage=rng.choice([0, 1, 2, 3]) if dp * cp > 1 else 0,
                             sequence_parallel=tp > 1 and rng.random() < 0.7)
         if not plan_violations(plan, model, cluster, training):
@@ -155,13 +157,16 @@ def random_plan(rng: random.Random):
 def test_random_plans_artifacts_describe_exactly_the_plan():
     rng = random.Random(11)
     runnable = {fw: 0 for fw in FRAMEWORKS}
-    for _ in range(150):
+    for _ in range(200):
         model, cluster, training, plan = random_plan(rng)
         est = estimated(model, cluster, training, plan)
         req = EstimateRequest(model=model, cluster=cluster, training=training, plan=plan)
         for fw, got in read_back(est, req).items():
             runnable[fw] += 1
             check_same_plan(got, est)
+            if fw == "megatron":
+                assert got["recompute"] == est.recompute
+                assert got["recompute_num_layers"] == est.recompute_num_layers
             if fw == "megatron" and est.vpp > 1:
                 assert got["microbatch_group_size"] == est.microbatch_group_size
                 assert got["layers_per_chunk"] == est.layers_per_chunk

@@ -66,7 +66,8 @@ def test_solver_top_k_equals_exhaustive_enumeration(seed):
         return
     assert got.search.status == "OPTIMAL"
     keys = [(p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute),
-             p.zero_stage, int(p.sequence_parallel)) for p in got.plans]
+             p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0)
+            for p in got.plans]
     assert keys == [w[0] for w in want]
     for p, (_, step, mem) in zip(got.plans, want, strict=True):
         assert p.step_time_s == pytest.approx(step, rel=1e-9)
@@ -239,3 +240,11 @@ def test_larger_micro_batches_help_until_memory_binds():
     assert [times[b] for b in fitting] == sorted((times[b] for b in fitting), reverse=True)
     body["search"].pop("micro_batch_size")
     assert plan(PlanRequest.model_validate(body)).plans[0].micro_batch_size == fitting[-1]
+
+
+def test_the_exhaustive_comparison_covers_block_recompute():
+    # The random requests above must put block-recompute plans in the top k often enough for
+    # the comparison to check their fewest-layers rule and their pruning.
+    hits = sum(any(p.recompute_num_layers for p in plan(random_request(random.Random(s))).plans)
+               for s in range(200))
+    assert hits >= 5

@@ -146,3 +146,58 @@ def test_ring_attention_on_small_chunks_runs_less_efficiently():
     assert sixteen.attn_core_fwd_s == pytest.approx(attention(16))
     assert sixteen.attn_core_fwd_s * 16 > 1.3 * two.attn_core_fwd_s * 2
     assert math.isfinite(sixteen.fwd_s)
+
+
+def _block(n, recompute="full", pp=1, vpp=1, layers=12):
+    model = ModelSpec(name="m", num_layers=layers, hidden_size=2048, num_attention_heads=16,
+                      vocab_size=32000)
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    training = TrainingSpec(global_batch_size=64, seq_length=2048)
+    plan = ParallelPlan(dp=8 // pp, pp=pp, vpp=vpp, micro_batch_size=1, recompute=recompute,
+                        recompute_num_layers=n, zero_stage=1)
+    return estimate(model, cluster, training, plan)
+
+
+def test_block_recompute_of_n_layers_costs_n_layers_of_full_recompute():
+    # Megatron-LM's --recompute-method block: the first n layers of the chunk recompute their
+    # forward and keep only their input; the others keep everything.
+    none, full = _block(None, "none"), _block(None)
+    for n in (1, 4, 7):
+        est = _block(n)
+        assert est.breakdown["recompute"] == pytest.approx(
+            n / 12 * full.breakdown["recompute"], rel=1e-9)
+        per_layer = (none.memory.activations_gib - (full.memory.activations_gib
+                                                    - _working(full))) / 12
+        want = none.memory.activations_gib - n * per_layer + _working(full)
+        assert est.memory.activations_gib == pytest.approx(want, rel=1e-6)
+        assert none.step_time_s < est.step_time_s < full.step_time_s
+    # n at or above the layers of the chunk is full recompute.
+    assert _block(12).step_time_s == pytest.approx(full.step_time_s, rel=1e-12)
+    assert _block(30).memory_per_gpu_gib == pytest.approx(full.memory_per_gpu_gib, rel=1e-12)
+
+
+def _working(full):
+    """Full recompute's working activations of one layer (the full layer rebuilt for its
+    backward): full recompute's activations less the 12 stored layer inputs."""
+    from planner.cost.layers import layer_work
+    from planner.cost.efficiency import EfficiencyModel as E
+    model = ModelSpec(name="m", num_layers=12, hidden_size=2048, num_attention_heads=16,
+                      vocab_size=32000)
+    w = layer_work(model, TrainingSpec(global_batch_size=64, seq_length=2048),
+                   ParallelPlan(dp=8, recompute="full", zero_stage=1),
+                   GPUSpec.from_preset("h100-sxm"), E())
+    return w.working_bytes / 2**30
+
+
+def test_block_recompute_counts_layers_per_model_chunk():
+    # Interleaved: each of the vpp chunks recomputes its first n layers (Megatron's block
+    # method runs per TransformerBlock, one per chunk): 2 stages x 2 chunks of 3 layers.
+    full = _block(None, pp=2, vpp=2)
+    est = _block(1, pp=2, vpp=2)
+    assert est.breakdown["recompute"] == pytest.approx(full.breakdown["recompute"] / 3,
+                                                       rel=1e-9)
+
+
+def test_block_recompute_needs_full_granularity():
+    with pytest.raises(ValueError, match="recompute_num_layers"):
+        ParallelPlan(recompute="selective", recompute_num_layers=2)

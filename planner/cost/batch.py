@@ -51,7 +51,7 @@ from planner.specs.plan import microbatch_group
 
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_comm", "pipeline_bubble",
                   "dp_comm", "zero_comm", "optimizer", "overhead")
-PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp")
+PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl")
 # Bytes the optimizer step moves per parameter it updates: mixed-precision Adam reads the fp32
 # gradient, master weight and two moments (16 B) and writes the master weight, the moments and
 # the 16-bit copy (14 B) (research notes; ZeRO paper's K = 12 states plus the copies).
@@ -60,7 +60,8 @@ OPTIMIZER_BYTES_PER_PARAM = 30
 
 @dataclass(frozen=True)
 class PlanArrays:
-    """Plans as parallel integer arrays (rec: 0 none, 1 selective, 2 full; sp: 0/1)."""
+    """Plans as parallel integer arrays (rec: 0 none, 1 selective, 2 full; sp: 0/1; rnl: with
+    full recompute, the layers recomputed per model chunk, 0 for all of them)."""
 
     dp: np.ndarray
     tp: np.ndarray
@@ -71,6 +72,7 @@ class PlanArrays:
     rec: np.ndarray
     zero: np.ndarray
     sp: np.ndarray
+    rnl: np.ndarray
 
     def __len__(self) -> int:
         return len(self.dp)
@@ -81,7 +83,8 @@ class PlanArrays:
         for p in plans:
             for f, v in zip(PLAN_FIELDS, (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
                                           RECOMPUTE.index(p.recompute), p.zero_stage,
-                                          int(p.sequence_parallel)), strict=True):
+                                          int(p.sequence_parallel),
+                                          p.recompute_num_layers or 0), strict=True):
                 cols[f].append(v)
         return cls(**{f: np.asarray(v, dtype=np.int64) for f, v in cols.items()})
 
@@ -94,6 +97,7 @@ class PlanArrays:
             vpp=int(self.vpp[i]), micro_batch_size=int(self.mbs[i]),
             recompute=RECOMPUTE[int(self.rec[i])], zero_stage=int(self.zero[i]),
             sequence_parallel=bool(self.sp[i]), layers_per_stage=layers_per_stage,
+            recompute_num_layers=int(self.rnl[i]) or None,
         )
 
 
@@ -287,9 +291,31 @@ def compose(plans: PlanArrays, tables: CostTables,
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
                                   a_plans.sp, a_npn], 1), layer_row, 13)
     HW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5)
-    stored, working, logits = LW[:, 5], LW[:, 6], HW[:, 3]
+    # Block recompute of the first rnl layers of each model chunk (Megatron-LM's
+    # --recompute-method block): per stage, min(rnl * vpp, layers) layers behave as under full
+    # recompute and the rest as without; W is that share per stage class.
+    LW0, W = LW, None
+    partial = (rec == 2) & (plans.rnl > 0)
+    if partial.any():
+        LW0 = LW.copy()
+        a_part = alive[partial[alive]]
+        pp_plans = plans.take(a_part)
+        LW0[a_part] = _gather(np.stack([pp_plans.tp, pp_plans.cp, pp_plans.mbs,
+                                        np.zeros_like(pp_plans.rec), pp_plans.sp, npn[a_part]],
+                                       1), layer_row, 13)
+        share = np.minimum(_col(plans.rnl * v), L) / np.maximum(L, 1)
+        W = np.where(_col(partial), share, 1.0)
+
+    def per_layer(j):
+        """Column j of the layer costs for each stage class, (n, C) (or (n, 1) for all)."""
+        if W is None:
+            return _col(LW[:, j])
+        return _col(LW0[:, j]) + W * _col(LW[:, j] - LW0[:, j])
+
+    working, logits = LW[:, 6], HW[:, 3]
+    stored = per_layer(5)
     inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m), _col(grp))
-    acts = (L * _col(stored) * inflight
+    acts = (L * stored * inflight
             + np.where((_col(rec) == 2) & (L > 0), _col(working), 0.0) + last * _col(logits))
     reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
     total = weights + grads + optim + zero_buf + acts + reserved
@@ -298,7 +324,7 @@ def compose(plans: PlanArrays, tables: CostTables,
     memory = total[rows, pk]
     per_layer_state = sum(model_state_bytes(_col(model.params_per_layer / tp), training,
                                             _col(zero), _col(nd)))
-    class_layer_memory = per_layer_state + _col(stored) * inflight * (1 + eff.memory_fragmentation)
+    class_layer_memory = per_layer_state + stored * inflight * (1 + eff.memory_fragmentation)
     parts = {"weights": weights, "gradients": grads, "optimizer": optim,
              "activations": acts, "zero_buffers": zero_buf, "reserved": reserved}
 
@@ -311,9 +337,11 @@ def compose(plans: PlanArrays, tables: CostTables,
     detail = None
     if len(sel):
         sub = plans.take(sel) if memory_cap is not None else plans
+        lw = LW[sel]
         t_masked[sel], step[sel], layer_time[sel], sub_bd, sub_detail = _times(
-            sub, tables, layout, LW[sel], HW[sel], tuple(a[sel] for a in classes),
-            params_c[sel], present[sel], npn[sel])
+            sub, tables, layout, lw, HW[sel], tuple(a[sel] for a in classes),
+            params_c[sel], present[sel], npn[sel], lw if W is None else LW0[sel],
+            None if W is None else W[sel])
         for k in BREAKDOWN_KEYS:
             bd[k][sel] = sub_bd[k]
         if memory_cap is None:
@@ -322,7 +350,11 @@ def compose(plans: PlanArrays, tables: CostTables,
     fwd_flops, rec_flops, head_flops = LW[:, 3], LW[:, 4], HW[:, 2]
     scale = (tp * cp).astype(float) * (training.global_batch_size / mbs.astype(float))
     model_flops = 3 * scale * (model.num_layers * fwd_flops + head_flops)
-    hw_flops = model_flops + scale * model.num_layers * rec_flops
+    # Recomputed FLOPs: the recomputed share of the layers (all of them but under block
+    # recompute, where each stage class counts its share).
+    rec_share = 1.0 if W is None else np.where(
+        partial, (W * L * count).sum(axis=1) / np.maximum((L * count).sum(axis=1), 1), 1.0)
+    hw_flops = model_flops + scale * model.num_layers * rec_flops * rec_share
     return BatchCost(
         step_time_s=step, breakdown=bd, memory_bytes=memory,
         memory_stage=sidx[rows, pk].astype(int),
@@ -334,7 +366,7 @@ def compose(plans: PlanArrays, tables: CostTables,
 
 
 def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, params_c, present,
-           npn):
+           npn, LW0, W):
     """(class times (n, C), step times, time per added layer, breakdown) of plans whose
     components are given."""
     training, eff = tables.training, tables.eff
@@ -345,12 +377,19 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     mbs, zero = plans.mbs, plans.zero
     m = training.global_batch_size // (dp * mbs)
     nd = dp * cp
-    fwd, bwd, rec_s = LW[:, 0], LW[:, 1], LW[:, 2]
-    tp_f, tp_b, cp_f, cp_b = LW[:, 7], LW[:, 8], LW[:, 9], LW[:, 10]
+    def per_layer(j):      # column j for each stage class (block recompute mixes two rows)
+        if W is None:
+            return _col(LW[:, j])
+        return _col(LW0[:, j]) + W * _col(LW[:, j] - LW0[:, j])
+
+    fwd, bwd = LW[:, 0], LW[:, 1]
+    rec_s = per_layer(2)
+    tp_f, cp_f = LW[:, 7], LW[:, 9]
+    tp_b, cp_b, cp_net_b = per_layer(8), per_layer(10), per_layer(12)
     head_fwd, head_bwd, embed = HW[:, 0], HW[:, 1], HW[:, 4]
     L, first, last, count, _ = classes
     c_f = fwd + tp_f + cp_f                    # a layer's forward and backward periods
-    c_b = bwd + rec_s + tp_b + cp_b
+    c_b = _col(bwd) + rec_s + tp_b + cp_b      # (n, classes)
 
     # ZeRO-3: per-layer gathers and reduce-scatters on the communication stream.
     z3 = (zero >= 3) & (nd > 1)
@@ -363,21 +402,21 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     # the NIC time its ring-attention exchanges take.
     shared = z3_net > 0
     g_f = z3_ag + np.where(shared, LW[:, 11], 0.0)
-    g_b = z3_ag + z3_rs + np.where(shared, LW[:, 12], 0.0)
+    g_b = _col(z3_ag + z3_rs) + np.where(_col(shared), cp_net_b, 0.0)
     P = training.zero3_prefetch_layers
     period_f = np.where(z3, zero3_period(c_f, g_f, P, k), c_f)
-    period_b = np.where(z3, zero3_period(c_b, g_b, P, k), c_b)
+    period_b = np.where(_col(z3), zero3_period(c_b, g_b, P, k), c_b)
     z3_edges = np.where(z3, z3_ag + z3_rs, 0.0)          # first gather, last reduce-scatter
 
     # Per stage class, one micro-batch.
     compute_c = L * _col(fwd + bwd) + first * _col(2 * embed) + last * _col(head_fwd + head_bwd)
-    recomp_c = L * _col(rec_s)
-    tp_c = L * _col(tp_f + tp_b)
-    cp_c = L * _col(cp_f + cp_b)
-    zero_c = L * _col(period_f + period_b - c_f - c_b) + _col(z3_edges)
+    recomp_c = L * rec_s
+    tp_c = L * (_col(tp_f) + tp_b)
+    cp_c = L * (_col(cp_f) + cp_b)
+    zero_c = L * (_col(period_f - c_f) + period_b - c_b) + _col(z3_edges)
     overhead = eff.microbatch_overhead_us * 1e-6
     F_c = L * _col(period_f) + first * _col(embed) + last * _col(head_fwd)
-    B_c = L * _col(period_b) + first * _col(embed) + last * _col(head_bwd)
+    B_c = L * period_b + first * _col(embed) + last * _col(head_bwd)
 
     # Data-parallel reduction and weight gather, sized by the largest stage.
     p_stage = np.where(present, params_c, 0.0).max(axis=1)
@@ -391,7 +430,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     n_b, t_grad, t_gather, dp_net = _gather(np.stack([tp, cp, dp, sharded, npn, pp, v], 1),
                                             dp_row, 4).T
     # The last backward's ring-attention exchanges hold the NICs the buckets need.
-    window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, L[:, 0] * LW[:, 12], 0.0))
+    window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, L[:, 0] * cp_net_b[:, 0], 0.0))
     # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
     z2_tail = np.where(zero == 2, bucket_tail(t_grad, n_b, window_b, k), 0.0)
     dpm_c = np.where(present, _col(z2_tail), 0.0)
@@ -439,8 +478,8 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     opt_params = p_stage / np.where(zero >= 1, nd, 1)
     bd["optimizer"] = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm
     step = sum(bd[key] for key in BREAKDOWN_KEYS)
-    layer_time = period_f + period_b
-    detail = {"layer_fwd": period_f, "layer_bwd": period_b, "embed": embed,
+    layer_time = period_f + period_b[:, 0]
+    detail = {"layer_fwd": period_f, "layer_bwd": period_b[:, 0], "embed": embed,
               "head_fwd": head_fwd, "head_bwd": head_bwd, "p2p": p2p,
               "microbatch_fixed": overhead + z2_tail + z3_edges, "pipeline": pipe,
               "dp_tail": dp_tail, "gather_tail": gather_tail}

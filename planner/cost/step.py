@@ -134,6 +134,7 @@ def to_estimate(
     return PlanEstimate(
         rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, vpp=plan.vpp,
         micro_batch_size=plan.micro_batch_size, grad_accum_steps=ev.m, recompute=plan.recompute,
+        recompute_num_layers=plan.recompute_num_layers,
         zero_stage=plan.zero_stage, sequence_parallel=plan.sequence_parallel,
         layers_per_stage=list(ev.layers), gpus_used=gpus, step_time_s=step,
         layers_per_chunk=[list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1

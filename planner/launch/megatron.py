@@ -56,6 +56,9 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         args += ["--sequence-parallel"]
     if p.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
+    elif p.recompute == "full" and p.recompute_num_layers:
+        args += ["--recompute-granularity", "full", "--recompute-method", "block",
+                 "--recompute-num-layers", str(p.recompute_num_layers)]
     elif p.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform",
                  "--recompute-num-layers", "1"]

@@ -21,6 +21,7 @@ from planner.cost.step import evaluate, to_estimate
 from planner.cost.tables import RECOMPUTE, cost_tables
 from planner.launch import with_launch
 from planner.search.explain import memory_reasons, structural_reasons
+from planner.search.partial import block_recompute
 from planner.search.request import PlanRequest
 from planner.search.result import PlanResult, SearchStats
 from planner.search.space import Space, build_space
@@ -81,20 +82,30 @@ def plan(request: PlanRequest) -> PlanResult:
     cands = feasible
     status = "OPTIMAL"
 
-    # Candidates as (step, memory, tie-break rank, plan index, layers or None for even).
-    results = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), int(rank[i]), i, None)
+    # Candidates as (step, memory, tie-break rank, plan index, layers or None for even,
+    # block-recomputed layers per chunk or 0).
+    results = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), int(rank[i]), i, None, 0)
                for i in chosen]
     if search.rebalance_stages:
         results = _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline)
     results = [r for r in results if r[1] <= capacity]
-    results.sort(key=lambda r: (round(r[0] * 1e6), round(r[1]), r[2]))
+    if (search.partial_recompute and search.allows_recompute("full")
+            and search.allows_recompute("none")
+            and search.framework in (None, "megatron")):
+        times = sorted(r[0] for r in results)
+        bar = times[k - 1] if len(times) >= k else np.inf
+        results += [(t, mem, int(rank[i]), i, None, n)
+                    for t, mem, i, n in block_recompute(plans, tables, bc, fits, capacity, bar)]
+    results.sort(key=lambda r: (round(r[0] * 1e6), round(r[1]), r[2], r[5]))
     top = results[:k]
     if not top:
         return done([], "INFEASIBLE", feasible=int(fits.sum()), cands=len(cands),
                     reasons=memory_reasons(req, plans, bc, capacity))
     out = []
-    for j, (_, _, _, i, layers) in enumerate(top):
+    for j, (_, _, _, i, layers, n) in enumerate(top):
         p = plans.plan(i, layers)
+        if n:
+            p = p.model_copy(update={"recompute": "full", "recompute_num_layers": n})
         ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
         out.append(to_estimate(ev, req.cluster, req.training, p, rank=j + 1))
     if time.perf_counter() > deadline and search.rebalance_stages:
@@ -118,10 +129,10 @@ def _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline):
                           & (bc.step_time_s < bar))
     near = near[np.lexsort((rank[near], np.rint(bc.step_time_s[near] * 1e6)))][:k]
     trial = results + [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), int(rank[i]),
-                        int(i), None) for i in near]
+                        int(i), None, 0) for i in near]
     out = []
     for r in trial:
-        step_s, mem, tb, i, _ = r
+        step_s, mem, tb, i, _, _ = r
         if plans.pp[i] > 1 and plans.vpp[i] == 1 and time.perf_counter() < deadline:
             lay = balance_stages(plans.plan(i), tables, capacity,
                                  max(0.01, deadline - time.perf_counter()))
@@ -129,7 +140,7 @@ def _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline):
                 alt = compose(plans.take(np.array([i])), tables, lay)
                 a_step, a_mem = float(alt.step_time_s[0]), float(alt.memory_bytes[0])
                 if a_mem <= capacity and (mem > capacity or a_step < step_s):
-                    r = (a_step, a_mem, tb, i, lay)
+                    r = (a_step, a_mem, tb, i, lay, 0)
         if r[1] <= capacity:
             out.append(r)
     return out

@@ -143,11 +143,12 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
     for flags in sorted({(h[6], h[7]) for h in heads}):
         hs = np.array([h[:6] for h in heads if (h[6], h[7]) == flags], dtype=np.int64)
         ks = knobs(*flags)
-        block = np.empty((len(hs) * len(ks), 9), dtype=np.int64)
+        block = np.zeros((len(hs) * len(ks), len(PLAN_FIELDS)), dtype=np.int64)
         block[:, :6] = np.repeat(hs, len(ks), axis=0)
-        block[:, 6:] = np.tile(ks, (len(hs), 1))
+        block[:, 6:9] = np.tile(ks, (len(hs), 1))      # rnl (last) 0: every layer recomputed
         blocks.append(block)
-    arr = np.concatenate(blocks) if blocks else np.empty((0, 9), dtype=np.int64)
+    arr = (np.concatenate(blocks) if blocks
+           else np.empty((0, len(PLAN_FIELDS)), dtype=np.int64))
     plans = PlanArrays(**{f: arr[:, i] for i, f in enumerate(PLAN_FIELDS)})
     plans = plans.take(np.flatnonzero(framework_mask(plans, model, training, search)))
     return Space(plans=plans, domains=dom, world_sizes=(lo, N), lattice_points=lattice)
@@ -156,6 +157,13 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
 def framework_mask(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
                    search: SearchSpec) -> np.ndarray:
     """Plans the requested framework runs as predicted (any framework when none is named)."""
+    names = [search.framework] if search.framework else list(FRAMEWORKS)
+    return runs_on(plans, model, training, names)
+
+
+def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
+            names: list[str]) -> np.ndarray:
+    """Plans at least one of the named frameworks runs as predicted."""
     if not len(plans):
         return np.zeros(0, dtype=bool)
     m = training.global_batch_size // (plans.dp * plans.mbs)
@@ -164,7 +172,6 @@ def framework_mask(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
     even_of = np.array([default_layout(model.num_layers, int(k // 100_000),
                                        int(k % 100_000)).kind == "even" for k in uniq])
     even = even_of[inv.reshape(-1)]
-    names = [search.framework] if search.framework else list(FRAMEWORKS)
     ok = np.zeros(len(plans), dtype=bool)
     for name in names:
         ok |= runs_mask(name, plans, m, even, training)

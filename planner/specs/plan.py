@@ -38,6 +38,12 @@ class ParallelPlan(BaseModel):
         "global_batch_size / (dp * micro_batch_size)."
     )
     recompute: Recompute = Field("none", description="Activation recomputation.")
+    recompute_num_layers: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="With recompute 'full': recompute only the first N transformer layers of "
+        "each model chunk and keep the others' activations (Megatron-LM's --recompute-method "
+        "block --recompute-num-layers N). Default: every layer."
+    )
     zero_stage: int = Field(0, ge=0, le=3, description="0 plain DP, 1 optimizer states sharded "
                             "(distributed optimizer), 2 + gradients, 3 + parameters (FSDP).")
     sequence_parallel: bool = Field(False, description="Megatron sequence parallelism in TP.")
@@ -65,6 +71,9 @@ class ParallelPlan(BaseModel):
             raise ValueError(
                 f"layers_per_stage has {len(self.layers_per_stage)} entries; pp is {self.pp}"
             )
+        if self.recompute_num_layers is not None and self.recompute != "full":
+            raise ValueError("recompute_num_layers (block recompute of the first N layers of "
+                             "each model chunk) needs recompute='full'")
         if self.microbatch_group_size is not None and self.vpp == 1:
             raise ValueError("microbatch_group_size applies to interleaved schedules (vpp > 1)")
         return self

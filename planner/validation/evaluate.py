@@ -35,7 +35,8 @@ from planner.validation.sampled import compose, sampled_runs, stage_to_sample
 Mode = Literal["auto", "full", "sampled"]
 Compute = Literal["auto", "gemm", "emulate"]
 PLAN_KEYS = ("dp", "tp", "pp", "cp", "vpp", "micro_batch_size", "grad_accum_steps",
-             "recompute", "zero_stage", "sequence_parallel", "layers_per_stage")
+             "recompute", "recompute_num_layers", "zero_stage", "sequence_parallel",
+             "layers_per_stage")
 
 
 class ValidatedPlan(BaseModel):
@@ -215,5 +216,6 @@ def as_calibration(result: ValidationResult) -> Calibration:
 def _plan_of(p: dict) -> ParallelPlan:
     return ParallelPlan(dp=p["dp"], tp=p["tp"], pp=p["pp"], cp=p["cp"], vpp=p["vpp"],
                         micro_batch_size=p["micro_batch_size"], recompute=p["recompute"],
+                        recompute_num_layers=p.get("recompute_num_layers"),
                         zero_stage=p["zero_stage"], sequence_parallel=p["sequence_parallel"],
                         layers_per_stage=tuple(p["layers_per_stage"]) if p["pp"] > 1 else None)

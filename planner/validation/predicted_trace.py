@@ -26,6 +26,7 @@ from planner.specs.layout import explicit_layout
 def _plan_of(est: PlanEstimate) -> ParallelPlan:
     return ParallelPlan(dp=est.dp, tp=est.tp, pp=est.pp, cp=est.cp, vpp=est.vpp,
                         micro_batch_size=est.micro_batch_size, recompute=est.recompute,
+                        recompute_num_layers=est.recompute_num_layers,
                         zero_stage=est.zero_stage, sequence_parallel=est.sequence_parallel,
                         layers_per_stage=tuple(est.layers_per_stage) if est.pp > 1 else None)
 
