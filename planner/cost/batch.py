@@ -166,7 +166,7 @@ def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
             rows[:, j] = values[j][idx]
     else:                                       # would overflow int64: unique over rows
         rows, inv = np.unique(keys, axis=0, return_inverse=True)
-    vals = np.array([fn(*map(int, r)) for r in rows], dtype=float).reshape(len(rows), width)
+    vals = np.array([fn(*r) for r in rows.tolist()], dtype=float).reshape(len(rows), width)
     return vals[inv.reshape(-1)]
 
 
@@ -252,12 +252,19 @@ def compose(plans: PlanArrays, tables: CostTables,
         grp = _gather(np.stack([m, pp, v], 1),
                       lambda mm, p, vv: (microbatch_group(mm, p) or p if vv > 1 else p,), 1)[:, 0]
 
+    rows_memo = tables.memo("layer_row")
+
     def layer_row(t, c, b, r, s, n):
-        lc = tables.layer(t, c, b, r, s, n)
-        w = lc.work
-        return (w.fwd_s, w.bwd_s, w.recompute_s, w.fwd_flops, w.recompute_flops,
+        key = (t, c, b, r, s, n)
+        row = rows_memo.get(key)
+        if row is None:
+            lc = tables.layer(t, c, b, r, s, n)
+            w = lc.work
+            row = rows_memo[key] = (
+                w.fwd_s, w.bwd_s, w.recompute_s, w.fwd_flops, w.recompute_flops,
                 w.stored_bytes, w.working_bytes, lc.tp_fwd, lc.tp_bwd, lc.cp_fwd, lc.cp_bwd,
                 lc.cp_network_fwd, lc.cp_network_bwd)
+        return row
 
     def head_row(t, c, b):
         hw = tables.head(t, c, b)

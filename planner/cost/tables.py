@@ -116,6 +116,11 @@ class CostTables:
         self._stage_params: dict[tuple, float] = {}
         self._dp: dict[tuple, tuple[float, float, float, float]] = {}
         self._scalar: dict[tuple, object] = {}
+        self._memos: dict[str, dict] = {}
+
+    def memo(self, name: str) -> dict:
+        """A named dictionary for callers' derived values (they live as long as the tables)."""
+        return self._memos.setdefault(name, {})
 
     # -- topology and collectives ---------------------------------------------------------
     def npn(self, world: int) -> int:

@@ -43,7 +43,9 @@ def block_recompute(plans: PlanArrays, tables: CostTables, bc: BatchCost, fits: 
     not fit but whose model states do."""
     parts = bc.memory_parts
     states = parts["weights"] + parts["gradients"] + parts["optimizer"] + parts["zero_buffers"]
-    cand = np.flatnonzero((plans.rec == 0) & ~fits & (states < capacity))
+    # A plan's time without recompute bounds its block-recompute variants from below.
+    cand = np.flatnonzero((plans.rec == 0) & ~fits & (states < capacity)
+                          & (~np.isfinite(bc.step_time_s) | (bc.step_time_s < bar)))
     if not len(cand):
         return []
     sub = plans.take(cand)
