@@ -11,7 +11,8 @@ from api import problems
 from api.db import make_engine, migrate
 from api.jobs import JobRunner
 from api.metrics import BodyLimitMiddleware, Metrics, MetricsMiddleware
-from api.routes import calibrations, clusters, health, jobs, plans, presets, validations
+from api.routes import (calibrations, clusters, frameworks, health, jobs, plans, presets,
+                        validations)
 from api.settings import Settings
 from planner import __version__
 
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
-    for module in (health, plans, clusters, calibrations, validations, presets, jobs):
+    for module in (health, plans, clusters, calibrations, validations, presets, frameworks,
+                   jobs):
         app.include_router(module.router)
     return app

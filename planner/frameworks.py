@@ -228,6 +228,12 @@ def _rules():
 RULES = _rules()
 
 
+def refusal_rules() -> list[dict]:
+    """The rules as data: which framework, which capability, what a plan then lacks."""
+    return [{"framework": fw, "capability": cap, "lacks": message}
+            for fw, cap, message, _ in RULES]
+
+
 def _context(plans, m, even, training) -> dict:
     return {"dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,

@@ -34,6 +34,8 @@ TR = TrainingSpec(global_batch_size=64, seq_length=4096)
     (dict(dp=8, cp=2, zero_stage=3), ["megatron", "torchtitan"]),
     # Selective recompute of the attention core: Megatron only.
     (dict(dp=16, zero_stage=0, recompute="selective"), ["megatron"]),
+    # Block recompute of the first layers of each chunk: Megatron only.
+    (dict(dp=16, zero_stage=0, recompute="full", recompute_num_layers=4), ["megatron"]),
 ])
 def test_frameworks_of_a_plan(plan_fields, frameworks):
     est = estimate(M8, C16, TR, ParallelPlan(micro_batch_size=1, **plan_fields))
@@ -90,3 +92,15 @@ def test_mixture_of_experts_config_exits_2_on_the_cli(tmp_path):
     dense = {k: v for k, v in MIXTRAL.items() if k not in ("num_local_experts",
                                                             "num_experts_per_tok")}
     assert ModelSpec.model_validate({"hf_config": {**dense, "model_type": "mistral"}})
+
+
+def test_cli_prints_the_capability_matrix():
+    runner = CliRunner()
+    res = runner.invoke(app, ["frameworks", "--json"])
+    assert res.exit_code == 0
+    body = json.loads(res.stdout)
+    assert body["capabilities"]["recompute_partial"]["megatron"]["status"] == "yes"
+    assert any(r["framework"] == "deepspeed" and r["capability"] == "context_parallel"
+               for r in body["rules"])
+    res = runner.invoke(app, ["frameworks"])
+    assert res.exit_code == 0 and "--use-distributed-optimizer" in res.stdout

@@ -300,6 +300,33 @@ def serve_cmd(
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
 
 
+@app.command("frameworks")
+def frameworks_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Which framework runs which plan: each capability's support and flag per framework."""
+    from planner.frameworks import CAPABILITIES, FRAMEWORKS, capability_matrix, refusal_rules
+    if as_json:
+        emit_json({"capabilities": capability_matrix(), "rules": refusal_rules()})
+        return
+    console = stdout_console()
+    t = Table(title="Capabilities (yes / partial / no, with the framework's flag or key)")
+    t.add_column("capability")
+    for fw in FRAMEWORKS:
+        t.add_column(fw)
+    for cap, row in CAPABILITIES.items():
+        t.add_row(cap, *[f"{row[fw].status}: {row[fw].how}" if row[fw].how else row[fw].status
+                         for fw in FRAMEWORKS])
+    console.print(t)
+    t = Table(title="A plan is not listed for a framework when it needs")
+    t.add_column("framework")
+    t.add_column("capability")
+    t.add_column("what the plan needs")
+    for r in refusal_rules():
+        t.add_row(r["framework"], r["capability"], r["lacks"])
+    console.print(t)
+
+
 @app.command("presets")
 def presets_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,

@@ -98,7 +98,9 @@ def plans_table(result: PlanResult) -> Table:
         t.add_column(col, justify="left" if col == "recompute" else "right")
     for p in result.plans:
         t.add_row(str(p.rank), str(p.dp), str(p.tp), str(p.pp), str(p.cp), str(p.vpp),
-                  str(p.micro_batch_size), str(p.grad_accum_steps), p.recompute,
+                  str(p.micro_batch_size), str(p.grad_accum_steps),
+                  p.recompute + (f" {p.recompute_num_layers}/chunk" if p.recompute_num_layers
+                                 else ""),
                   str(p.zero_stage), "yes" if p.sequence_parallel else "no", _fmt_s(p.step_time_s),
                   f"{p.tflops_per_gpu:.1f}", f"{100 * p.mfu:.1f}%",
                   f"{p.memory_per_gpu_gib:.1f}/{p.memory_capacity_gib:g}")

@@ -31,20 +31,27 @@ REBALANCE_MARGIN = 4
 NEAR_FIT = 1.3   # uneven stages are tried on plans whose even split needs up to 30% too much
 
 
-def _rank(plans: PlanArrays, bc: BatchCost, fits: np.ndarray) -> np.ndarray:
-    """Position of each fitting plan in the order (step time in us, memory, degrees); the
-    plans that do not fit come after all of them, in the same order by their memory."""
+def _key(plans: PlanArrays, i: int) -> tuple:
+    """The degrees of plan i, the last tie-break of the ranking (as the brute force's)."""
+    return (int(plans.dp[i]), int(plans.tp[i]), int(plans.pp[i]), int(plans.cp[i]),
+            int(plans.vpp[i]), int(plans.mbs[i]), int(plans.rec[i]), int(plans.zero[i]),
+            int(plans.sp[i]))
+
+
+def _best(plans: PlanArrays, bc: BatchCost, fits: np.ndarray, keep: int) -> np.ndarray:
+    """Indices of the ``keep`` first fitting plans in the order (step time in us, memory,
+    degrees). Only the plans as fast as the keep-th are sorted."""
     idx = np.flatnonzero(fits)
-    sub = plans.take(idx)
     cost_us = np.rint(np.minimum(bc.step_time_s[idx] * 1e6, 2**62)).astype(np.int64)
+    if len(idx) > keep:
+        bar = np.partition(cost_us, keep - 1)[keep - 1]
+        near = cost_us <= bar
+        idx, cost_us = idx[near], cost_us[near]
+    sub = plans.take(idx)
     mem = np.rint(np.minimum(bc.memory_bytes[idx], 2**62)).astype(np.int64)
-    keys = (sub.sp, sub.zero, sub.rec, sub.mbs, sub.vpp, sub.cp, sub.pp, sub.tp, sub.dp, mem,
-            cost_us)
-    rank = np.empty(len(plans), dtype=np.int64)
-    rank[idx[np.lexsort(keys)]] = np.arange(len(idx))
-    rest = np.flatnonzero(~fits)
-    rank[rest[np.argsort(bc.memory_bytes[rest], kind="stable")]] = len(idx) + np.arange(len(rest))
-    return rank
+    order = np.lexsort((sub.sp, sub.zero, sub.rec, sub.mbs, sub.vpp, sub.cp, sub.pp, sub.tp,
+                        sub.dp, mem, cost_us))
+    return idx[order[:keep]]
 
 
 def plan(request: PlanRequest) -> PlanResult:
@@ -73,28 +80,26 @@ def plan(request: PlanRequest) -> PlanResult:
     bc = compose(plans, tables,
                  memory_cap=capacity * (NEAR_FIT if search.rebalance_stages else 1.0))
     fits = bc.memory_bytes <= capacity
-    rank = _rank(plans, bc, fits)
     k = search.top_k
     keep = k + REBALANCE_MARGIN if search.rebalance_stages else k
-    feasible = np.flatnonzero(fits)
-    # Every plan of the space is costed exactly: its k best are the k first in rank order.
-    chosen = [int(i) for i in feasible[np.argsort(rank[feasible], kind="stable")[:keep]]]
-    cands = feasible
+    # Every plan of the space is costed exactly: its k best are the k first in that order.
+    chosen = [int(i) for i in _best(plans, bc, fits, keep)]
+    cands = np.flatnonzero(fits)
     status = "OPTIMAL"
 
-    # Candidates as (step, memory, tie-break rank, plan index, layers or None for even,
+    # Candidates as (step, memory, degrees, plan index, layers or None for even,
     # block-recomputed layers per chunk or 0).
-    results = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), int(rank[i]), i, None, 0)
+    results = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), _key(plans, i), i, None, 0)
                for i in chosen]
     if search.rebalance_stages:
-        results = _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline)
+        results = _rebalance(req, tables, plans, bc, fits, results, capacity, deadline)
     results = [r for r in results if r[1] <= capacity]
     if (search.partial_recompute and search.allows_recompute("full")
             and search.allows_recompute("none")
             and search.framework in (None, "megatron")):
         times = sorted(r[0] for r in results)
         bar = times[k - 1] if len(times) >= k else np.inf
-        results += [(t, mem, int(rank[i]), i, None, n)
+        results += [(t, mem, _key(plans, i), i, None, n)
                     for t, mem, i, n in block_recompute(plans, tables, bc, fits, capacity, bar)]
     results.sort(key=lambda r: (round(r[0] * 1e6), round(r[1]), r[2], r[5]))
     top = results[:k]
@@ -119,7 +124,7 @@ def with_launches(result: PlanResult, req: PlanRequest) -> PlanResult:
         with_launch(p, req.model, req.cluster, req.training) for p in result.plans]})
 
 
-def _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline):
+def _rebalance(req, tables, plans, bc, fits, results, capacity, deadline):
     """Try uneven stages on the chosen pipelined plans and on the fastest pipelined plans whose
     even split does not fit; keep a split when it is faster or makes the plan fit."""
     k = req.search.top_k
@@ -127,8 +132,8 @@ def _rebalance(req, tables, plans, bc, rank, fits, results, capacity, deadline):
     # Plans whose even split overflows by little, with pipeline stages to move layers between.
     near = np.flatnonzero(~fits & (plans.pp > 1) & (plans.vpp == 1)
                           & (bc.step_time_s < bar))
-    near = near[np.lexsort((rank[near], np.rint(bc.step_time_s[near] * 1e6)))][:k]
-    trial = results + [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), int(rank[i]),
+    near = near[np.argsort(np.rint(bc.step_time_s[near] * 1e6), kind="stable")][:k]
+    trial = results + [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), _key(plans, i),
                         int(i), None, 0) for i in near]
     out = []
     for r in trial:

@@ -154,6 +154,14 @@ def test_launch_artifacts_download(server):
         assert c.get(f"/v1/plans/{pid}/launch/helm").status_code == 422
         assert c.get(f"/v1/plans/{pid}/launch/megatron", params={"rank": 9}).status_code == 404
         assert c.get("/v1/plans/plan-nope/launch/megatron").status_code == 404
+        # The matrix those reasons come from, as data.
+        r = c.get("/v1/frameworks")
+        assert r.status_code == 200
+        matrix = r.json()
+        assert set(matrix["capabilities"]["zero_1"]) == {"megatron", "torchtitan", "deepspeed"}
+        assert matrix["capabilities"]["zero_1"]["megatron"]["how"] == "--use-distributed-optimizer"
+        lacks = {x["lacks"] for x in matrix["rules"] if x["framework"] == missing[0]}
+        assert set(body["missing"]) <= lacks
 
 
 def test_predicted_trace_download(server):
