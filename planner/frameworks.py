@@ -7,8 +7,9 @@ a framework when the framework can express every part of it *and* executes it th
 model costs it (e.g. torchtitan's FSDP without resharding gathers the weights every micro-batch,
 which is not the planner's ZeRO-2, so such plans are not listed for torchtitan).
 
-``violations`` checks plans as arrays (the search filters its whole space with it); ``missing``
-gives the reasons for one plan in words; ``frameworks_for`` lists the frameworks with none.
+``runs_mask`` checks plans as arrays (the search filters its whole space with it); ``missing``
+gives the reasons for one plan in words; ``frameworks_for`` lists the frameworks with none;
+``refusal_rules`` and ``capability_matrix`` give the rules and the matrix as data.
 """
 
 from __future__ import annotations
