@@ -11,8 +11,7 @@ from api import problems
 from api.db import make_engine, migrate
 from api.jobs import JobRunner
 from api.metrics import BodyLimitMiddleware, Metrics, MetricsMiddleware
-from api.routes import (calibrations, clusters, frameworks, health, jobs, plans, presets,
-                        validations)
+from api.routes import calibrations, clusters, frameworks, health, jobs, plans, presets, validations
 from api.settings import Settings
 from planner import __version__
 

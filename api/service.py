@@ -13,9 +13,9 @@ from api.schemas import ClusterRef
 from planner.calibration.model import CalibrationIn
 from planner.cost import estimate
 from planner.cost.tables import cost_tables
+from planner.launch import with_launch
 from planner.request import EstimateRequest
 from planner.result import PlanEstimate
-from planner.launch import with_launch
 from planner.search import PlanRequest, PlanResult, plan, with_launches
 from planner.specs import ClusterSpec
 

@@ -3,9 +3,10 @@ same class used and reached: would anyone who trained at that scale believe the 
 
 For GPT-3 175B (2,048-token sequences, 1,536 per step, SC'21's batch) and Llama 3 8B / 70B / 405B
 (8,192-token sequences; 512, 512 and 2,048 per step), with the batch grown to at least one sequence
-per 2 GPUs (GPT-3) or per 8 GPUs (Llama 3: 16M tokens at 16,384 GPUs, Meta's batch), bf16 on DGX A100 and DGX H100 nodes, at 64, 1,024 and
-16,384 GPUs, the search runs with default settings (no restriction); the best plan, its MFU
-(model FLOPs, the published convention, over the bf16 dense peak) and the published reference
+per 2 GPUs (GPT-3) or per 8 GPUs (Llama 3: 16M tokens at 16,384 GPUs, Meta's batch), bf16 on
+DGX A100 and DGX H100 nodes, at 64, 1,024 and 16,384 GPUs, the search runs with default
+settings (no restriction); the best plan, its MFU (model FLOPs, the published convention, over
+the bf16 dense peak) and the published reference
 of its class (``REFERENCES``) are printed side by side, with the gap in MFU points, and the
 step model's own prediction for that published run (MFU, and the measured step's error against
 it): a winner far above its reference where the model is also optimistic on the reference is

@@ -51,7 +51,8 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
         "megatron": _s("yes", "--use-distributed-optimizer", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
                          "FSDP has no optimizer-only sharding"),
-        "deepspeed": _s("yes", "zero_optimization.stage = 1", f"{DEEPSPEED} deepspeed/runtime/zero/config.py"),
+        "deepspeed": _s("yes", "zero_optimization.stage = 1",
+                        f"{DEEPSPEED} deepspeed/runtime/zero/config.py"),
     },
     "zero_2": {
         "megatron": _s("partial", "--use-megatron-fsdp --data-parallel-sharding-strategy "
@@ -61,7 +62,8 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                          f"{TITAN} torchtitan/config/job_config.py",
                          "gathers the weights every micro-batch: the planner's ZeRO-2 only "
                          "with one micro-batch"),
-        "deepspeed": _s("partial", "zero_optimization.stage = 2", f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
+        "deepspeed": _s("partial", "zero_optimization.stage = 2",
+                        f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
                         "not with the pipeline engine"),
     },
     "zero_3": {
@@ -70,14 +72,18 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                        "Megatron-FSDP is documented without pipeline parallelism"),
         "torchtitan": _s("yes", 'parallelism.data_parallel_shard_degree, '
                          'fsdp_reshard_after_forward = "always"', f"{TITAN} torchtitan/config/job_config.py"),
-        "deepspeed": _s("partial", "zero_optimization.stage = 3", f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
+        "deepspeed": _s("partial", "zero_optimization.stage = 3",
+                        f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
                         "not with the pipeline engine; with AutoTP from 0.19.4"),
     },
     "tensor_parallel": {
-        "megatron": _s("yes", "--tensor-model-parallel-size", f"{MEGATRON} megatron/core/model_parallel_config.py"),
-        "torchtitan": _s("partial", "parallelism.tensor_parallel_degree", f"{TITAN} torchtitan/config/job_config.py",
+        "megatron": _s("yes", "--tensor-model-parallel-size",
+                       f"{MEGATRON} megatron/core/model_parallel_config.py"),
+        "torchtitan": _s("partial", "parallelism.tensor_parallel_degree",
+                         f"{TITAN} torchtitan/config/job_config.py",
                          "always with sequence parallelism"),
-        "deepspeed": _s("partial", 'tensor_parallel.autotp_size', f"{DEEPSPEED} deepspeed/runtime/tensor_parallel/config.py",
+        "deepspeed": _s("partial", 'tensor_parallel.autotp_size',
+                        f"{DEEPSPEED} deepspeed/runtime/tensor_parallel/config.py",
                         "AutoTP (>= 0.16.4): no sequence parallelism, not with the pipeline engine"),
     },
     "sequence_parallel": {
@@ -88,8 +94,10 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                         "DeepSpeed's sequence parallelism is Ulysses, not Megatron's"),
     },
     "pipeline_parallel": {
-        "megatron": _s("yes", "--pipeline-model-parallel-size", f"{MEGATRON} megatron/core/model_parallel_config.py"),
-        "torchtitan": _s("yes", "parallelism.pipeline_parallel_degree", f"{TITAN} torchtitan/config/job_config.py"),
+        "megatron": _s("yes", "--pipeline-model-parallel-size",
+                       f"{MEGATRON} megatron/core/model_parallel_config.py"),
+        "torchtitan": _s("yes", "parallelism.pipeline_parallel_degree",
+                         f"{TITAN} torchtitan/config/job_config.py"),
         "deepspeed": _s("partial", 'PipelineModule(num_stages=...); "pipeline": {"stages"}',
                         f"{DEEPSPEED} deepspeed/runtime/pipe/module.py",
                         "ZeRO <= 1 (engine.py asserts), even layer partition, no TP"),
@@ -119,12 +127,14 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                         "partitions by a method, not by given counts"),
     },
     "fewer_microbatches_than_stages": {
-        "megatron": _s("yes", "(1F1B clamps its warm-up)", f"{MEGATRON} megatron/core/pipeline_parallel/schedules.py",
+        "megatron": _s("yes", "(1F1B clamps its warm-up)",
+                       f"{MEGATRON} megatron/core/pipeline_parallel/schedules.py",
                        "not with the interleaved schedule"),
         "torchtitan": _s("yes", 'parallelism.pipeline_parallel_schedule = "GPipe"',
                          f"{TITAN} torch/distributed/pipelining/schedules.py",
                          "Schedule1F1B refuses it; GPipe is the same order when m < pp"),
-        "deepspeed": _s("yes", "gradient_accumulation_steps", f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py"),
+        "deepspeed": _s("yes", "gradient_accumulation_steps",
+                        f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py"),
     },
     "context_parallel": {
         "megatron": _s("yes", "--context-parallel-size, --cp-comm-type p2p",
@@ -137,8 +147,10 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
     },
     "recompute_full": {
         "megatron": _s("yes", "--recompute-granularity full --recompute-method uniform "
-                       "--recompute-num-layers 1", f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
-        "torchtitan": _s("yes", 'activation_checkpoint.mode = "full"', f"{TITAN} torchtitan/config/job_config.py"),
+                       "--recompute-num-layers 1",
+f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
+        "torchtitan": _s("yes", 'activation_checkpoint.mode = "full"',
+                         f"{TITAN} torchtitan/config/job_config.py"),
         "deepspeed": _s("yes", "activation_checkpointing + deepspeed.checkpointing.checkpoint",
                         f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py"),
     },
@@ -155,12 +167,14 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
     "recompute_selective": {
         "megatron": _s("yes", "--recompute-granularity selective (--recompute-modules core_attn)",
                        f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
-        "torchtitan": _s("no", 'activation_checkpoint.mode = "selective"', f"{TITAN} torchtitan/config/job_config.py",
+        "torchtitan": _s("no", 'activation_checkpoint.mode = "selective"',
+                         f"{TITAN} torchtitan/config/job_config.py",
                          "per-op checkpointing recomputes other ops than the attention core"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py"),
     },
     "fp8": {
-        "megatron": _s("yes", "--fp8-format hybrid", f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
+        "megatron": _s("yes", "--fp8-format hybrid",
+                       f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "torchtitan": _s("yes", 'model.converters = ["float8"]', f"{TITAN} torchtitan/config/job_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py", "no fp8 in the engine"),
     },
@@ -258,7 +272,7 @@ def missing(framework: str, plans, m, even, training) -> list[str]:
     """What ``framework`` lacks to run the single plan of ``plans`` as predicted."""
     ctx = _context(plans, m, even, training)
     out = []
-    for fw, cap, message, pred in RULES:
+    for fw, _, message, pred in RULES:
         if fw == framework and bool(np.asarray(pred(ctx), dtype=bool)[0]):
             out.append(message)
     return out

@@ -6,6 +6,7 @@ exactly the predicted plan."""
 from __future__ import annotations
 
 import argparse
+
 import tomllib
 
 

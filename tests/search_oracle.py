@@ -9,10 +9,10 @@ from pydantic import ValidationError
 
 from planner.cost.batch import PlanArrays, compose
 from planner.cost.tables import RECOMPUTE, CostTables
+from planner.frameworks import reasons_by_framework
 from planner.search.request import PlanRequest
 from planner.search.spec import allows
 from planner.specs import ParallelPlan
-from planner.frameworks import reasons_by_framework
 from planner.specs.plan import plan_layout, plan_violations
 
 

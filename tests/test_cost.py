@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from planner.cost import EfficiencyModel, estimate, evaluate
 from planner.cost.batch import BREAKDOWN_KEYS
-from planner.cost.pipeline import makespan
 from planner.cost.layers import layer_work
 from planner.cost.memory import in_flight_microbatches, model_state_bytes
+from planner.cost.pipeline import makespan
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 
 EFF = EfficiencyModel()

@@ -179,8 +179,8 @@ def test_block_recompute_of_n_layers_costs_n_layers_of_full_recompute():
 def _working(full):
     """Full recompute's working activations of one layer (the full layer rebuilt for its
     backward): full recompute's activations less the 12 stored layer inputs."""
-    from planner.cost.layers import layer_work
     from planner.cost.efficiency import EfficiencyModel as E
+    from planner.cost.layers import layer_work
     model = ModelSpec(name="m", num_layers=12, hidden_size=2048, num_attention_heads=16,
                       vocab_size=32000)
     w = layer_work(model, TrainingSpec(global_batch_size=64, seq_length=2048),

@@ -43,7 +43,7 @@ import numpy as np
 
 from planner.cost.memory import GIB, in_flight_microbatches, model_state_bytes, stage_params
 from planner.cost.pipeline import makespan
-from planner.cost.tables import RECOMPUTE, CostTables, overlapped
+from planner.cost.tables import RECOMPUTE, CostTables
 from planner.specs import ParallelPlan
 from planner.specs.layout import Layout, default_layout
 from planner.specs.placement import group_span, launch_layout

@@ -18,7 +18,7 @@ import numpy as np
 
 from planner.cost.batch import BatchCost, PlanArrays, compose
 from planner.cost.step import evaluate, to_estimate
-from planner.cost.tables import RECOMPUTE, cost_tables
+from planner.cost.tables import cost_tables
 from planner.launch import with_launch
 from planner.search.explain import memory_reasons, structural_reasons
 from planner.search.partial import block_recompute

@@ -27,8 +27,8 @@ import numpy as np
 from planner.cost.batch import PLAN_FIELDS, PlanArrays
 from planner.cost.tables import RECOMPUTE
 from planner.errors import PlannerInputError
-from planner.search.spec import SearchSpec, allows
 from planner.frameworks import FRAMEWORKS, runs_mask
+from planner.search.spec import SearchSpec, allows
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import default_layout
 from planner.specs.placement import launch_layout

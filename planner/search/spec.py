@@ -79,8 +79,8 @@ class SearchSpec(BaseModel):
     partial_recompute: bool = Field(
         True, description="Also consider full recompute of only the first N layers of each "
         "model chunk (Megatron-LM's --recompute-method block --recompute-num-layers N), with "
-        "the fewest N that fits, for plans that do not fit without recompute (when the search allows both 'none' and "
-        "'full'). Only Megatron-LM runs such plans.")
+        "the fewest N that fits, for plans that do not fit without recompute (when the search "
+        "allows both 'none' and 'full'). Only Megatron-LM runs such plans.")
     framework: Framework | None = Field(
         None, description="Only plans this framework runs as predicted (megatron, torchtitan, "
         "deepspeed). Default: plans at least one of them runs.")

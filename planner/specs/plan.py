@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from planner.errors import PlannerInputError
 from planner.specs.cluster import ClusterSpec
 from planner.specs.layout import Layout, default_layout, explicit_layout
-from planner.specs.placement import launch_layout
 from planner.specs.model import ModelSpec
+from planner.specs.placement import launch_layout
 from planner.specs.training import TrainingSpec
 
 Recompute = Literal["none", "selective", "full"]
