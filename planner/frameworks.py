@@ -7,8 +7,9 @@ a framework when the framework can express every part of it *and* executes it th
 model costs it (e.g. torchtitan's FSDP without resharding gathers the weights every micro-batch,
 which is not the planner's ZeRO-2, so such plans are not listed for torchtitan).
 
-``runs_mask`` checks plans as arrays (the search filters its whole space with it); ``missing``
-gives the reasons for one plan in words; ``frameworks_for`` lists the frameworks with none;
+``runs_mask`` checks plans as arrays (the search filters its whole space with it);
+``reasons_by_framework`` gives one plan's reasons in words; ``frameworks_for`` lists the
+frameworks with none;
 ``refusal_rules`` and ``capability_matrix`` give the rules and the matrix as data.
 """
 
@@ -18,6 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
+
+from planner.cost.batch import PlanArrays
 
 Framework = Literal["megatron", "torchtitan", "deepspeed"]
 FRAMEWORKS: tuple[Framework, ...] = ("megatron", "torchtitan", "deepspeed")
@@ -218,6 +221,9 @@ def _rules():
          lambda c: c["rec"] == 1),
         ("torchtitan", "recompute_partial", "block recompute of the first N layers of each "
          "chunk", lambda c: c["rnl"] > 0),
+        ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batch "
+         "groups are not pp micro-batches (Interleaved1F1B runs rounds of pp)",
+         lambda c: (c["vpp"] > 1) & (c["group"] != c["pp"])),
         ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batches pp "
          "does not divide", lambda c: (c["vpp"] > 1) & (c["m"] % np.maximum(c["pp"], 1) != 0)),
         ("torchtitan", "fp16", "fp16 training", lambda c: np.full(c["n"], c["fp16"])),
@@ -249,8 +255,10 @@ def refusal_rules() -> list[dict]:
             for fw, cap, message, _ in RULES]
 
 
-def _context(plans, m, even, training) -> dict:
-    return {"dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
+def _context(plans, m, even, training, group=None) -> dict:
+    """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
+    (default: pp, what the search's plans use wherever torchtitan could run them)."""
+    return {"group": plans.pp if group is None else np.asarray(group), "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
             "rnl": plans.rnl,
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
@@ -268,39 +276,19 @@ def runs_mask(framework: str, plans, m, even, training) -> np.ndarray:
     return ok
 
 
-def missing(framework: str, plans, m, even, training) -> list[str]:
-    """What ``framework`` lacks to run the single plan of ``plans`` as predicted."""
-    ctx = _context(plans, m, even, training)
-    out = []
-    for fw, _, message, pred in RULES:
-        if fw == framework and bool(np.asarray(pred(ctx), dtype=bool)[0]):
-            out.append(message)
-    return out
+def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
+                         group: int | None = None) -> dict[str, list[str]]:
+    """For one plan (a ParallelPlan or a PlanEstimate): each framework's missing pieces (an
+    empty list: it runs the plan as predicted). ``group``: its interleaved micro-batch group."""
+    ctx = _context(PlanArrays.from_plans([plan]), [grad_accum_steps], [even], training,
+                   None if group is None else [group])
+    return {fw: [message for f, _, message, pred in RULES
+                 if f == fw and bool(np.asarray(pred(ctx), dtype=bool)[0])]
+            for fw in FRAMEWORKS}
 
 
-def frameworks_for(plans, m, even, training) -> list[str]:
-    """The frameworks that run the single plan of ``plans`` as predicted."""
-    return [fw for fw in FRAMEWORKS if runs_mask(fw, plans, m, even, training)[0]]
-
-
-class _One:
-    """One plan's fields as the 1-element arrays the rules read."""
-
-    def __init__(self, p) -> None:
-        rec = {"none": 0, "selective": 1, "full": 2}[p.recompute]
-        for name, value in (("dp", p.dp), ("tp", p.tp), ("pp", p.pp), ("cp", p.cp),
-                            ("vpp", p.vpp), ("rec", rec), ("zero", p.zero_stage),
-                            ("sp", int(p.sequence_parallel)),
-                            ("rnl", getattr(p, "recompute_num_layers", None) or 0)):
-            setattr(self, name, np.array([value]))
-
-    def __len__(self) -> int:
-        return 1
-
-
-def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training
-                         ) -> dict[str, list[str]]:
-    """For one plan (a ParallelPlan or a PlanEstimate): each framework's missing pieces
-    (an empty list: it runs the plan as predicted)."""
-    one = _One(plan)
-    return {fw: missing(fw, one, [grad_accum_steps], [even], training) for fw in FRAMEWORKS}
+def frameworks_for(plan, grad_accum_steps: int, even: bool, training,
+                   group: int | None = None) -> list[str]:
+    """The frameworks that run one plan as predicted."""
+    reasons = reasons_by_framework(plan, grad_accum_steps, even, training, group)
+    return [fw for fw in FRAMEWORKS if not reasons[fw]]

@@ -34,6 +34,11 @@ TR = TrainingSpec(global_batch_size=64, seq_length=4096)
     (dict(dp=8, cp=2, zero_stage=3), ["megatron", "torchtitan"]),
     # Selective recompute of the attention core: Megatron only.
     (dict(dp=16, zero_stage=0, recompute="selective"), ["megatron"]),
+    # Interleaved FSDP + TP + PP: torchtitan, whose Interleaved1F1B runs rounds of pp
+    # micro-batches; a micro-batch group of 2 pp is a schedule it does not run.
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True), ["torchtitan"]),
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True,
+          microbatch_group_size=8), []),
     # Block recompute of the first layers of each chunk: Megatron only.
     (dict(dp=16, zero_stage=0, recompute="full", recompute_num_layers=4), ["megatron"]),
 ])

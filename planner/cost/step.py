@@ -128,7 +128,7 @@ def to_estimate(
     mp = {k: v / GIB for k, v in ev.memory_parts.items()}
     total = ev.memory_bytes / GIB
     even = ev.layout.kind == "even" if ev.layout else True
-    runs = frameworks_for(PlanArrays.from_plans([plan]), [ev.m], [even], training)
+    runs = frameworks_for(plan, ev.m, even, training, ev.group)
     lay = launch_layout(gpus, cluster.gpus_per_node)
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(

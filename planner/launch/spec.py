@@ -53,9 +53,9 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
                  training: TrainingSpec, *, job_name: str | None = None) -> LaunchSpec:
     ctx = LaunchContext(plan=plan, model=model, cluster=cluster, training=training,
                         job_name=job_name or job_name_for(model, plan))
-    runs = set(plan.frameworks)
-    not_runnable = reasons_by_framework(plan, plan.grad_accum_steps,
-                                        ctx.layout.kind == "even", training)
+    reasons = reasons_by_framework(plan, plan.grad_accum_steps, ctx.layout.kind == "even",
+                                   training, plan.microbatch_group_size)
+    runs = [f for f in FRAMEWORKS if not reasons[f]]
     notes: list[str] = []
     margs = toml = ds = None
     if "megatron" in runs:
@@ -74,8 +74,8 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
     p = plan
     annotations = {"planner/plan": f"dp={p.dp},tp={p.tp},pp={p.pp},cp={p.cp},vpp={p.vpp}"}
     return LaunchSpec(
-        nnodes=ctx.nnodes, nproc_per_node=ctx.nproc_per_node, frameworks=list(plan.frameworks),
-        not_runnable={f: r for f, r in not_runnable.items() if f not in runs},
+        nnodes=ctx.nnodes, nproc_per_node=ctx.nproc_per_node, frameworks=runs,
+        not_runnable={f: r for f, r in reasons.items() if r},
         megatron_args=margs, torchtitan_toml=toml, deepspeed_config=ds,
         launcher_framework=launcher,
         torchrun=torchrun_argv(ctx.shape, program) if program else None,
