@@ -258,7 +258,8 @@ def refusal_rules() -> list[dict]:
 def _context(plans, m, even, training, group=None) -> dict:
     """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
     (default: pp, what the search's plans use wherever torchtitan could run them)."""
-    return {"group": plans.pp if group is None else np.asarray(group), "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
+    return {"group": plans.pp if group is None else np.asarray(group),
+            "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
             "rnl": plans.rnl,
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
