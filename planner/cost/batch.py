@@ -184,7 +184,7 @@ def _layout_rows(layout: Layout) -> list[tuple]:
     return rows
 
 
-def _classes(plans: PlanArrays, num_layers: int, explicit: Layout | None):
+def stage_classes(plans: PlanArrays, num_layers: int, explicit: Layout | None = None):
     """(layers, is_first, is_last, count, first_index) arrays of shape (n, C)."""
     if explicit is not None:     # one class per stage (the stage balancer reads each)
         p = explicit.pp
@@ -201,6 +201,15 @@ def _classes(plans: PlanArrays, num_layers: int, explicit: Layout | None):
     uniq, inv = np.unique(key, return_inverse=True)
     arr = np.array([table[int(k)] for k in uniq], dtype=float)[inv.reshape(-1)]   # (n, 4, 5)
     return arr[..., 0], arr[..., 1], arr[..., 2], arr[..., 3], arr[..., 4]
+
+
+def _per_layer(LW, LW0, W, j):
+    """Column j of the layer costs for each stage class, (n, C): under block recompute a
+    class's layers mix the full-recompute row (share W) and the no-recompute row LW0; (n, 1)
+    when no plan uses it (W None)."""
+    if W is None:
+        return _col(LW[:, j])
+    return _col(LW0[:, j]) + W * _col(LW[:, j] - LW0[:, j])
 
 
 def _col(a):
@@ -270,7 +279,7 @@ def compose(plans: PlanArrays, tables: CostTables,
         hw = tables.head(t, c, b)
         return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s)
 
-    classes = _classes(plans, model.num_layers, layout)
+    classes = stage_classes(plans, model.num_layers, layout)
     L, first, last, count, sidx = classes
     present = count > 0
     rows = np.arange(len(plans))
@@ -313,14 +322,8 @@ def compose(plans: PlanArrays, tables: CostTables,
         share = np.minimum(_col(plans.rnl * v), L) / np.maximum(L, 1)
         W = np.where(_col(partial), share, 1.0)
 
-    def per_layer(j):
-        """Column j of the layer costs for each stage class, (n, C) (or (n, 1) for all)."""
-        if W is None:
-            return _col(LW[:, j])
-        return _col(LW0[:, j]) + W * _col(LW[:, j] - LW0[:, j])
-
     working, logits = LW[:, 6], HW[:, 3]
-    stored = per_layer(5)
+    stored = _per_layer(LW, LW0, W, 5)
     inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m), _col(grp))
     acts = (L * stored * inflight
             + np.where((_col(rec) == 2) & (L > 0), _col(working), 0.0) + last * _col(logits))
@@ -384,15 +387,10 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     mbs, zero = plans.mbs, plans.zero
     m = training.global_batch_size // (dp * mbs)
     nd = dp * cp
-    def per_layer(j):      # column j for each stage class (block recompute mixes two rows)
-        if W is None:
-            return _col(LW[:, j])
-        return _col(LW0[:, j]) + W * _col(LW[:, j] - LW0[:, j])
-
     fwd, bwd = LW[:, 0], LW[:, 1]
-    rec_s = per_layer(2)
+    rec_s = _per_layer(LW, LW0, W, 2)
     tp_f, cp_f = LW[:, 7], LW[:, 9]
-    tp_b, cp_b, cp_net_b = per_layer(8), per_layer(10), per_layer(12)
+    tp_b, cp_b, cp_net_b = (_per_layer(LW, LW0, W, j) for j in (8, 10, 12))
     head_fwd, head_bwd, embed = HW[:, 0], HW[:, 1], HW[:, 4]
     L, first, last, count, _ = classes
     c_f = fwd + tp_f + cp_f                    # a layer's forward and backward periods

@@ -146,9 +146,7 @@ class CostTables:
     def pair(self, size: int, stride: int, npn: int) -> GroupTopology:
         """Two ring or pipeline neighbours: across the network when any neighbouring pair of
         the group is (the slowest hop sets the pace)."""
-        cross = group_span(size, stride, npn).neighbours_cross
-        return self.topology(GroupSpan(2, 2 if cross else 1, 1 if cross else 2,
-                                       1 if cross else 2, cross))
+        return self.topology(_pair_span(group_span(size, stride, npn).neighbours_cross))
 
     def collective(self, op: str, nbytes: float, group: GroupTopology) -> CollectiveCost:
         key = (op, nbytes, group)
@@ -298,10 +296,9 @@ class CostTables:
         key = ("p2p", tp, cp, mbs, across_nodes)
         hit = self._scalar.get(key)
         if hit is None:
-            span = GroupSpan(2, 2 if across_nodes else 1, 1 if across_nodes else 2,
-                             1 if across_nodes else 2, across_nodes)
             hit = self._scalar[key] = self.collective(
-                "send_recv", self._p2p_bytes(tp, cp, mbs), self.topology(span)).time_s
+                "send_recv", self._p2p_bytes(tp, cp, mbs),
+                self.topology(_pair_span(across_nodes))).time_s
         return hit
 
     def zero3_times(self, tp: int, cp: int, dp: int, npn: int) -> tuple[float, float, float]:
@@ -358,6 +355,11 @@ class CostTables:
                 "ZeRO", self.collective("all_gather", bucket * self.training.param_bytes, g),
                 n_buckets, g))
         return uses
+
+
+def _pair_span(cross: bool) -> GroupSpan:
+    """Two ranks, on one node or on two."""
+    return GroupSpan(2, 2 if cross else 1, 1 if cross else 2, 1 if cross else 2, cross)
 
 
 @lru_cache(maxsize=16)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.cost.batch import BatchCost, PlanArrays, compose
+from planner.cost.batch import BatchCost, PlanArrays, compose, stage_classes
 from planner.cost.tables import CostTables
 from planner.search.space import runs_on
 from planner.specs.layout import default_layout
@@ -66,7 +66,7 @@ def block_recompute(plans: PlanArrays, tables: CostTables, bc: BatchCost, fits: 
     full = compose(_with(sub, np.zeros(len(sub), dtype=np.int64)), tables)
     alive = full.memory_bytes <= capacity       # else no N fits either
     # Per stage class: memory(N) = full + (L - min(N v, L)) / (L - min(v, L)) (memory(1) - full).
-    L = _class_layers(sub, tables.model.num_layers)
+    L = stage_classes(sub, tables.model.num_layers)[0]
     v = sub.vpp[:, None].astype(float)
     m1, mf = one_mem, full.class_memory
     slope_den = np.maximum(L - np.minimum(v, L), 0.0)
@@ -79,7 +79,7 @@ def block_recompute(plans: PlanArrays, tables: CostTables, bc: BatchCost, fits: 
     if not alive.any():
         return []
     idx = np.flatnonzero(alive)
-    cand, sub = cand[idx], sub.take(idx)
+    cand, sub, cmax = cand[idx], sub.take(idx), cmax[idx]
     n = n_star[idx].astype(np.int64)
     out = []
     for _ in range(3):                          # rounding: one more layer where it overflows
@@ -88,13 +88,8 @@ def block_recompute(plans: PlanArrays, tables: CostTables, bc: BatchCost, fits: 
         for j in np.flatnonzero(fit & (res.step_time_s < bar)):
             out.append((float(res.step_time_s[j]), float(res.memory_bytes[j]),
                         int(cand[j]), int(n[j])))
-        retry = np.flatnonzero(~fit & (n + 1 < _max_chunk_layers(sub, tables.model.num_layers)))
+        retry = np.flatnonzero(~fit & (n + 1 < cmax))
         if not len(retry):
             break
-        cand, sub, n = cand[retry], sub.take(retry), n[retry] + 1
+        cand, sub, cmax, n = cand[retry], sub.take(retry), cmax[retry], n[retry] + 1
     return out
-
-
-def _class_layers(plans: PlanArrays, num_layers: int) -> np.ndarray:
-    from planner.cost.batch import _classes
-    return _classes(plans, num_layers, None)[0]

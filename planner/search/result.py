@@ -17,7 +17,8 @@ class SearchStats(BaseModel):
     space_size: int = Field(description="Plans satisfying the structural constraints.")
     memory_feasible: int = Field(description="Of those, plans that fit in memory.")
     lattice_points: int = Field(description="(dp, tp, pp, cp) combinations considered.")
-    solver_candidates: int = Field(description="Candidates in the CP-SAT selection model.")
+    solver_candidates: int = Field(description="Plans the ranking considered: every plan that "
+                                   "fits (enumeration ranks them all; kept for the contract).")
 
 
 class PlanResult(BaseModel):

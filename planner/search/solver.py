@@ -31,11 +31,12 @@ REBALANCE_MARGIN = 4
 NEAR_FIT = 1.3   # uneven stages are tried on plans whose even split needs up to 30% too much
 
 
-def _key(plans: PlanArrays, i: int) -> tuple:
-    """The degrees of plan i, the last tie-break of the ranking (as the brute force's)."""
+def _key(plans: PlanArrays, i: int, block: int = 0) -> tuple:
+    """The degrees of plan i (under block recompute of ``block`` layers when > 0), the last
+    tie-break of the ranking (as the brute force's)."""
     return (int(plans.dp[i]), int(plans.tp[i]), int(plans.pp[i]), int(plans.cp[i]),
-            int(plans.vpp[i]), int(plans.mbs[i]), int(plans.rec[i]), int(plans.zero[i]),
-            int(plans.sp[i]))
+            int(plans.vpp[i]), int(plans.mbs[i]), 2 if block else int(plans.rec[i]),
+            int(plans.zero[i]), int(plans.sp[i]), block)
 
 
 def _best(plans: PlanArrays, bc: BatchCost, fits: np.ndarray, keep: int) -> np.ndarray:
@@ -62,12 +63,13 @@ def plan(request: PlanRequest) -> PlanResult:
     deadline = t0 + search.time_limit_ms / 1000
     space: Space = build_space(req.model, req.cluster, req.training, search)
 
-    def done(plans_out, status, feasible=0, cands=0, reasons=()):
+    def done(plans_out, status, feasible=0, reasons=()):
         return PlanResult(
             id=req.request_id(), plans=plans_out, infeasible_reasons=list(reasons),
             search=SearchStats(status=status, solve_ms=(time.perf_counter() - t0) * 1e3,
                                space_size=space.size, memory_feasible=feasible,
-                               lattice_points=space.lattice_points, solver_candidates=cands),
+                               lattice_points=space.lattice_points,
+                               solver_candidates=feasible),
         )
 
     if space.size == 0:
@@ -84,7 +86,7 @@ def plan(request: PlanRequest) -> PlanResult:
     keep = k + REBALANCE_MARGIN if search.rebalance_stages else k
     # Every plan of the space is costed exactly: its k best are the k first in that order.
     chosen = [int(i) for i in _best(plans, bc, fits, keep)]
-    cands = np.flatnonzero(fits)
+    feasible = int(fits.sum())
     status = "OPTIMAL"
 
     # Candidates as (step, memory, degrees, plan index, layers or None for even,
@@ -99,12 +101,12 @@ def plan(request: PlanRequest) -> PlanResult:
             and search.framework in (None, "megatron")):
         times = sorted(r[0] for r in results)
         bar = times[k - 1] if len(times) >= k else np.inf
-        results += [(t, mem, _key(plans, i), i, None, n)
+        results += [(t, mem, _key(plans, i, n), i, None, n)
                     for t, mem, i, n in block_recompute(plans, tables, bc, fits, capacity, bar)]
-    results.sort(key=lambda r: (round(r[0] * 1e6), round(r[1]), r[2], r[5]))
+    results.sort(key=lambda r: (round(r[0] * 1e6), round(r[1]), r[2]))
     top = results[:k]
     if not top:
-        return done([], "INFEASIBLE", feasible=int(fits.sum()), cands=len(cands),
+        return done([], "INFEASIBLE", feasible=feasible,
                     reasons=memory_reasons(req, plans, bc, capacity))
     out = []
     for j, (_, _, _, i, layers, n) in enumerate(top):
@@ -115,7 +117,7 @@ def plan(request: PlanRequest) -> PlanResult:
         out.append(to_estimate(ev, req.cluster, req.training, p, rank=j + 1))
     if time.perf_counter() > deadline and search.rebalance_stages:
         status = "FEASIBLE"      # the uneven-stage pass may have been cut short
-    return done(out, status, feasible=int(fits.sum()), cands=len(cands))
+    return done(out, status, feasible=feasible)
 
 
 def with_launches(result: PlanResult, req: PlanRequest) -> PlanResult:
