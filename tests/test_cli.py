@@ -64,6 +64,14 @@ def test_bad_inputs_exit_non_zero_naming_the_problem(tmp_path):
     assert "dp(2) * tp(16) * pp(2) * cp(1) = 64 > GPUs(32)" in res.stderr
     assert "Traceback" not in res.output
 
+    # Brackets in a message are text, not terminal markup to swallow.
+    body = json.loads(EXAMPLE.read_text())
+    body["plan"].update({"vpp": 2, "microbatch_group_size": 7})
+    bad.write_text(json.dumps(body))
+    res = runner.invoke(app, ["estimate", str(bad)])
+    assert res.exit_code == 2
+    assert "must lie in [pp(2), grad_accum_steps(512)]" in res.stderr
+
 
 def test_request_from_stdin():
     res = runner.invoke(app, ["estimate", "-", "--json"], input=EXAMPLE.read_text())

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from planner.calibration.model import Calibration
@@ -48,9 +49,9 @@ def output(cal: Calibration, as_json: bool, plot: Path | None) -> None:
     console = Console() if Console().is_terminal else Console(width=160)
     console.print(fits_table(cal))
     for u in cal.unsupported:
-        console.print(f"unsupported: {u}", highlight=False)
+        console.print(f"unsupported: {escape(u)}", highlight=False)
     for n in cal.notes:
-        console.print(f"note: {n}", highlight=False)
+        console.print(f"note: {escape(n)}", highlight=False)
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the calibration JSON.")]

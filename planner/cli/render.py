@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from planner.result import PlanEstimate
@@ -112,7 +113,7 @@ def print_plan_result(console: Console, result: PlanResult) -> None:
         console.print(f"[bold red]No plan fits[/] ({result.search.space_size:,} plans "
                       "considered):")
         for reason in result.infeasible_reasons:
-            console.print(f"  - {reason}", highlight=False)
+            console.print(f"  - {escape(reason)}", highlight=False)
         return
     console.print(plans_table(result))
     best = result.plans[0]
