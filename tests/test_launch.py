@@ -220,14 +220,19 @@ def test_sbatch_script_is_valid_bash_with_the_plan_shape(name, tmp_path):
     assert f"--nproc-per-node={est.launch.nproc_per_node}" in argv
 
 
+def _fsdp_tp_pp(zero_stage: int):
+    """Llama 3 8B on 16 H100s as dp4 tp2 pp2 with sequence parallelism and this ZeRO stage."""
+    return estimated(ModelSpec.from_preset("llama3-8b"),
+                     ClusterSpec.from_preset("dgx-h100", num_nodes=2),
+                     TrainingSpec(global_batch_size=64, seq_length=4096),
+                     ParallelPlan(dp=4, tp=2, pp=2, zero_stage=zero_stage,
+                                  sequence_parallel=True, micro_batch_size=1))
+
+
 def test_torchrun_starts_torchtitan_when_megatron_cannot_run_the_plan():
     # ZeRO-3 with pipeline parallelism: Megatron-FSDP is not documented with PP; torchtitan
     # runs it (FSDP resharding after forward), so the scheduler artifacts start torchtitan.
-    m = ModelSpec.from_preset("llama3-8b")
-    c = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
-    tr = TrainingSpec(global_batch_size=64, seq_length=4096)
-    est = estimated(m, c, tr, ParallelPlan(dp=4, tp=2, pp=2, zero_stage=3,
-                                          sequence_parallel=True, micro_batch_size=1))
+    est = _fsdp_tp_pp(3)
     assert est.frameworks == ["torchtitan"]
     assert est.launch.launcher_framework == "torchtitan"
     assert est.launch.torchrun[-4:] == ["-m", "torchtitan.train", "--job.config_file",
@@ -240,11 +245,7 @@ def test_a_plan_no_framework_runs_refuses_every_artifact():
     # ZeRO-2 with pipeline parallelism and several micro-batches: Megatron-FSDP is not
     # documented with PP, torchtitan's ZeRO-2 regathers every micro-batch, DeepSpeed's pipeline
     # engine refuses ZeRO-2.
-    m = ModelSpec.from_preset("llama3-8b")
-    c = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
-    tr = TrainingSpec(global_batch_size=64, seq_length=4096)
-    est = estimated(m, c, tr, ParallelPlan(dp=4, tp=2, pp=2, zero_stage=2,
-                                          sequence_parallel=True, micro_batch_size=1))
+    est = _fsdp_tp_pp(2)
     assert est.frameworks == []
     for fmt in FORMATS:
         with pytest.raises(NotRunnable):

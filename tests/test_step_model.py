@@ -167,8 +167,8 @@ def test_block_recompute_of_n_layers_costs_n_layers_of_full_recompute():
         assert est.breakdown["recompute"] == pytest.approx(
             n / 12 * full.breakdown["recompute"], rel=1e-9)
         per_layer = (none.memory.activations_gib - (full.memory.activations_gib
-                                                    - _working(full))) / 12
-        want = none.memory.activations_gib - n * per_layer + _working(full)
+                                                    - _working())) / 12
+        want = none.memory.activations_gib - n * per_layer + _working()
         assert est.memory.activations_gib == pytest.approx(want, rel=1e-6)
         assert none.step_time_s < est.step_time_s < full.step_time_s
     # n at or above the layers of the chunk is full recompute.
@@ -176,16 +176,13 @@ def test_block_recompute_of_n_layers_costs_n_layers_of_full_recompute():
     assert _block(30).memory_per_gpu_gib == pytest.approx(full.memory_per_gpu_gib, rel=1e-12)
 
 
-def _working(full):
-    """Full recompute's working activations of one layer (the full layer rebuilt for its
-    backward): full recompute's activations less the 12 stored layer inputs."""
-    from planner.cost.efficiency import EfficiencyModel as E
-    from planner.cost.layers import layer_work
+def _working():
+    """GiB of one layer's activations rebuilt for its backward under full recompute."""
     model = ModelSpec(name="m", num_layers=12, hidden_size=2048, num_attention_heads=16,
                       vocab_size=32000)
     w = layer_work(model, TrainingSpec(global_batch_size=64, seq_length=2048),
                    ParallelPlan(dp=8, recompute="full", zero_stage=1),
-                   GPUSpec.from_preset("h100-sxm"), E())
+                   GPUSpec.from_preset("h100-sxm"), EfficiencyModel())
     return w.working_bytes / 2**30
 
 
