@@ -4,7 +4,7 @@ override any of them (``"efficiency": {...}``); the GPU spec carries the achieve
 (``matmul_efficiency``, ``attention_efficiency``, ``hbm_efficiency``, ``sm_count``), which
 these fields may also override.
 
-Sources of the defaults (measured micro-benchmarks, not fitted to training runs):
+Sources of the defaults (measured micro-benchmarks, except the one marked fitted):
 - ``kernel_overhead_us`` 2.5: back-to-back kernels on one stream, fitted fixed cost 2.55 us on
   A100 and 2.43 us on H200 (RRZE-HPC/gpu-benches, gpu-small-kernels repeated-stream fit).
 - ``matmul_half_dim`` 256: the GEMM main loop's prologue and epilogue, in units of K (the
@@ -18,7 +18,8 @@ Sources of the defaults (measured micro-benchmarks, not fitted to training runs)
   (communication kernels take SMs and HBM bandwidth; 18.9% average, 40% maximum measured on
   A100/H100 by arXiv 2507.03114; NCCL and Transformer Engine reserve 8-24 of 132 SMs).
 - ``microbatch_overhead_us`` 100: host work per micro-batch per stage (data, schedule
-  bookkeeping, p2p set-up) that is not hidden behind the GPU (an assumption).
+  bookkeeping, p2p set-up) that is not hidden behind the GPU; the one value of 100, 300, 1,000
+  and 3,000 us that fits the ``fit`` runs best (``benchmarks/fit_constants.py``).
 """
 
 from __future__ import annotations
