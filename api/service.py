@@ -13,9 +13,9 @@ from api.schemas import ClusterRef
 from planner.calibration.model import CalibrationIn
 from planner.cost import estimate
 from planner.cost.tables import cost_tables
-from planner.launch import with_launch
+from planner.launch import build_launch, with_launch
 from planner.request import EstimateRequest
-from planner.result import PlanEstimate
+from planner.result import LaunchSpec, PlanEstimate
 from planner.search import PlanRequest, PlanResult, plan, with_launches
 from planner.specs import ClusterSpec
 
@@ -67,6 +67,18 @@ def run_plan(req: PlanRequest, *, engine: Engine, metrics=None) -> tuple[dict, b
         cluster_name=req.cluster.name, status=result.search.status,
         request=req.model_dump(mode="json"), result=body)
     return row["result"], created
+
+
+def stored_launch(row: dict, rank: int) -> LaunchSpec:
+    """The launch object of a stored plan. Plans stored before plans listed the frameworks
+    that run them carry artifacts built without that check; theirs are rebuilt from the stored
+    request, so no artifact runs a different plan than the one predicted."""
+    est = row["result"]["plans"][rank - 1]
+    if "frameworks" in (est.get("launch") or {}):
+        return LaunchSpec.model_validate(est["launch"])
+    req = PlanRequest.model_validate(row["request"])
+    return build_launch(PlanEstimate.model_validate({**est, "launch": None}), req.model,
+                        req.cluster, req.training)
 
 
 def run_estimate(body: Any, *, engine: Engine) -> PlanEstimate:

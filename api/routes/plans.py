@@ -20,10 +20,11 @@ from api.service import (
     plan_summary,
     run_estimate,
     run_plan,
+    stored_launch,
     to_plan_request,
 )
 from planner.launch import FORMATS, NotRunnable, render
-from planner.result import LaunchSpec, PlanEstimate
+from planner.result import PlanEstimate
 from planner.search import PlanResult
 
 router = APIRouter(prefix="/v1", tags=["plans"], responses=PROBLEM_RESPONSES)
@@ -95,12 +96,12 @@ def get_launch(plan_id: str, fmt: Annotated[LaunchFormat, Path(description="Arti
     JSON, torchrun command, sbatch script or Kubernetes JobSet. A framework that cannot run the
     plan as predicted (see the plan's ``frameworks``) is refused with 409, never rendered as a
     different plan."""
-    result = get_plan_or_404(plan_id, engine=engine)["result"]
-    plans = result.get("plans") or []
+    row = get_plan_or_404(plan_id, engine=engine)
+    plans = row["result"].get("plans") or []
     if rank > len(plans):
         raise ApiProblem(404, "Not Found", f"plan {plan_id} has {len(plans)} plan(s); no rank "
                          f"{rank}", type_="/problems/not-found")
-    launch = LaunchSpec.model_validate(plans[rank - 1]["launch"])
+    launch = stored_launch(row, rank)
     try:
         text = render(launch, fmt)
     except NotRunnable as exc:

@@ -1,5 +1,6 @@
 """The service over a real uvicorn process: create, read, list, restart, read again."""
 
+import json
 import time
 
 import sqlalchemy as sa
@@ -183,3 +184,37 @@ def test_identical_concurrent_requests_store_one_plan(server):
         assert len({r.json()["id"] for r in answers}) == 1
         assert sum(r.status_code == 201 for r in answers) >= 1
         assert c.get("/v1/plans", params={"model": "llama3-8b"}).json()["count"] == 1
+
+
+def test_plans_stored_before_frameworks_were_listed_get_rebuilt_artifacts(server):
+    # A row written by the previous version: its launch object predates `frameworks`, and its
+    # DeepSpeed config was rendered for a plan DeepSpeed cannot run. Its artifacts are rebuilt
+    # from the stored request under today's rules, not served as they were stored.
+    from api import store
+    with server.client() as c:
+        result = c.post("/v1/plans", json=PLAN).json()
+    engine = make_engine(server.database_url)
+    row = store.get_plan(engine=engine, plan_id=result["id"])
+    legacy = json.loads(json.dumps(row["result"]))
+    legacy["id"] = "plan-legacy0000000"
+    for p in legacy["plans"]:
+        launch = p.pop("launch")
+        for key in ("frameworks", "not_runnable", "launcher_framework"):
+            launch.pop(key, None)
+        launch["deepspeed_config"] = {"train_micro_batch_size_per_gpu": 999}
+        p["launch"] = launch
+        p.pop("frameworks", None)
+    store.save_plan(engine=engine, plan_id=legacy["id"], model_name=row["model_name"],
+                    cluster_name=row["cluster_name"], status=row["status"],
+                    request=row["request"], result=legacy)
+    best = result["plans"][0]
+    with server.client() as c:
+        r = c.get(f"/v1/plans/{legacy['id']}/launch/megatron")
+        assert r.status_code == ("megatron" in best["frameworks"] and 200 or 409)
+        fresh = c.get(f"/v1/plans/{result['id']}/launch/megatron")
+        assert r.text == fresh.text
+        r = c.get(f"/v1/plans/{legacy['id']}/launch/deepspeed")
+        if "deepspeed" in best["frameworks"]:
+            assert "999" not in r.text
+        else:
+            assert r.status_code == 409 and r.json()["missing"]
