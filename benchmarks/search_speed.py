@@ -56,12 +56,7 @@ def run_case(model: str, gpus: int, reps: int) -> dict:
     best = res.plans[0] if res.plans else None
     fixed = None
     if best is not None:
-        fixed = ParallelPlan(
-            dp=best.dp, tp=best.tp, pp=best.pp, cp=best.cp, vpp=best.vpp,
-            micro_batch_size=best.micro_batch_size, recompute=best.recompute,
-            recompute_num_layers=best.recompute_num_layers, zero_stage=best.zero_stage,
-            sequence_parallel=best.sequence_parallel,
-            layers_per_stage=tuple(best.layers_per_stage) if best.pp > 1 else None)
+        fixed = ParallelPlan.of(best.model_dump())
     for _ in range(reps):
         full.append(timed(plan, default)[0])
         simple.append(timed(plan, plain)[0])

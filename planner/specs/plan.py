@@ -6,7 +6,8 @@ Rank order is Megatron-LM's: tp innermost, then cp, then dp, then pp outermost
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -77,6 +78,21 @@ class ParallelPlan(BaseModel):
         if self.microbatch_group_size is not None and self.vpp == 1:
             raise ValueError("microbatch_group_size applies to interleaved schedules (vpp > 1)")
         return self
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> ParallelPlan:
+        """The plan an estimate's fields name (a ``PlanEstimate`` dump or a validation's plan
+        summary): degrees, knobs, stage split and interleaved micro-batch group, to estimate,
+        trace or probe it again."""
+        pp, vpp = fields["pp"], fields["vpp"]
+        return cls(dp=fields["dp"], tp=fields["tp"], pp=pp, cp=fields["cp"], vpp=vpp,
+                   micro_batch_size=fields["micro_batch_size"], recompute=fields["recompute"],
+                   recompute_num_layers=fields.get("recompute_num_layers"),
+                   zero_stage=fields["zero_stage"],
+                   sequence_parallel=fields["sequence_parallel"],
+                   layers_per_stage=tuple(fields["layers_per_stage"]) if pp > 1 else None,
+                   microbatch_group_size=fields.get("microbatch_group_size") if vpp > 1
+                   else None)
 
     @property
     def world_size(self) -> int:

@@ -36,7 +36,7 @@ Mode = Literal["auto", "full", "sampled"]
 Compute = Literal["auto", "gemm", "emulate"]
 PLAN_KEYS = ("dp", "tp", "pp", "cp", "vpp", "micro_batch_size", "grad_accum_steps",
              "recompute", "recompute_num_layers", "zero_stage", "sequence_parallel",
-             "layers_per_stage")
+             "layers_per_stage", "microbatch_group_size")
 
 
 class ValidatedPlan(BaseModel):
@@ -142,7 +142,7 @@ def evaluate(req: PlanRequest, probes: list[PlanProbe], raws: dict[int, dict[str
         if plan_rate:
             rates.append(plan_rate)
         cluster, eff = measured_device(req, timed["ranks"] if timed else [])
-        est = estimate(req.model, cluster, req.training, _plan_of(probe.plan), eff,
+        est = estimate(req.model, cluster, req.training, ParallelPlan.of(probe.plan), eff,
                        calibration=req.calibration)
         pred = predicted_components(est.breakdown, est.communication)
         notes = list(probe.notes)
@@ -212,10 +212,3 @@ def as_calibration(result: ValidationResult) -> Calibration:
     return Calibration(source="validation", backend=result.backend, fits=fits,
                        samples=fitted, notes=notes, matmul_tflops=result.matmul_tflops)
 
-
-def _plan_of(p: dict) -> ParallelPlan:
-    return ParallelPlan(dp=p["dp"], tp=p["tp"], pp=p["pp"], cp=p["cp"], vpp=p["vpp"],
-                        micro_batch_size=p["micro_batch_size"], recompute=p["recompute"],
-                        recompute_num_layers=p.get("recompute_num_layers"),
-                        zero_stage=p["zero_stage"], sequence_parallel=p["sequence_parallel"],
-                        layers_per_stage=tuple(p["layers_per_stage"]) if p["pp"] > 1 else None)

@@ -23,17 +23,9 @@ from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.layout import explicit_layout
 
 
-def _plan_of(est: PlanEstimate) -> ParallelPlan:
-    return ParallelPlan(dp=est.dp, tp=est.tp, pp=est.pp, cp=est.cp, vpp=est.vpp,
-                        micro_batch_size=est.micro_batch_size, recompute=est.recompute,
-                        recompute_num_layers=est.recompute_num_layers,
-                        zero_stage=est.zero_stage, sequence_parallel=est.sequence_parallel,
-                        layers_per_stage=tuple(est.layers_per_stage) if est.pp > 1 else None)
-
-
 def _detail(est: PlanEstimate, tables: CostTables) -> dict[str, float]:
     layout = explicit_layout(tuple(est.layers_per_stage), est.vpp)
-    bc = compose(PlanArrays.from_plans([_plan_of(est)]), tables, layout=layout,
+    bc = compose(PlanArrays.from_plans([ParallelPlan.of(est.model_dump())]), tables, layout=layout,
                  group=est.microbatch_group_size)
     return {k: float(v[0]) for k, v in bc.detail.items()}
 
