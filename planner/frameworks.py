@@ -187,6 +187,38 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          "bfloat16 or float32 only"),
         "deepspeed": _s("yes", "fp16.enabled", f"{DEEPSPEED} deepspeed/runtime/constants.py"),
     },
+    "expert_parallel": {
+        "megatron": _s("yes", "--num-experts, --moe-router-topk, --expert-model-parallel-size",
+                       f"{MEGATRON} megatron/core/transformer/transformer_config.py, "
+                       "megatron/core/parallel_state.py",
+                       "experts fold into tp * cp * dp (world % (etp * ep * pp) == 0); "
+                       "--moe-token-dispatcher-type alltoall"),
+        "torchtitan": _s("partial", "parallelism.expert_parallel_degree",
+                         f"{TITAN} torchtitan/config/job_config.py",
+                         "EP borrows ranks from FSDP and TP: etp = 1 needs ep a multiple of "
+                         "cp * tp within dp_shard * cp * tp; etp = tp needs ep a multiple of "
+                         "cp within dp_shard * cp"),
+        "deepspeed": _s("no", "deepspeed.moe.layer.MoE(ep_size=...)",
+                        f"{DEEPSPEED} deepspeed/moe/layer.py",
+                        "set in the model code, not in the config"),
+    },
+    "expert_tensor_parallel": {
+        "megatron": _s("yes", "--expert-tensor-parallel-size",
+                       f"{MEGATRON} megatron/core/model_parallel_config.py",
+                       "defaults to tp; the planner passes it always"),
+        "torchtitan": _s("partial", "parallelism.expert_tensor_parallel_degree",
+                         f"{TITAN} torchtitan/config/job_config.py", "1 or tp only"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/moe/layer.py"),
+    },
+    "moe_tensor_parallel": {
+        "megatron": _s("partial", "--sequence-parallel",
+                       f"{MEGATRON} megatron/core/transformer/moe/moe_layer.py",
+                       "MoE layers with tp > 1 raise during training without sequence "
+                       "parallelism"),
+        "torchtitan": _s("yes", "(sequence parallelism always on with TP)",
+                         f"{TITAN} torchtitan/models/llama3/infra/parallelize.py"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/moe/layer.py"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -243,7 +275,25 @@ def _rules():
         ("deepspeed", "recompute_partial", "block recompute of the first N layers of each "
          "chunk", lambda c: c["rnl"] > 0),
         ("deepspeed", "fp8", "fp8 training", lambda c: np.full(c["n"], c["fp8"])),
+        ("megatron", "moe_tensor_parallel", "MoE layers with tensor parallelism but no "
+         "sequence parallelism", lambda c: c["moe"] & (c["tp"] > 1) & (c["sp"] == 0)),
+        ("torchtitan", "expert_parallel", "this expert layout (EP borrows from FSDP and TP: "
+         "with etp 1, ep a multiple of cp * tp up to dp_shard * cp * tp; with etp = tp, of cp up "
+         "to dp_shard * cp; dp_shard = dp under ZeRO-3, else 1)", _titan_ep_refused),
+        ("deepspeed", "expert_parallel", "expert parallelism (DeepSpeed sets ep_size in the "
+         "model code, deepspeed.moe.layer.MoE)", lambda c: c["ep"] * c["etp"] > 1),
     ]
+
+
+def _titan_ep_refused(c) -> np.ndarray:
+    """torchtitan v0.2.2's expert mesh (``ParallelDims``): efsdp = dp_shard * cp * tp /
+    (etp * ep), with etp in {1, tp}."""
+    ep, etp, tp, cp = c["ep"], c["etp"], c["tp"], c["cp"]
+    shard = np.where(c["zero"] >= 3, c["dp"], 1)
+    unit = np.where(etp == 1, cp * tp, cp)
+    top = np.where(etp == 1, shard * cp * tp, shard * cp)
+    ok = (ep == 1) & (etp == 1) | ((ep % unit == 0) & (ep <= top) & ((etp == 1) | (etp == tp)))
+    return ~ok
 
 
 RULES = _rules()
@@ -255,21 +305,22 @@ def refusal_rules() -> list[dict]:
             for fw, cap, message, _ in RULES]
 
 
-def _context(plans, m, even, training, group=None) -> dict:
+def _context(plans, m, even, training, group=None, moe: bool = False) -> dict:
     """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
-    (default: pp, what the search's plans use wherever torchtitan could run them)."""
+    (default: pp, what the search's plans use wherever torchtitan could run them); ``moe``:
+    the model has expert layers."""
     return {"group": plans.pp if group is None else np.asarray(group),
             "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
-            "rnl": plans.rnl,
+            "rnl": plans.rnl, "ep": plans.ep, "etp": plans.etp, "moe": bool(moe),
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_grads": training.grad_dtype == "bf16"}
 
 
-def runs_mask(framework: str, plans, m, even, training) -> np.ndarray:
+def runs_mask(framework: str, plans, m, even, training, moe: bool = False) -> np.ndarray:
     """For each plan of the arrays: whether ``framework`` runs it as predicted."""
-    ctx = _context(plans, m, even, training)
+    ctx = _context(plans, m, even, training, moe=moe)
     ok = np.ones(len(plans), dtype=bool)
     for fw, _, _, pred in RULES:
         if fw == framework:
@@ -278,18 +329,19 @@ def runs_mask(framework: str, plans, m, even, training) -> np.ndarray:
 
 
 def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
-                         group: int | None = None) -> dict[str, list[str]]:
+                         group: int | None = None, moe: bool = False) -> dict[str, list[str]]:
     """For one plan (a ParallelPlan or a PlanEstimate): each framework's missing pieces (an
-    empty list: it runs the plan as predicted). ``group``: its interleaved micro-batch group."""
+    empty list: it runs the plan as predicted). ``group``: its interleaved micro-batch group;
+    ``moe``: the model has expert layers."""
     ctx = _context(PlanArrays.from_plans([plan]), [grad_accum_steps], [even], training,
-                   None if group is None else [group])
+                   None if group is None else [group], moe)
     return {fw: [message for f, _, message, pred in RULES
                  if f == fw and bool(np.asarray(pred(ctx), dtype=bool)[0])]
             for fw in FRAMEWORKS}
 
 
 def frameworks_for(plan, grad_accum_steps: int, even: bool, training,
-                   group: int | None = None) -> list[str]:
+                   group: int | None = None, moe: bool = False) -> list[str]:
     """The frameworks that run one plan as predicted."""
-    reasons = reasons_by_framework(plan, grad_accum_steps, even, training, group)
+    reasons = reasons_by_framework(plan, grad_accum_steps, even, training, group, moe)
     return [fw for fw in FRAMEWORKS if not reasons[fw]]

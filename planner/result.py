@@ -12,7 +12,7 @@ class CommunicationItem(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    strategy: str = Field(description="DP, TP, PP, CP or ZeRO.")
+    strategy: str = Field(description="DP, TP, PP, CP, EP or ZeRO.")
     op: str = Field(description="Collective: all_reduce, all_gather, reduce_scatter, send_recv...")
     message_bytes: float = Field(description="Full buffer size, nccl-tests convention.")
     count_per_step: float = Field(description="Calls per optimizer step on one GPU.")
@@ -91,6 +91,16 @@ class LaunchSpec(BaseModel):
     notes: list[str] = Field(default_factory=list, description="What to know when launching.")
 
 
+class Parameters(BaseModel):
+    """Parameter counts of the model (dense models: active == total)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    total: int = Field(description="Every weight, all experts included.")
+    active: int = Field(description="Weights one token uses: all but the routed experts it is "
+                        "not sent to (the embedding included).")
+
+
 class PlanEstimate(BaseModel):
     """A plan with its predicted step time, throughput, memory and time breakdown."""
 
@@ -101,6 +111,8 @@ class PlanEstimate(BaseModel):
     tp: int
     pp: int
     cp: int
+    ep: int = Field(1, description="Expert parallel degree (MoE; 1 for dense models).")
+    etp: int = Field(1, description="Expert tensor parallel degree (MoE).")
     vpp: int
     micro_batch_size: int
     grad_accum_steps: int
@@ -122,7 +134,8 @@ class PlanEstimate(BaseModel):
     gpus_used: int
     step_time_s: float
     tokens_per_s: float
-    tflops_per_gpu: float = Field(description="Model FLOPs (no recompute) per second per GPU.")
+    tflops_per_gpu: float = Field(description="Model FLOPs (no recompute; MoE: the active "
+                                  "experts at the mean load) per second per GPU.")
     hardware_tflops_per_gpu: float = Field(description="FLOPs executed, recompute included.")
     mfu: float = Field(description="tflops_per_gpu over the GPU's dense peak.")
     memory_per_gpu_gib: float
@@ -134,4 +147,6 @@ class PlanEstimate(BaseModel):
     frameworks: list[str] = Field(default_factory=list, description="Frameworks that run this "
                                   "plan as predicted: megatron, torchtitan, deepspeed.")
     placement: Placement | None = Field(None, description="Which GPUs hold the ranks.")
+    parameters: Parameters | None = Field(None, description="The model's total and active "
+                                          "parameter counts.")
     launch: LaunchSpec | None = Field(None, description="How to run this plan.")

@@ -21,13 +21,18 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--num-virtual-stages-per-pipeline-rank", "--decoder-first-pipeline-num-layers",
                  "--decoder-last-pipeline-num-layers", "--micro-batch-size",
                  "--global-batch-size", "--recompute-num-layers",
-                 "--microbatch-group-size-per-virtual-pipeline-stage"):
+                 "--microbatch-group-size-per-virtual-pipeline-stage", "--num-experts",
+                 "--moe-router-topk", "--moe-ffn-hidden-size",
+                 "--moe-shared-expert-intermediate-size", "--expert-model-parallel-size",
+                 "--expert-tensor-parallel-size", "--q-lora-rank", "--kv-lora-rank",
+                 "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"):
         ap.add_argument(flag, type=int)
     for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights",
                  "--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
                  "--overlap-grad-reduce", "--overlap-param-gather", "--grad-reduce-in-bf16",
                  "--account-for-embedding-in-pipeline-split",
-                 "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp"):
+                 "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
+                 "--moe-grouped-gemm", "--multi-latent-attention"):
         ap.add_argument(flag, action="store_true")
     ap.add_argument("--recompute-granularity", choices=["full", "selective"])
     ap.add_argument("--recompute-method", choices=["uniform", "block"])
@@ -37,7 +42,23 @@ def megatron_parser() -> argparse.ArgumentParser:
     ap.add_argument("--data-parallel-sharding-strategy",
                     choices=["no_shard", "optim", "optim_grads", "optim_grads_params"])
     ap.add_argument("--ckpt-format")
+    ap.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"])
+    ap.add_argument("--moe-router-score-function", choices=["softmax", "sigmoid"])
+    ap.add_argument("--moe-layer-freq")
+    ap.add_argument("--moe-expert-capacity-factor", type=float)
     return ap
+
+
+def moe_layer_flags(freq: str | None, num_layers: int) -> list[int]:
+    """Megatron-LM's ``moe_freq_type``: an int N (layer i is MoE when i % N == 0) or a list
+    expression evaluated to one 0/1 per layer."""
+    if freq is None:
+        return [1] * num_layers
+    if "[" not in freq:
+        return [int(i % int(freq) == 0) for i in range(num_layers)]
+    flags = eval(freq, {"__builtins__": {}})   # the pattern grammar Megatron evaluates
+    assert len(flags) == num_layers
+    return flags
 
 
 def _chunks_from_virtual(virtual: list[int], pp: int) -> list[list[int]]:
@@ -86,7 +107,15 @@ def megatron_plan(argv: list[str], world: int) -> dict:
         zero = 1 if a.use_distributed_optimizer else 0
     m = a.global_batch_size // (a.micro_batch_size * dp)
     vpp = len(chunks[0])
+    ep = a.expert_model_parallel_size or 1
+    etp = a.expert_tensor_parallel_size or tp        # Megatron's default: tp
+    if a.num_experts:
+        # parallel_state.initialize_model_parallel and validate_args.
+        assert world % (etp * ep * pp) == 0 and a.num_experts % ep == 0
+        assert a.moe_token_dispatcher_type == "alltoall"
+        assert tp == 1 or a.sequence_parallel       # MoE layers raise otherwise
     return {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "zero_stage": zero,
+            "ep": ep, "etp": etp if a.num_experts else 1,
             "micro_batch_size": a.micro_batch_size, "grad_accum_steps": m,
             "sequence_parallel": a.sequence_parallel,
             "recompute": a.recompute_granularity or "none",
@@ -134,8 +163,13 @@ def torchtitan_plan(text: str, num_layers: int) -> dict:
         sched = par["pipeline_parallel_schedule"]
         want = "Interleaved1F1B" if len(chunks[0]) > 1 else ("GPipe" if m < pp else "1F1B")
         assert sched == want, (sched, want)
+    ep, etp = par.get("expert_parallel_degree", 1), par.get("expert_tensor_parallel_degree", 1)
+    if ep > 1:   # v0.2.2 ParallelDims: EP borrows from dp_shard * cp (* tp when etp == 1)
+        assert etp in (1, tp)
+        region = shard * cp * tp if etp == 1 else shard * cp
+        assert region % ep == 0 and ep % (cp * tp if etp == 1 else cp) == 0
     return {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": len(chunks[0]), "zero_stage": zero,
-            "micro_batch_size": mbs, "grad_accum_steps": m, "sequence_parallel": tp > 1,
+            "ep": ep, "etp": etp, "micro_batch_size": mbs, "grad_accum_steps": m, "sequence_parallel": tp > 1,
             "recompute": cfg["activation_checkpoint"]["mode"],
             "layers_per_stage": [sum(c) for c in chunks], "layers_per_chunk": chunks}
 
@@ -150,7 +184,8 @@ def deepspeed_plan(cfg: dict, world: int, num_layers: int) -> dict:
     mbs = cfg["train_micro_batch_size_per_gpu"]
     m = cfg["gradient_accumulation_steps"]
     assert cfg["train_batch_size"] == mbs * m * dp
-    return {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": 1,
+    # No expert parallelism in the config: DeepSpeed's is set in the model code.
+    return {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": 1, "ep": 1, "etp": 1,
             "zero_stage": cfg["zero_optimization"]["stage"], "micro_batch_size": mbs,
             "grad_accum_steps": m, "sequence_parallel": False,
             "layers_per_stage": [num_layers // pp] * pp}

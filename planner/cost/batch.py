@@ -41,7 +41,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.cost.memory import GIB, in_flight_microbatches, model_state_bytes, stage_params
+from planner.cost.memory import (
+    GIB,
+    expert_stage_params,
+    in_flight_microbatches,
+    model_state_bytes,
+    stage_params,
+)
 from planner.cost.pipeline import makespan
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.specs import ParallelPlan
@@ -49,9 +55,11 @@ from planner.specs.layout import Layout, default_layout
 from planner.specs.placement import group_span, launch_layout
 from planner.specs.plan import microbatch_group
 
-BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "pp_comm", "pipeline_bubble",
-                  "dp_comm", "zero_comm", "optimizer", "overhead")
-PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl")
+BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
+                  "pipeline_bubble", "dp_comm", "zero_comm", "optimizer", "overhead")
+PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl", "ep", "etp")
+# Columns of a layer's row (``compose.layer_row``).
+LAYER_COLUMNS = 15
 # Bytes the optimizer step moves per parameter it updates: mixed-precision Adam reads the fp32
 # gradient, master weight and two moments (16 B) and writes the master weight, the moments and
 # the 16-bit copy (14 B) (research notes; ZeRO paper's K = 12 states plus the copies).
@@ -73,6 +81,8 @@ class PlanArrays:
     zero: np.ndarray
     sp: np.ndarray
     rnl: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
 
     def __len__(self) -> int:
         return len(self.dp)
@@ -84,7 +94,8 @@ class PlanArrays:
             for f, v in zip(PLAN_FIELDS, (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
                                           RECOMPUTE.index(p.recompute), p.zero_stage,
                                           int(p.sequence_parallel),
-                                          p.recompute_num_layers or 0), strict=True):
+                                          p.recompute_num_layers or 0, p.ep, p.etp),
+                            strict=True):
                 cols[f].append(v)
         return cls(**{f: np.asarray(v, dtype=np.int64) for f, v in cols.items()})
 
@@ -97,7 +108,8 @@ class PlanArrays:
             vpp=int(self.vpp[i]), micro_batch_size=int(self.mbs[i]),
             recompute=RECOMPUTE[int(self.rec[i])], zero_stage=int(self.zero[i]),
             sequence_parallel=bool(self.sp[i]), layers_per_stage=layers_per_stage,
-            recompute_num_layers=int(self.rnl[i]) or None,
+            recompute_num_layers=int(self.rnl[i]) or None, ep=int(self.ep[i]),
+            etp=int(self.etp[i]),
         )
 
 
@@ -263,16 +275,16 @@ def compose(plans: PlanArrays, tables: CostTables,
 
     rows_memo = tables.memo("layer_row")
 
-    def layer_row(t, c, b, r, s, n):
-        key = (t, c, b, r, s, n)
+    def layer_row(t, c, b, r, s, n, e, et):
+        key = (t, c, b, r, s, n, e, et)
         row = rows_memo.get(key)
         if row is None:
-            lc = tables.layer(t, c, b, r, s, n)
+            lc = tables.layer(t, c, b, r, s, n, e, et)
             w = lc.work
             row = rows_memo[key] = (
                 w.fwd_s, w.bwd_s, w.recompute_s, w.fwd_flops, w.recompute_flops,
                 w.stored_bytes, w.working_bytes, lc.tp_fwd, lc.tp_bwd, lc.cp_fwd, lc.cp_bwd,
-                lc.cp_network_fwd, lc.cp_network_bwd)
+                lc.cp_network_fwd, lc.cp_network_bwd, lc.ep_fwd, lc.ep_bwd)
         return row
 
     def head_row(t, c, b):
@@ -287,7 +299,11 @@ def compose(plans: PlanArrays, tables: CostTables,
     # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
     params_c = stage_params(model, _col(tp), _col(pp), L, first, last)
-    weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd))
+    experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp))
+    edp = dp * tp * cp // (plans.ep * plans.etp)
+    weights, grads, optim = (a + b for a, b in zip(
+        model_state_bytes(params_c, training, _col(zero), _col(nd)),
+        model_state_bytes(experts_c, training, _col(zero), _col(edp)), strict=True))
     # ZeRO-3 holds the layer in use and those prefetched, and one layer's full gradients.
     z3_layers = 1 + max(1.0, training.zero3_prefetch_layers)
     zero_buf = np.where(_col(zero) >= 3, model.params_per_layer / _col(tp)
@@ -300,12 +316,13 @@ def compose(plans: PlanArrays, tables: CostTables,
         floor = states.max(axis=1) + eff.memory_reserve_gib * GIB
         alive = np.flatnonzero(floor <= memory_cap)
 
-    LW = np.zeros((len(plans), 13))
+    LW = np.zeros((len(plans), LAYER_COLUMNS))
     HW = np.zeros((len(plans), 5))
     a_plans = plans.take(alive) if memory_cap is not None else plans
     a_npn = npn[alive] if memory_cap is not None else npn
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
-                                  a_plans.sp, a_npn], 1), layer_row, 13)
+                                  a_plans.sp, a_npn, a_plans.ep, a_plans.etp], 1), layer_row,
+                        LAYER_COLUMNS)
     HW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5)
     # Block recompute of the first rnl layers of each model chunk (Megatron-LM's
     # --recompute-method block): per stage, min(rnl * vpp, layers) layers behave as under full
@@ -317,8 +334,9 @@ def compose(plans: PlanArrays, tables: CostTables,
         a_part = alive[partial[alive]]
         pp_plans = plans.take(a_part)
         LW0[a_part] = _gather(np.stack([pp_plans.tp, pp_plans.cp, pp_plans.mbs,
-                                        np.zeros_like(pp_plans.rec), pp_plans.sp, npn[a_part]],
-                                       1), layer_row, 13)
+                                        np.zeros_like(pp_plans.rec), pp_plans.sp, npn[a_part],
+                                        pp_plans.ep, pp_plans.etp], 1), layer_row,
+                              LAYER_COLUMNS)
         share = np.minimum(_col(plans.rnl * v), L) / np.maximum(L, 1)
         W = np.where(_col(partial), share, 1.0)
 
@@ -332,8 +350,10 @@ def compose(plans: PlanArrays, tables: CostTables,
     total = np.where(present, total, -np.inf)
     pk = np.argmax(total, axis=1)
     memory = total[rows, pk]
-    per_layer_state = sum(model_state_bytes(_col(model.params_per_layer / tp), training,
-                                            _col(zero), _col(nd)))
+    per_layer_state = sum(model_state_bytes(
+        _col(model.nonexpert_params_per_layer / tp), training, _col(zero), _col(nd))) + sum(
+        model_state_bytes(_col(expert_stage_params(model, 1, plans.ep, plans.etp)), training,
+                          _col(zero), _col(edp)))
     class_layer_memory = per_layer_state + stored * inflight * (1 + eff.memory_fragmentation)
     parts = {"weights": weights, "gradients": grads, "optimizer": optim,
              "activations": acts, "zero_buffers": zero_buf, "reserved": reserved}
@@ -350,7 +370,8 @@ def compose(plans: PlanArrays, tables: CostTables,
         lw = LW[sel]
         t_masked[sel], step[sel], layer_time[sel], sub_bd, sub_detail = _times(
             sub, tables, layout, lw, HW[sel], tuple(a[sel] for a in classes),
-            params_c[sel], present[sel], npn[sel], lw if W is None else LW0[sel],
+            params_c[sel], experts_c[sel], present[sel], npn[sel],
+            lw if W is None else LW0[sel],
             None if W is None else W[sel])
         for k in BREAKDOWN_KEYS:
             bd[k][sel] = sub_bd[k]
@@ -375,8 +396,8 @@ def compose(plans: PlanArrays, tables: CostTables,
     )
 
 
-def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, params_c, present,
-           npn, LW0, W):
+def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, params_c, experts_c,
+           present, npn, LW0, W):
     """(class times (n, C), step times, time per added layer, breakdown) of plans whose
     components are given."""
     training, eff = tables.training, tables.eff
@@ -390,11 +411,12 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     fwd, bwd = LW[:, 0], LW[:, 1]
     rec_s = _per_layer(LW, LW0, W, 2)
     tp_f, cp_f = LW[:, 7], LW[:, 9]
-    tp_b, cp_b, cp_net_b = (_per_layer(LW, LW0, W, j) for j in (8, 10, 12))
+    tp_b, cp_b, cp_net_b, ep_b = (_per_layer(LW, LW0, W, j) for j in (8, 10, 12, 14))
+    ep_f = LW[:, 13]
     head_fwd, head_bwd, embed = HW[:, 0], HW[:, 1], HW[:, 4]
     L, first, last, count, _ = classes
-    c_f = fwd + tp_f + cp_f                    # a layer's forward and backward periods
-    c_b = _col(bwd) + rec_s + tp_b + cp_b      # (n, classes)
+    c_f = fwd + tp_f + cp_f + ep_f                    # a layer's forward and backward
+    c_b = _col(bwd) + rec_s + tp_b + cp_b + ep_b      # periods, (n, classes)
 
     # ZeRO-3: per-layer gathers and reduce-scatters on the communication stream.
     z3 = (zero >= 3) & (nd > 1)
@@ -418,6 +440,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     recomp_c = L * rec_s
     tp_c = L * (_col(tp_f) + tp_b)
     cp_c = L * (_col(cp_f) + cp_b)
+    ep_c = L * (_col(ep_f) + ep_b)
     zero_c = L * (_col(period_f - c_f) + period_b - c_b) + _col(z3_edges)
     overhead = eff.microbatch_overhead_us * 1e-6
     F_c = L * _col(period_f) + first * _col(embed) + last * _col(head_fwd)
@@ -425,15 +448,16 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
 
     # Data-parallel reduction and weight gather, sized by the largest stage.
     p_stage = np.where(present, params_c, 0.0).max(axis=1)
+    e_stage = np.where(present, experts_c, 0.0).max(axis=1)
 
-    def dp_row(t, c, d, z, n, p, vv):
+    def dp_row(t, c, d, z, n, p, vv, e, et):
         lay = layout or default_layout(tables.model.num_layers, p, vv)
-        return tables.dp_costs(t, c, d, z, n, lay)
+        return tables.dp_costs(t, c, d, z, n, lay, e, et)
 
-
-    sharded = np.where(zero >= 3, 3, zero) * (nd > 1)
-    n_b, t_grad, t_gather, dp_net = _gather(np.stack([tp, cp, dp, sharded, npn, pp, v], 1),
-                                            dp_row, 4).T
+    edp = dp * tp * cp // (plans.ep * plans.etp)
+    sharded = np.where(zero >= 3, 3, zero) * ((nd > 1) | (edp > 1))
+    n_b, t_grad, t_gather, dp_net = _gather(np.stack([tp, cp, dp, sharded, npn, pp, v,
+                                                      plans.ep, plans.etp], 1), dp_row, 4).T
     # The last backward's ring-attention exchanges hold the NICs the buckets need.
     window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, L[:, 0] * cp_net_b[:, 0], 0.0))
     # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
@@ -464,6 +488,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     bd = {
         "compute": m * compute_c[rows, b], "recompute": m * recomp_c[rows, b],
         "tp_comm": m * tp_c[rows, b], "cp_comm": m * cp_c[rows, b],
+        "ep_comm": m * ep_c[rows, b],
         "zero_comm": m * zero_c[rows, b], "dp_comm": m * dpm_c[rows, b],
         "overhead": m * overhead, "pipeline_bubble": bubble, "pp_comm": hops * p2p,
     }
@@ -480,7 +505,8 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
         ag_exp = n_b * t_gather
     gather_tail = np.where(t_gather > 0, ag_exp, 0.0)
     bd["zero_comm"] = bd["zero_comm"] + gather_tail
-    opt_params = p_stage / np.where(zero >= 1, nd, 1)
+    opt_params = (p_stage / np.where(zero >= 1, nd, 1)
+                  + e_stage / np.where(zero >= 1, edp, 1))
     bd["optimizer"] = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm
     step = sum(bd[key] for key in BREAKDOWN_KEYS)
     layer_time = period_f + period_b[:, 0]

@@ -23,6 +23,21 @@ Activation memory per layer follows Korthikanti et al., MLSys'23, section 4 (34 
 bytes for a 16-bit GPT layer without parallelism), generalised the same way: every tensor the
 backward pass needs is counted with its width, so GQA shrinks K and V and SwiGLU stores three
 f-wide tensors instead of two.
+
+MLA (DeepSeek-V3): the query and key/value down-projections are replicated over the TP ranks
+(Megatron-Core's MLA builds them unsplit), the up-projections column parallel; attention core
+FLOPs use the query/key width (nope + rope) for Q K^T and the value width for P V.
+Sliding-window layers attend to min(window, s) keys (``ModelSpec.attention_keys``).
+
+MoE layers (Megatron-Core's alltoall dispatcher, MoE Parallel Folding: Liu et al. 2025, arXiv
+2504.14960): each GPU routes its tokens (T / tp of them: the TP ranks split the dispatch) to
+top-k experts; ``pairs = T k / tp`` token copies leave it over the EP all-to-all, and the
+busiest GPU of the EP group receives ``pairs * load`` of them (``TrainingSpec.moe_load``:
+routing imbalance, capped by a capacity factor). Its E / ep local experts run as one grouped
+GEMM of (pairs etp ep / E) * load tokens each on a 1 / etp slice of the expert width (the ETP
+ranks share the same tokens). Shared experts are a TP-split dense MLP on every token. A model
+with dense and MoE layers is costed as its mean layer (each quantity mixed by the share of MoE
+layers), which spreads DeepSeek-V3's three dense layers evenly over the pipeline stages.
 """
 
 from __future__ import annotations
@@ -43,6 +58,8 @@ class LayerShape(NamedTuple):
     micro_batch_size: int = 1
     recompute: str = "none"
     sequence_parallel: bool = False
+    ep: int = 1
+    etp: int = 1
 
 
 @dataclass(frozen=True)
@@ -68,20 +85,65 @@ def tokens_per_gpu(plan: ParallelPlan | LayerShape, training: TrainingSpec) -> i
     return plan.micro_batch_size * training.seq_length // plan.cp
 
 
+def attention_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape
+                    ) -> tuple[list[tuple[float, float, float]], list[int]]:
+    """The attention block's linear GEMMs (M, N, K) on one GPU for one micro-batch, and the
+    indices of the column-parallel ones (split on N) before the core; the output projection
+    (row parallel, split on K) comes last."""
+    t, h = plan.tp, model.hidden_size
+    T = tokens_per_gpu(plan, training)
+    if model.mla:
+        rq, rkv = model.q_lora_rank, model.kv_lora_rank
+        a = model.num_attention_heads
+        q = [(T, rq, h), (T, model.q_width / t, rq)] if rq else [(T, model.q_width / t, h)]
+        gemms = q + [(T, rkv + model.qk_rope_head_dim, h),
+                     (T, a * (model.d_head + model.v_dim) / t, rkv)]
+        colpar = [i for i, g in enumerate(gemms) if g[2] == rq or g[2] == rkv] + (
+            [0] if not rq else [])
+    else:
+        gemms, colpar = [(T, (model.q_width + 2 * model.kv_width) / t, h)], [0]
+    return gemms + [(T, h, model.o_width / t)], colpar
+
+
+def mlp_gemms(model: ModelSpec, tokens: float, tp: int, width: float
+              ) -> list[tuple[float, float, float]]:
+    """A TP-split MLP of ``width`` on ``tokens``: up (+gate; column parallel), down (row)."""
+    up = (model.mlp_matrices - 1) * width     # gate+up fused for SwiGLU, fc1 for GELU
+    return [(tokens, up / tp, model.hidden_size), (tokens, model.hidden_size, width / tp)]
+
+
 def linear_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape
                  ) -> list[tuple[float, float, float]]:
-    """The linear layers' forward GEMMs on one GPU for one micro-batch: (M, N, K) with the TP
-    split on N (column parallel: QKV, MLP up) or K (row parallel: attention out, MLP down)."""
-    t = plan.tp
+    """A dense layer's linear forward GEMMs on one GPU for one micro-batch: (M, N, K) with the
+    TP split on N (column parallel: QKV, MLP up) or K (row parallel: attention out, MLP down)."""
+    gemms, _ = attention_gemms(model, training, plan)
+    return gemms + mlp_gemms(model, tokens_per_gpu(plan, training), plan.tp, model.ffn)
+
+
+def moe_tokens(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape
+               ) -> tuple[float, float]:
+    """(pairs, tokens per local expert): the routed token copies one GPU dispatches per MoE
+    layer and micro-batch (T k / tp), and the tokens each of its E / ep experts computes on the
+    busiest GPU ((pairs etp ep / E) * load)."""
+    pairs = tokens_per_gpu(plan, training) * model.top_k / plan.tp
+    return pairs, pairs * plan.etp * plan.ep / model.experts * training.moe_load
+
+
+def expert_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape
+                 ) -> list[tuple[float, float, float, float]]:
+    """A MoE layer's GEMMs beside attention on one GPU: the router (M, E, h), the local experts
+    as grouped GEMMs (M_e, N, K, E / ep), the shared experts (TP-split MLP); (M, N, K, count)."""
     T = tokens_per_gpu(plan, training)
-    h, f = model.hidden_size, model.ffn
-    up_width = (model.mlp_matrices - 1) * f  # gate+up fused for SwiGLU, fc1 for GELU
-    return [
-        (T, (model.q_width + 2 * model.kv_width) / t, h),   # QKV projection (column parallel)
-        (T, h, model.q_width / t),                          # attention output (row parallel)
-        (T, up_width / t, h),                               # MLP up (+gate)
-        (T, h, f / t),                                      # MLP down (row parallel)
-    ]
+    h, fe, E = model.hidden_size, model.expert_ffn, model.experts
+    _, m_e = moe_tokens(model, training, plan)
+    local = E / plan.ep
+    router_tokens = T / plan.tp if plan.sequence_parallel else T
+    out = [(router_tokens, E, h, 1.0),
+           (m_e, (model.mlp_matrices - 1) * fe / plan.etp, h, local),
+           (m_e, h, fe / plan.etp, local)]
+    if model.shared_ffn:
+        out += [(m, n, k, 1.0) for m, n, k in mlp_gemms(model, T, plan.tp, model.shared_ffn)]
+    return out
 
 
 def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
@@ -122,30 +184,45 @@ def layer_work(
     T = tokens_per_gpu(plan, training)
     s = training.seq_length
     h, f = model.hidden_size, model.ffn
-    qw, kvw = model.q_width, model.kv_width
     heads = model.num_attention_heads / t
-    d = model.d_head
     e = training.activation_bytes
     fp8 = training.precision == "fp8"
     km = kernel_model(gpu, training, eff)          # linear GEMMs (fp8 when training in fp8)
     k16 = kernel_model(gpu, training, eff, "bf16") if fp8 else km
+    phi = model.moe_share                          # share of MoE layers in the mean layer
 
-    # Linear layers: forward, and backward as dgrad + wgrad per GEMM.
-    gemms = linear_gemms(model, training, plan)
-    linear_flops = sum(2 * m * n * k for m, n, k in gemms)
-    fwd_lin = sum(km.gemm(m, n, k) for m, n, k in gemms)
-    dgrad = [km.gemm(m, k, n) for m, n, k in gemms]
-    wgrad = [km.gemm(k, n, m) for m, n, k in gemms]
-    cast_bytes = 3 * sum(m * k for m, _, k in gemms) if fp8 else 0.0   # fp8 input casts
+    # Linear layers: forward, and backward as dgrad + wgrad per GEMM; (M, N, K, count, share
+    # of the mean layer). Column-parallel GEMMs hide SP's input re-gather and the input
+    # gradient's reduction.
+    attn, colpar = attention_gemms(model, training, plan)
+    dense_mlp = mlp_gemms(model, T, t, f)
+    gemms = [(m, n, k, 1.0, 1.0) for m, n, k in attn]
+    gemms += [(m, n, k, 1.0, 1.0 - phi) for m, n, k in dense_mlp]
+    colpar = colpar + [len(attn)]
+    if phi:
+        gemms += [(m, n, k, c, phi) for m, n, k, c in expert_gemms(model, training, plan)]
+        if model.shared_ffn:
+            colpar.append(len(gemms) - 2)
+    linear_flops = sum(w * 2 * m * n * k * c for m, n, k, c, w in gemms)
+    fwd_lin = sum(w * km.gemm(m, n, k, c) for m, n, k, c, w in gemms)
+    dgrad = [w * km.gemm(m, k, n, c) for m, n, k, c, w in gemms]
+    wgrad = [w * km.gemm(k, n, m, c) for m, n, k, c, w in gemms]
+    cast_bytes = 3 * sum(w * m * k * c for m, _, k, c, w in gemms) if fp8 else 0.0
+    if phi:   # model FLOPs count the mean routed load, the kernels the busiest rank's
+        pairs, m_e = moe_tokens(model, training, plan)
+        linear_flops -= phi * 2 * model.experts / plan.ep * m_e * (
+            1 - 1 / training.moe_load) * model.expert_params / plan.etp
 
-    # Attention core.
-    model_attn_flops = 2 * 2 * b * heads * (s / cp) * s * d       # published convention
+    # Attention core: Q K^T over the query/key width, P V over the value width.
+    width = model.qk_head_dim + model.v_dim
+    model_attn_flops = 2 * b * heads * (s / cp) * model.attention_keys(s) * width
     if training.flash_attention:
-        exec_flops = 2 * b * heads * d * s * s / cp                # causal half
+        exec_flops = 2 * b * heads * (s / cp) * model.attention_keys(s, causal=True) * width
         attn_f = k16.attention(exec_flops, s / cp, kernels=cp)
         attn_b = k16.attention(2.5 * exec_flops, s / cp, kernels=cp)
         attn_bytes = 0.0
     else:
+        d = model.d_head
         attn_f = (k16.gemm(s / cp, s, d, b * heads) + k16.gemm(s / cp, d, s, b * heads))
         attn_b = 2 * attn_f
         score_elems = b * heads * (s / cp) * s
@@ -157,10 +234,31 @@ def layer_work(
     hidden = T * h / sp_div
     norm_bytes = 2 * 2 * hidden * e                          # 2 norms: read + write
     residual_bytes = 2 * 3 * hidden * e                      # 2 adds: read 2, write 1
-    act_bytes = T * f / t * e * (3 if model.ffn_type == "swiglu" else 2)
+    act_factor = 3 if model.ffn_type == "swiglu" else 2
+    act_bytes = (1 - phi) * T * f / t * e * act_factor
+    moe_store = 0.0
+    if phi:
+        # Routed tokens: permuted and unpermuted around the all-to-all (read + write each),
+        # the experts' activation function, the router's fp32 scores and top-k; shared
+        # experts' activation like a dense MLP's.
+        expert_tokens = m_e * model.experts / plan.ep
+        router_tokens = T / t if plan.sequence_parallel else T
+        routed = 2 * 2 * pairs * training.moe_load * h * e
+        expert_act = expert_tokens * model.expert_ffn / plan.etp * e * act_factor
+        router = 3 * router_tokens * model.experts * 4
+        shared_act = T * model.shared_ffn / t * e * act_factor
+        act_bytes += phi * (routed + expert_act + router + shared_act)
+        # Stored for backward: router scores, the routed tokens (expert inputs, and their
+        # outputs for the weighted combine), the experts' up/gate outputs and activation, the
+        # shared experts' like a dense MLP.
+        moe_store = phi * (2 * router_tokens * model.experts * 4
+                           + 2 * expert_tokens * h * e
+                           + expert_tokens * model.expert_ffn / plan.etp * e * act_factor
+                           + T * model.shared_ffn / t * e * act_factor)
     dropout_bytes = 2 * hidden * 1 if training.dropout else 0.0   # masks, 1 byte each
     elem_bytes = norm_bytes + residual_bytes + act_bytes + dropout_bytes + attn_bytes + cast_bytes
-    elem_kernels = 5 + (4 if fp8 else 0) + (2 if not training.flash_attention else 0)
+    elem_kernels = 5 + (4 if fp8 else 0) + (2 if not training.flash_attention else 0) + (
+        6 * phi)
     elem_f = km.memory(elem_bytes, kernels=elem_kernels)
     elem_b = km.memory(2 * elem_bytes, kernels=2 * elem_kernels)
 
@@ -179,9 +277,9 @@ def layer_work(
     # Stored activations (Korthikanti et al. section 4.1, generalised; bytes).
     mask = 1 if training.dropout else 0
     replicated_store = (4 * e + 2 * mask) * T * h / sp_div   # norm inputs/outputs, dropout masks
-    split_store = (T * (qw + 2 * kvw) * e                  # Q, K, V
-                   + T * qw * e                            # attention output (O-proj input)
-                   + T * f * e * (3 if model.ffn_type == "swiglu" else 2)) / t
+    split_store = (T * (model.q_width + 2 * model.kv_width) * e   # Q, K, V
+                   + T * model.o_width * e                        # attention output
+                   + (1 - phi) * T * f * e * act_factor) / t + moe_store
     if training.flash_attention:
         core_store = b * heads * (s / cp) * 4               # softmax log-sum-exp, fp32
     else:
@@ -195,7 +293,8 @@ def layer_work(
         stored = full_layer
     return LayerWork(fwd_s, bwd_s, recompute_s, attn_f, fwd_flops, recompute_flops, stored,
                      full_layer, elem_bytes, attn_core_bwd_s=attn_b,
-                     dgrad_colpar_s=dgrad[0] + dgrad[2], wgrad_colpar_s=wgrad[0] + wgrad[2])
+                     dgrad_colpar_s=sum(dgrad[i] for i in colpar),
+                     wgrad_colpar_s=sum(wgrad[i] for i in colpar))
 
 
 @dataclass(frozen=True)

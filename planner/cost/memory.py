@@ -30,13 +30,21 @@ GIB = 2**30
 
 
 def stage_params(model: ModelSpec, tp, pp, layers, first, last):
-    """Parameters one GPU of a stage holds before ZeRO sharding (TP splits them). ``first`` and
-    ``last`` are 0/1: the first stage holds the embedding; the last the LM head, or, with tied
-    embeddings across a pipeline, its own copy of the embedding (Megatron keeps both in sync)."""
+    """Parameters one GPU of a stage holds before ZeRO sharding (TP splits them), the routed
+    experts apart (``expert_stage_params``). ``first`` and ``last`` are 0/1: the first stage
+    holds the embedding; the last the LM head, or, with tied embeddings across a pipeline, its
+    own copy of the embedding (Megatron keeps both in sync)."""
     head = np.where(np.asarray(pp) > 1, model.lm_head_params or model.embedding_params,
                     model.lm_head_params)
-    return (layers * model.params_per_layer + first * model.embedding_params
+    return (layers * model.nonexpert_params_per_layer + first * model.embedding_params
             + last * head) / tp
+
+
+def expert_stage_params(model: ModelSpec, layers, ep, etp):
+    """Routed-expert parameters one GPU of a stage holds: its layers' experts split over ep
+    ranks, each expert's width over etp (their ZeRO sharding runs over the expert data
+    parallel group, tp cp dp / (ep etp))."""
+    return layers * model.expert_params_per_layer / (np.asarray(ep) * np.asarray(etp))
 
 
 def model_state_bytes(params, training: TrainingSpec, zero_stage, nd):

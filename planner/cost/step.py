@@ -14,7 +14,13 @@ from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
 from planner.frameworks import frameworks_for
-from planner.result import CommunicationItem, MemoryBreakdown, Placement, PlanEstimate
+from planner.result import (
+    CommunicationItem,
+    MemoryBreakdown,
+    Parameters,
+    Placement,
+    PlanEstimate,
+)
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.layout import Layout
 from planner.specs.placement import launch_layout
@@ -39,6 +45,8 @@ class Evaluation:
     layers: tuple[int, ...]
     layout: Layout | None = None
     group: int | None = None
+    params: tuple[int, int] = (0, 0)     # the model's (total, active) parameters
+    moe: bool = False                    # the model has expert layers
 
 
 def evaluate(
@@ -61,6 +69,8 @@ def evaluate(
     uses: list[tuple[CollectiveUse, float, float]] = []
     per_layer = _shares(tables.tp_uses(*key), m * n_b, bd["tp_comm"])
     per_layer += _shares(tables.cp_uses(*key), m * n_b, bd["cp_comm"])
+    per_layer += _shares(tables.ep_uses(*key, plan.ep, plan.etp),
+                         m * n_b * model.moe_share, bd["ep_comm"])
     uses += per_layer
     nd = plan.dp * plan.cp
     if plan.zero_stage >= 3 and nd > 1:
@@ -71,7 +81,10 @@ def evaluate(
         uses.append((u, u.calls * plan.vpp * m, bd["pp_comm"]))
     p_stage = tables.largest_stage_params(plan.tp, layout)
     per_mb = m if plan.zero_stage == 2 else 1
-    for u in tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage, npn):
+    dp_uses = tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage, npn)
+    dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, npn, layout,
+                                     plan.ep, plan.etp)
+    for u in dp_uses:
         exposed = bd["dp_comm"] if u.strategy == "DP" else bd["zero_comm"]
         uses.append((u, u.calls * (per_mb if u.strategy == "DP" else 1), exposed))
     return Evaluation(
@@ -80,7 +93,8 @@ def evaluate(
         memory_parts={k: float(v[0]) for k, v in bc.memory_parts.items()},
         breakdown=bd, uses=uses, model_flops=float(bc.model_flops[0]),
         hardware_flops=float(bc.hardware_flops[0]), m=m, layers=layout.stages,
-        layout=layout, group=group,
+        layout=layout, group=group, params=(model.num_params, model.active_params),
+        moe=model.is_moe,
     )
 
 
@@ -128,11 +142,12 @@ def to_estimate(
     mp = {k: v / GIB for k, v in ev.memory_parts.items()}
     total = ev.memory_bytes / GIB
     even = ev.layout.kind == "even" if ev.layout else True
-    runs = frameworks_for(plan, ev.m, even, training, ev.group)
+    runs = frameworks_for(plan, ev.m, even, training, ev.group, ev.moe)
     lay = launch_layout(gpus, cluster.gpus_per_node)
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(
-        rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, vpp=plan.vpp,
+        rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep, etp=plan.etp,
+        vpp=plan.vpp,
         micro_batch_size=plan.micro_batch_size, grad_accum_steps=ev.m, recompute=plan.recompute,
         recompute_num_layers=plan.recompute_num_layers,
         zero_stage=plan.zero_stage, sequence_parallel=plan.sequence_parallel,
@@ -153,4 +168,5 @@ def to_estimate(
         ),
         breakdown=dict(ev.breakdown), communication=comms, frameworks=runs,
         placement=placement,
+        parameters=Parameters(total=ev.params[0], active=ev.params[1]),
     )

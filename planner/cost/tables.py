@@ -17,6 +17,12 @@ Exposed communication of a layer (per micro-batch), Megatron-LM's schedule:
   GEMMs (Korthikanti et al. section 4.2.2). Full recompute repeats the forward's collectives.
 - CP (ring attention): cp - 1 exchanges of K and V per layer forward, of K, V and their
   gradients backward, each beside one block of the attention (Liu et al., Ring Attention).
+- EP (MoE layers, Megatron-Core's alltoall dispatcher): an all-to-all over the EP group to
+  dispatch the routed tokens and one to combine them, in the forward and again (their
+  transposes) in the backward, with an all-gather and a reduce-scatter over the ETP group
+  when etp > 1; blocking, on the critical path (Megatron-LM's MoE README: "EP All-to-All can
+  consume 30-40% of training time without optimization"). The busiest rank's share sets the
+  time (``TrainingSpec.moe_load``).
 Overlapped collectives slow the compute they hide behind (``overlap_slowdown``).
 """
 
@@ -37,8 +43,15 @@ from planner.collectives import (
     nccl_time,
 )
 from planner.cost.efficiency import EfficiencyModel
-from planner.cost.layers import HeadWork, LayerShape, LayerWork, head_work, layer_work
-from planner.cost.memory import stage_params
+from planner.cost.layers import (
+    HeadWork,
+    LayerShape,
+    LayerWork,
+    head_work,
+    layer_work,
+    moe_tokens,
+)
+from planner.cost.memory import expert_stage_params, stage_params
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
 from planner.specs.placement import GroupSpan, group_span, launch_layout
@@ -82,14 +95,17 @@ class LayerCost:
     cp_bwd: float
     cp_network_fwd: float = 0.0   # seconds the CP ring occupies the node's NICs (across nodes)
     cp_network_bwd: float = 0.0
+    ep_fwd: float = 0.0           # the MoE layers' all-to-all (and ETP) time, mean layer
+    ep_bwd: float = 0.0
 
     @property
     def fwd(self) -> float:
-        return self.work.fwd_s + self.tp_fwd + self.cp_fwd
+        return self.work.fwd_s + self.tp_fwd + self.cp_fwd + self.ep_fwd
 
     @property
     def bwd(self) -> float:
-        return self.work.bwd_s + self.work.recompute_s + self.tp_bwd + self.cp_bwd
+        return (self.work.bwd_s + self.work.recompute_s + self.tp_bwd + self.cp_bwd
+                + self.ep_bwd)
 
 
 def overlapped(comm: float, compute: float, slowdown: float) -> float:
@@ -171,23 +187,26 @@ class CostTables:
                               group.tier, t, source=self.calibration.id)
 
     # -- per-layer work ---------------------------------------------------------------------
-    def work(self, tp: int, cp: int, mbs: int, rec: int, sp: int) -> LayerWork:
-        key = (tp, cp, mbs, rec, sp)
+    def work(self, tp: int, cp: int, mbs: int, rec: int, sp: int, ep: int = 1, etp: int = 1
+             ) -> LayerWork:
+        key = (tp, cp, mbs, rec, sp, ep, etp)
         hit = self._work.get(key)
         if hit is None:
-            hit = self._work[key] = layer_work(self.model, self.training,
-                                               LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp)),
-                                               self.cluster.gpu, self.eff)
+            hit = self._work[key] = layer_work(
+                self.model, self.training,
+                LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp), ep, etp),
+                self.cluster.gpu, self.eff)
         return hit
 
-    def layer(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int) -> LayerCost:
-        """A layer's compute and exposed TP and CP time per micro-batch on ranks placed
+    def layer(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int, ep: int = 1,
+              etp: int = 1) -> LayerCost:
+        """A layer's compute and exposed TP, CP and EP time per micro-batch on ranks placed
         ``npn`` per node."""
-        key = (tp, cp, mbs, rec, sp, npn)
+        key = (tp, cp, mbs, rec, sp, npn, ep, etp)
         hit = self._layer.get(key)
         if hit is not None:
             return hit
-        lw = self.work(tp, cp, mbs, rec, sp)
+        lw = self.work(tp, cp, mbs, rec, sp, ep, etp)
         k = self.eff.overlap_slowdown
         ov = self.eff.tp_comm_overlap
         tp_f = tp_b = cp_f = cp_b = 0.0
@@ -217,8 +236,41 @@ class CostTables:
                 net_b = steps * bwd.cost.time_s + (net_f if rec == 2 else 0.0)
             if rec == 2:
                 cp_b += cp_f
-        hit = self._layer[key] = LayerCost(lw, tp_f, tp_b, cp_f, cp_b, net_f, net_b)
+        ep_f = ep_b = 0.0
+        for use in self.ep_uses(tp, cp, mbs, rec, sp, npn, ep, etp):
+            per_pass = use.cost.time_s * self.model.moe_share * (2 if use.cost.op ==
+                                                                 "all_to_all" else 1)
+            ep_f += per_pass
+            ep_b += per_pass * (2 if rec == 2 else 1)
+        hit = self._layer[key] = LayerCost(lw, tp_f, tp_b, cp_f, cp_b, net_f, net_b, ep_f,
+                                           ep_b)
         return hit
+
+    def ep_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int, ep: int,
+                etp: int) -> list[CollectiveUse]:
+        """Per MoE layer and micro-batch: the dispatch and combine all-to-alls over the EP
+        group (ep ranks at stride etp), forward and backward (and the recomputed forward), of
+        the busiest rank's routed tokens (T k / tp copies of h values, times the load); with
+        etp > 1 the all-gather (dispatch) and reduce-scatter (combine) over the ETP group.
+        ``calls`` are per MoE layer."""
+        if not self.model.is_moe or ep * etp == 1:
+            return []
+        shape = LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp), ep, etp)
+        pairs, _ = moe_tokens(self.model, self.training, shape)
+        nbytes = (pairs * self.training.moe_load * self.model.hidden_size
+                  * self.training.activation_bytes)
+        passes = 3 if rec == 2 else 2
+        uses = []
+        if ep > 1:
+            g = self.group(ep, etp, npn)
+            uses.append(CollectiveUse("EP", self.collective("all_to_all", nbytes, g),
+                                      2 * passes, g))
+        if etp > 1:
+            g = self.group(etp, 1, npn)
+            for op in ("all_gather", "reduce_scatter"):
+                uses.append(CollectiveUse("EP", self.collective(op, nbytes * etp, g), passes,
+                                          g))
+        return uses
 
     def tp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
                 ) -> list[CollectiveUse]:
@@ -317,31 +369,35 @@ class CostTables:
         tokens = mbs * self.training.seq_length // cp
         return tokens * self.model.hidden_size * self.training.activation_bytes / tp
 
-    def dp_costs(self, tp: int, cp: int, dp: int, zero: int, npn: int, layout: Layout
-                 ) -> tuple[float, float, float, float]:
+    def dp_costs(self, tp: int, cp: int, dp: int, zero: int, npn: int, layout: Layout,
+                 ep: int = 1, etp: int = 1) -> tuple[float, float, float, float]:
         """(buckets, seconds per gradient bucket, seconds per weight-gather bucket, 1.0 when the
-        group crosses nodes) of the most loaded stage's data-parallel reduction (memoised)."""
-        key = (tp, cp, dp, zero, npn, layout.stages)
+        group crosses nodes) of the most loaded stage's data-parallel reduction, the expert
+        data parallel group's buckets included (their mean time per bucket; memoised)."""
+        key = (tp, cp, dp, zero, npn, layout.stages, ep, etp)
         hit = self._dp.get(key)
         if hit is None:
             uses = self.dp_uses(tp, cp, dp, zero, self.largest_stage_params(tp, layout), npn)
-            grad = uses[0] if uses else None
-            gather = uses[1] if len(uses) > 1 else None
-            hit = self._dp[key] = (grad.calls if grad else 0.0,
-                                   grad.cost.time_s if grad else 0.0,
-                                   gather.cost.time_s if gather else 0.0,
-                                   float(bool(grad) and grad.group.tier == "inter_node"))
+            uses += self.expert_dp_uses(tp, cp, dp, zero, npn, layout, ep, etp)
+            grads = [u for u in uses if u.strategy == "DP"]
+            gathers = [u for u in uses if u.strategy == "ZeRO"]
+            n = sum(u.calls for u in grads)
+            tau = sum(u.calls * u.cost.time_s for u in grads) / n if n else 0.0
+            tau_g = sum(u.calls * u.cost.time_s for u in gathers) / n if n else 0.0
+            hit = self._dp[key] = (n, tau, tau_g,
+                                   float(any(u.group.tier == "inter_node" for u in grads)))
         return hit
 
-    def dp_uses(self, tp: int, cp: int, dp: int, zero: int, stage_params: float, npn: int
-                ) -> list[CollectiveUse]:
+    def dp_uses(self, tp: int, cp: int, dp: int, zero: int, stage_params: float, npn: int,
+                group: tuple[int, int] | None = None) -> list[CollectiveUse]:
         """Gradient reduction in buckets (all_reduce; reduce_scatter when gradients or
         optimizer states are sharded) and, for ZeRO-1/2, the all_gather of the updated
-        weights; ``calls`` = buckets."""
-        nd = dp * cp
-        if nd == 1 or zero >= 3:
+        weights; ``calls`` = buckets. ``group`` (size, stride) defaults to the dp * cp ranks
+        at stride tp."""
+        nd, stride = group or (dp * cp, tp)
+        if nd == 1 or zero >= 3 or stage_params <= 0:
             return []
-        g = self.group(nd, tp, npn)
+        g = self.group(nd, stride, npn)
         if self.training.overlap_grad_reduce:
             n_buckets = max(1, math.ceil(stage_params / ddp_bucket_params(nd)))
         else:
@@ -355,6 +411,17 @@ class CostTables:
                 "ZeRO", self.collective("all_gather", bucket * self.training.param_bytes, g),
                 n_buckets, g))
         return uses
+
+    def expert_dp_uses(self, tp: int, cp: int, dp: int, zero: int, npn: int, layout: Layout,
+                       ep: int, etp: int) -> list[CollectiveUse]:
+        """The routed experts' gradient reduction (and ZeRO-1/2 gather) over the expert data
+        parallel group: tp cp dp / (ep etp) ranks at stride ep * etp (Megatron-Core's expert
+        rank order etp, ep, edp)."""
+        if not self.model.is_moe:
+            return []
+        edp = tp * cp * dp // (ep * etp)
+        params = float(expert_stage_params(self.model, max(layout.stages), ep, etp))
+        return self.dp_uses(tp, cp, dp, zero, params, npn, group=(edp, ep * etp))
 
 
 def _pair_span(cross: bool) -> GroupSpan:

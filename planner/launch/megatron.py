@@ -12,6 +12,16 @@ anything else), ``--sequence-parallel``, ``--recompute-granularity`` and
 ``--recompute-method``, ``--use-distributed-optimizer`` (ZeRO-1) and Megatron-FSDP
 (``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads|optim_grads_params``,
 ZeRO-2/3, which needs ``--ckpt-format fsdp_dtensor``), and the model-shape flags.
+
+Mixture of experts (``transformer_config.py``, ``arguments.py`` ``_add_moe_args``):
+``--num-experts``, ``--moe-router-topk``, ``--moe-ffn-hidden-size``,
+``--moe-shared-expert-intermediate-size`` (all shared experts together), ``--moe-layer-freq``
+(a pattern such as ``([0]*3+[1]*58)`` when dense layers lead), ``--expert-model-parallel-size``,
+``--expert-tensor-parallel-size`` (passed always: Megatron's default is tp),
+``--moe-token-dispatcher-type alltoall`` (the dispatcher the step model costs),
+``--moe-grouped-gemm``, ``--moe-router-score-function sigmoid`` (DeepSeek-V3) and
+``--moe-expert-capacity-factor``. MLA: ``--multi-latent-attention``, ``--q-lora-rank``,
+``--kv-lora-rank``, ``--qk-head-dim``, ``--qk-pos-emb-head-dim``, ``--v-head-dim``.
 """
 
 from __future__ import annotations
@@ -34,10 +44,22 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         "--seq-length", str(t.seq_length),
         "--max-position-embeddings", str(t.seq_length),
     ]
-    if m.kv_heads != m.num_attention_heads:
-        args += ["--group-query-attention", "--num-query-groups", str(m.kv_heads)]
-    if m.head_dim is not None and m.head_dim * m.num_attention_heads != m.hidden_size:
-        args += ["--kv-channels", str(m.head_dim)]
+    if m.mla:
+        args += ["--multi-latent-attention", "--kv-lora-rank", str(m.kv_lora_rank),
+                 "--qk-head-dim", str(m.d_head),
+                 "--qk-pos-emb-head-dim", str(m.qk_rope_head_dim),
+                 "--v-head-dim", str(m.v_dim)]
+        if m.q_lora_rank:
+            args += ["--q-lora-rank", str(m.q_lora_rank)]
+    else:
+        if m.kv_heads != m.num_attention_heads:
+            args += ["--group-query-attention", "--num-query-groups", str(m.kv_heads)]
+        if m.head_dim is not None and m.head_dim * m.num_attention_heads != m.hidden_size:
+            args += ["--kv-channels", str(m.head_dim)]
+    if m.num_sliding_window_layers:
+        notes.append(f"{m.num_sliding_window_layers} of {m.num_layers} layers attend within "
+                     f"{m.sliding_window} tokens: set Megatron's --window-size and "
+                     "--window-attn-skip-freq to that pattern")
     if m.ffn_type == "swiglu":
         args += ["--swiglu"]
     if not m.tied_embeddings:
@@ -49,6 +71,7 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
     ]
     if p.cp > 1:
         args += ["--cp-comm-type", "p2p"]
+    args += moe_args(ctx)
     args += _pipeline_layout(ctx)
     args += ["--micro-batch-size", str(p.micro_batch_size),
              "--global-batch-size", str(t.global_batch_size)]
@@ -80,6 +103,41 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         if t.overlap_param_gather and p.zero_stage >= 1:
             args += ["--overlap-param-gather"]
     return args, notes
+
+
+def moe_args(ctx: LaunchContext) -> list[str]:
+    """The expert layers and their parallelism (empty for a dense model)."""
+    p, m, t = ctx.plan, ctx.model, ctx.training
+    if not m.is_moe:
+        return []
+    args = ["--num-experts", str(m.experts), "--moe-router-topk", str(m.top_k),
+            "--moe-ffn-hidden-size", str(m.expert_ffn)]
+    if m.shared_ffn:
+        args += ["--moe-shared-expert-intermediate-size", str(m.shared_ffn)]
+    if m.num_moe_layers != m.num_layers:
+        args += ["--moe-layer-freq", moe_layer_pattern(m)]
+    if m.moe_router_score == "sigmoid":
+        args += ["--moe-router-score-function", "sigmoid"]
+    args += ["--expert-model-parallel-size", str(p.ep),
+             "--expert-tensor-parallel-size", str(p.etp),
+             "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"]
+    if t.moe_capacity_factor is not None:
+        args += ["--moe-expert-capacity-factor", f"{t.moe_capacity_factor:g}"]
+    return args
+
+
+def moe_layer_pattern(model) -> str:
+    """Megatron's list form of ``--moe-layer-freq`` (1: MoE layer, 0: dense), run-length
+    encoded: ``([0]*3+[1]*58)``."""
+    k, f = model.first_k_dense_layers, model.moe_layer_freq
+    flags = [int(i >= k and (i + 1) % f == 0) for i in range(model.num_layers)]
+    runs: list[list[int]] = []
+    for x in flags:
+        if runs and runs[-1][0] == x:
+            runs[-1][1] += 1
+        else:
+            runs.append([x, 1])
+    return "(" + "+".join(f"[{x}]*{n}" for x, n in runs) + ")"
 
 
 def _pipeline_layout(ctx: LaunchContext) -> list[str]:

@@ -11,7 +11,9 @@ backward (``"never"``; the planner's ZeRO-2 only with one micro-batch). Pipeline
 the default even split of layers plus embedding and loss is given as
 ``module_fqns_per_model_part`` (the modules of each virtual stage, torchtitan's Llama naming:
 ``tok_embeddings``, ``layers.<i>``, ``norm``, ``output``). Context parallelism rotates K and V
-around the ring (``context_parallel_rotate_method = "alltoall"``).
+around the ring (``context_parallel_rotate_method = "alltoall"``). MoE models get
+``expert_parallel_degree`` and ``expert_tensor_parallel_degree`` (v0.2.2's ``Parallelism``;
+the expert degrees it accepts are checked in ``planner.frameworks``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
     }
     if p.zero_stage >= 2 and p.dp * p.cp > 1:
         parallelism["fsdp_reshard_after_forward"] = "always" if p.zero_stage == 3 else "never"
+    if ctx.model.is_moe:
+        parallelism["expert_parallel_degree"] = p.ep
+        parallelism["expert_tensor_parallel_degree"] = p.etp
     if p.tp > 1:
         parallelism["enable_async_tensor_parallel"] = False
     if p.cp > 1:

@@ -11,7 +11,10 @@ other layouts are estimated when given, not enumerated); interleaving needs at l
 micro-batches (the micro-batch group is then chosen as Megatron-LM allows); plain 1F1B runs any
 number of micro-batches, fewer than pp included (its bubble is then (p - 1)/m). Knobs that make
 no difference are not duplicated: sequence parallelism only with tp > 1, interleaving only with
-pp > 1, and a single ZeRO stage when nothing shards. ``search.framework`` keeps the plans that
+pp > 1, and a single ZeRO stage when nothing shards. Mixture-of-experts models add the expert
+degrees (``specs.plan``: ep divides the experts, ep * etp divides tp * cp * dp; etp is 1 or tp,
+the two layouts Megatron-Core's folding recommends and torchtitan supported) and ZeRO stages up
+to 2. ``search.framework`` keeps the plans that
 framework runs (``planner.frameworks``); without it, those at least one framework runs.
 Memory is not checked here (``solver.py`` does it with the cost model).
 """
@@ -71,6 +74,18 @@ def degree_domains(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpe
     }
 
 
+def expert_degrees(model: ModelSpec, search: SearchSpec, tp: int, fold: int
+                   ) -> list[tuple[int, int]]:
+    """(ep, etp) pairs of a stage whose tp * cp * dp ranks number ``fold`` ((1, 1) for a dense
+    model)."""
+    if not model.is_moe:
+        return [(1, 1)] if allows(search.ep, 1) and allows(search.etp, 1) else []
+    etps = [1] + ([tp] if tp > 1 and model.expert_ffn % tp == 0 else [])
+    return [(e, et) for et in etps if allows(search.etp, et)
+            for e in divisors(model.experts)
+            if allows(search.ep, e) and fold % (e * et) == 0]
+
+
 MAX_LATTICE_POINTS = 20_000
 MAX_PLANS = 1_500_000   # ~1.5 GB of arrays while costing; the largest benchmark space is ~400K
 
@@ -99,6 +114,8 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                   and layout.kind in ("even", "embedding_loss") and allows(search.vpp, v)]
               for p in dom["pp"] if p > 1}
     knob_sets: dict[tuple[bool, bool], np.ndarray] = {}
+    if model.is_moe:
+        zeros = [z for z in zeros if z <= 2]
 
     def knobs(has_tp: bool, shards: bool) -> np.ndarray:
         key = (has_tp, shards)
@@ -125,27 +142,30 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
             if (tp > 1 and not search.allow_cross_node_tp
                     and launch_layout(world, G).nproc_per_node % tp):
                 continue                      # some TP group would span two nodes
-            lattice += 1
-            ks = knobs(tp > 1, dp * cp > 1)
-            if not len(ks):
-                continue
-            for mbs, m in mbs_of[dp]:
-                vpps = ([1] if allows(search.vpp, 1) else []) + (
-                    [v for v in vpp_of[pp] if m >= pp] if pp > 1 else [])
-                for vpp in vpps:
-                    heads.append((dp, tp, pp, cp, vpp, mbs, tp > 1, dp * cp > 1))
-                    total += len(ks)
+            for ep, etp in expert_degrees(model, search, tp, tp * cp * dp):
+                lattice += 1
+                shards = dp * cp > 1 or (model.is_moe and tp * cp * dp > ep * etp)
+                ks = knobs(tp > 1, shards)
+                if not len(ks):
+                    continue
+                for mbs, m in mbs_of[dp]:
+                    vpps = ([1] if allows(search.vpp, 1) else []) + (
+                        [v for v in vpp_of[pp] if m >= pp] if pp > 1 else [])
+                    for vpp in vpps:
+                        heads.append((dp, tp, pp, cp, vpp, mbs, ep, etp, tp > 1, shards))
+                        total += len(ks)
             if total > MAX_PLANS:
                 raise PlannerInputError(
                     "search", f"the plan space exceeds {MAX_PLANS:,} plans; restrict "
                     "micro_batch_size, pp, cp, vpp or the other knobs in the search")
     blocks = []
-    for flags in sorted({(h[6], h[7]) for h in heads}):
-        hs = np.array([h[:6] for h in heads if (h[6], h[7]) == flags], dtype=np.int64)
+    for flags in sorted({(h[8], h[9]) for h in heads}):
+        hs = np.array([h[:8] for h in heads if (h[8], h[9]) == flags], dtype=np.int64)
         ks = knobs(*flags)
         block = np.zeros((len(hs) * len(ks), len(PLAN_FIELDS)), dtype=np.int64)
-        block[:, :6] = np.repeat(hs, len(ks), axis=0)
-        block[:, 6:9] = np.tile(ks, (len(hs), 1))      # rnl (last) 0: every layer recomputed
+        block[:, :6] = np.repeat(hs[:, :6], len(ks), axis=0)
+        block[:, 6:9] = np.tile(ks, (len(hs), 1))      # rnl 0: every layer recomputed
+        block[:, 10:12] = np.repeat(hs[:, 6:8], len(ks), axis=0)
         blocks.append(block)
     arr = (np.concatenate(blocks) if blocks
            else np.empty((0, len(PLAN_FIELDS)), dtype=np.int64))
@@ -174,5 +194,5 @@ def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
     even = even_of[inv.reshape(-1)]
     ok = np.zeros(len(plans), dtype=bool)
     for name in names:
-        ok |= runs_mask(name, plans, m, even, training)
+        ok |= runs_mask(name, plans, m, even, training, model.is_moe)
     return ok

@@ -88,6 +88,8 @@ class SearchSpec(BaseModel):
     tp: IntChoice | None = None
     pp: IntChoice | None = None
     cp: IntChoice | None = None
+    ep: IntChoice | None = None
+    etp: IntChoice | None = None
     vpp: IntChoice | None = None
     micro_batch_size: IntChoice | None = None
     grad_accum_steps: IntChoice | None = None

@@ -1,9 +1,23 @@
-"""Transformer model description (decoder-only, dense), with presets and HF config import.
+"""Transformer model description (decoder-only, dense or mixture-of-experts), with presets and
+HF config import.
 
 Parameter counts follow the architecture exactly (biases ignored, norm weights counted):
 per layer ``2h^2 + 2*h*kv*d`` attention (Q and O are h x h; K and V are h x kv*d under GQA/MQA),
 ``2hf`` (GELU, two matrices) or ``3hf`` (SwiGLU, gate/up/down) MLP, ``2h`` norm weights; plus
 ``V*h`` token embedding, another ``V*h`` LM head unless tied, and the final norm ``h``.
+
+Multi-head latent attention (DeepSeek-V2/V3, MLA): queries go through a rank-``q_lora_rank``
+bottleneck (h x r_q, its norm, r_q x a (d_nope + d_rope)), keys and values through a shared
+latent (h x (r_kv + d_rope), its norm, r_kv x a (d_nope + d_v)), the output projection is
+a d_v x h (DeepSeek-V3 report, section 2.1.1).
+
+Mixture of experts (Shazeer et al. 2017; Fedus et al., Switch Transformer; Mixtral, DeepSeek-V3):
+a MoE layer replaces the MLP by ``num_experts`` MLPs of width ``moe_ffn_hidden_size``, a router
+(h x E), and optionally shared experts every token uses; each token runs ``moe_top_k`` routed
+experts. The first ``first_k_dense_layers`` layers keep a dense MLP (DeepSeek-V3: 3), and after
+them every ``moe_layer_freq``-th layer is MoE (layer i is when (i + 1) % freq == 0, HF's
+``decoder_sparse_step``). ``parameters.active`` counts what one token uses: everything but the
+routed experts it does not go to (the embedding included, as Mistral and Qwen count it).
 """
 
 from __future__ import annotations
@@ -41,16 +55,42 @@ _MODEL_PRESETS: dict[str, dict[str, Any]] = {
     "llama3-405b": {"name": "llama3-405b", "num_layers": 126, "hidden_size": 16384,
                     "num_attention_heads": 128, "num_kv_heads": 8, "ffn_hidden_size": 53248,
                     "ffn_type": "swiglu", "vocab_size": 128256},
+    # Mixture of experts, from the released config.json files (Mixtral: Jiang et al. 2024;
+    # Qwen3 technical report 2025; DeepSeek-V3 report 2024, Table/section 4.2; gpt-oss model
+    # card 2025).
+    "mixtral-8x7b": {"name": "mixtral-8x7b", "num_layers": 32, "hidden_size": 4096,
+                     "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336,
+                     "ffn_type": "swiglu", "vocab_size": 32000, "num_experts": 8,
+                     "moe_top_k": 2},
+    "mixtral-8x22b": {"name": "mixtral-8x22b", "num_layers": 56, "hidden_size": 6144,
+                      "num_attention_heads": 48, "num_kv_heads": 8, "ffn_hidden_size": 16384,
+                      "ffn_type": "swiglu", "vocab_size": 32768, "num_experts": 8,
+                      "moe_top_k": 2},
+    "qwen3-30b-a3b": {"name": "qwen3-30b-a3b", "num_layers": 48, "hidden_size": 2048,
+                      "num_attention_heads": 32, "num_kv_heads": 4, "head_dim": 128,
+                      "ffn_hidden_size": 6144, "ffn_type": "swiglu", "vocab_size": 151936,
+                      "num_experts": 128, "moe_top_k": 8, "moe_ffn_hidden_size": 768},
+    "qwen3-235b-a22b": {"name": "qwen3-235b-a22b", "num_layers": 94, "hidden_size": 4096,
+                        "num_attention_heads": 64, "num_kv_heads": 4, "head_dim": 128,
+                        "ffn_hidden_size": 12288, "ffn_type": "swiglu", "vocab_size": 151936,
+                        "num_experts": 128, "moe_top_k": 8, "moe_ffn_hidden_size": 1536},
+    "deepseek-v3": {"name": "deepseek-v3", "num_layers": 61, "hidden_size": 7168,
+                    "num_attention_heads": 128, "head_dim": 128, "ffn_hidden_size": 18432,
+                    "ffn_type": "swiglu", "vocab_size": 129280, "num_experts": 256,
+                    "moe_top_k": 8, "moe_ffn_hidden_size": 2048, "num_shared_experts": 1,
+                    "first_k_dense_layers": 3, "moe_router_score": "sigmoid",
+                    "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+                    "v_head_dim": 128},
+    "gpt-oss-120b": {"name": "gpt-oss-120b", "num_layers": 36, "hidden_size": 2880,
+                     "num_attention_heads": 64, "num_kv_heads": 8, "head_dim": 64,
+                     "ffn_hidden_size": 2880, "ffn_type": "swiglu", "vocab_size": 201088,
+                     "num_experts": 128, "moe_top_k": 4, "sliding_window": 128,
+                     "num_sliding_window_layers": 18},
 }
 
 
-# The fields a mixture-of-experts spec would carry (DESIGN.md); refused until MoE is modelled.
-MOE_FIELDS = ("num_experts", "moe_top_k", "moe_ffn_hidden_size", "num_shared_experts",
-              "first_k_dense_layers")
-
-
 class ModelSpec(PresetSpec):
-    """A dense decoder-only transformer. Preset (``{"preset": "llama3-70b"}``), explicit fields,
+    """A decoder-only transformer, dense or mixture-of-experts. Preset (``{"preset": "llama3-70b"}``), explicit fields,
     or ``{"hf_config": {...config.json...}}``."""
 
     _presets: ClassVar[dict[str, dict[str, Any]]] = _MODEL_PRESETS
@@ -70,16 +110,47 @@ class ModelSpec(PresetSpec):
     ffn_type: FfnType = Field("gelu", description="gelu: 2 matrices; swiglu: 3 (gate, up, down).")
     vocab_size: int = Field(ge=1, le=10_000_000, description="Vocabulary size V.")
     tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix.")
+    # Attention variants.
+    q_lora_rank: int | None = Field(
+        None, ge=1, le=1_000_000, description="MLA: rank of the query bottleneck (DeepSeek-V3: "
+        "1536). Null: queries projected directly (also under MLA, as in DeepSeek-V2-Lite).")
+    kv_lora_rank: int | None = Field(
+        None, ge=1, le=1_000_000, description="MLA (multi-head latent attention) when set: rank "
+        "of the shared key/value latent (DeepSeek-V3: 512). head_dim is then the non-rotary "
+        "query/key head width (qk_nope_head_dim).")
+    qk_rope_head_dim: int = Field(0, ge=0, le=100_000,
+                                  description="MLA: rotary part of each query/key head (64).")
+    v_head_dim: int | None = Field(None, ge=1, le=100_000,
+                                   description="MLA: value head width. Default: head_dim.")
+    sliding_window: int | None = Field(
+        None, ge=1, le=100_000_000, description="Attention window (tokens) of the sliding-"
+        "window layers (GPT-OSS: 128 on every other layer).")
+    num_sliding_window_layers: int = Field(
+        0, ge=0, le=10_000, description="How many layers attend within sliding_window only.")
+    # Mixture of experts.
+    num_experts: int | None = Field(
+        None, ge=1, le=100_000, description="Routed experts per MoE layer (null or 1: dense).")
+    moe_top_k: int | None = Field(None, ge=1, le=100_000,
+                                  description="Routed experts each token uses (required for MoE).")
+    moe_ffn_hidden_size: int | None = Field(
+        None, ge=1, le=10_000_000, description="Width of each routed expert. Default: "
+        "ffn_hidden_size.")
+    num_shared_experts: int = Field(0, ge=0, le=1000,
+                                    description="Experts every token uses (DeepSeek-V3: 1).")
+    moe_shared_ffn_hidden_size: int | None = Field(
+        None, ge=0, le=10_000_000, description="Total width of the shared experts. Default: "
+        "num_shared_experts * moe_ffn_hidden_size.")
+    first_k_dense_layers: int = Field(0, ge=0, le=10_000,
+                                      description="Leading layers with a dense MLP.")
+    moe_layer_freq: int = Field(1, ge=1, le=10_000, description="After the dense layers, "
+                                "every freq-th layer is MoE (layer i when (i + 1) % freq == 0).")
+    moe_router_score: Literal["softmax", "sigmoid"] = Field(
+        "softmax", description="Router scoring: softmax (Mixtral, Qwen) or sigmoid "
+        "(DeepSeek-V3).")
 
     @model_validator(mode="before")
     @classmethod
     def _from_hf(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            from planner.specs.hf_import import MOE_MESSAGE
-
-            experts = [f"{k}={data[k]}" for k in MOE_FIELDS if data.get(k) not in (None, 0, 1)]
-            if experts:
-                raise ValueError("the model " + MOE_MESSAGE.format(keys=", ".join(experts)))
         if isinstance(data, dict) and "hf_config" in data:
             from planner.specs.hf_import import model_fields_from_hf_config
 
@@ -97,6 +168,23 @@ class ModelSpec(PresetSpec):
             )
         if kv > a or a % kv:
             raise ValueError(f"num_attention_heads {a} is not a multiple of num_kv_heads {kv}")
+        if self.is_moe:
+            if self.moe_top_k is None:
+                raise ValueError(f"num_experts {self.num_experts} needs moe_top_k (the routed "
+                                 "experts each token uses)")
+            if self.moe_top_k > self.num_experts:
+                raise ValueError(f"moe_top_k {self.moe_top_k} exceeds num_experts "
+                                 f"{self.num_experts}")
+            if self.num_moe_layers == 0:
+                raise ValueError(
+                    f"no MoE layer: first_k_dense_layers({self.first_k_dense_layers}) and "
+                    f"moe_layer_freq({self.moe_layer_freq}) leave none of the "
+                    f"{self.num_layers} layers")
+        if self.num_sliding_window_layers > self.num_layers:
+            raise ValueError(f"num_sliding_window_layers {self.num_sliding_window_layers} "
+                             f"exceeds num_layers {self.num_layers}")
+        if self.num_sliding_window_layers and self.sliding_window is None:
+            raise ValueError("num_sliding_window_layers needs sliding_window")
         return self
 
     # Derived shapes -------------------------------------------------------------------------
@@ -117,23 +205,124 @@ class ModelSpec(PresetSpec):
         return 3 if self.ffn_type == "swiglu" else 2
 
     @property
-    def q_width(self) -> int:
-        """Width of the Q projection output (= h for the usual head_dim = h/a)."""
-        return self.num_attention_heads * self.d_head
+    def mla(self) -> bool:
+        return self.kv_lora_rank is not None
 
     @property
-    def kv_width(self) -> int:
-        """Width of each of the K and V projection outputs."""
-        return self.kv_heads * self.d_head
+    def qk_head_dim(self) -> int:
+        """Width of one query/key head (the rotary part included under MLA)."""
+        return self.d_head + (self.qk_rope_head_dim if self.mla else 0)
+
+    @property
+    def v_dim(self) -> int:
+        return (self.v_head_dim or self.d_head) if self.mla else self.d_head
+
+    @property
+    def q_width(self) -> int:
+        """Width of the Q projection output (= h for the usual head_dim = h/a)."""
+        return self.num_attention_heads * self.qk_head_dim
+
+    @property
+    def kv_width(self) -> float:
+        """Mean width of the K and V tensors attention reads (every head has its own under MLA,
+        with keys of qk_head_dim and values of v_head_dim)."""
+        heads = self.num_attention_heads if self.mla else self.kv_heads
+        return heads * (self.qk_head_dim + self.v_dim) / 2
+
+    @property
+    def o_width(self) -> int:
+        """Input width of the output projection (heads x value width)."""
+        return self.num_attention_heads * self.v_dim
+
+    def attention_keys(self, s: int, causal: bool = False) -> float:
+        """Mean keys per query over the layers. Published FLOPs convention (``causal`` False):
+        s for full attention, min(window, s) for sliding-window layers. Executed under the
+        causal mask: s / 2, and w - w^2 / 2s for a window w < s (query i sees min(i, w) keys)."""
+        n = self.num_sliding_window_layers
+        w = min(self.sliding_window or s, s)
+        if causal:
+            full, slid = s / 2, (w - w * w / (2 * s) if w < s else s / 2)
+        else:
+            full, slid = s, w
+        return ((self.num_layers - n) * full + n * slid) / self.num_layers
+
+    # Mixture of experts ---------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return (self.num_experts or 1) > 1
+
+    @property
+    def experts(self) -> int:
+        return self.num_experts or 1
+
+    @property
+    def top_k(self) -> int:
+        return self.moe_top_k or 1 if self.is_moe else 1
+
+    @property
+    def expert_ffn(self) -> int:
+        return self.moe_ffn_hidden_size or self.ffn
+
+    @property
+    def shared_ffn(self) -> int:
+        if self.moe_shared_ffn_hidden_size is not None:
+            return self.moe_shared_ffn_hidden_size
+        return self.num_shared_experts * self.expert_ffn
+
+    @property
+    def num_moe_layers(self) -> int:
+        if not self.is_moe:
+            return 0
+        k, f = self.first_k_dense_layers, self.moe_layer_freq
+        return sum(1 for i in range(k, self.num_layers) if (i + 1) % f == 0)
+
+    @property
+    def moe_share(self) -> float:
+        """Share of the layers that are MoE (the mean layer's mix; 0 for dense models)."""
+        return self.num_moe_layers / self.num_layers
 
     # Parameter counts -----------------------------------------------------------------------
     @property
-    def params_per_layer(self) -> int:
-        h = self.hidden_size
-        attention = h * self.q_width * 2 + 2 * h * self.kv_width
-        mlp = self.mlp_matrices * h * self.ffn
-        norms = 2 * h
-        return attention + mlp + norms
+    def attention_params(self) -> int:
+        h, a = self.hidden_size, self.num_attention_heads
+        if not self.mla:
+            return h * self.q_width + 2 * h * self.kv_width + self.o_width * h
+        rq, rkv, dr = self.q_lora_rank, self.kv_lora_rank, self.qk_rope_head_dim
+        q = (h * rq + rq + rq * self.q_width) if rq else h * self.q_width
+        kv = h * (rkv + dr) + rkv + rkv * a * (self.d_head + self.v_dim)
+        return q + kv + self.o_width * h
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return self.mlp_matrices * self.hidden_size * self.ffn
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert's weights."""
+        return self.mlp_matrices * self.hidden_size * self.expert_ffn
+
+    @property
+    def moe_shared_params(self) -> int:
+        """A MoE layer's parameters outside its routed experts: router and shared experts."""
+        return self.hidden_size * self.experts + self.mlp_matrices * self.hidden_size * (
+            self.shared_ffn)
+
+    @property
+    def params_per_layer(self) -> float:
+        """Parameters of the mean layer (MoE and dense layers mixed by their counts)."""
+        return self.nonexpert_params_per_layer + self.expert_params_per_layer
+
+    @property
+    def nonexpert_params_per_layer(self) -> float:
+        """The mean layer's parameters that TP splits and data parallelism replicates."""
+        phi = self.moe_share
+        mlp = phi * self.moe_shared_params + (1 - phi) * self.dense_mlp_params
+        return self.attention_params + mlp + 2 * self.hidden_size
+
+    @property
+    def expert_params_per_layer(self) -> float:
+        """The mean layer's routed-expert parameters (expert parallelism splits them)."""
+        return self.moe_share * self.experts * self.expert_params if self.is_moe else 0.0
 
     @property
     def embedding_params(self) -> int:
@@ -146,5 +335,11 @@ class ModelSpec(PresetSpec):
 
     @property
     def num_params(self) -> int:
-        return (self.num_layers * self.params_per_layer + self.embedding_params
-                + self.lm_head_params + self.hidden_size)
+        return round(self.num_layers * self.params_per_layer + self.embedding_params
+                     + self.lm_head_params + self.hidden_size)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses: all but the routed experts it is not sent to."""
+        unused = self.num_moe_layers * (self.experts - self.top_k) * self.expert_params
+        return self.num_params - unused

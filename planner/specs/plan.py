@@ -2,6 +2,13 @@
 
 Rank order is Megatron-LM's: tp innermost, then cp, then dp, then pp outermost
 (Narayanan et al. SC'21, section 3.3: keep the chattiest groups on the fastest links).
+
+Expert parallelism folds into the same ranks (Megatron-Core's MoE Parallel Folding, Liu et al.
+2025, arXiv 2504.14960; ``parallel_state.initialize_model_parallel``): the MoE layers of a
+pipeline stage see its tp * cp * dp ranks as etp x ep x edp, etp innermost, then ep, then the
+expert data parallel group, so ep * etp must divide tp * cp * dp (world % (etp ep pp) == 0 in
+Megatron-Core) and edp = tp * cp * dp / (ep * etp). An EP group is ep consecutive blocks of
+etp ranks.
 """
 
 from __future__ import annotations
@@ -30,6 +37,12 @@ class ParallelPlan(BaseModel):
     tp: int = Field(1, ge=1, le=1_000_000, description="Tensor parallel degree. 1 means disabled.")
     pp: int = Field(1, ge=1, le=1_000_000, description="Pipeline parallel degree (stages). 1 means disabled.")
     cp: int = Field(1, ge=1, le=1_000_000, description="Context parallel degree (sequence split). 1 = off.")
+    ep: int = Field(1, ge=1, le=1_000_000, description="Expert parallel degree (MoE): the routed "
+                    "experts are split over ep ranks carved out of tp * cp * dp (MoE Parallel "
+                    "Folding). 1 = every rank holds every expert.")
+    etp: int = Field(1, ge=1, le=1_000_000, description="Expert tensor parallel degree: each "
+                     "expert's width split over etp ranks. Default 1, as Megatron-Core advises "
+                     "for fine-grained MoE (its own default is tp; the launch passes it).")
     vpp: int = Field(1, ge=1, le=1_000_000,
                      description="Virtual stages per pipeline rank (interleaved 1F1B).")
     micro_batch_size: int = Field(1, ge=1, le=100_000_000,
@@ -88,7 +101,8 @@ class ParallelPlan(BaseModel):
         return cls(dp=fields["dp"], tp=fields["tp"], pp=pp, cp=fields["cp"], vpp=vpp,
                    micro_batch_size=fields["micro_batch_size"], recompute=fields["recompute"],
                    recompute_num_layers=fields.get("recompute_num_layers"),
-                   zero_stage=fields["zero_stage"],
+                   zero_stage=fields["zero_stage"], ep=fields.get("ep", 1),
+                   etp=fields.get("etp", 1),
                    sequence_parallel=fields["sequence_parallel"],
                    layers_per_stage=tuple(fields["layers_per_stage"]) if pp > 1 else None,
                    microbatch_group_size=fields.get("microbatch_group_size") if vpp > 1
@@ -101,6 +115,11 @@ class ParallelPlan(BaseModel):
     @property
     def model_parallel_size(self) -> int:
         return self.tp * self.pp * self.cp
+
+    @property
+    def edp(self) -> int:
+        """Expert data parallel degree: the ranks that hold the same experts."""
+        return self.tp * self.cp * self.dp // (self.ep * self.etp)
 
 
 def plan_violations(
@@ -142,6 +161,7 @@ def plan_violations(
                                    f"{plan.world_size} ranks run {layout.nproc_per_node} per "
                                    f"node on {layout.nnodes} node(s), not a multiple of "
                                    f"tp({plan.tp})"))
+    out.extend(moe_violations(plan, model))
     if plan.cp > 1 and training.seq_length % (2 * plan.cp):
         out.append(("plan.cp", f"seq_length({training.seq_length}) is not divisible by "
                                f"2 * cp({plan.cp}) = {2 * plan.cp} (load-balanced causal chunks)"))
@@ -174,6 +194,33 @@ def plan_violations(
         cluster.gpu.peak_flops(training.precision)
     except ValueError as exc:
         out.append(("training.precision", str(exc)))
+    return out
+
+
+def moe_violations(plan: ParallelPlan, model: ModelSpec) -> list[tuple[str, str]]:
+    """Expert-parallel rules (Megatron-Core's parallel folding and argument checks)."""
+    out: list[tuple[str, str]] = []
+    if not model.is_moe:
+        for name in ("ep", "etp"):
+            if getattr(plan, name) > 1:
+                out.append((f"plan.{name}", f"{name}({getattr(plan, name)}) needs a "
+                            "mixture-of-experts model (num_experts > 1)"))
+        return out
+    E, fe = model.experts, model.expert_ffn
+    if E % plan.ep:
+        out.append(("plan.ep", f"num_experts({E}) is not divisible by ep({plan.ep})"))
+    if fe % plan.etp:
+        out.append(("plan.etp", f"moe_ffn_hidden_size({fe}) is not divisible by "
+                                f"etp({plan.etp})"))
+    fold = plan.tp * plan.cp * plan.dp
+    if fold % (plan.ep * plan.etp):
+        out.append(("plan.ep", f"ep({plan.ep}) * etp({plan.etp}) = {plan.ep * plan.etp} does "
+                               f"not divide tp({plan.tp}) * cp({plan.cp}) * dp({plan.dp}) = "
+                               f"{fold} (the expert groups fold into a stage's ranks)"))
+    if plan.zero_stage >= 3:
+        out.append(("plan.zero_stage", "ZeRO-3 of a mixture-of-experts model is not modelled "
+                                       "(the experts' gathers run over the expert data "
+                                       "parallel group); use zero_stage <= 2"))
     return out
 
 

@@ -52,6 +52,25 @@ class TrainingSpec(BaseModel):
         "coalesced call per layer, FSDP2 and Megatron-FSDP; DeepSpeed gathers each submodule)."
     )
 
+    moe_load_imbalance: float = Field(
+        1.1, ge=1.0, le=64.0, description="MoE: tokens the busiest expert-parallel rank "
+        "receives over the mean (it sets the pace of the grouped GEMMs and the all-to-all). "
+        "Wang et al. 2024 (arXiv 2408.15664, Table 2) measured the busiest expert at 1.04x the "
+        "mean with loss-free balancing and 1.52-1.72x with an auxiliary loss over a whole "
+        "validation set; a rank holding several experts averages their loads. NVIDIA's "
+        "published MoE benchmarks force-balance the routing (1.0).")
+    moe_capacity_factor: float | None = Field(
+        None, gt=0, le=64.0, description="MoE: expert capacity as a multiple of the mean load "
+        "(Megatron-LM --moe-expert-capacity-factor); tokens beyond it are dropped, so the "
+        "busiest rank computes at most this share. Null: dropless.")
+
+    @property
+    def moe_load(self) -> float:
+        """The busiest expert-parallel rank's tokens over the mean."""
+        if self.moe_capacity_factor is None:
+            return self.moe_load_imbalance
+        return min(self.moe_load_imbalance, self.moe_capacity_factor)
+
     @property
     def param_bytes(self) -> int:
         """Bytes of the working copy of each weight (fp8 training keeps bf16 weights)."""
