@@ -22,17 +22,23 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
     N, L, gbs = c.num_gpus, m.num_layers, tr.global_batch_size
     lo = -(-N // 2) if s.allow_idle_gpus else N
     plans = []
+    experts = range(1, N + 1) if m.is_moe else [1]
     for dp, tp, pp, cp in product(range(1, N + 1), repeat=4):
         if not lo <= dp * tp * pp * cp <= N:
             continue
-        for mbs, vpp, rec, zero, sp in product(range(1, gbs + 1), range(1, L + 1), range(3),
-                                               range(4), (False, True)):
+        for mbs, vpp, rec, zero, sp, ep, etp in product(
+                range(1, gbs + 1), range(1, L + 1), range(3), range(4), (False, True), experts,
+                experts):
             if gbs % (dp * mbs):
                 continue
-            if dp * cp == 1 and zero != min(z for z in range(4) if allows(s.zero_stage, z)):
+            if m.is_moe and etp not in (1, tp):
+                continue   # the space's documented expert layouts: etp 1 or tp
+            shards = dp * cp > 1 or (m.is_moe and tp * cp * dp > ep * etp)
+            if not shards and zero != min(z for z in range(4) if allows(s.zero_stage, z)):
                 continue   # nothing to shard: one ZeRO stage stands for all
             if not (allows(s.dp, dp) and allows(s.tp, tp) and allows(s.pp, pp)
-                    and allows(s.cp, cp) and allows(s.vpp, vpp)
+                    and allows(s.cp, cp) and allows(s.vpp, vpp) and allows(s.ep, ep)
+                    and allows(s.etp, etp)
                     and allows(s.micro_batch_size, mbs) and allows(s.zero_stage, zero)
                     and allows(s.grad_accum_steps, gbs // (dp * mbs))
                     and s.allows_recompute(RECOMPUTE[rec]) and s.allows_sp(sp)):
@@ -40,14 +46,14 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
             try:
                 plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, micro_batch_size=mbs,
                                     recompute=RECOMPUTE[rec], zero_stage=zero,
-                                    sequence_parallel=sp)
+                                    sequence_parallel=sp, ep=ep, etp=etp)
             except ValidationError:
                 continue
             if plan_violations(plan, m, c, tr, allow_cross_node_tp=s.allow_cross_node_tp):
                 continue
             # A framework must run it as predicted (the named one, or any).
             even = plan_layout(plan, m).kind == "even"
-            reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr)
+            reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr, moe=m.is_moe)
             if s.framework is not None:
                 reasons = {s.framework: reasons[s.framework]}
             if all(reasons.values()):
@@ -70,7 +76,7 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
     fits = {i: bc.memory_bytes[i] <= cap for i in range(len(plans))}
     def tuple_of(p):
         return (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, p.zero_stage,
-                p.sequence_parallel)
+                p.sequence_parallel, p.ep, p.etp)
     none_fits = {tuple_of(p): fits[i] for i, p in enumerate(plans) if p.recompute == "none"}
     fewest: dict = {}
     for i, p in enumerate(plans):
@@ -86,7 +92,7 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
         if bc.memory_bytes[i] <= cap:
             key = (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
                    RECOMPUTE.index(p.recompute), p.zero_stage, int(p.sequence_parallel),
-                   p.recompute_num_layers or 0)
+                   p.recompute_num_layers or 0, p.ep, p.etp)
             rows.append((round(float(bc.step_time_s[i]) * 1e6), round(float(bc.memory_bytes[i])),
                          key, float(bc.step_time_s[i]), float(bc.memory_bytes[i])))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))

@@ -66,7 +66,7 @@ def test_solver_top_k_equals_exhaustive_enumeration(seed):
         return
     assert got.search.status == "OPTIMAL"
     keys = [(p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute),
-             p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0)
+             p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp)
             for p in got.plans]
     assert keys == [w[0] for w in want]
     for p, (_, step, mem) in zip(got.plans, want, strict=True):

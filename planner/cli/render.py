@@ -25,10 +25,19 @@ def _fmt_s(s: float) -> str:
     return f"{s * 1e6:.1f} us"
 
 
+def _is_moe(est: PlanEstimate) -> bool:
+    p = est.parameters
+    return p is not None and p.active < p.total
+
+
 def plan_summary(est: PlanEstimate) -> Table:
     t = Table(title="Plan", show_header=False)
+    experts = f" ep={est.ep} etp={est.etp}" if _is_moe(est) else ""
     t.add_row("degrees", f"dp={est.dp} tp={est.tp} pp={est.pp} cp={est.cp} vpp={est.vpp}"
-              f"  ({est.gpus_used} GPUs)")
+              f"{experts}  ({est.gpus_used} GPUs)")
+    if est.parameters is not None:
+        t.add_row("parameters", f"{est.parameters.total / 1e9:.1f}B total, "
+                  f"{est.parameters.active / 1e9:.1f}B active")
     t.add_row("batch", f"micro_batch_size={est.micro_batch_size} "
               f"grad_accum_steps={est.grad_accum_steps}")
     t.add_row("memory knobs", f"recompute={est.recompute} zero_stage={est.zero_stage} "
@@ -94,11 +103,15 @@ def plans_table(result: PlanResult) -> Table:
     s = result.search
     t = Table(title=f"Best plans ({s.status}, {s.space_size:,} plans in the space, "
                     f"{s.memory_feasible:,} fit, {s.solve_ms:.0f} ms)")
-    for col in ("#", "dp", "tp", "pp", "cp", "vpp", "mbs", "accum", "recompute", "zero", "sp",
-                "step", "TFLOP/s/GPU", "MFU", "memory GiB"):
+    moe = any(_is_moe(p) for p in result.plans)
+    experts = ("ep", "etp") if moe else ()
+    for col in ("#", "dp", "tp", "pp", "cp", *experts, "vpp", "mbs", "accum", "recompute",
+                "zero", "sp", "step", "TFLOP/s/GPU", "MFU", "memory GiB"):
         t.add_column(col, justify="left" if col == "recompute" else "right")
     for p in result.plans:
-        t.add_row(str(p.rank), str(p.dp), str(p.tp), str(p.pp), str(p.cp), str(p.vpp),
+        degrees = (str(p.ep), str(p.etp)) if moe else ()
+        t.add_row(str(p.rank), str(p.dp), str(p.tp), str(p.pp), str(p.cp), *degrees,
+                  str(p.vpp),
                   str(p.micro_batch_size), str(p.grad_accum_steps),
                   p.recompute + (f" {p.recompute_num_layers}/chunk" if p.recompute_num_layers
                                  else ""),

@@ -1,0 +1,280 @@
+"""Mixture-of-experts models: parameter counts against the published ones, HF import, the
+expert parallel plan (rules, costs worked by hand, memory), the search against brute force,
+frameworks and launch arguments."""
+
+import json
+import random
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli.main import app
+from planner.cost import estimate
+from planner.cost.memory import GIB
+from planner.frameworks import reasons_by_framework
+from planner.launch import with_launch
+from planner.search import PlanRequest, plan
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+from planner.specs.plan import plan_violations
+from tests.launch_readers import megatron_parser, megatron_plan, moe_layer_flags
+from tests.search_oracle import enumerate_top_k
+
+# (preset, published total, published active; the model cards and reports: Mixtral 46.7B /
+# 12.9B and 141B / 39B, Qwen3 30.5B / 3.3B and 235B / 22B, DeepSeek-V3 671B / 37B (without
+# its 14B multi-token-prediction module), gpt-oss-120b 116.83B / 5.13B (gpt-oss counts the
+# active parameters without the embedding).
+PUBLISHED = [
+    ("mixtral-8x7b", 46.7e9, 12.9e9), ("mixtral-8x22b", 141e9, 39e9),
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9), ("qwen3-235b-a22b", 235e9, 22e9),
+    ("deepseek-v3", 671e9, 37e9), ("gpt-oss-120b", 116.83e9, 5.13e9),
+]
+
+
+@pytest.mark.parametrize("name,total,active", PUBLISHED)
+def test_parameter_counts_match_the_published_ones(name, total, active):
+    m = ModelSpec.from_preset(name)
+    assert m.num_params == pytest.approx(total, rel=0.01)
+    counted = m.active_params - (m.embedding_params if name == "gpt-oss-120b" else 0)
+    # Active counts are published to two digits (3.3B is 3.35B rounded).
+    assert counted == pytest.approx(active, rel=0.02)
+
+
+def test_dense_models_count_every_parameter_as_active():
+    m = ModelSpec.from_preset("llama3-70b")
+    assert m.active_params == m.num_params and not m.is_moe and m.moe_share == 0
+
+
+# config.json fields as published on the Hugging Face hub (transformers' config classes).
+HF = {
+    "mixtral-8x7b": {"model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096,
+                     "num_attention_heads": 32, "num_key_value_heads": 8,
+                     "intermediate_size": 14336, "vocab_size": 32000,
+                     "num_local_experts": 8, "num_experts_per_tok": 2,
+                     "tie_word_embeddings": False},
+    "qwen3-30b-a3b": {"model_type": "qwen3_moe", "num_hidden_layers": 48, "hidden_size": 2048,
+                      "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                      "intermediate_size": 6144, "moe_intermediate_size": 768,
+                      "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
+                      "mlp_only_layers": [], "vocab_size": 151936,
+                      "tie_word_embeddings": False},
+    "deepseek-v3": {"model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168,
+                    "num_attention_heads": 128, "num_key_value_heads": 128,
+                    "intermediate_size": 18432, "moe_intermediate_size": 2048,
+                    "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+                    "first_k_dense_replace": 3, "moe_layer_freq": 1, "q_lora_rank": 1536,
+                    "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                    "v_head_dim": 128, "scoring_func": "sigmoid", "vocab_size": 129280,
+                    "tie_word_embeddings": False},
+    "gpt-oss-120b": {"model_type": "gpt_oss", "num_hidden_layers": 36, "hidden_size": 2880,
+                     "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+                     "intermediate_size": 2880, "num_local_experts": 128,
+                     "num_experts_per_tok": 4, "sliding_window": 128,
+                     "layer_types": ["sliding_attention", "full_attention"] * 18,
+                     "vocab_size": 201088, "tie_word_embeddings": False},
+}
+
+
+@pytest.mark.parametrize("name", sorted(HF))
+def test_hf_import_of_moe_configs_matches_the_presets(name):
+    got = ModelSpec.model_validate({"hf_config": HF[name]})
+    want = ModelSpec.from_preset(name)
+    assert (got.num_params, got.active_params) == (want.num_params, want.active_params)
+    for f in ("num_experts", "moe_top_k", "expert_ffn", "shared_ffn", "num_moe_layers",
+              "mla", "num_sliding_window_layers", "moe_router_score"):
+        assert getattr(got, f) == getattr(want, f), f
+
+
+def test_qwen2_moe_shared_experts_and_sparse_step_import():
+    cfg = {"model_type": "qwen2_moe", "num_hidden_layers": 8, "hidden_size": 512,
+           "num_attention_heads": 8, "intermediate_size": 2048, "moe_intermediate_size": 256,
+           "shared_expert_intermediate_size": 1024, "num_experts": 16,
+           "num_experts_per_tok": 4, "decoder_sparse_step": 2, "mlp_only_layers": [0],
+           "vocab_size": 1000}
+    m = ModelSpec.model_validate({"hf_config": cfg})
+    # Layers 1, 3, 5, 7 are sparse ((i + 1) % 2 == 0, i not in mlp_only_layers).
+    assert (m.num_moe_layers, m.shared_ffn, m.first_k_dense_layers) == (4, 1024, 1)
+    h = 512
+    attn = 4 * h * h
+    moe_layer = h * 16 + 3 * h * 1024 + 16 * 3 * h * 256
+    dense_layer = 3 * h * 2048
+    assert m.num_params == 8 * (attn + 2 * h) + 4 * moe_layer + 4 * dense_layer + 2 * 1000 * h + h
+    bad = {**cfg, "mlp_only_layers": [3]}
+    with pytest.raises(ValueError, match="only leading dense layers"):
+        ModelSpec.model_validate({"hf_config": bad})
+
+
+TINY = ModelSpec(name="tiny-moe", num_layers=4, hidden_size=1024, num_attention_heads=8,
+                 ffn_hidden_size=4096, ffn_type="swiglu", vocab_size=1000, num_experts=8,
+                 moe_top_k=2, moe_ffn_hidden_size=2048)
+NODE = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+TRAIN = TrainingSpec(global_batch_size=16, seq_length=1024, moe_load_imbalance=1.25)
+
+
+def test_expert_parallel_costs_worked_by_hand():
+    est = estimate(TINY, NODE, TRAIN, ParallelPlan(dp=8, ep=4, zero_stage=1))
+    h, s, k, load = 1024, 1024, 2, 1.25
+    # Each GPU dispatches T k / tp = 2048 token copies; the busiest receives 1.25x the mean.
+    a2a = [c for c in est.communication if c.strategy == "EP"]
+    assert len(a2a) == 1 and a2a[0].op == "all_to_all"
+    assert a2a[0].message_bytes == 2048 * load * h * 2
+    # 2 micro-batches x 4 MoE layers x (dispatch + combine, forward and backward).
+    assert a2a[0].count_per_step == 2 * 4 * 4
+    assert (a2a[0].group_size, a2a[0].tier) == (4, "intra_node")
+    assert est.breakdown["ep_comm"] == pytest.approx(a2a[0].total_time_s, rel=1e-9)
+    # Expert gradients reduce over the expert data parallel group: 8 / 4 = 2 ranks.
+    grads = [c for c in est.communication if c.strategy == "DP"]
+    assert sorted(c.group_size for c in grads) == [2, 8]
+    # Weights: the non-expert part whole (tp = 1), a quarter of the experts (ep = 4).
+    nonexpert = 4 * (4 * h * h + 8 * h + 2 * h) + 2 * 1000 * h
+    experts = 4 * 8 * 3 * h * 2048 / 4
+    assert est.memory.weights_gib * GIB == pytest.approx(2 * (nonexpert + experts), rel=1e-9)
+    # Model FLOPs count the active experts at the mean load (not the busiest rank's).
+    per_token = 2 * (4 * h * h + h * 8 + k * 3 * h * 2048) + 2 * 2 * s * h
+    vocab = 1024                                      # padded to a multiple of 128
+    flops = 3 * 16 * s * (4 * per_token + 2 * vocab * h)
+    assert est.tflops_per_gpu * 1e12 * est.step_time_s * 8 == pytest.approx(flops, rel=1e-9)
+    assert est.parameters.total == TINY.num_params
+    assert est.parameters.active == TINY.num_params - 4 * 6 * 3 * h * 2048
+
+
+def test_expert_parallelism_and_imbalance_move_the_step_the_right_way():
+    def step(**kw):
+        training = TRAIN.model_copy(update=kw.pop("training", {}))
+        return estimate(TINY, NODE, training, ParallelPlan(dp=8, zero_stage=1, **kw))
+    one, four = step(ep=1), step(ep=4)
+    assert four.memory.weights_gib < one.memory.weights_gib
+    assert one.breakdown["ep_comm"] == 0 and four.breakdown["ep_comm"] > 0
+    balanced = step(ep=4, training={"moe_load_imbalance": 1.0})
+    assert balanced.step_time_s < four.step_time_s
+    assert balanced.tflops_per_gpu > four.tflops_per_gpu
+    # A capacity factor caps the busiest rank's load (tokens beyond it are dropped).
+    capped = step(ep=4, training={"moe_capacity_factor": 1.0})
+    assert capped.step_time_s == pytest.approx(balanced.step_time_s, rel=1e-12)
+    # Expert tensor parallelism adds its all-gather and reduce-scatter over the ETP group.
+    etp = estimate(TINY, NODE, TRAIN, ParallelPlan(dp=4, tp=2, ep=4, etp=2, zero_stage=1,
+                                                   sequence_parallel=True))
+    ops = sorted(c.op for c in etp.communication if c.strategy == "EP")
+    assert ops == ["all_gather", "all_to_all", "reduce_scatter"]
+
+
+@pytest.mark.parametrize("plan_kw,field,words", [
+    ({"dp": 8, "ep": 3}, "plan.ep", "num_experts(8) is not divisible by ep(3)"),
+    ({"dp": 2, "pp": 4, "ep": 4}, "plan.ep", "does not divide tp(1) * cp(1) * dp(2)"),
+    ({"dp": 8, "ep": 8, "zero_stage": 3}, "plan.zero_stage", "ZeRO-3"),
+    ({"dp": 4, "tp": 2, "ep": 2, "etp": 3}, "plan.etp", "not divisible by etp(3)"),
+])
+def test_expert_plans_breaking_the_folding_rules_are_refused(plan_kw, field, words):
+    out = plan_violations(ParallelPlan(**plan_kw), TINY, NODE, TRAIN)
+    assert any(f == field and words in r for f, r in out), out
+
+
+def test_expert_degrees_need_a_moe_model():
+    dense = TINY.model_copy(update={"num_experts": None, "moe_top_k": None})
+    out = plan_violations(ParallelPlan(dp=8, ep=2), dense, NODE, TRAIN)
+    assert out == [("plan.ep", "ep(2) needs a mixture-of-experts model (num_experts > 1)")]
+
+
+def test_frameworks_that_cannot_run_a_moe_plan_say_why():
+    def reasons(**kw):
+        return reasons_by_framework(ParallelPlan(**kw), 2, True, TRAIN, moe=True)
+    r = reasons(dp=4, tp=2, ep=4)
+    assert any("sequence parallelism" in x for x in r["megatron"])
+    assert any("expert parallelism" in x for x in r["deepspeed"])
+    assert reasons(dp=4, tp=2, ep=4, sequence_parallel=True)["megatron"] == []
+    # torchtitan: EP borrows from FSDP and TP; with DDP (ZeRO-0) nothing but cp * tp.
+    assert reasons(dp=1, tp=2, pp=4, ep=2, sequence_parallel=True)["torchtitan"] == []
+    assert any("expert layout" in x for x in
+               reasons(dp=2, tp=2, pp=2, ep=4, sequence_parallel=True)["torchtitan"])
+    # A dense model's plan is not held to the MoE rules.
+    assert reasons_by_framework(ParallelPlan(dp=4, tp=2), 2, True, TRAIN)["megatron"] == []
+
+
+def random_moe_request(rng: random.Random) -> PlanRequest:
+    heads = rng.choice([2, 4])
+    layers = rng.randint(2, 6)
+    experts = rng.choice([2, 4, 8])
+    gpn = rng.choice([2, 4])
+    search = {"top_k": rng.randint(1, 6), "rebalance_stages": False,
+              "memory_headroom": rng.choice([0.0, 0.05]), "partial_recompute": False}
+    if rng.random() < 0.3:
+        search["ep"] = rng.choice([1, 2, [2, 4]])
+    return PlanRequest.model_validate({
+        "model": {"name": "tiny-moe", "num_layers": layers, "hidden_size": heads * 16,
+                  "num_attention_heads": heads, "ffn_hidden_size": heads * 32,
+                  "ffn_type": "swiglu", "vocab_size": 97, "num_experts": experts,
+                  "moe_top_k": rng.randint(1, 2), "moe_ffn_hidden_size": heads * 8,
+                  "first_k_dense_layers": rng.choice([0, 0, 1])},
+        "cluster": {"preset": "dgx-a100", "num_nodes": rng.choice([1, 2]), "gpus_per_node": gpn,
+                    "gpu": {"preset": "a100-80gb", "memory_gib": rng.uniform(0.002, 0.03)}},
+        "training": {"global_batch_size": rng.choice([2, 4, 8]),
+                     "seq_length": rng.choice([32, 64]),
+                     "moe_load_imbalance": rng.choice([1.0, 1.3])},
+        "search": search,
+        "efficiency": {"memory_reserve_gib": 0.0},
+    })
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_moe_search_equals_exhaustive_enumeration(seed):
+    req = random_moe_request(random.Random(seed))
+    want = enumerate_top_k(req)
+    got = plan(req)
+    if not want:
+        assert got.search.status == "INFEASIBLE" and not got.plans
+        return
+    assert got.search.status == "OPTIMAL"
+    keys = [(p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
+             ("none", "selective", "full").index(p.recompute), p.zero_stage,
+             int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp)
+            for p in got.plans]
+    assert keys == [w[0] for w in want]
+    for p, (_, step, _) in zip(got.plans, want, strict=True):
+        assert p.step_time_s == pytest.approx(step, rel=1e-9)
+
+
+def test_mixtral_on_32_h100_plans_expert_parallelism_megatron_runs():
+    req = PlanRequest.model_validate({
+        "model": {"preset": "mixtral-8x7b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+        "training": {"global_batch_size": 256, "seq_length": 4096}})
+    res = plan(req)
+    best = res.plans[0]
+    assert res.search.status == "OPTIMAL" and best.ep > 1 and best.fits_in_memory
+    assert "megatron" in best.frameworks and "deepspeed" not in best.frameworks
+    launched = with_launch(best, req.model, req.cluster, req.training)
+    argv = launched.launch.megatron_args
+    got = megatron_plan(argv, best.gpus_used)
+    for key in ("dp", "tp", "pp", "cp", "vpp", "ep", "etp", "micro_batch_size",
+                "grad_accum_steps", "layers_per_stage"):
+        assert got[key] == getattr(best, key), key
+    a = megatron_parser().parse_args(argv)
+    assert (a.num_experts, a.moe_router_topk, a.moe_ffn_hidden_size) == (8, 2, 14336)
+    assert a.moe_grouped_gemm and a.moe_token_dispatcher_type == "alltoall"
+
+
+def test_megatron_moe_layer_pattern_marks_the_leading_dense_layers():
+    m = ModelSpec.from_preset("deepseek-v3")
+    est = estimate(m, ClusterSpec.from_preset("dgx-h100", num_nodes=32),
+                   TrainingSpec(global_batch_size=1024, seq_length=4096),
+                   ParallelPlan(dp=32, pp=8, ep=32, zero_stage=1, recompute="full"))
+    argv = with_launch(est, m, ClusterSpec.from_preset("dgx-h100", num_nodes=32),
+                       TrainingSpec(global_batch_size=1024, seq_length=4096)).launch.megatron_args
+    a = megatron_parser().parse_args(argv)
+    assert moe_layer_flags(a.moe_layer_freq, 61) == [0] * 3 + [1] * 58
+    assert a.multi_latent_attention and (a.q_lora_rank, a.kv_lora_rank) == (1536, 512)
+    assert a.moe_shared_expert_intermediate_size == 2048
+
+
+def test_cli_plans_a_moe_model_and_shows_expert_degrees(tmp_path):
+    req = tmp_path / "moe.json"
+    req.write_text(json.dumps({"model": {"preset": "qwen3-30b-a3b"},
+                               "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+                               "training": {"global_batch_size": 64, "seq_length": 4096},
+                               "search": {"top_k": 2}}))
+    res = CliRunner().invoke(app, ["plan", str(req)])
+    assert res.exit_code == 0, res.output
+    assert " ep " in res.stdout.replace("┃", " ") and "ep_comm" in res.stdout
+    js = CliRunner().invoke(app, ["plan", str(req), "--json"])
+    body = json.loads(js.stdout)
+    best = body["plans"][0]
+    assert best["parameters"]["total"] == ModelSpec.from_preset("qwen3-30b-a3b").num_params
+    assert best["ep"] >= 1 and "ep_comm" in best["breakdown"]
