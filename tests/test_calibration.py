@@ -144,3 +144,32 @@ def test_plans_cost_communication_with_a_calibration():
     dp_b = next(c for c in b.communication if c.strategy == "DP")
     assert dp_b.tier == "inter_node" and dp_b.source == "preset"
     assert b.breakdown["tp_comm"] != a.breakdown["tp_comm"]
+
+
+def test_alltoall_perf_logs_calibrate_the_expert_parallel_all_to_all():
+    """An nccl-tests alltoall_perf log fits the all_to_all a MoE plan's EP group issues."""
+    from planner.calibration.model import CalibrationIn
+    from planner.cost import estimate
+    from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+    text, sizes, times = make_log(op="all_to_all", ranks=8, lines=((25e-6, 20e9),
+                                                                   (40e-6, 90e9)))
+    log = parse(text)
+    assert (log.op, log.ranks) == ("all_to_all", 8)
+    fits, samples, _ = fit_samples(log.samples())
+    (fit,) = fits
+    pred = np.array([s.predicted_us for s in samples])
+    big = sizes >= 1 << 16
+    assert np.median(np.abs(pred - times)[big] / times[big]) <= 0.05
+    cal = CalibrationIn(id="cal-a2a", fits=fits, samples=[])
+    model = ModelSpec.from_preset("mixtral-8x7b")
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    training = TrainingSpec(global_batch_size=64, seq_length=4096)
+    p = ParallelPlan(dp=8, ep=8, zero_stage=1, recompute="full")
+    plain = estimate(model, cluster, training, p)
+    calibrated = estimate(model, cluster, training, p, calibration=cal)
+    a2a = next(c for c in calibrated.communication if c.strategy == "EP")
+    assert next(c for c in plain.communication if c.strategy == "EP").source == "preset"
+    assert a2a.source == "cal-a2a" and a2a.group_size == 8
+    assert a2a.time_s * 1e6 == pytest.approx(predict(fit, a2a.message_bytes, 8))
+    assert calibrated.breakdown["ep_comm"] != plain.breakdown["ep_comm"]

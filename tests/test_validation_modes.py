@@ -45,6 +45,28 @@ def test_sampled_runs_one_group_per_strategy():
     assert runs["stage"]["head_gemm"] == [8, 16, 8]   # the last stage carries the head
 
 
+def test_sampled_runs_of_an_expert_parallel_plan():
+    moe = {**PATTERN, "ep": 2, "etp": 1, "ep_fwd": [["all_to_all", 2048.0, 2, "ep"]],
+           "ep_bwd": [["all_to_all", 2048.0, 2, "ep"]],
+           "dp_ops": PATTERN["dp_ops"] + [["reduce_scatter", 1024.0, 1, "dp_comm", "edp"]]}
+    runs, notes = sampled_runs(moe, stage=0, nproc=4)
+    # EP folds inside the TP group (ep * etp = tp = 2): the stage run measures it.
+    assert (runs["stage"]["ep"], runs["stage"]["ep_fwd"]) == (2, moe["ep_fwd"])
+    # The data run has no TP ranks: the experts' reduction is left to the prediction.
+    assert runs["data"]["dp_ops"] == PATTERN["dp_ops"] and runs["data"]["ep"] == 1
+    assert any("expert data parallel" in n for n in notes)
+    wide = {**moe, "ep": 4}
+    runs, notes = sampled_runs(wide, stage=0, nproc=4)
+    assert runs["stage"]["ep"] == 1 and runs["stage"]["ep_fwd"] == []
+    assert any("all-to-alls are predicted" in n for n in notes)
+    raws = {"stage": {"ranks": [{"step_time_s": 2.0, "compute": 1.0, "ep_comm": 0.3}],
+                      "pp_comm": 0.0, "steps": 1}}
+    out, kept = compose(raws, {"ep_comm": 0.5}, m=4, pp=1, ep_measured=False)
+    assert out["ep_comm"] == 0.5 and "ep_comm" in kept
+    out, kept = compose(raws, {"ep_comm": 0.5}, m=4, pp=1)
+    assert out["ep_comm"] == 0.3 and "ep_comm" not in kept
+
+
 def test_compose_charges_the_1f1b_bubble():
     def raw(**c):
         row = {"step_time_s": 9.0, "compute": 0.0, **c}
@@ -243,3 +265,24 @@ def test_validation_table_for_people():
     assert "sampled, gloo, compute emulate" in text
     assert "-50%" in text and "+25%" in text and "!" in text
     assert "needs 16 ranks" in text and "sampled: stage on 2 ranks" in text
+
+
+def test_expert_parallel_plan_runs_its_all_to_alls():
+    """A MoE plan (ep=2, etp=2 on 4 gloo ranks): the probe runs the MoE layers' dispatch and
+    combine all-to-alls over the EP groups and the ETP all-gather / reduce-scatter, in
+    Megatron-Core's expert rank order, and measures them as EP."""
+    from planner.probe.validate import validate
+    from tests.test_validation import TINY
+
+    moe = {**TINY["model"], "ffn_type": "swiglu", "num_experts": 4, "moe_top_k": 2,
+           "moe_ffn_hidden_size": 256, "first_k_dense_layers": 2}
+    req = {**TINY, "model": moe,
+           "search": {**TINY["search"], "tp": 2, "dp": 2, "pp": 1, "ep": 2, "etp": 2,
+                      "zero_stage": 1, "sequence_parallel": True, "top_k": 1}}
+    res = validate(PlanRequest.model_validate(req), nproc=4, top_k=1, steps=1, timeout_s=90)
+    (p,) = res.plans
+    assert (p.plan["ep"], p.plan["etp"], p.mode) == (2, 2, "full"), p.note
+    assert p.measured["breakdown"]["ep_comm"] > 0 and p.predicted["breakdown"]["ep_comm"] > 0
+    assert "ep_comm" in p.rel_err
+    ops = {s.op for s in res.samples}
+    assert {"all_to_all", "all_gather", "reduce_scatter"} <= ops

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import queue
 import socket
@@ -93,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     mode = compute_mode(args.compute, int(os.environ.get("LOCAL_WORLD_SIZE", world)),
                         args.backend)
     stage = rank // (tp * cp * dp)
-    layout = rank_groups(tp, cp, dp, pp)
+    ep, etp = pat.get("ep", 1), pat.get("etp", 1)
+    layout = rank_groups(tp, cp, dp, pp, ep, etp)
     # Every rank creates every group, in the same order; it keeps the ones it belongs to.
     mine: dict[str, tuple] = {}
-    for kind in ("tp", "cp", "dp"):
+    for kind in ("tp", "cp", "dp", "ep", "etp", "edp"):
         for ranks in layout[kind]:
             g = dist.new_group(ranks) if len(ranks) > 1 else None
             if rank in ranks:
@@ -133,17 +135,21 @@ def main(argv: list[str] | None = None) -> int:
     # -- compute ----------------------------------------------------------------------------
     # Kernels: callables on preallocated tensors; the layer's are its GEMMs, its attention
     # core and one streaming add moving its memory-bound kernels' bytes; the head's, its GEMM.
+    # MoE layers have their own GEMMs (attention, router, shared and local experts).
     shapes = [(1, mm, n, k) for mm, n, k in pat["gemms"]] + [tuple(b) for b in
                                                                pat.get("attn_bmm", [])]
-    flops, layer_k, head_k, stream = 0.0, [], [], 0.0
+    moe_shapes = ([(1, mm, n, k) for mm, n, k in pat.get("moe_gemms", [])]
+                  + [tuple(b) for b in pat.get("attn_bmm", []) + pat.get("expert_bmm", [])])
+    flops, layer_k, moe_k, head_k, stream = 0.0, [], [], [], 0.0
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pat.get("dtype", "fp32"),
                                                                torch.float32)
     size = torch.tensor([], dtype=dtype).element_size()
-    for b, mm, n, k in shapes:
-        x = torch.randn(b, mm, k, device=device, dtype=dtype)
-        w = torch.randn(b, k, n, device=device, dtype=dtype)
-        layer_k.append(lambda x=x, w=w: torch.bmm(x, w))
-        flops += 2 * b * mm * n * k
+    for kernels, kind_shapes in ((layer_k, shapes), (moe_k, moe_shapes)):
+        for b, mm, n, k in kind_shapes:
+            x = torch.randn(b, mm, k, device=device, dtype=dtype)
+            w = torch.randn(b, k, n, device=device, dtype=dtype)
+            kernels.append(lambda x=x, w=w: torch.bmm(x, w))
+            flops += 2 * b * mm * n * k
     if pat.get("elementwise"):
         x, y, z = (torch.randn(pat["elementwise"], device=device, dtype=dtype)
                    for _ in range(3))
@@ -155,9 +161,14 @@ def main(argv: list[str] | None = None) -> int:
         w = torch.randn(hk, hn, device=device, dtype=dtype)
         head_k.append(lambda x=x, w=w: torch.mm(x, w))
         flops += 2 * hm * hn * hk
-    bench = _benchmark(layer_k + head_k, rank, world, serial=(mode == "emulate"), sync=sync)
-    layer_s, head_s = sum(bench[:len(layer_k)]), sum(bench[len(layer_k):])
-    stream_s = bench[len(layer_k) - 1] if stream else 0.0
+    bench = _benchmark(layer_k + moe_k + head_k, rank, world, serial=(mode == "emulate"),
+                       sync=sync)
+    nl, nm = len(layer_k), len(moe_k)
+    layer_s, head_s = sum(bench[:nl]), sum(bench[nl + nm:])
+    stream_s = bench[nl - 1] if stream else 0.0
+    if moe_k and stream:           # the memory-bound kernels run in every layer
+        moe_k.append(layer_k[-1])
+    moe_s = sum(bench[nl:nl + nm]) + stream_s
     rate = flops / max(sum(bench) - stream_s, 1e-12)
 
     def compute(kernels, seconds: float, times: int) -> None:
@@ -185,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     def issue(op: str, nbytes: float, group, size: int, ranks: list[int], async_op: bool):
         """Start ``op`` on the group; its works (None when synchronous). Each op has its own
         buffers, so asynchronous calls in flight never share one."""
+        if op in ("all_gather", "reduce_scatter"):    # whole shards: a multiple of the group
+            nbytes = 4 * size * max(1, int(nbytes) // 4 // size)
         if op == "all_reduce":
             return [dist.all_reduce(buf(nbytes, "ar"), group=group, async_op=async_op)]
         if op == "all_gather":
@@ -195,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
             return [dist.reduce_scatter_tensor(buf(nbytes, "rs-part", size),
                                                buf(nbytes, "rs-full"), group=group,
                                                async_op=async_op)]
+        if op == "all_to_all":   # token dispatch or combine: an equal share to every member
+            n = max(size, int(nbytes) // 4 // size * size)
+            if ("a2a", n) not in bufs:
+                bufs["a2a", n] = (torch.ones(n, device=device), torch.empty(n, device=device))
+            out, inp = bufs["a2a", n]
+            return [dist.all_to_all_single(out, inp, group=group, async_op=async_op)]
         if op == "ring":      # one ring-attention step: K,V to the next, from the previous
             i = ranks.index(rank)
             return dist.batch_isend_irecv([
@@ -260,10 +279,21 @@ def main(argv: list[str] | None = None) -> int:
                 work.wait()
         zero["gather"] = launch(comp, op, nbytes, "dp") if prefetch_next else None
 
-    def layer(kind: str, prefetch_next: bool = False) -> None:
+    share = pat.get("moe_share", 0.0)
+
+    def layer(kind: str, index: int, prefetch_next: bool = False) -> None:
+        # The stage's MoE layers: round(share * layers) of them, spread evenly (the same on
+        # every rank of a stage, so the EP groups' calls match).
+        moe = math.floor((index + 1) * share + 1e-9) > math.floor(index * share + 1e-9)
         if pat["zero3"]:   # the layer's weights (forward, and again for backward)
             gathered_weights(prefetch_next)
-        compute(layer_k, layer_s, 1 if kind == "F" else (3 if pat["recompute"] == "full" else 2))
+        times = 1 if kind == "F" else (3 if pat["recompute"] == "full" else 2)
+        compute(moe_k, moe_s, times) if moe else compute(layer_k, layer_s, times)
+        if moe:
+            for op, nbytes, calls, group_kind in (pat["ep_fwd"] if kind == "F"
+                                                  else pat["ep_bwd"]):
+                for _ in range(calls):
+                    collective("ep_comm", op, nbytes, group_kind)
         for op, nbytes, calls in (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]):
             for _ in range(calls):
                 collective("tp_comm", op, nbytes, "tp")
@@ -299,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                 record("pp_comm", "send_recv", pp_bytes, f"p:{src}>{rank}:{tag}", "r", t0,
                        clock())
             for i in range(chunk_layers):
-                layer(kind, prefetch_next=i < chunk_layers - 1)
+                layer(kind, chunk * chunk_layers + i, prefetch_next=i < chunk_layers - 1)
             if head_k and v == last:
                 compute(head_k, head_s, 1 if kind == "F" else 2)
             if 0 <= down <= last:
@@ -311,9 +341,9 @@ def main(argv: list[str] | None = None) -> int:
             w.wait()
         zero["scatters"].clear()
         watching.join()                            # every asynchronous call is stamped
-        for op, nbytes, calls, comp in pat["dp_ops"]:
+        for op, nbytes, calls, comp, *group_kind in pat["dp_ops"]:
             for _ in range(calls):
-                collective(comp, op, nbytes, "dp")
+                collective(comp, op, nbytes, group_kind[0] if group_kind else "dp")
 
     if os.environ.get("PLANNER_PROBE_PID_DIR"):
         with open(os.path.join(os.environ["PLANNER_PROBE_PID_DIR"], f"rank{rank}.pid"), "w") as fh:
@@ -359,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         tr = transfers([e for _, evs in gathered for e in evs])
         for r in rows:
             comm = tr.per_rank.get(r["rank"], {})
-            for k in ("tp_comm", "cp_comm", "dp_comm", "zero_comm"):
+            for k in ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "zero_comm"):
                 r[k] = comm.get(k, 0.0) / n
             r["pp_received"] = comm.get("pp_comm", 0.0) / n
             r["wait"] = tr.wait.get(r["rank"], 0.0) / n

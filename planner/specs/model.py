@@ -90,8 +90,8 @@ _MODEL_PRESETS: dict[str, dict[str, Any]] = {
 
 
 class ModelSpec(PresetSpec):
-    """A decoder-only transformer, dense or mixture-of-experts. Preset (``{"preset": "llama3-70b"}``), explicit fields,
-    or ``{"hf_config": {...config.json...}}``."""
+    """A decoder-only transformer, dense or mixture-of-experts. Preset
+    (``{"preset": "llama3-70b"}``), explicit fields, or ``{"hf_config": {...config.json...}}``."""
 
     _presets: ClassVar[dict[str, dict[str, Any]]] = _MODEL_PRESETS
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-COMM = ("tp_comm", "cp_comm", "pp_comm", "dp_comm", "zero_comm")
+COMM = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero_comm")
 COMPONENTS = ("compute", *COMM, "pipeline_bubble")
 
 
 STRATEGY_COMPONENT = {"TP": "tp_comm", "PP": "pp_comm", "DP": "dp_comm", "ZeRO": "zero_comm",
-                      "CP": "cp_comm"}
+                      "CP": "cp_comm", "EP": "ep_comm"}
 
 
 def predicted_components(breakdown: dict[str, float], communication: list) -> dict[str, float]:

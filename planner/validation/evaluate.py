@@ -30,11 +30,11 @@ from planner.validation.compare import (
 )
 from planner.validation.pattern import NotProbeable, step_pattern
 from planner.validation.predicted_trace import stage_times
-from planner.validation.sampled import compose, sampled_runs, stage_to_sample
+from planner.validation.sampled import compose, experts_inside, sampled_runs, stage_to_sample
 
 Mode = Literal["auto", "full", "sampled"]
 Compute = Literal["auto", "gemm", "emulate"]
-PLAN_KEYS = ("dp", "tp", "pp", "cp", "vpp", "micro_batch_size", "grad_accum_steps",
+PLAN_KEYS = ("dp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "grad_accum_steps",
              "recompute", "recompute_num_layers", "zero_stage", "sequence_parallel",
              "layers_per_stage", "microbatch_group_size")
 
@@ -149,7 +149,10 @@ def evaluate(req: PlanRequest, probes: list[PlanProbe], raws: dict[int, dict[str
         if probe.mode == "full":
             meas, kept = measured_components(got["full"]), []
         else:
-            meas, kept = compose(got, pred, probe.plan["grad_accum_steps"], probe.plan["pp"])
+            pl = probe.plan
+            meas, kept = compose(got, pred, pl["grad_accum_steps"], pl["pp"],
+                                 experts_inside(pl["tp"], pl["cp"], pl.get("ep", 1),
+                                                pl.get("etp", 1)))
             if kept:
                 notes.append(f"kept from the prediction: {', '.join(kept)}")
         rel = {k: v for k, v in relative_errors(pred, meas).items() if k not in kept}

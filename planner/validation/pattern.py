@@ -6,11 +6,22 @@ probe measures exactly what was predicted: per layer and micro-batch the linear 
 TP collectives (forward, backward, and the forward repeated by full recompute), per micro-batch
 the pipeline send/recv, per step the data-parallel buckets (all_reduce, or reduce_scatter and
 all_gather with a sharded optimizer) and ZeRO-3's per-layer gathers.
+
+Mixture-of-experts plans run, in their MoE layers (the stage's share of them), the router and
+shared-expert GEMMs, the local experts as batched GEMMs of the busiest rank's tokens, and the
+EP all-to-alls (with the ETP all-gather and reduce-scatter when etp > 1); the dense layers
+run the dense MLP. The routed experts' gradients reduce over the expert data parallel group.
 """
 
 from __future__ import annotations
 
-from planner.cost.layers import LayerShape, linear_gemms
+from planner.cost.layers import (
+    LayerShape,
+    attention_gemms,
+    expert_gemms,
+    linear_gemms,
+    tokens_per_gpu,
+)
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.result import PlanEstimate
 from planner.specs.layout import explicit_layout
@@ -31,9 +42,18 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
     key = (est.tp, est.cp, est.micro_batch_size, RECOMPUTE.index(est.recompute),
            int(est.sequence_parallel), npn)
     shape = LayerShape(est.tp, est.cp, est.micro_batch_size, est.recompute,
-                       est.sequence_parallel)
+                       est.sequence_parallel, est.ep, est.etp)
     gemms = [[int(m), max(1, int(n)), max(1, int(k))]
              for m, n, k in linear_gemms(model, training, shape)]
+    moe_gemms, expert_bmm = [], []
+    if model.is_moe:
+        attn, _ = attention_gemms(model, training, shape)
+        moe_gemms = [[int(m), max(1, int(n)), max(1, int(k))] for m, n, k in attn]
+        for m, n, k, c in expert_gemms(model, training, shape):
+            if c == 1:
+                moe_gemms.append([max(1, int(m)), max(1, int(n)), max(1, int(k))])
+            else:
+                expert_bmm.append([int(c), max(1, round(m)), max(1, int(n)), max(1, int(k))])
     # The attention core per head: scores Q K^T (s/cp x s x d) and the weighted sum P V.
     s_q, s_kv = training.seq_length // est.cp, training.seq_length
     heads = est.micro_batch_size * max(1, model.num_attention_heads // est.tp)
@@ -62,14 +82,27 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
                  ["reduce_scatter", rs.cost.message_bytes, STRATEGY_COMPONENT[rs.strategy]]]
     layout = explicit_layout(tuple(est.layers_per_stage), est.vpp)
     p_stage = tables.largest_stage_params(est.tp, layout)
-    dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy]]
+    dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
+               "dp"]
               for u in tables.dp_uses(est.tp, est.cp, est.dp, est.zero_stage, p_stage, npn)]
+    dp_ops += [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
+                "edp"]
+               for u in tables.expert_dp_uses(est.tp, est.cp, est.dp, est.zero_stage, npn,
+                                              layout, est.ep, est.etp)]
+    ep_fwd, ep_bwd = [], []
+    for use in tables.ep_uses(*key, est.ep, est.etp):
+        kind = "ep" if use.cost.op == "all_to_all" else "etp"
+        per_pass = 2 if use.cost.op == "all_to_all" else 1     # dispatch and combine
+        ep_fwd.append([use.cost.op, use.cost.message_bytes, per_pass, kind])
+        ep_bwd.append([use.cost.op, use.cost.message_bytes, int(use.calls) - per_pass, kind])
     pp_bytes = 0.0
     if est.pp > 1:
         pp_bytes = tables.p2p_use(est.tp, est.cp, est.dp, est.pp,
                                   est.micro_batch_size).cost.message_bytes
-    T = est.micro_batch_size * training.seq_length // est.cp
+    T = tokens_per_gpu(shape, training)
     return {
+        "ep": est.ep, "etp": est.etp, "moe_share": model.moe_share, "moe_gemms": moe_gemms,
+        "expert_bmm": expert_bmm, "ep_fwd": ep_fwd, "ep_bwd": ep_bwd,
         "dp": est.dp, "tp": est.tp, "pp": est.pp, "cp": est.cp, "m": est.grad_accum_steps,
         "layers": list(est.layers_per_stage), "recompute": est.recompute,
         "gemms": gemms, "attn_bmm": attn_bmm, "elementwise": elementwise, "vpp": est.vpp,

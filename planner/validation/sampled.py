@@ -23,6 +23,12 @@ def stage_to_sample(layers: list[int], stage_seconds: list[float]) -> int:
     return max(range(len(layers)), key=lambda i: (stage_seconds[i], i))
 
 
+def experts_inside(tp: int, cp: int, ep: int, etp: int) -> bool:
+    """Whether the EP x ETP groups fold inside one TP x CP group (the stage run measures
+    them)."""
+    return (tp * cp) % (ep * etp) == 0
+
+
 def sampled_runs(pattern: dict, stage: int, nproc: int) -> tuple[dict[str, dict], list[str]]:
     """The probe runs of a sampled validation ({name: pattern}) and notes on what was left to
     the prediction."""
@@ -30,14 +36,23 @@ def sampled_runs(pattern: dict, stage: int, nproc: int) -> tuple[dict[str, dict]
     tp, cp, dp, pp = pattern["tp"], pattern["cp"], pattern["dp"], pattern["pp"]
     layers = pattern["layers"][stage]
     nothing = {"zero3": [], "dp_ops": [], "pp_bytes": 0.0}
+    # The EP groups are measured when they fold inside one TP x CP group; otherwise their
+    # all-to-alls are predicted.
+    ep, etp = pattern.get("ep", 1), pattern.get("etp", 1)
+    experts = ({"ep": ep, "etp": etp} if experts_inside(tp, cp, ep, etp)
+               else {"ep": 1, "etp": 1, "ep_fwd": [], "ep_bwd": []})
+    if ep * etp > 1 and experts["ep"] == 1:
+        notes.append(f"the EP x ETP groups ({ep * etp} ranks) span data-parallel ranks: the "
+                     "all-to-alls are predicted, not measured")
     if tp * cp > nproc:
         notes.append(f"the TP x CP group needs {tp * cp} ranks, {nproc} were given: compute, "
                      "TP and CP are predicted, not measured")
     else:
-        runs["stage"] = {**pattern, **nothing, "dp": 1, "pp": 1, "layers": [layers],
+        runs["stage"] = {**pattern, **nothing, **experts, "dp": 1, "pp": 1, "layers": [layers],
                          "head_gemm": pattern["head_gemm"] if stage == pp - 1 else None}
     bare = {"gemms": [], "attn_bmm": [], "head_gemm": None, "tp_fwd": [], "tp_bwd": [],
-            "cp_fwd": [], "cp_bwd": [], "tp": 1, "cp": 1}
+            "cp_fwd": [], "cp_bwd": [], "tp": 1, "cp": 1, "moe_gemms": [], "expert_bmm": [],
+            "ep_fwd": [], "ep_bwd": [], "ep": 1, "etp": 1}
     if pp > 1:
         runs["pipeline"] = {**pattern, **bare, **nothing, "dp": 1, "pp": 2, "layers": [0, 0],
                             "pp_bytes": pattern["pp_bytes"]}
@@ -47,12 +62,16 @@ def sampled_runs(pattern: dict, stage: int, nproc: int) -> tuple[dict[str, dict]
                          "its communication is predicted, not measured")
         else:
             runs["data"] = {**pattern, **bare, "dp": dp * cp, "pp": 1, "layers": [layers],
-                            "pp_bytes": 0.0}
+                            "pp_bytes": 0.0,
+                            "dp_ops": [op for op in pattern["dp_ops"] if op[4:] != ["edp"]]}
+            if len(runs["data"]["dp_ops"]) < len(pattern["dp_ops"]):
+                notes.append("the experts' gradient reduction (expert data parallel group) is "
+                             "predicted, not measured")
     return runs, notes
 
 
-def compose(raws: dict[str, dict], predicted: dict[str, float], m: int, pp: int
-            ) -> tuple[dict[str, float], list[str]]:
+def compose(raws: dict[str, dict], predicted: dict[str, float], m: int, pp: int,
+            ep_measured: bool = True) -> tuple[dict[str, float], list[str]]:
     """The measured step composed from the sampled runs; components no run measured keep their
     prediction and are listed."""
     parts = {name: measured_components(raw) for name, raw in raws.items()}
@@ -68,9 +87,10 @@ def compose(raws: dict[str, dict], predicted: dict[str, float], m: int, pp: int
                     kept.append(k)
 
     take("stage", ("compute", "tp_comm", "cp_comm"))
+    take("stage" if ep_measured else "", ("ep_comm",))
     take("pipeline", ("pp_comm",))
     take("data", ("dp_comm", "zero_comm"))
-    busy = out["compute"] + out["tp_comm"] + out["cp_comm"]
+    busy = out["compute"] + out["tp_comm"] + out["cp_comm"] + out["ep_comm"]
     out["pipeline_bubble"] = (pp - 1) / m * busy
     out["communication"] = sum(out[k] for k in COMM)
     out["step_time_s"] = busy + out["pipeline_bubble"] + out["pp_comm"] + out["dp_comm"] \

@@ -20,20 +20,35 @@ def pipeline_order(pp: int, stage: int, m: int, vpp: int = 1, group: int | None 
     return schedule(pp, stage, m, vpp, group)
 
 
-def rank_groups(tp: int, cp: int, dp: int, pp: int) -> dict[str, list[list[int]]]:
+def rank_groups(tp: int, cp: int, dp: int, pp: int, ep: int = 1, etp: int = 1
+                ) -> dict[str, list[list[int]]]:
     """The process groups of tp * cp * dp * pp ranks in Megatron-LM's order: tp innermost,
     then cp, then dp, then pp (rank = ((stage * dp + d) * cp + c) * tp + t).
 
     "tp", "cp" (the ring of context parallelism), "dp" (the gradient reduction runs over data
     and context parallel ranks together, Megatron's dp-cp group) and "pp" (one pipeline: the
-    ranks holding the same (d, c, t) in every stage, first stage first)."""
+    ranks holding the same (d, c, t) in every stage, first stage first). The expert groups
+    fold into each stage's tp * cp * dp ranks in Megatron-Core's expert order, etp innermost,
+    then ep, then the expert data parallel group: "etp", "ep" and "edp"."""
     def rank(s: int, d: int, c: int, t: int) -> int:
         return ((s * dp + d) * cp + c) * tp + t
 
     S, D, C, T = range(pp), range(dp), range(cp), range(tp)
+    fold = tp * cp * dp
+    edp = fold // (ep * etp)
+
+    def expert(s: int, e: int, x: int, t: int) -> int:
+        return s * fold + (e * ep + x) * etp + t
+
     return {
         "tp": [[rank(s, d, c, t) for t in T] for s in S for d in D for c in C],
         "cp": [[rank(s, d, c, t) for c in C] for s in S for d in D for t in T],
         "dp": [[rank(s, d, c, t) for d in D for c in C] for s in S for t in T],
         "pp": [[rank(s, d, c, t) for s in S] for d in D for c in C for t in T],
+        "etp": [[expert(s, e, x, t) for t in range(etp)] for s in S for e in range(edp)
+                for x in range(ep)],
+        "ep": [[expert(s, e, x, t) for x in range(ep)] for s in S for e in range(edp)
+               for t in range(etp)],
+        "edp": [[expert(s, e, x, t) for e in range(edp)] for s in S for x in range(ep)
+                for t in range(etp)],
     }
