@@ -46,6 +46,13 @@ because the g members of a node leave it through g NICs (rails) at once. The per
 share is the node's bandwidth divided by its GPUs, since in a synchronous step every GPU of the
 node communicates at the same time. The hierarchical algorithms use the intra-node link for the
 intra-node phases and the rails, in parallel, for the inter-node phase.
+
+Direct exchanges (all_to_all, scatter, gather) across nodes do not ride a ring: every rank
+sends (p - g)/p of its buffer to the other nodes through its own rail, while (g - 1)/p goes
+to its node's peers over NVLink at the same time, so their bandwidth term is
+max((g - 1)/p n / B_intra, (p - g)/p n / B_rail). A 64-rank all_to_all over 8 DGX H100
+nodes then moves about 45 GB/s of bus bandwidth per GPU, the rail's speed, not the
+intra-node ring's (the ring formula would give NVLink-class speeds).
 """
 
 from __future__ import annotations
@@ -250,8 +257,21 @@ def _best_flat(op: str, n: float, p: int, link: AlphaBeta) -> float:
     return min(flat_time(op, alg, n, p, link) for alg in ALGORITHMS[op] if alg != "hierarchical")
 
 
+def spread_transfer(n: float, group: GroupTopology, share: float = 1.0) -> float:
+    """Bandwidth term of a direct exchange across nodes: the intra-node and network parts of
+    each rank's buffer move at once, on NVLink and on its rail (module docstring)."""
+    p, g = group.size, group.ranks_per_node
+    return max((g - 1) / p * n / (group.intra.bandwidth * share),
+               (p - g) / p * n / (group.inter.bandwidth * share))
+
+
+DIRECT_OPS = ("all_to_all", "scatter", "gather")
+
+
 def _algorithm_time(op: str, algorithm: str, n: float, group: GroupTopology) -> float:
     p = group.size
+    if algorithm == "direct" and op in DIRECT_OPS and group.nodes > 1:
+        return (p - 1) * group.flat_link.alpha_s + spread_transfer(n, group)
     if algorithm == "hierarchical":
         g, nodes = group.ranks_per_node, group.nodes
         if nodes == 1 or g == 1:
@@ -391,11 +411,15 @@ def nccl_time(op: str, message_bytes: float, group: GroupTopology) -> Collective
         intra_steps, inter_steps, factor = shape
         lat_key = "tree" if alg == "tree" else "ring"
         bw = group.intra.bandwidth if nodes == 1 else link.bandwidth
+        spread = alg == "direct" and op in DIRECT_OPS and nodes > 1
         for k, proto in enumerate(PROTOCOLS):
+            share = NCCL_BANDWIDTH_SHARE[k]
+            transfer = (spread_transfer(message_bytes, group, share) if spread
+                        else factor * message_bytes / (bw * share))
             t = (NCCL_BASE_LATENCY_S[alg][k]
                  + intra_steps * group.intra.alpha_s * NCCL_STEP_RATIO[(lat_key, "intra")][k]
                  + inter_steps * group.inter.alpha_s * NCCL_STEP_RATIO[(lat_key, "inter")][k]
-                 + factor * message_bytes / (bw * NCCL_BANDWIDTH_SHARE[k]))
+                 + transfer)
             if t < best[0]:
                 best = (t, f"{alg}/{proto}")
     return CollectiveCost(op, best[1], message_bytes, p, group.tier, best[0])

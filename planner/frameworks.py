@@ -210,6 +210,23 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          f"{TITAN} torchtitan/config/job_config.py", "1 or tp only"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/moe/layer.py"),
     },
+    "moe_deepep_dispatch": {
+        "megatron": _s("yes", "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend "
+                       "deepep", f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
+        "torchtitan": _s("yes", 'parallelism.expert_parallel_comm_backend = "deepep"',
+                         f"{TITAN} torchtitan/config/job_config.py"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/moe/sharded_moe.py"),
+    },
+    "moe_a2a_overlap": {
+        "megatron": _s("partial", "--overlap-moe-expert-parallel-comm --delay-wgrad-compute",
+                       f"{MEGATRON} megatron/core/model_parallel_config.py, "
+                       "transformer_config.py",
+                       "needs ep > 1, no full recompute, and interleaving when pp > 1"),
+        "torchtitan": _s("no", "parallelism.pipeline_parallel_expert_parallel_overlap",
+                         f"{TITAN} torchtitan/config/job_config.py",
+                         "only inside the DualPipeV schedule"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/moe/sharded_moe.py"),
+    },
     "moe_tensor_parallel": {
         "megatron": _s("partial", "--sequence-parallel",
                        f"{MEGATRON} megatron/core/transformer/moe/moe_layer.py",
@@ -282,6 +299,12 @@ def _rules():
          "to dp_shard * cp; dp_shard = dp under ZeRO-3, else 1)", _titan_ep_refused),
         ("deepspeed", "expert_parallel", "expert parallelism (DeepSpeed sets ep_size in the "
          "model code, deepspeed.moe.layer.MoE)", lambda c: c["ep"] * c["etp"] > 1),
+        ("megatron", "moe_a2a_overlap", "EP all-to-all overlap here (Megatron-Core asserts "
+         "ep > 1, no full recompute, and interleaving when pp > 1)",
+         lambda c: c["a2a_overlap"] & c["moe"] & ((c["ep"] == 1) | (c["rec"] == 2)
+                                                  | ((c["pp"] > 1) & (c["vpp"] == 1)))),
+        ("torchtitan", "moe_a2a_overlap", "EP all-to-all overlap outside DualPipeV",
+         lambda c: c["a2a_overlap"] & c["moe"] & (c["ep"] > 1)),
     ]
 
 
@@ -315,7 +338,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False) -> dict:
             "rnl": plans.rnl, "ep": plans.ep, "etp": plans.etp, "moe": bool(moe),
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
-            "bf16_grads": training.grad_dtype == "bf16"}
+            "bf16_grads": training.grad_dtype == "bf16",
+            "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap)}
 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False) -> np.ndarray:

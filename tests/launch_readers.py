@@ -43,6 +43,9 @@ def megatron_parser() -> argparse.ArgumentParser:
                     choices=["no_shard", "optim", "optim_grads", "optim_grads_params"])
     ap.add_argument("--ckpt-format")
     ap.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"])
+    ap.add_argument("--moe-flex-dispatcher-backend", choices=["deepep", "hybridep", "ncclep"])
+    for flag in ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"):
+        ap.add_argument(flag, action="store_true")
     ap.add_argument("--moe-router-score-function", choices=["softmax", "sigmoid"])
     ap.add_argument("--moe-layer-freq")
     ap.add_argument("--moe-expert-capacity-factor", type=float)
@@ -112,7 +115,10 @@ def megatron_plan(argv: list[str], world: int) -> dict:
     if a.num_experts:
         # parallel_state.initialize_model_parallel and validate_args.
         assert world % (etp * ep * pp) == 0 and a.num_experts % ep == 0
-        assert a.moe_token_dispatcher_type == "alltoall"
+        assert a.moe_token_dispatcher_type in ("alltoall", "flex")
+        if a.overlap_moe_expert_parallel_comm:     # transformer_config.py's asserts
+            assert ep > 1 and a.recompute_granularity != "full"
+            assert pp == 1 or a.num_virtual_stages_per_pipeline_rank
         assert tp == 1 or a.sequence_parallel       # MoE layers raise otherwise
     return {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "zero_stage": zero,
             "ep": ep, "etp": etp if a.num_experts else 1,

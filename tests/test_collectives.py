@@ -110,6 +110,27 @@ def test_flat_algorithm_across_nodes_runs_at_its_slowest_hop():
         6 * 5e-6 + 1.5 * n / 10e9)
 
 
+def test_all_to_all_across_nodes_runs_at_the_rails_speed():
+    """Every rank sends (p - g)/p of its buffer over its own rail and (g - 1)/p over NVLink at
+    once: a ring's bandwidth (8 rails together) would be 8 times too fast."""
+    from planner.collectives import NCCL_BASE_LATENCY_S, nccl_time
+
+    inter = AlphaBeta(5e-6, 10e9)
+    g = GroupTopology(size=16, ranks_per_node=8, intra=LINK, inter=inter)
+    n = 1e9
+    flat = collective_time("all_to_all", n, g, "direct").time_s
+    assert flat == pytest.approx(15 * 5e-6 + max(7 / 16 * n / BW, 8 / 16 * n / 10e9))
+    got = nccl_time("all_to_all", n, g)
+    # NCCL's Simple protocol: base latency, p - nodes = 14 NVLink steps and 1 network step,
+    # then the larger of the two transfers.
+    want = (NCCL_BASE_LATENCY_S["direct"][2] + 14 * A + 1 * 5e-6 + 8 / 16 * n / 10e9)
+    assert got.time_s == pytest.approx(want) and got.algorithm == "direct/Simple"
+    assert got.busbw_gb_per_s == pytest.approx(n / want * 15 / 16 / 1e9)
+    # Inside one node nothing changes: (p - 1)/p n over NVLink.
+    one = nccl_time("all_to_all", n, one_node(8))
+    assert one.time_s == pytest.approx(NCCL_BASE_LATENCY_S["direct"][2] + 7 * A + 7 / 8 * n / BW)
+
+
 def test_auto_picks_the_cheapest_and_respects_the_backend():
     g = one_node(8)
     for op in COLLECTIVES:

@@ -278,3 +278,44 @@ def test_cli_plans_a_moe_model_and_shows_expert_degrees(tmp_path):
     best = body["plans"][0]
     assert best["parameters"]["total"] == ModelSpec.from_preset("qwen3-30b-a3b").num_params
     assert best["ep"] >= 1 and "ep_comm" in best["breakdown"]
+
+
+def test_deepep_dispatch_sends_a_token_once_per_remote_node_worked_by_hand():
+    from planner.collectives import NCCL_BASE_LATENCY_S
+    from planner.cost.efficiency import EfficiencyModel
+    from planner.cost.tables import CostTables
+
+    model = TINY.model_copy(update={"num_experts": 16})
+    two = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+    plain = TRAIN.model_copy(update={"moe_load_imbalance": 1.0})
+    deep = plain.model_copy(update={"moe_dispatcher": "deepep"})
+    plan_ = ParallelPlan(dp=16, ep=16, zero_stage=1)
+    a, b = (estimate(model, two, t, plan_) for t in (plain, deep))
+    ea = next(c for c in a.communication if c.strategy == "EP")
+    eb = next(c for c in b.communication if c.strategy == "EP")
+    assert eb.algorithm.startswith("deepep") and ea.message_bytes == eb.message_bytes
+    # Per rank: 1024 tokens of 1024 bf16 values. Its 2 experts fall on 2 distinct GPUs (one
+    # expert each) and on the other node with probability 1 - C(8, 2) / C(16, 2) = 0.7667.
+    tokens = 1024 * 1024 * 2
+    g = CostTables(model, two, deep, EfficiencyModel()).group(16, 1, 8)
+    want = (NCCL_BASE_LATENCY_S["direct"][2] + g.flat_link.alpha_s
+            + max(tokens * 2 * 7 / 8 / g.intra.bandwidth,
+                  tokens * (1 - 28 / 120) / g.inter.bandwidth))
+    assert eb.time_s == pytest.approx(want, rel=1e-12)
+    # The plain all-to-all sends both copies, half of them across the network.
+    assert ea.time_s > eb.time_s and b.step_time_s < a.step_time_s
+
+
+def test_all_to_all_overlap_hides_the_ep_traffic_and_megatron_states_its_limits():
+    overlapped = TRAIN.model_copy(update={"moe_a2a_overlap": True})
+    p = ParallelPlan(dp=8, ep=8, zero_stage=1)
+    plain, hidden = estimate(TINY, NODE, TRAIN, p), estimate(TINY, NODE, overlapped, p)
+    assert hidden.breakdown["ep_comm"] < plain.breakdown["ep_comm"]
+    assert hidden.step_time_s < plain.step_time_s
+    r = reasons_by_framework(ParallelPlan(dp=8, ep=8, recompute="full"), 2, True, overlapped,
+                             moe=True)
+    assert any("all-to-all overlap" in x for x in r["megatron"])
+    assert any("DualPipeV" in x for x in r["torchtitan"])
+    r = reasons_by_framework(ParallelPlan(dp=4, pp=2, ep=4), 2, True, overlapped, moe=True)
+    assert any("interleaving" in x for x in r["megatron"])
+    assert reasons_by_framework(p, 2, True, overlapped, moe=True)["megatron"] == []

@@ -21,8 +21,14 @@ Exposed communication of a layer (per micro-batch), Megatron-LM's schedule:
   dispatch the routed tokens and one to combine them, in the forward and again (their
   transposes) in the backward, with an all-gather and a reduce-scatter over the ETP group
   when etp > 1; blocking, on the critical path (Megatron-LM's MoE README: "EP All-to-All can
-  consume 30-40% of training time without optimization"). The busiest rank's share sets the
-  time (``TrainingSpec.moe_load``).
+  consume 30-40% of training time without optimization"), unless ``moe_a2a_overlap`` hides
+  them behind another micro-batch's compute. The busiest rank's share sets the time
+  (``TrainingSpec.moe_load``). The DeepEP dispatcher (``moe_dispatcher = "deepep"``) sends a
+  token across the network once per destination node and fans it out over NVLink, so per
+  rank and pass the network carries T/tp tokens times the expected number of distinct remote
+  nodes its top-k experts fall on, and NVLink the expected distinct GPUs (uniform routing:
+  a node holding E/n of the E experts is hit with probability 1 - C(E - E/n, k) / C(E, k);
+  DeepSeek-V3 report, section 3.2.2; DeepEP's normal kernels).
 Overlapped collectives slow the compute they hide behind (``overlap_slowdown``).
 """
 
@@ -36,6 +42,7 @@ from planner.calibration.fit import predict
 from planner.calibration.model import CalibrationIn, Fit
 from planner.collectives import (
     BACKEND_ALGORITHMS,
+    NCCL_BASE_LATENCY_S,
     AlphaBeta,
     CollectiveCost,
     GroupTopology,
@@ -242,6 +249,8 @@ class CostTables:
                                                                  "all_to_all" else 1)
             ep_f += per_pass
             ep_b += per_pass * (2 if rec == 2 else 1)
+        if self.training.moe_a2a_overlap and ep_f:
+            ep_f, ep_b = 0.0, overlapped(ep_f + ep_b, lw.fwd_s + lw.bwd_s + lw.recompute_s, k)
         hit = self._layer[key] = LayerCost(lw, tp_f, tp_b, cp_f, cp_b, net_f, net_b, ep_f,
                                            ep_b)
         return hit
@@ -263,8 +272,10 @@ class CostTables:
         uses = []
         if ep > 1:
             g = self.group(ep, etp, npn)
-            uses.append(CollectiveUse("EP", self.collective("all_to_all", nbytes, g),
-                                      2 * passes, g))
+            cost = (self.deepep_dispatch(nbytes / self.model.top_k, g)
+                    if self.training.moe_dispatcher == "deepep"
+                    else self.collective("all_to_all", nbytes, g))
+            uses.append(CollectiveUse("EP", cost, 2 * passes, g))
         if etp > 1:
             g = self.group(etp, 1, npn)
             for op in ("all_gather", "reduce_scatter"):
@@ -304,6 +315,27 @@ class CostTables:
                               (cp - 1) * passes, pair),
                 CollectiveUse("CP", self.collective("send_recv", 2 * kv_bytes, pair), cp - 1,
                               pair)]
+
+    def deepep_dispatch(self, token_bytes: float, group: GroupTopology) -> CollectiveCost:
+        """One DeepEP dispatch (or combine) of ``token_bytes`` of tokens per rank over the EP
+        group: the network carries each token once per distinct remote node its experts sit
+        on, NVLink once per distinct destination GPU, at the same time (module docstring).
+        Reported with the plain all-to-all's message size (k copies per token)."""
+        E, k = self.model.experts, self.model.top_k
+        p, n, g = group.size, group.nodes, group.ranks_per_node
+
+        def hit(holders: int) -> float:     # P(a unit holding E/holders experts gets a copy)
+            return 1.0 - math.comb(E - E // holders, k) / math.comb(E, k)
+
+        remote = (n - 1) * hit(n) if n > 1 else 0.0
+        gpus = p * hit(p)
+        latency = NCCL_BASE_LATENCY_S["direct"][2] + group.flat_link.alpha_s
+        # Every delivery but the one landing on the receiving rail's own GPU crosses NVLink
+        # once (directly, or forwarded from the node's receiving GPU).
+        t = latency + max(token_bytes * gpus * (g - 1) / g / group.intra.bandwidth,
+                          token_bytes * remote / group.inter.bandwidth if remote else 0.0)
+        return CollectiveCost("all_to_all", "deepep (node-deduplicated)", token_bytes * k, p,
+                              group.tier, t)
 
     def head(self, tp: int, cp: int, mbs: int) -> HeadWork:
         key = (tp, cp, mbs)

@@ -18,7 +18,9 @@ Mixture of experts (``transformer_config.py``, ``arguments.py`` ``_add_moe_args`
 ``--moe-shared-expert-intermediate-size`` (all shared experts together), ``--moe-layer-freq``
 (a pattern such as ``([0]*3+[1]*58)`` when dense layers lead), ``--expert-model-parallel-size``,
 ``--expert-tensor-parallel-size`` (passed always: Megatron's default is tp),
-``--moe-token-dispatcher-type alltoall`` (the dispatcher the step model costs),
+``--moe-token-dispatcher-type alltoall`` (or ``flex`` with ``--moe-flex-dispatcher-backend
+deepep``: the dispatcher the step model costs), ``--overlap-moe-expert-parallel-comm
+--delay-wgrad-compute`` (EP all-to-all overlap),
 ``--moe-grouped-gemm``, ``--moe-router-score-function sigmoid`` (DeepSeek-V3) and
 ``--moe-expert-capacity-factor``. MLA: ``--multi-latent-attention``, ``--q-lora-rank``,
 ``--kv-lora-rank``, ``--qk-head-dim``, ``--qk-pos-emb-head-dim``, ``--v-head-dim``.
@@ -119,8 +121,15 @@ def moe_args(ctx: LaunchContext) -> list[str]:
     if m.moe_router_score == "sigmoid":
         args += ["--moe-router-score-function", "sigmoid"]
     args += ["--expert-model-parallel-size", str(p.ep),
-             "--expert-tensor-parallel-size", str(p.etp),
-             "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"]
+             "--expert-tensor-parallel-size", str(p.etp)]
+    if t.moe_dispatcher == "deepep":
+        args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend",
+                 "deepep"]
+    else:
+        args += ["--moe-token-dispatcher-type", "alltoall"]
+    args += ["--moe-grouped-gemm"]
+    if t.moe_a2a_overlap:
+        args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     if t.moe_capacity_factor is not None:
         args += ["--moe-expert-capacity-factor", f"{t.moe_capacity_factor:g}"]
     return args

@@ -62,6 +62,8 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
     if ctx.model.is_moe:
         parallelism["expert_parallel_degree"] = p.ep
         parallelism["expert_tensor_parallel_degree"] = p.etp
+        if ctx.training.moe_dispatcher == "deepep":
+            parallelism["expert_parallel_comm_backend"] = "deepep"
     if p.tp > 1:
         parallelism["enable_async_tensor_parallel"] = False
     if p.cp > 1:

@@ -64,6 +64,16 @@ class TrainingSpec(BaseModel):
         "(Megatron-LM --moe-expert-capacity-factor); tokens beyond it are dropped, so the "
         "busiest rank computes at most this share. Null: dropless.")
 
+    moe_dispatcher: Literal["alltoall", "deepep"] = Field(
+        "alltoall", description="MoE token dispatch: 'alltoall' (Megatron-LM "
+        "--moe-token-dispatcher-type alltoall, torchtitan's standard backend: one copy per "
+        "routed expert) or 'deepep' (DeepEP / HybridEP kernels, Megatron-LM's flex dispatcher "
+        "and torchtitan's deepep backend: a token crosses the network once per destination "
+        "node and fans out over NVLink).")
+    moe_a2a_overlap: bool = Field(
+        False, description="MoE: the EP all-to-alls of one micro-batch overlap another's "
+        "compute (Megatron-LM --overlap-moe-expert-parallel-comm --delay-wgrad-compute).")
+
     @property
     def moe_load(self) -> float:
         """The busiest expert-parallel rank's tokens over the mean."""
