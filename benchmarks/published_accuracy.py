@@ -75,9 +75,10 @@ def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[d
             "id": run["id"], "source": run["source"], "split": run["split"],
             "sweep": run.get("sweep"), "gpus": est.gpus_used,
             "tokens": run["training"]["global_batch_size"] * run["training"]["seq_length"],
-            "plan": {k: getattr(est, k) for k in ("dp", "tp", "pp", "cp", "vpp",
+            "plan": {k: getattr(est, k) for k in ("dp", "tp", "pp", "cp", "ep", "etp", "vpp",
                                                   "micro_batch_size", "recompute",
                                                   "zero_stage")},
+            "moe": est.parameters is not None and est.parameters.active < est.parameters.total,
             "measured_step_s": measured, "predicted_step_s": round(est.step_time_s, 4),
             "error_pct": round(100 * err, 2), "fits_in_memory": fits,
             "memory_gib": round(est.memory_per_gpu_gib, 1), "mfu": round(est.mfu, 4),
@@ -132,14 +133,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['id'][:45]:<46}{r['split']:>9}{r['gpus']:>7}{r['measured_step_s']:>12.3f}"
               f"{r['predicted_step_s']:>13.3f}{r['error_pct']:>+9.1f}{r['mfu']:>7.3f}{flag}")
     summary = {s: summarize([r for r in rows if r["split"] == s]) for s in ("held_out", "fit")}
+    summary["held_out_dense"] = summarize([r for r in rows
+                                           if r["split"] == "held_out" and not r["moe"]])
+    summary["moe"] = summarize([r for r in rows if r["moe"]])
     by_source = {src: summarize([r for r in rows if r["source"] == src])
                  for src in sorted({r["source"] for r in rows})}
     taus = sweep_taus(rows)
     print()
-    for s in ("held_out", "fit"):
+    for s in ("held_out", "held_out_dense", "moe", "fit"):
         x = summary[s]
         if x["rows"]:
-            print(f"{s:<9} {x['rows']:>4} runs from {x['sources']} sources: median |error| "
+            print(f"{s:<15} {x['rows']:>4} runs from {x['sources']} sources: median |error| "
                   f"{x['median_abs_error_pct']:.1f}%, max {x['max_abs_error_pct']:.1f}% "
                   f"(median signed {x['median_signed_error_pct']:+.1f}%)")
     print("\nper source:")

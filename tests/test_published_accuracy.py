@@ -50,6 +50,14 @@ def test_corpus_covers_what_the_issue_names():
                for rs in sweeps.values())
 
 
+def test_corpus_holds_published_moe_runs_all_held_out():
+    moe = [r for r in RUNS if published_accuracy.ModelSpec.model_validate(r["model"]).is_moe]
+    assert len(moe) >= 10 and len({r["source"].split("-perf")[0] for r in moe}) >= 3
+    assert all(r["split"] == "held_out" for r in moe)
+    assert any(r["plan"].get("ep", 1) >= 32 for r in moe)
+    assert any(r["plan"].get("etp", 1) > 1 for r in moe)
+
+
 @pytest.mark.parametrize("run", RUNS, ids=[r["id"] for r in RUNS])
 def test_every_published_configuration_is_accepted_by_estimate(run):
     est, _ = published_accuracy.predict_run(run)
@@ -61,6 +69,7 @@ def test_benchmark_writes_the_contract_summary(tmp_path, capsys):
     assert published_accuracy.main(["--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert len(result["rows"]) == len(RUNS)
+    assert result["summary"]["moe"]["rows"] == sum(r["moe"] for r in result["rows"]) >= 10
     for split in ("fit", "held_out"):
         s = result["summary"][split]
         assert {"rows", "sources", "median_abs_error_pct", "max_abs_error_pct"} <= set(s)
