@@ -20,6 +20,15 @@ PLAN_EXAMPLES = {
                        "pp": {"max": 8}},
         },
     },
+    "mixtral-8x7b on 4 DGX H100": {
+        "summary": "A mixture-of-experts model: the search adds expert parallel degrees",
+        "value": {
+            "model": {"preset": "mixtral-8x7b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+            "training": {"global_batch_size": 256, "seq_length": 4096},
+            "search": {"top_k": 3},
+        },
+    },
     "Hugging Face config": {
         "summary": "A model given by its config.json",
         "value": {
@@ -34,6 +43,17 @@ PLAN_EXAMPLES = {
 }
 
 ESTIMATE_EXAMPLES = {
+    "deepseek-v3 ep64": {
+        "summary": "DeepSeek-V3 on 128 DGX H100 nodes: 64-way expert parallelism, DeepEP",
+        "value": {
+            "model": {"preset": "deepseek-v3"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 128},
+            "training": {"global_batch_size": 8192, "seq_length": 4096, "precision": "fp8",
+                         "moe_dispatcher": "deepep"},
+            "plan": {"dp": 64, "tp": 2, "pp": 8, "ep": 64, "micro_batch_size": 1,
+                     "recompute": "selective", "zero_stage": 1, "sequence_parallel": True},
+        },
+    },
     "llama3-70b tp8 pp2": {
         "summary": "Llama 3 70B, tp=8, pp=2, dp=2 on four DGX H100 nodes",
         "value": {

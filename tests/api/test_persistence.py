@@ -218,3 +218,30 @@ def test_plans_stored_before_frameworks_were_listed_get_rebuilt_artifacts(server
             assert "999" not in r.text
         else:
             assert r.status_code == 409 and r.json()["missing"]
+
+
+def test_moe_plans_over_http_carry_experts_and_their_launch(server):
+    """A mixture-of-experts request through the service: the plan's expert degrees, its
+    parameters, the EP all-to-alls, Megatron's MoE arguments, and DeepSpeed refused."""
+    body = {"model": {"preset": "mixtral-8x7b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+            "training": {"global_batch_size": 256, "seq_length": 4096},
+            "search": {"top_k": 2}}
+    with server.client() as c:
+        r = c.post("/v1/plans", json=body)
+        assert r.status_code in (200, 201), r.text
+        result = r.json()
+        best = result["plans"][0]
+        assert best["ep"] > 1 and best["parameters"]["active"] < best["parameters"]["total"]
+        assert any(x["strategy"] == "EP" and x["op"] == "all_to_all"
+                   for x in best["communication"])
+        args = c.get(f"/v1/plans/{result['id']}/launch/megatron").text
+        assert f"--expert-model-parallel-size {best['ep']}" in args.replace(" \\\n", " ")
+        r = c.get(f"/v1/plans/{result['id']}/launch/deepspeed")
+        assert r.status_code == 409 and "expert parallelism" in r.text
+        bad = {**body, "plan": {"dp": 8, "pp": 4, "ep": 3}}
+        bad.pop("search")
+        r = c.post("/v1/estimates", json=bad)
+        assert r.status_code == 422
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert "num_experts(8) is not divisible by ep(3)" in r.text
