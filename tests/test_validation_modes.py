@@ -286,3 +286,22 @@ def test_expert_parallel_plan_runs_its_all_to_alls():
     assert "ep_comm" in p.rel_err
     ops = {s.op for s in res.samples}
     assert {"all_to_all", "all_gather", "reduce_scatter"} <= ops
+
+
+def test_zero3_moe_plan_gathers_experts_over_their_own_group():
+    """ZeRO-3 of a MoE plan (dp=4, ep=2): the probe gathers the dense weights over the four
+    data-parallel ranks and the experts over the two that hold the same experts."""
+    from planner.probe.validate import validate
+    from tests.test_validation import TINY
+
+    moe = {**TINY["model"], "ffn_type": "swiglu", "num_experts": 4, "moe_top_k": 2,
+           "moe_ffn_hidden_size": 256}
+    req = {**TINY, "model": moe,
+           "search": {**TINY["search"], "tp": 1, "dp": 4, "pp": 1, "ep": 2, "etp": 1,
+                      "zero_stage": 3, "top_k": 1}}
+    res = validate(PlanRequest.model_validate(req), nproc=4, top_k=1, steps=1, timeout_s=90)
+    (p,) = res.plans
+    assert (p.plan["ep"], p.plan["zero_stage"], p.mode) == (2, 3, "full"), p.note
+    assert p.measured["breakdown"]["zero_comm"] > 0 and p.measured["breakdown"]["ep_comm"] > 0
+    gathers = {s.group_size for s in res.samples if s.op == "all_gather"}
+    assert gathers == {2, 4}

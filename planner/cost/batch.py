@@ -306,7 +306,9 @@ def compose(plans: PlanArrays, tables: CostTables,
         model_state_bytes(experts_c, training, _col(zero), _col(edp)), strict=True))
     # ZeRO-3 holds the layer in use and those prefetched, and one layer's full gradients.
     z3_layers = 1 + max(1.0, training.zero3_prefetch_layers)
-    zero_buf = np.where(_col(zero) >= 3, model.params_per_layer / _col(tp)
+    layer_local = (model.nonexpert_params_per_layer / _col(tp)
+                   + expert_stage_params(model, 1, _col(plans.ep), _col(plans.etp)))
+    zero_buf = np.where(_col(zero) >= 3, layer_local
                         * (z3_layers * training.param_bytes + training.grad_bytes), 0.0)
     zero_buf = zero_buf * np.ones_like(L)
     states = np.where(present, weights + grads + optim + zero_buf, -np.inf)
@@ -419,12 +421,14 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     c_b = _col(bwd) + rec_s + tp_b + cp_b + ep_b      # periods, (n, classes)
 
     # ZeRO-3: per-layer gathers and reduce-scatters on the communication stream.
-    z3 = (zero >= 3) & (nd > 1)
+    edp = dp * tp * cp // (plans.ep * plans.etp)
+    z3 = (zero >= 3) & ((nd > 1) | ((edp > 1) & tables.model.is_moe))
 
-    def z3_row(flag, t, c, d, n):
-        return tables.zero3_times(t, c, d, n) if flag else (0.0, 0.0, 0.0)
+    def z3_row(flag, t, c, d, n, e, et):
+        return tables.zero3_times(t, c, d, n, e, et) if flag else (0.0, 0.0, 0.0)
 
-    z3_ag, z3_rs, z3_net = _gather(np.stack([z3, tp, cp, dp, npn], 1), z3_row, 3).T
+    z3_ag, z3_rs, z3_net = _gather(np.stack([z3, tp, cp, dp, npn, plans.ep, plans.etp], 1),
+                                   z3_row, 3).T
     # Concurrent groups that cross nodes share the NICs: a layer's ZeRO-3 traffic waits for
     # the NIC time its ring-attention exchanges take.
     shared = z3_net > 0
@@ -454,7 +458,6 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
         lay = layout or default_layout(tables.model.num_layers, p, vv)
         return tables.dp_costs(t, c, d, z, n, lay, e, et)
 
-    edp = dp * tp * cp // (plans.ep * plans.etp)
     sharded = np.where(zero >= 3, 3, zero) * ((nd > 1) | (edp > 1))
     n_b, t_grad, t_gather, dp_net = _gather(np.stack([tp, cp, dp, sharded, npn, pp, v,
                                                       plans.ep, plans.etp], 1), dp_row, 4).T

@@ -72,10 +72,9 @@ def evaluate(
     per_layer += _shares(tables.ep_uses(*key, plan.ep, plan.etp),
                          m * n_b * model.moe_share, bd["ep_comm"])
     uses += per_layer
-    nd = plan.dp * plan.cp
-    if plan.zero_stage >= 3 and nd > 1:
-        uses += _shares(list(tables.zero3_uses(plan.tp, plan.cp, plan.dp, npn)), m * n_b,
-                        bd["zero_comm"])
+    if plan.zero_stage >= 3:
+        uses += _shares(tables.zero3_uses(plan.tp, plan.cp, plan.dp, npn, plan.ep, plan.etp),
+                        m * n_b, bd["zero_comm"])
     if plan.pp > 1:
         u = tables.p2p_use(plan.tp, plan.cp, plan.dp, plan.pp, plan.micro_batch_size)
         uses.append((u, u.calls * plan.vpp * m, bd["pp_comm"]))

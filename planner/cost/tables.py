@@ -356,17 +356,28 @@ class CostTables:
         return hit
 
     # -- data parallelism ---------------------------------------------------------------------
-    def zero3_uses(self, tp: int, cp: int, dp: int, npn: int
-                   ) -> tuple[CollectiveUse, CollectiveUse]:
+    def zero3_uses(self, tp: int, cp: int, dp: int, npn: int, ep: int = 1, etp: int = 1
+                   ) -> list[CollectiveUse]:
         """ZeRO-3: all_gather of a layer's weights (forward, and again in the backward) and
         reduce_scatter of its gradients, per layer per micro-batch (Rajbhandari et al. section
-        7.2.2), in ``zero3_gathers_per_layer`` calls each."""
-        g = self.group(dp * cp, tp, npn)
+        7.2.2), in ``zero3_gathers_per_layer`` calls each: (all_gather, reduce_scatter) of the
+        weights TP splits over the dp * cp ranks, then, for a MoE model, of the mean layer's
+        routed experts over the expert data parallel group (tp cp dp / (ep etp) ranks at
+        stride ep etp: Megatron-FSDP and torchtitan's FSDP shard experts over it)."""
         n = self.training.zero3_gathers_per_layer
-        layer_p = self.model.params_per_layer / tp
-        ag = self.collective("all_gather", layer_p * self.training.param_bytes / n, g)
-        rs = self.collective("reduce_scatter", layer_p * self.training.grad_bytes / n, g)
-        return CollectiveUse("ZeRO", ag, 2 * n, g), CollectiveUse("DP", rs, n, g)
+        parts = [(dp * cp, tp, self.model.nonexpert_params_per_layer / tp)]
+        if self.model.is_moe:
+            parts.append((tp * cp * dp // (ep * etp), ep * etp,
+                          self.model.expert_params_per_layer / (ep * etp)))
+        out: list[CollectiveUse] = []
+        for size, stride, layer_p in parts:
+            if size == 1:
+                continue
+            g = self.group(size, stride, npn)
+            ag = self.collective("all_gather", layer_p * self.training.param_bytes / n, g)
+            rs = self.collective("reduce_scatter", layer_p * self.training.grad_bytes / n, g)
+            out += [CollectiveUse("ZeRO", ag, 2 * n, g), CollectiveUse("DP", rs, n, g)]
+        return out
 
     def p2p_use(self, tp: int, cp: int, dp: int, pp: int, mbs: int) -> CollectiveUse:
         """Pipeline send/recv of one micro-batch's activations, split over the TP ranks
@@ -385,16 +396,20 @@ class CostTables:
                 self.topology(_pair_span(across_nodes))).time_s
         return hit
 
-    def zero3_times(self, tp: int, cp: int, dp: int, npn: int) -> tuple[float, float, float]:
+    def zero3_times(self, tp: int, cp: int, dp: int, npn: int, ep: int = 1, etp: int = 1
+                    ) -> tuple[float, float, float]:
         """(all-gather, reduce-scatter) seconds of one layer's ZeRO-3 traffic per pass, all its
-        calls together, and 1.0 when its group crosses nodes (memoised)."""
-        key = ("z3", tp, cp, dp, npn)
+        calls together (dense and expert parts on one stream), and 1.0 when a group crosses
+        nodes (memoised)."""
+        key = ("z3", tp, cp, dp, npn, ep, etp)
         hit = self._scalar.get(key)
         if hit is None:
-            ag, rs = self.zero3_uses(tp, cp, dp, npn)
+            uses = self.zero3_uses(tp, cp, dp, npn, ep, etp)
             n = self.training.zero3_gathers_per_layer
-            hit = self._scalar[key] = (n * ag.cost.time_s, n * rs.cost.time_s,
-                                       float(ag.group.tier == "inter_node"))
+            hit = self._scalar[key] = (
+                n * sum(u.cost.time_s for u in uses if u.cost.op == "all_gather"),
+                n * sum(u.cost.time_s for u in uses if u.cost.op == "reduce_scatter"),
+                float(any(u.group.tier == "inter_node" for u in uses)))
         return hit
 
     def _p2p_bytes(self, tp: int, cp: int, mbs: int) -> float:

@@ -268,16 +268,24 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=watcher, daemon=True).start()
 
     zero = {"gather": None, "scatters": []}
+    # [op, bytes, component(, group)]: the dense weights over "dp", a MoE model's experts over
+    # "edp" (older patterns name no group: "dp").
+    z3 = [(op, nbytes, comp, kind[0] if kind else "dp")
+          for op, nbytes, comp, *kind in pat["zero3"]]
+
+    def start(op_name: str) -> list:
+        return [launch(comp, op, nbytes, kind) for op, nbytes, comp, kind in z3
+                if op == op_name]
 
     def gathered_weights(prefetch_next: bool) -> None:
         """Wait for this layer's weights (gathered now, or prefetched by the previous layer),
         then start gathering the next layer's."""
-        op, nbytes, comp = pat["zero3"][0]
-        work = zero["gather"] or launch(comp, op, nbytes, "dp")
+        works = zero["gather"] or start("all_gather")
         with span("zero_comm wait"):
-            if work is not None:
-                work.wait()
-        zero["gather"] = launch(comp, op, nbytes, "dp") if prefetch_next else None
+            for work in works:
+                if work is not None:
+                    work.wait()
+        zero["gather"] = start("all_gather") if prefetch_next else None
 
     share = pat.get("moe_share", 0.0)
 
@@ -301,8 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(calls):
                 collective("cp_comm", "ring", nbytes, "cp")
         if kind == "B" and pat["zero3"]:
-            op, nbytes, comp = pat["zero3"][1]
-            zero["scatters"].append(launch(comp, op, nbytes, "dp"))
+            zero["scatters"] += start("reduce_scatter")
 
     act = torch.ones(max(1, int(pat["pp_bytes"]) // 4), device=device)
     recv_act = torch.empty_like(act)

@@ -13,8 +13,8 @@ number of micro-batches, fewer than pp included (its bubble is then (p - 1)/m). 
 no difference are not duplicated: sequence parallelism only with tp > 1, interleaving only with
 pp > 1, and a single ZeRO stage when nothing shards. Mixture-of-experts models add the expert
 degrees (``specs.plan``: ep divides the experts, ep * etp divides tp * cp * dp; etp is 1 or tp,
-the two layouts Megatron-Core's folding recommends and torchtitan supported) and ZeRO stages up
-to 2. ``search.framework`` keeps the plans that
+the two layouts Megatron-Core's folding recommends and torchtitan supported).
+``search.framework`` keeps the plans that
 framework runs (``planner.frameworks``); without it, those at least one framework runs.
 Memory is not checked here (``solver.py`` does it with the cost model).
 """
@@ -114,8 +114,6 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                   and layout.kind in ("even", "embedding_loss") and allows(search.vpp, v)]
               for p in dom["pp"] if p > 1}
     knob_sets: dict[tuple[bool, bool], np.ndarray] = {}
-    if model.is_moe:
-        zeros = [z for z in zeros if z <= 2]
 
     def knobs(has_tp: bool, shards: bool) -> np.ndarray:
         key = (has_tp, shards)

@@ -217,10 +217,6 @@ def moe_violations(plan: ParallelPlan, model: ModelSpec) -> list[tuple[str, str]
         out.append(("plan.ep", f"ep({plan.ep}) * etp({plan.etp}) = {plan.ep * plan.etp} does "
                                f"not divide tp({plan.tp}) * cp({plan.cp}) * dp({plan.dp}) = "
                                f"{fold} (the expert groups fold into a stage's ranks)"))
-    if plan.zero_stage >= 3:
-        out.append(("plan.zero_stage", "ZeRO-3 of a mixture-of-experts model is not modelled "
-                                       "(the experts' gathers run over the expert data "
-                                       "parallel group); use zero_stage <= 2"))
     return out
 
 

@@ -75,11 +75,14 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
         cp_bwd = [[bwd.cost.message_bytes, est.cp - 1]]
         if est.recompute == "full":
             cp_bwd.insert(0, [fwd.cost.message_bytes, est.cp - 1])
+    # ZeRO-3: [op, bytes, component, group]: the dense part over dp x cp, the experts over
+    # the expert data parallel group.
     zero3 = []
-    if est.zero_stage >= 3 and est.dp * est.cp > 1:
-        ag, rs = tables.zero3_uses(est.tp, est.cp, est.dp, npn)
-        zero3 = [["all_gather", ag.cost.message_bytes, STRATEGY_COMPONENT[ag.strategy]],
-                 ["reduce_scatter", rs.cost.message_bytes, STRATEGY_COMPONENT[rs.strategy]]]
+    if est.zero_stage >= 3:
+        uses = tables.zero3_uses(est.tp, est.cp, est.dp, npn, est.ep, est.etp)
+        groups = ["dp", "dp"] * (est.dp * est.cp > 1) + ["edp", "edp"]   # zero3_uses' order
+        zero3 = [[u.cost.op, u.cost.message_bytes, STRATEGY_COMPONENT[u.strategy], kind]
+                 for u, kind in zip(uses, groups, strict=False)]
     layout = explicit_layout(tuple(est.layers_per_stage), est.vpp)
     p_stage = tables.largest_stage_params(est.tp, layout)
     dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],

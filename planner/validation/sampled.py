@@ -63,8 +63,10 @@ def sampled_runs(pattern: dict, stage: int, nproc: int) -> tuple[dict[str, dict]
         else:
             runs["data"] = {**pattern, **bare, "dp": dp * cp, "pp": 1, "layers": [layers],
                             "pp_bytes": 0.0,
-                            "dp_ops": [op for op in pattern["dp_ops"] if op[4:] != ["edp"]]}
-            if len(runs["data"]["dp_ops"]) < len(pattern["dp_ops"]):
+                            "dp_ops": [op for op in pattern["dp_ops"] if op[4:] != ["edp"]],
+                            "zero3": [op for op in pattern["zero3"] if op[3:] != ["edp"]]}
+            if (len(runs["data"]["dp_ops"]) < len(pattern["dp_ops"])
+                    or len(runs["data"]["zero3"]) < len(pattern["zero3"])):
                 notes.append("the experts' gradient reduction (expert data parallel group) is "
                              "predicted, not measured")
     return runs, notes
