@@ -1,5 +1,7 @@
 """Exhaustive enumeration for the search tests: every integer combination of the plan
-variables, validated with the estimate path's own checks, costed with the cost model."""
+variables, validated with the estimate path's own checks, costed with the cost model; with
+``search.rebalance_stages``, every first/last split of each pipelined plan without
+interleaving or block recompute, each costed on its own through the single-plan layout path."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from planner.frameworks import reasons_by_framework
 from planner.search.request import PlanRequest
 from planner.search.spec import allows
 from planner.specs import ParallelPlan
+from planner.specs.layout import first_last_splits
 from planner.specs.plan import plan_layout, plan_violations
 
 
@@ -51,6 +54,9 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
                 continue
             if plan_violations(plan, m, c, tr, allow_cross_node_tp=s.allow_cross_node_tp):
                 continue
+            # The space interleaves only chunks of equal work (space.py's documented rule).
+            if vpp > 1 and plan_layout(plan, m).kind not in ("even", "embedding_loss"):
+                continue
             # A framework must run it as predicted (the named one, or any).
             even = plan_layout(plan, m).kind == "even"
             reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr, moe=m.is_moe)
@@ -85,16 +91,25 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
             if t not in fewest or p.recompute_num_layers < plans[fewest[t]].recompute_num_layers:
                 fewest[t] = i
     offered = set(fewest.values())
+    tables = CostTables(m, c, tr, req.efficiency)
     rows = []
     for i, p in enumerate(plans):
         if p.recompute_num_layers and i not in offered:
             continue
-        if bc.memory_bytes[i] <= cap:
-            key = (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
-                   RECOMPUTE.index(p.recompute), p.zero_stage, int(p.sequence_parallel),
-                   p.recompute_num_layers or 0, p.ep, p.etp)
-            rows.append((round(float(bc.step_time_s[i]) * 1e6), round(float(bc.memory_bytes[i])),
-                         key, float(bc.step_time_s[i]), float(bc.memory_bytes[i])))
+        key = (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
+               RECOMPUTE.index(p.recompute), p.zero_stage, int(p.sequence_parallel),
+               p.recompute_num_layers or 0, p.ep, p.etp)
+        # (time us, memory, layers) of the default layout, then of every other split.
+        options = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), ())]
+        if s.rebalance_stages and p.pp > 1 and p.vpp == 1 and not p.recompute_num_layers:
+            for split in first_last_splits(L, p.pp):
+                one = compose(PlanArrays.from_plans([p]), tables, split)
+                options.append((float(one.step_time_s[0]), float(one.memory_bytes[0]), split))
+        fitting = [(round(t * 1e6), round(mem), lay, t, mem) for t, mem, lay in options
+                   if mem <= cap]
+        if fitting:
+            us, mem_r, lay, t, mem = min(fitting)
+            rows.append((us, mem_r, key, t, mem, lay))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     return [(r[2], r[3], r[4]) for r in rows[: s.top_k]]
 

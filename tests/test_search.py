@@ -3,13 +3,13 @@
 import json
 import random
 
+import numpy as np
 import pytest
 
 from planner.cost import EfficiencyModel, estimate
 from planner.cost.batch import PlanArrays, compose
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.search import PlanRequest, plan
-from planner.search.stages import balance_stages
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.plan import plan_violations
 from tests.search_oracle import enumerate_top_k
@@ -175,30 +175,96 @@ def test_uneven_stages_make_a_plan_fit():
     assert best.fits_in_memory and best.memory_per_gpu_gib * GIB <= cap
 
 
-def test_stage_balancer_matches_brute_force_over_all_splits():
-    from itertools import combinations
+def uneven_request(seed: int) -> PlanRequest:
+    """A random small request with uneven stages on, pipelines likely, and heavy first and
+    last stages (a large vocabulary), so that uneven splits often win."""
+    rng = random.Random(1000 + seed)
+    body = random_request(rng).model_dump(mode="json")
+    body["search"]["rebalance_stages"] = True
+    if rng.random() < 0.5:
+        body["search"]["pp"] = {"min": 2}
+    body["model"]["num_layers"] = rng.randint(3, 9)
+    body["model"]["vocab_size"] = rng.choice([512, 4096, 16384])
+    body["training"]["global_batch_size"] = rng.choice([2, 4, 8])
+    return PlanRequest.model_validate(body)
 
-    m = ModelSpec(name="m", num_layers=9, hidden_size=1024, num_attention_heads=8,
-                  ffn_type="swiglu", ffn_hidden_size=2816, vocab_size=64000)
-    c = ClusterSpec.from_preset("dgx-a100", num_nodes=1)
-    tr = TrainingSpec(global_batch_size=16, seq_length=2048)
-    tables = CostTables(m, c, tr, EfficiencyModel())
-    p = ParallelPlan(dp=2, tp=1, pp=3, micro_batch_size=2)
-    for cap in (1e12, 7.5 * GIB, 6.5 * GIB):
-        best = None
-        for cut in combinations(range(1, 9), 2):
-            split = (cut[0], cut[1] - cut[0], 9 - cut[1])
-            bc = compose(PlanArrays.from_plans([p]), tables, split)
-            if bc.class_memory[0].max() <= cap:
-                t = bc.class_time[0].max()
-                best = t if best is None else min(best, t)
-        got = balance_stages(p, tables, cap)
-        if best is None:
-            assert got is None
-            continue
-        bc = compose(PlanArrays.from_plans([p]), tables, got)
-        assert bc.class_memory[0].max() <= cap
-        assert bc.class_time[0].max() == pytest.approx(best, rel=1e-6)
+
+@pytest.mark.parametrize("seed", range(60))
+def test_uneven_splits_are_searched_exactly(seed):
+    """With uneven stages on, the top k equal brute force over every plan and every
+    first/last split of its layers (the pruning by the split bound loses nothing)."""
+    req = uneven_request(seed)
+    want = enumerate_top_k(req)
+    got = plan(req)
+    if not want:
+        assert got.search.status == "INFEASIBLE"
+        return
+    assert got.search.status == "OPTIMAL"
+    keys = [(p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute),
+             p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp)
+            for p in got.plans]
+    assert keys == [w[0] for w in want]
+    for p, (_, step, mem) in zip(got.plans, want, strict=True):
+        assert p.step_time_s == pytest.approx(step, rel=1e-9)
+        assert p.memory_per_gpu_gib * GIB == pytest.approx(mem, rel=1e-9)
+
+
+def test_the_uneven_comparison_covers_uneven_winners():
+    hits = sum(any(p.pipeline_layout in ("first_last", "custom") for p in
+                   plan(uneven_request(seed)).plans) for seed in range(60))
+    assert hits >= 10
+
+
+@pytest.mark.parametrize("model,nodes", [("llama3-70b", 8), ("llama3-405b", 128)])
+def test_split_bounds_leave_the_default_layouts_costs_unchanged(model, nodes):
+    """Costing for the split pass changes nothing for the default layouts: the same plans
+    fit with the same step times, and every bound is at most the default layout's time."""
+    req = PlanRequest.model_validate({
+        "model": {"preset": model}, "cluster": {"preset": "dgx-h100", "num_nodes": nodes},
+        "training": {"global_batch_size": 1024, "seq_length": 8192}})
+    from planner.cost.tables import cost_tables
+    from planner.search.space import build_space
+
+    plans = build_space(req.model, req.cluster, req.training, req.search).plans
+    tables = cost_tables(req.model, req.cluster, req.training, req.efficiency)
+    cap = req.cluster.gpu.memory_bytes * (1 - req.search.memory_headroom)
+    a = compose(plans, tables, memory_cap=cap)
+    b = compose(plans, tables, memory_cap=cap, any_split=True)
+    fa, fb = a.memory_bytes <= cap, b.memory_bytes <= cap
+    assert (fa == fb).all() and fa.any()
+    assert np.allclose(a.step_time_s[fa], b.step_time_s[fb], rtol=1e-12)
+    # The bound covers the first/last splits (a layer on every stage): where the default
+    # layout is one of them, it cannot exceed its time.
+    from planner.specs.layout import default_layout
+
+    full = np.array([min(default_layout(req.model.num_layers, int(p), 1).stages) >= 1
+                     if v == 1 else True for p, v in zip(plans.pp, plans.vpp, strict=True)])
+    sel = fb & full
+    assert sel.sum() > 100
+    assert (b.split_bound[sel] <= b.step_time_s[sel] * (1 + 1e-12)).all()
+
+
+def test_uneven_split_counterexample_is_found():
+    """The issue's case: a 12-layer, 256k-vocabulary model on one DGX A100-40GB with pp >= 2;
+    dp2/pp2/cp2/ZeRO-2 with [8, 4] layers fits and beats every even plan."""
+    body = {"model": {"name": "m", "num_layers": 12, "hidden_size": 4096,
+                      "num_attention_heads": 32, "ffn_hidden_size": 11008,
+                      "ffn_type": "swiglu", "vocab_size": 256000},
+            "cluster": {"preset": "dgx-a100", "num_nodes": 1, "gpu": "a100-40gb"},
+            "training": {"global_batch_size": 64, "seq_length": 4096},
+            "search": {"pp": {"min": 2}, "top_k": 3}}
+    req = PlanRequest.model_validate(body)
+    got = plan(req)
+    alt = estimate(req.model, req.cluster, req.training,
+                   ParallelPlan(dp=2, pp=2, cp=2, micro_batch_size=1, zero_stage=2,
+                                layers_per_stage=(8, 4)))
+    cap = req.cluster.gpu.memory_bytes * (1 - req.search.memory_headroom)
+    assert alt.memory_per_gpu_gib * GIB <= cap
+    assert got.search.status == "OPTIMAL"
+    assert got.plans[0].step_time_s <= alt.step_time_s * (1 + 1e-9)
+    even = plan(PlanRequest.model_validate({**body, "search": {**body["search"],
+                                                                "rebalance_stages": False}}))
+    assert got.plans[0].step_time_s < even.plans[0].step_time_s
 
 
 def megatron_request(nodes, gbs, **search):

@@ -106,7 +106,7 @@ def plan_cmd(
     trace: Annotated[Path | None, typer.Option(
         help="Also write the best plan's predicted step as a Chrome trace.")] = None,
 ) -> None:
-    """Find the best plans (CP-SAT over the whole plan space) or say why nothing fits."""
+    """Find the best plans (exact search over the whole plan space) or say why nothing fits."""
     from planner.search import PlanRequest, plan, with_launches
 
     data = load_json(request)

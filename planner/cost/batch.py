@@ -134,6 +134,15 @@ class BatchCost:
     # Per plan: a layer's forward and backward periods, the fixed costs of a stage's
     # micro-batch, the embedding and head, one send/recv (the predicted trace draws them).
     detail: dict[str, np.ndarray] | None = None
+    # A lower bound on the step time of any split of the layers over the stages (plans that
+    # may be split: see ``compose(any_split=True)``); the step time for the others.
+    split_bound: np.ndarray | None = None
+    # Per plan, the terms the search bounds each split with (``split_terms``): a stage of n
+    # layers takes n * layer + its fixed time (first, middle, last; ZeRO-2's per-micro-batch
+    # reduction left out) and needs n * (state + act * in-flight micro-batches) + its fixed
+    # memory (first, middle, last) bytes; "total" is all stages' times together, "extra" the
+    # send/recv.
+    split_terms: dict[str, np.ndarray] | None = None
 
 
 def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
@@ -196,9 +205,17 @@ def _layout_rows(layout: Layout) -> list[tuple]:
     return rows
 
 
-def stage_classes(plans: PlanArrays, num_layers: int, explicit: Layout | None = None):
-    """(layers, is_first, is_last, count, first_index) arrays of shape (n, C)."""
-    if explicit is not None:     # one class per stage (the stage balancer reads each)
+def stage_classes(plans: PlanArrays, num_layers: int, explicit: Layout | None = None,
+                  stages: np.ndarray | None = None):
+    """(layers, is_first, is_last, count, first_index) arrays of shape (n, C). ``stages``
+    (n, P): each plan's own layers per stage (0 past its pp), one class per stage."""
+    if stages is not None:
+        idx = np.arange(stages.shape[1])[None, :]
+        pp = _col(plans.pp)
+        return (stages.astype(float), (idx == 0).astype(float) * np.ones_like(pp),
+                (idx == pp - 1).astype(float), (idx < pp).astype(float),
+                idx.astype(float) * np.ones_like(pp))
+    if explicit is not None:     # one class per stage
         p = explicit.pp
         idx = np.arange(p)[None, :]
         return (np.array([explicit.stages], dtype=float), (idx == 0).astype(float),
@@ -250,11 +267,18 @@ def bucket_tail(tau, n, window, k: float):
 def compose(plans: PlanArrays, tables: CostTables,
             layers_per_stage: tuple[int, ...] | None = None,
             memory_cap: float | None = None, *, layout: Layout | None = None,
-            group: int | None = None) -> BatchCost:
+            group: int | None = None, stages: np.ndarray | None = None,
+            any_split: bool = False) -> BatchCost:
     """Cost of every plan (each assumed valid: see ``plan_violations``). With ``memory_cap``,
     step times are computed only for plans whose memory fits (the others get +inf): the search
     needs no more, and memory is the cheaper half. ``layers_per_stage`` (or a whole ``layout``)
-    and ``group`` (the interleaved schedule's micro-batch group) apply to a single plan."""
+    and ``group`` (the interleaved schedule's micro-batch group) apply to a single plan;
+    ``stages`` (n, P) gives every plan (without interleaving) its own layers per stage.
+
+    ``any_split``: also cost the plans without interleaving or block recompute whose layers
+    could be split over the stages differently (``layout.first_last_splits``) and some split
+    might fit, and return in ``split_bound`` a lower bound on the step time of any such split
+    (see ``_times``): what the search prunes uneven splits with."""
     model, training, eff = tables.model, tables.training, tables.eff
     if layout is None and layers_per_stage is not None:
         from planner.specs.layout import explicit_layout
@@ -291,7 +315,7 @@ def compose(plans: PlanArrays, tables: CostTables,
         hw = tables.head(t, c, b)
         return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s)
 
-    classes = stage_classes(plans, model.num_layers, layout)
+    classes = stage_classes(plans, model.num_layers, layout, stages)
     L, first, last, count, sidx = classes
     present = count > 0
     rows = np.arange(len(plans))
@@ -312,11 +336,26 @@ def compose(plans: PlanArrays, tables: CostTables,
                         * (z3_layers * training.param_bytes + training.grad_bytes), 0.0)
     zero_buf = zero_buf * np.ones_like(L)
     states = np.where(present, weights + grads + optim + zero_buf, -np.inf)
+    per_layer_state = sum(model_state_bytes(
+        _col(model.nonexpert_params_per_layer / tp), training, _col(zero), _col(nd))) + sum(
+        model_state_bytes(_col(expert_stage_params(model, 1, plans.ep, plans.etp)), training,
+                          _col(zero), _col(edp)))
     # Model states alone are a lower bound: plans they already overflow need no more work.
+    # For plans whose layers may move between stages, the bound holds for every split: the
+    # stages share the states, and the first and last hold a layer each besides their own.
+    splittable = (pp > 1) & (v == 1) & (plans.rnl == 0) if any_split else np.zeros(len(plans),
+                                                                                  dtype=bool)
+    floor = states.max(axis=1)
+    if splittable.any():
+        fixed = np.where(present, states - L * per_layer_state, 0.0)
+        share = (np.where(present, states, 0.0) * count).sum(axis=1) / pp
+        ends = np.maximum((fixed * first).sum(axis=1), (fixed * last).sum(axis=1))
+        # (The default layout may leave the first and last stage no layer: it counts too.)
+        floor = np.where(splittable, np.minimum(floor, np.maximum(
+            share, ends + per_layer_state[:, 0])), floor)
     alive = rows
     if memory_cap is not None:
-        floor = states.max(axis=1) + eff.memory_reserve_gib * GIB
-        alive = np.flatnonzero(floor <= memory_cap)
+        alive = np.flatnonzero(floor + eff.memory_reserve_gib * GIB <= memory_cap)
 
     LW = np.zeros((len(plans), LAYER_COLUMNS))
     HW = np.zeros((len(plans), 5))
@@ -352,25 +391,53 @@ def compose(plans: PlanArrays, tables: CostTables,
     total = np.where(present, total, -np.inf)
     pk = np.argmax(total, axis=1)
     memory = total[rows, pk]
-    per_layer_state = sum(model_state_bytes(
-        _col(model.nonexpert_params_per_layer / tp), training, _col(zero), _col(nd))) + sum(
-        model_state_bytes(_col(expert_stage_params(model, 1, plans.ep, plans.etp)), training,
-                          _col(zero), _col(edp)))
     class_layer_memory = per_layer_state + stored * inflight * (1 + eff.memory_fragmentation)
     parts = {"weights": weights, "gradients": grads, "optimizer": optim,
              "activations": acts, "zero_buffers": zero_buf, "reserved": reserved}
 
     # (Plans dropped by the lower bound report it: their memory is at least that.)
-    sel = rows if memory_cap is None else np.flatnonzero(memory <= memory_cap)
+    fits = np.ones(len(plans), dtype=bool) if memory_cap is None else memory <= memory_cap
+    if memory_cap is not None and splittable.any():
+        # Some split fits only if every stage has room for a layer and the stages together
+        # for all of them: stage i holds min(pp - i, m) micro-batches' activations per layer
+        # (1F1B), its fixed states (the embedding on the first, the head on the last), the
+        # reserve, a recomputed layer's working set, and on the last stage the logits.
+        frag = 1 + eff.memory_fragmentation
+        fixed = np.where(present, states - L * per_layer_state, 0.0)
+        base = eff.memory_reserve_gib * GIB + np.where(rec == 2, working * frag, 0.0)
+        terms = {"state": per_layer_state[:, 0], "act": stored[:, 0] * frag,
+                 "mem_first": (fixed * first).sum(axis=1) + base,
+                 "mem_mid": zero_buf[:, 0] + base,
+                 "mem_last": (fixed * last).sum(axis=1) + base + logits * frag}
+        could = np.zeros(len(plans), dtype=bool)
+        ask = np.flatnonzero(splittable & (LW[:, 0] > 0) & ~fits)
+        if len(ask):
+            q = _col(pp[ask])
+            idx = np.arange(int(q.max()))[None, :]
+            on = idx < q
+            b = np.where(idx == 0, _col(terms["mem_first"][ask]),
+                         np.where(idx == q - 1, _col(terms["mem_last"][ask]),
+                                  _col(terms["mem_mid"][ask])))
+            a = (_col(terms["state"][ask]) + _col(terms["act"][ask])
+                 * np.minimum(q - idx, _col(m[ask])))
+            room = np.floor(np.maximum(memory_cap - b, -1.0) / np.maximum(a, 1.0))
+            could[ask] = ((np.where(on, room, np.inf).min(axis=1) >= 1)
+                          & (np.where(on, room, 0.0).sum(axis=1) >= model.num_layers))
+        sel = np.flatnonzero(fits | could)
+    else:
+        sel = np.flatnonzero(fits)
     t_masked = np.full(L.shape, -np.inf)
     step = np.full(len(plans), np.inf)
+    split_bound = np.full(len(plans), np.inf)
+    split_times = np.full((len(plans), 5), np.nan)
     layer_time = np.full(len(plans), np.nan)
     bd = {k: np.full(len(plans), np.nan) for k in BREAKDOWN_KEYS}
     detail = None
     if len(sel):
         sub = plans.take(sel) if memory_cap is not None else plans
         lw = LW[sel]
-        t_masked[sel], step[sel], layer_time[sel], sub_bd, sub_detail = _times(
+        (t_masked[sel], step[sel], layer_time[sel], sub_bd, sub_detail, split_bound[sel],
+         split_times[sel]) = _times(
             sub, tables, layout, lw, HW[sel], tuple(a[sel] for a in classes),
             params_c[sel], experts_c[sel], present[sel], npn[sel],
             lw if W is None else LW0[sel],
@@ -379,6 +446,8 @@ def compose(plans: PlanArrays, tables: CostTables,
             bd[k][sel] = sub_bd[k]
         if memory_cap is None:
             detail = sub_detail
+        step[~fits] = np.inf       # costed for their split bound only
+        split_bound = np.where(splittable, split_bound, step)
 
     fwd_flops, rec_flops, head_flops = LW[:, 3], LW[:, 4], HW[:, 2]
     scale = (tp * cp).astype(float) * (training.global_batch_size / mbs.astype(float))
@@ -394,7 +463,11 @@ def compose(plans: PlanArrays, tables: CostTables,
         memory_parts={k: val[rows, pk] for k, val in parts.items()},
         model_flops=model_flops, hardware_flops=hw_flops, m=m,
         class_time=t_masked, class_memory=total, layer_time=layer_time,
-        class_layer_memory=class_layer_memory, detail=detail,
+        class_layer_memory=class_layer_memory, detail=detail, split_bound=split_bound,
+        split_terms=None if not (memory_cap is not None and splittable.any()) else {
+            **terms, **dict(zip(("layer", "time_first", "time_mid", "time_last", "total"),
+                                split_times.T, strict=True)),
+            "extra": bd["pp_comm"]},
     )
 
 
@@ -454,13 +527,15 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     p_stage = np.where(present, params_c, 0.0).max(axis=1)
     e_stage = np.where(present, experts_c, 0.0).max(axis=1)
 
-    def dp_row(t, c, d, z, n, p, vv, e, et):
-        lay = layout or default_layout(tables.model.num_layers, p, vv)
-        return tables.dp_costs(t, c, d, z, n, lay, e, et)
+    l_stage = np.where(present, L, 0.0).max(axis=1)
+
+    def dp_row(t, c, d, z, n, e, et, params, layers):
+        return tables.dp_costs(t, c, d, z, n, float(params), int(layers), e, et)
 
     sharded = np.where(zero >= 3, 3, zero) * ((nd > 1) | (edp > 1))
-    n_b, t_grad, t_gather, dp_net = _gather(np.stack([tp, cp, dp, sharded, npn, pp, v,
-                                                      plans.ep, plans.etp], 1), dp_row, 4).T
+    n_b, t_grad, t_gather, dp_net = _gather(
+        np.stack([tp, cp, dp, sharded, npn, plans.ep, plans.etp, np.rint(p_stage),
+                  l_stage], 1).astype(np.int64), dp_row, 4).T
     # The last backward's ring-attention exchanges hold the NICs the buckets need.
     window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, L[:, 0] * cp_net_b[:, 0], 0.0))
     # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
@@ -513,8 +588,21 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     bd["optimizer"] = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm
     step = sum(bd[key] for key in BREAKDOWN_KEYS)
     layer_time = period_f + period_b[:, 0]
+    # Any split of the layers over the stages (same layers in all, no interleaving): the
+    # stages' times add up to S, whatever the split, but for ZeRO-2's per-micro-batch
+    # reduction (>= 0, dropped); the slowest stage takes at least S / pp, and at least the
+    # first (last) stage's fixed time and one layer; the pipeline's closed form
+    # (m - 1) t_max + sum t, the send/recv and the tails (>= 0, dropped) bound the step.
+    t_nodp = np.where(present, t_c - dpm_c, 0.0)
+    S = (t_nodp * count).sum(axis=1)
+    fixed = t_nodp - L * _col(layer_time)
+    ends = np.maximum((fixed * first).sum(axis=1), (fixed * last).sum(axis=1)) + layer_time
+    split_bound = (m - 1) * np.maximum(S / pp, ends) + S + bd["pp_comm"]
+    fixed_mid = np.full(len(plans), overhead) + z3_edges
+    split_times = np.stack([layer_time, (fixed * first).sum(axis=1), fixed_mid,
+                            (fixed * last).sum(axis=1), S], 1)
     detail = {"layer_fwd": period_f, "layer_bwd": period_b[:, 0], "embed": embed,
               "head_fwd": head_fwd, "head_bwd": head_bwd, "p2p": p2p,
               "microbatch_fixed": overhead + z2_tail + z3_edges, "pipeline": pipe,
               "dp_tail": dp_tail, "gather_tail": gather_tail}
-    return t_masked, step, layer_time, bd, detail
+    return t_masked, step, layer_time, bd, detail, split_bound, split_times

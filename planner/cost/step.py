@@ -81,8 +81,8 @@ def evaluate(
     p_stage = tables.largest_stage_params(plan.tp, layout)
     per_mb = m if plan.zero_stage == 2 else 1
     dp_uses = tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage, npn)
-    dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, npn, layout,
-                                     plan.ep, plan.etp)
+    dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, npn,
+                                     max(layout.stages), plan.ep, plan.etp)
     for u in dp_uses:
         exposed = bd["dp_comm"] if u.strategy == "DP" else bd["zero_comm"]
         uses.append((u, u.calls * (per_mb if u.strategy == "DP" else 1), exposed))

@@ -416,16 +416,19 @@ class CostTables:
         tokens = mbs * self.training.seq_length // cp
         return tokens * self.model.hidden_size * self.training.activation_bytes / tp
 
-    def dp_costs(self, tp: int, cp: int, dp: int, zero: int, npn: int, layout: Layout,
-                 ep: int = 1, etp: int = 1) -> tuple[float, float, float, float]:
+    def dp_costs(self, tp: int, cp: int, dp: int, zero: int, npn: int, stage_params: float,
+                 stage_layers: int, ep: int = 1, etp: int = 1
+                 ) -> tuple[float, float, float, float]:
         """(buckets, seconds per gradient bucket, seconds per weight-gather bucket, 1.0 when the
-        group crosses nodes) of the most loaded stage's data-parallel reduction, the expert
-        data parallel group's buckets included (their mean time per bucket; memoised)."""
-        key = (tp, cp, dp, zero, npn, layout.stages, ep, etp)
+        group crosses nodes) of the data-parallel reduction of the most loaded stage (its
+        ``stage_params`` non-expert parameters per GPU; the experts of its ``stage_layers``
+        layers reduce over the expert data parallel group, their buckets included at their
+        mean time per bucket; memoised)."""
+        key = (tp, cp, dp, zero, npn, stage_params, stage_layers, ep, etp)
         hit = self._dp.get(key)
         if hit is None:
-            uses = self.dp_uses(tp, cp, dp, zero, self.largest_stage_params(tp, layout), npn)
-            uses += self.expert_dp_uses(tp, cp, dp, zero, npn, layout, ep, etp)
+            uses = self.dp_uses(tp, cp, dp, zero, stage_params, npn)
+            uses += self.expert_dp_uses(tp, cp, dp, zero, npn, stage_layers, ep, etp)
             grads = [u for u in uses if u.strategy == "DP"]
             gathers = [u for u in uses if u.strategy == "ZeRO"]
             n = sum(u.calls for u in grads)
@@ -459,15 +462,15 @@ class CostTables:
                 n_buckets, g))
         return uses
 
-    def expert_dp_uses(self, tp: int, cp: int, dp: int, zero: int, npn: int, layout: Layout,
+    def expert_dp_uses(self, tp: int, cp: int, dp: int, zero: int, npn: int, stage_layers: int,
                        ep: int, etp: int) -> list[CollectiveUse]:
-        """The routed experts' gradient reduction (and ZeRO-1/2 gather) over the expert data
-        parallel group: tp cp dp / (ep etp) ranks at stride ep * etp (Megatron-Core's expert
-        rank order etp, ep, edp)."""
+        """The routed experts' gradient reduction (and ZeRO-1/2 gather) of a stage of
+        ``stage_layers`` layers over the expert data parallel group: tp cp dp / (ep etp) ranks
+        at stride ep * etp (Megatron-Core's expert rank order etp, ep, edp)."""
         if not self.model.is_moe:
             return []
         edp = tp * cp * dp // (ep * etp)
-        params = float(expert_stage_params(self.model, max(layout.stages), ep, etp))
+        params = float(expert_stage_params(self.model, stage_layers, ep, etp))
         return self.dp_uses(tp, cp, dp, zero, params, npn, group=(edp, ep * etp))
 
 

@@ -1,4 +1,5 @@
-"""The plan search: space, cost tables, CP-SAT selection, uneven stages, infeasibility reasons."""
+"""The plan search: the space, exact enumeration (uneven stages by branch and bound), and the
+reasons when nothing fits."""
 
 from planner.search.request import PlanRequest
 from planner.search.result import PlanResult, SearchStats

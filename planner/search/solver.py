@@ -5,9 +5,16 @@ space (``space.py``) is costed whole by the step model's array composition (``co
 which memoises each component (a layer's work, a collective) over the divisor lattice; the
 plans that fit are ranked by (step time in microseconds, memory, degrees), so the answer is
 deterministic, and the first k are the optimum over the space. No solver is needed for that
-choice. CP-SAT decides what enumeration cannot: when pipeline stages may be uneven, it assigns
-layers to stages for the best pipelined plans (``stages.py``), including plans whose even split
-does not fit in memory, and the list is re-ranked by exact re-costing.
+choice.
+
+Uneven stages (``search.rebalance_stages``, default on) add, for every pipelined plan without
+interleaving or block recompute, every split of its layers that Megatron-LM's first/last-stage
+flags express (``layout.first_last_splits``). They are searched exactly by branch and bound:
+the composition gives each such plan a lower bound on the step time of *any* split
+(``BatchCost.split_bound``) and a memory test no fitting split can fail; plans are taken in
+the order of their bound, all their splits costed exactly at once, and the search stops when
+the next bound exceeds the k-th best time found. OPTIMAL is then proven over the whole space,
+uneven splits included; FEASIBLE when the time limit cut the pass short.
 """
 
 from __future__ import annotations
@@ -25,10 +32,9 @@ from planner.search.partial import block_recompute
 from planner.search.request import PlanRequest
 from planner.search.result import PlanResult, SearchStats
 from planner.search.space import Space, build_space
-from planner.search.stages import balance_stages
+from planner.specs.layout import first_last_splits
 
-REBALANCE_MARGIN = 4
-NEAR_FIT = 1.3   # uneven stages are tried on plans whose even split needs up to 30% too much
+SPLIT_BATCH_ROWS = 60_000   # (plan, split) rows costed per round of the uneven-split pass
 
 
 def _key(plans: PlanArrays, i: int, block: int = 0) -> tuple:
@@ -78,24 +84,23 @@ def plan(request: PlanRequest) -> PlanResult:
     tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)
     plans = space.plans
     capacity = req.cluster.gpu.memory_bytes * (1 - search.memory_headroom)
-    # Step times of plans that overflow by a little are kept for the uneven-stage pass.
-    bc = compose(plans, tables,
-                 memory_cap=capacity * (NEAR_FIT if search.rebalance_stages else 1.0))
+    # Every plan of the space is costed exactly with its default layout, and the plans whose
+    # layers could move between stages get a bound for any split.
+    bc = compose(plans, tables, memory_cap=capacity, any_split=search.rebalance_stages)
     fits = bc.memory_bytes <= capacity
     k = search.top_k
-    keep = k + REBALANCE_MARGIN if search.rebalance_stages else k
-    # Every plan of the space is costed exactly: its k best are the k first in that order.
-    chosen = [int(i) for i in _best(plans, bc, fits, keep)]
+    chosen = [int(i) for i in _best(plans, bc, fits, k)]
     feasible = int(fits.sum())
     status = "OPTIMAL"
 
-    # Candidates as (step, memory, degrees, plan index, layers or None for even,
-    # block-recomputed layers per chunk or 0).
+    # Candidates as (step, memory, degrees, plan index, layers or None for the default
+    # layout, block-recomputed layers per chunk or 0).
     results = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), _key(plans, i), i, None, 0)
                for i in chosen]
     if search.rebalance_stages:
-        results = _rebalance(req, tables, plans, bc, fits, results, capacity, deadline)
-    results = [r for r in results if r[1] <= capacity]
+        results, complete = _uneven_splits(tables, plans, bc, results, k, capacity, deadline)
+        if not complete:
+            status = "FEASIBLE"      # the time limit cut the uneven-split pass short
     if (search.partial_recompute and search.allows_recompute("full")
             and search.allows_recompute("none")
             and search.framework in (None, "megatron")):
@@ -115,8 +120,6 @@ def plan(request: PlanRequest) -> PlanResult:
             p = p.model_copy(update={"recompute": "full", "recompute_num_layers": n})
         ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
         out.append(to_estimate(ev, req.cluster, req.training, p, rank=j + 1))
-    if time.perf_counter() > deadline and search.rebalance_stages:
-        status = "FEASIBLE"      # the uneven-stage pass may have been cut short
     return done(out, status, feasible=feasible)
 
 
@@ -126,28 +129,86 @@ def with_launches(result: PlanResult, req: PlanRequest) -> PlanResult:
         with_launch(p, req.model, req.cluster, req.training) for p in result.plans]})
 
 
-def _rebalance(req, tables, plans, bc, fits, results, capacity, deadline):
-    """Try uneven stages on the chosen pipelined plans and on the fastest pipelined plans whose
-    even split does not fit; keep a split when it is faster or makes the plan fit."""
-    k = req.search.top_k
-    bar = sorted(r[0] for r in results)[k - 1] if len(results) >= k else np.inf
-    # Plans whose even split overflows by little, with pipeline stages to move layers between.
-    near = np.flatnonzero(~fits & (plans.pp > 1) & (plans.vpp == 1)
-                          & (bc.step_time_s < bar))
-    near = near[np.argsort(np.rint(bc.step_time_s[near] * 1e6), kind="stable")][:k]
-    trial = results + [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), _key(plans, i),
-                        int(i), None, 0) for i in near]
-    out = []
-    for r in trial:
-        step_s, mem, tb, i, _, _ = r
-        if plans.pp[i] > 1 and plans.vpp[i] == 1 and time.perf_counter() < deadline:
-            lay = balance_stages(plans.plan(i), tables, capacity,
-                                 max(0.01, deadline - time.perf_counter()))
-            if lay is not None:
-                alt = compose(plans.take(np.array([i])), tables, lay)
-                a_step, a_mem = float(alt.step_time_s[0]), float(alt.memory_bytes[0])
-                if a_mem <= capacity and (mem > capacity or a_step < step_s):
-                    r = (a_step, a_mem, tb, i, lay, 0)
-        if r[1] <= capacity:
-            out.append(r)
-    return out
+def _order(r) -> tuple:
+    """The ranking: step time in microseconds, memory, degrees (and, within one plan, its
+    layers per stage)."""
+    return (round(r[0] * 1e6), round(r[1]), r[2], r[4] or ())
+
+
+def _promising(splits: tuple, terms: dict, i: int, m: int, bar_us: float, capacity: float
+               ) -> tuple:
+    """The splits of plan i that may fit and beat ``bar_us``: every stage's memory is linear
+    in its layers (exact, ``BatchCost.split_terms``) and its time too, but for ZeRO-2's
+    per-micro-batch reduction, so (m - 1) t_max + all stages' time + send/recv bounds the
+    step from below."""
+    if not splits:
+        return splits
+    n = np.array(splits, dtype=float)
+    p = n.shape[1]
+    fixed_t = np.full(p, terms["time_mid"][i])
+    fixed_t[0], fixed_t[-1] = terms["time_first"][i], terms["time_last"][i]
+    t_max = (n * terms["layer"][i] + fixed_t).max(axis=1)
+    bound = (m - 1) * t_max + terms["total"][i] + terms["extra"][i]
+    fixed_m = np.full(p, terms["mem_mid"][i])
+    fixed_m[0], fixed_m[-1] = terms["mem_first"][i], terms["mem_last"][i]
+    per_layer = terms["state"][i] + terms["act"][i] * np.minimum(p - np.arange(p), m)
+    memory = (n * per_layer + fixed_m).max(axis=1)
+    keep = (np.rint(bound * 1e6) <= bar_us) & (memory <= capacity * (1 + 1e-9))
+    return tuple(sp for sp, k in zip(splits, keep, strict=True) if k)
+
+
+def _uneven_splits(tables, plans: PlanArrays, bc: BatchCost, results: list, k: int,
+                   capacity: float, deadline: float) -> tuple[list, bool]:
+    """Branch and bound over the first/last splits of the splittable plans (module
+    docstring): each plan's best fitting split replaces its default layout when it ranks
+    better. Returns the candidates and whether the pass completed."""
+    best: dict[int, tuple] = {r[3]: r for r in results}
+    L = tables.model.num_layers
+
+    def bar_us() -> float:
+        times = sorted(_order(r)[0] for r in best.values())
+        return times[k - 1] if len(times) >= k else np.inf
+
+    bound = bc.split_bound
+    m_of = tables.training.global_batch_size // (plans.dp * plans.mbs)
+    cand = np.flatnonzero(np.isfinite(bound) & (plans.pp > 1) & (plans.vpp == 1)
+                          & (plans.rnl == 0))
+    cand = cand[np.argsort(np.rint(bound[cand] * 1e6), kind="stable")]
+    pos = 0
+    while pos < len(cand):
+        if time.perf_counter() > deadline:
+            return list(best.values()), False
+        bar = bar_us()
+        batch, splits, rows = [], [], 0
+        while pos < len(cand) and rows < SPLIT_BATCH_ROWS:
+            i = int(cand[pos])
+            if np.rint(bound[i] * 1e6) > bar:
+                pos = len(cand)          # every later plan is bounded above the k-th best
+                break
+            pos += 1
+            some = _promising(first_last_splits(L, int(plans.pp[i])), bc.split_terms, i,
+                              int(m_of[i]), bar, capacity)
+            if some:
+                batch.append(i)
+                splits.append(some)
+                rows += len(some)
+        if not batch:
+            continue
+        owner = np.repeat(np.array(batch), [len(x) for x in splits])
+        width = max(int(plans.pp[i]) for i in batch)
+        stages = np.zeros((len(owner), width), dtype=np.int64)
+        r0 = 0
+        for sp in splits:
+            arr = np.array(sp)
+            stages[r0:r0 + len(sp), :arr.shape[1]] = arr
+            r0 += len(sp)
+        sub = compose(plans.take(owner), tables, memory_cap=capacity, stages=stages)
+        ok = np.flatnonzero(sub.memory_bytes <= capacity)
+        for j in ok:
+            i = int(owner[j])
+            layers = tuple(int(x) for x in stages[j, :int(plans.pp[i])])
+            r = (float(sub.step_time_s[j]), float(sub.memory_bytes[j]), _key(plans, i), i,
+                 layers, 0)
+            if i not in best or _order(r) < _order(best[i]):
+                best[i] = r
+    return list(best.values()), True

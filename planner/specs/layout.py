@@ -54,6 +54,21 @@ class Layout:
         return [self.chunks[r][c] for c in range(self.vpp) for r in range(self.pp)]
 
 
+@lru_cache(maxsize=4096)
+def first_last_splits(num_layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
+    """Every split of the layers over pp ranks that Megatron-LM's
+    ``--decoder-first/last-pipeline-num-layers`` express: a layer or more on every rank, the
+    middle ranks equal (pp = 2: any first and last)."""
+    if pp == 1:
+        return ((num_layers,),)
+    out = []
+    mids = range(1, (num_layers - 2) // (pp - 2) + 1) if pp > 2 else [0]
+    for mid in mids:
+        ends = num_layers - (pp - 2) * mid
+        out += [(f,) + (mid,) * (pp - 2) + (ends - f,) for f in range(1, ends)]
+    return tuple(out)
+
+
 def split_layers(num_layers: int, pp: int) -> tuple[int, ...]:
     """Per-rank layers of the ``first_last`` form: the middle ranks hold c layers and the first
     and last share the rest, the last taking the smaller half. c is ceil(L / p) when that leaves

@@ -91,7 +91,7 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
     dp_ops += [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
                 "edp"]
                for u in tables.expert_dp_uses(est.tp, est.cp, est.dp, est.zero_stage, npn,
-                                              layout, est.ep, est.etp)]
+                                              max(layout.stages), est.ep, est.etp)]
     ep_fwd, ep_bwd = [], []
     for use in tables.ep_uses(*key, est.ep, est.etp):
         kind = "ep" if use.cost.op == "all_to_all" else "etp"
