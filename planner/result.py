@@ -45,7 +45,9 @@ class MemoryBreakdown(BaseModel):
 class NodePlacement(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    index: int = Field(description="Node number (torchrun's node rank).")
+    index: int = Field(description="The node: torchrun's node rank, or with a fragmented "
+                       "allocation its position in the allocation's list.")
+    name: str | None = Field(None, description="Its host name, when the allocation named it.")
     local_gpus: list[int] = Field(description="GPUs of the node the plan uses, in rank order.")
 
 
@@ -86,6 +88,11 @@ class LaunchSpec(BaseModel):
         None, description="The framework the torchrun, sbatch and Kubernetes artifacts start "
         "(Megatron-LM first, then torchtitan, then DeepSpeed); null when none runs the plan.")
     torchrun: list[str] | None = Field(description="torchrun argv for each node.")
+    node_commands: list[str] | None = Field(
+        None, description="Fragmented allocations: per node, its torchrun command with its "
+        "--node-rank and CUDA_VISIBLE_DEVICES (the GPUs the plan uses there).")
+    hostfile: str | None = Field(None, description="Fragmented allocations: 'name slots=g' "
+                                 "per node (DeepSpeed / Open MPI hostfile).")
     slurm_sbatch: str | None = Field(description="A complete sbatch script.")
     kubernetes: str | None = Field(description="A JobSet manifest (YAML).")
     notes: list[str] = Field(default_factory=list, description="What to know when launching.")

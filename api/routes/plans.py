@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from typing import Annotated
 
 import anyio
 from fastapi import APIRouter, Body, Path, Query, Request, Response
@@ -23,12 +23,11 @@ from api.service import (
     stored_launch,
     to_plan_request,
 )
-from planner.launch import FORMATS, NotRunnable, render
+from planner.launch import FORMATS, LaunchFormat, NotRunnable, render
 from planner.result import PlanEstimate
 from planner.search import PlanResult
 
 router = APIRouter(prefix="/v1", tags=["plans"], responses=PROBLEM_RESPONSES)
-LaunchFormat = Literal["megatron", "torchtitan", "deepspeed", "torchrun", "sbatch", "kubernetes"]
 
 
 @router.post("/plans", status_code=201, response_model=PlanCreated, dependencies=WRITE,
@@ -93,7 +92,8 @@ def get_launch(plan_id: str, fmt: Annotated[LaunchFormat, Path(description="Arti
                engine: EngineDep,
                rank: Annotated[int, Query(ge=1, le=100, description="Which plan (1 = best).")] = 1):
     """One launch artifact of a stored plan: Megatron-LM arguments, torchtitan TOML, DeepSpeed
-    JSON, torchrun command, sbatch script or Kubernetes JobSet. A framework that cannot run the
+    JSON, torchrun command (one per node on a fragmented allocation), sbatch script,
+    Kubernetes JobSet or hostfile (fragmented allocations). A framework that cannot run the
     plan as predicted (see the plan's ``frameworks``) is refused with 409, never rendered as a
     different plan."""
     row = get_plan_or_404(plan_id, engine=engine)

@@ -17,11 +17,13 @@ from planner.frameworks import frameworks_for
 from planner.result import (
     CommunicationItem,
     MemoryBreakdown,
+    NodePlacement,
     Parameters,
     Placement,
     PlanEstimate,
 )
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+from planner.specs.allocation import UniformSlice, placement, slice_for
 from planner.specs.layout import Layout
 from planner.specs.placement import launch_layout
 from planner.specs.plan import check_plan, grad_accum_steps, microbatch_group, plan_layout
@@ -112,13 +114,29 @@ def estimate(
     tables: CostTables | None = None, calibration: CalibrationIn | None = None,
 ) -> PlanEstimate:
     """Validate ``plan`` and return its full cost in the public contract's shape (without the
-    ``launch`` object, which ``planner.launch.with_launch`` adds where it is wanted)."""
+    ``launch`` object, which ``planner.launch.with_launch`` adds where it is wanted). On a
+    fragmented allocation the plan runs on the slice of it that places its ranks evenly
+    (``specs.allocation``), and ``placement`` names the nodes and GPUs."""
+    if cluster.free_nodes is not None:
+        part = slice_for(cluster, plan.world_size, plan.tp)
+        est = estimate(model, part.cluster, training, plan, eff, rank=rank,
+                       calibration=calibration)
+        return on_allocation(est, cluster, part)
     check_plan(plan, model, cluster, training)
     eff = eff or (tables.eff if tables else EfficiencyModel())
     if tables is None and calibration is not None:
         tables = CostTables(model, cluster, training, eff, calibration)
     ev = evaluate(model, cluster, training, plan, eff, tables)
     return to_estimate(ev, cluster, training, plan, rank=rank)
+
+
+def on_allocation(est: PlanEstimate, cluster: ClusterSpec, part: UniformSlice) -> PlanEstimate:
+    """The estimate of a plan costed on one slice of a fragmented allocation, with the nodes
+    and GPUs it uses."""
+    nodes = [NodePlacement(index=j, name=name, local_gpus=gpus)
+             for j, name, gpus in placement(cluster, part, est.gpus_used)]
+    return est.model_copy(update={"placement": Placement(
+        nnodes=len(nodes), nproc_per_node=len(nodes[0].local_gpus), nodes=nodes)})
 
 
 def to_estimate(

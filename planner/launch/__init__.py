@@ -7,6 +7,7 @@ renderers.
 
 from planner.launch.spec import (
     FORMATS,
+    LaunchFormat,
     LaunchSpec,
     NotRunnable,
     build_launch,
@@ -14,4 +15,4 @@ from planner.launch.spec import (
     with_launch,
 )
 
-__all__ = ["FORMATS", "LaunchSpec", "NotRunnable", "build_launch", "render", "with_launch"]
+__all__ = ["FORMATS", "LaunchFormat", "LaunchSpec", "NotRunnable", "build_launch", "render", "with_launch"]

@@ -24,6 +24,8 @@ class LaunchShape:
     image: str = "nvcr.io/nvidia/pytorch:24.12-py3"
     rdzv_port: int = 29500
     comment: str = ""
+    # A fragmented allocation: per node (node rank order) its host name and the GPUs used.
+    hosts: tuple[tuple[str | None, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,23 @@ class LaunchContext:
 
     @property
     def nproc_per_node(self) -> int:
+        if self.hosts:
+            return len(self.hosts[0][1])
         return launch_layout(self.plan.gpus_used, self.cluster.gpus_per_node).nproc_per_node
 
     @property
     def nnodes(self) -> int:
+        if self.hosts:
+            return len(self.hosts)
         return launch_layout(self.plan.gpus_used, self.cluster.gpus_per_node).nnodes
+
+    @property
+    def hosts(self) -> tuple[tuple[str | None, tuple[int, ...]], ...]:
+        """The nodes and GPUs of a plan on a fragmented allocation (empty otherwise)."""
+        pl = self.plan.placement
+        if pl is None or not pl.nodes:
+            return ()
+        return tuple((n.name, tuple(n.local_gpus)) for n in pl.nodes)
 
     @property
     def layout(self) -> Layout:
@@ -57,5 +71,5 @@ class LaunchContext:
                    f"{p.gpus_used} GPUs ({self.nnodes} nodes x {self.nproc_per_node}); predicted "
                    f"step {p.step_time_s:.3f} s, {p.memory_per_gpu_gib:.1f} GiB per GPU.")
         return LaunchShape(self.nnodes, self.nproc_per_node, self.job_name, self.time_limit,
-                           self.image, self.rdzv_port, comment)
+                           self.image, self.rdzv_port, comment, self.hosts)
 

@@ -9,6 +9,12 @@ rendezvous endpoint and the node rank from the job-completion index; the PyTorch
 (``kubeflow.org/v1``) has a Master and Workers whose container is named ``pytorch``.
 Single-shot: ``--max-restarts 0``, ``backoffLimit: 0``. ``program`` is the argv after
 torchrun's own options: a script and its arguments, or ``-m module ...``.
+
+On a fragmented allocation (``LaunchShape.hosts``) the artifacts follow the placement: one
+torchrun command per node with its ``--node-rank`` and ``CUDA_VISIBLE_DEVICES`` (the node's
+chosen GPUs), a hostfile (``name slots=g``, DeepSpeed's and MPI's format), Slurm's
+``--nodelist`` with ``--gpus-per-node`` (Slurm binds the GPUs itself: it cannot be told which
+indices), and a Kubernetes node affinity on the chosen host names.
 """
 
 from __future__ import annotations
@@ -28,6 +34,31 @@ def torchrun_argv(shape: LaunchShape, program: list[str],
             f"--rdzv-id={shape.job_name}", "--max-restarts=0", *program]
 
 
+def host_name(shape: LaunchShape, i: int) -> str:
+    """The host name of the i-th node used, or a placeholder when the allocation named none."""
+    return shape.hosts[i][0] or f"node{i}"
+
+
+def node_commands(shape: LaunchShape, program: list[str]) -> list[str]:
+    """One shell line per node of a fragmented allocation, run on that node (the first node's
+    address is the rendezvous endpoint)."""
+    head = shape.hosts[0][0] or "$MASTER_ADDR"
+    lines = []
+    for i, (_, gpus) in enumerate(shape.hosts):
+        argv = torchrun_argv(shape, program, endpoint=head)
+        argv.insert(3, f"--node-rank={i}")
+        words = [a if a.startswith("--rdzv-endpoint=$") else shlex.quote(a) for a in argv]
+        lines.append(f"# node {i}: {host_name(shape, i)}\n"
+                     f"CUDA_VISIBLE_DEVICES={','.join(map(str, gpus))} " + " ".join(words))
+    return lines
+
+
+def hostfile(shape: LaunchShape) -> str:
+    """``name slots=g`` per node (DeepSpeed's and Open MPI's hostfile)."""
+    return "".join(f"{host_name(shape, i)} slots={len(g)}\n"
+                   for i, (_, g) in enumerate(shape.hosts))
+
+
 def sbatch_script(shape: LaunchShape, program: list[str]) -> str:
     cmd = torchrun_argv(shape, program, endpoint="__HEAD__")
     words = []
@@ -39,12 +70,16 @@ def sbatch_script(shape: LaunchShape, program: list[str]) -> str:
         else:
             words.append(shlex.quote(c))
     comment = "".join(f"# {line}\n" for line in shape.comment.splitlines() if line)
+    named = shape.hosts and all(name for name, _ in shape.hosts)
+    nodelist = ("\n#SBATCH --nodelist=" + ",".join(name for name, _ in shape.hosts)
+                if named else "")
+    # Whole nodes, unless the job takes part of an allocation other jobs share.
+    exclusive = "" if shape.hosts else "\n#SBATCH --exclusive"
     return f"""#!/bin/bash
 {comment}#SBATCH --job-name={shlex.quote(shape.job_name)}
-#SBATCH --nodes={shape.nnodes}
+#SBATCH --nodes={shape.nnodes}{nodelist}
 #SBATCH --ntasks-per-node=1
-#SBATCH --gpus-per-node={shape.nproc_per_node}
-#SBATCH --exclusive
+#SBATCH --gpus-per-node={shape.nproc_per_node}{exclusive}
 #SBATCH --time={shape.time_limit}
 set -euo pipefail
 
@@ -88,12 +123,23 @@ def kubernetes_manifest(shape: LaunchShape, program: list[str],
                             "ports": [{"containerPort": shape.rdzv_port}],
                             "resources": {"limits": {"nvidia.com/gpu": shape.nproc_per_node}},
                         }],
+                        **_node_affinity(shape),
                     }},
                 }},
             }],
         },
     }
     return yaml.safe_dump(manifest, sort_keys=False, width=100)
+
+
+def _node_affinity(shape: LaunchShape) -> dict:
+    """Pods only on the allocation's chosen nodes (when it named them)."""
+    names = [name for name, _ in shape.hosts]
+    if not names or not all(names):
+        return {}
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{
+            "key": "kubernetes.io/hostname", "operator": "In", "values": names}]}]}}}}
 
 
 def pytorchjob_manifest(shape: LaunchShape, program: list[str]) -> str:

@@ -13,16 +13,25 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from typing import Literal, get_args
 
 from planner.frameworks import FRAMEWORKS, reasons_by_framework
 from planner.launch.context import LaunchContext
 from planner.launch.deepspeed import deepspeed_config
 from planner.launch.megatron import megatron_args
-from planner.launch.schedulers import kubernetes_manifest, sbatch_script, torchrun_argv
+from planner.launch.schedulers import (
+    hostfile,
+    kubernetes_manifest,
+    node_commands,
+    sbatch_script,
+    torchrun_argv,
+)
 from planner.launch.torchtitan import torchtitan_toml
 from planner.result import LaunchSpec, PlanEstimate
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 
+LaunchFormat = Literal["megatron", "torchtitan", "deepspeed", "torchrun", "sbatch", "kubernetes",
+                       "hostfile"]
 # format -> (media type, file extension)
 FORMATS: dict[str, tuple[str, str]] = {
     "megatron": ("text/plain", "args"),
@@ -31,8 +40,10 @@ FORMATS: dict[str, tuple[str, str]] = {
     "torchrun": ("text/plain", "sh"),
     "sbatch": ("text/x-shellscript", "sbatch"),
     "kubernetes": ("application/yaml", "yaml"),
+    "hostfile": ("text/plain", "hostfile"),
 }
-SCHEDULER_FORMATS = ("torchrun", "sbatch", "kubernetes")
+SCHEDULER_FORMATS = ("torchrun", "sbatch", "kubernetes", "hostfile")
+assert set(FORMATS) == set(get_args(LaunchFormat))
 
 
 class NotRunnable(ValueError):
@@ -81,6 +92,8 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
         torchrun=torchrun_argv(ctx.shape, program) if program else None,
         slurm_sbatch=sbatch_script(ctx.shape, program) if program else None,
         kubernetes=kubernetes_manifest(ctx.shape, program, annotations) if program else None,
+        node_commands=node_commands(ctx.shape, program) if program and ctx.hosts else None,
+        hostfile=hostfile(ctx.shape) if ctx.hosts else None,
         notes=notes,
     )
 
@@ -113,6 +126,13 @@ def render(launch: LaunchSpec, fmt: str) -> str:
         return launch.torchtitan_toml
     if fmt == "deepspeed":
         return json.dumps(launch.deepspeed_config, indent=2) + "\n"
+    if fmt == "hostfile":
+        if launch.hostfile is None:
+            raise NotRunnable(fmt, ["the plan is not on a fragmented allocation: every node "
+                                    "runs the same command (torchrun)"])
+        return launch.hostfile
+    if fmt == "torchrun" and launch.node_commands:
+        return "\n".join(launch.node_commands) + "\n"
     if fmt == "torchrun":
         return " ".join(shlex.quote(a) if not a.startswith("--rdzv-endpoint=$") else a
                         for a in launch.torchrun) + "\n"

@@ -62,7 +62,12 @@ def _best(plans: PlanArrays, bc: BatchCost, fits: np.ndarray, keep: int) -> np.n
 
 
 def plan(request: PlanRequest) -> PlanResult:
-    """Search the request's plan space; the k best plans, or INFEASIBLE with reasons."""
+    """Search the request's plan space; the k best plans, or INFEASIBLE with reasons. On a
+    fragmented allocation, every uniform slice of it (``search.allocation``)."""
+    if request.cluster.free_nodes is not None:
+        from planner.search.allocation import plan_on_allocation
+
+        return plan_on_allocation(request, plan)
     t0 = time.perf_counter()
     req = request
     search = req.search

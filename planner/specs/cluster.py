@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.specs._preset import PresetSpec
 from planner.specs.gpu import GPUSpec
@@ -95,8 +95,24 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+class FreeNode(BaseModel):
+    """One node of an allocation a scheduler offers: its name and its free GPUs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str | None = Field(None, min_length=1, max_length=253, pattern=r"^[A-Za-z0-9._-]+$",
+                             description="Host name (Slurm node name, Kubernetes node name).")
+    gpus: tuple[int, ...] = Field(max_length=1024, description="Free GPU indices on the node.")
+
+
 class ClusterSpec(PresetSpec):
-    """Homogeneous nodes. A preset with overrides: ``{"preset": "dgx-h100", "num_nodes": 4}``."""
+    """Homogeneous nodes. A preset with overrides: ``{"preset": "dgx-h100", "num_nodes": 4}``.
+
+    A fragmented allocation (what a scheduler has free) is given by
+    ``free_gpus_per_node: [8, 8, 6, 4]`` or ``free_gpus: [{"name": "n1", "gpus": [0, 1, 2, 3]},
+    ...]``; ``num_nodes`` then defaults to their count. The planner uses the same number of GPUs
+    on every node it uses (what torchrun, Slurm's ``--gpus-per-node`` and one pod per node
+    need) and chooses the nodes (``planner.search.allocation``)."""
 
     _presets: ClassVar[dict[str, dict[str, Any]]] = _CLUSTER_PRESETS
 
@@ -106,6 +122,56 @@ class ClusterSpec(PresetSpec):
     gpu: GPUSpec = Field(description="GPU preset name or explicit GPU spec.")
     intra_node: LinkSpec = Field(description="Link between GPUs of one node (per GPU).")
     inter_node: LinkSpec = Field(description="Network between nodes (per node, all NICs).")
+    free_gpus_per_node: tuple[int, ...] | None = Field(
+        None, max_length=100_000, description="A fragmented allocation: free GPUs on each "
+        "node (the first ones of each node are used).")
+    free_gpus: tuple[FreeNode, ...] | None = Field(
+        None, max_length=100_000, description="A fragmented allocation with node names and "
+        "the free GPU indices of each node.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nodes_of_the_allocation(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "num_nodes" not in data:
+            free = data.get("free_gpus_per_node") or data.get("free_gpus")
+            if isinstance(free, (list, tuple)):
+                data = {**data, "num_nodes": len(free)}
+        return data
+
+    @model_validator(mode="after")
+    def _allocation(self) -> ClusterSpec:
+        if self.free_gpus_per_node is not None and self.free_gpus is not None:
+            raise ValueError("give free_gpus_per_node or free_gpus, not both")
+        free = self.free_nodes
+        if free is None:
+            return self
+        if len(free) != self.num_nodes:
+            raise ValueError(f"the allocation lists {len(free)} nodes; num_nodes is "
+                             f"{self.num_nodes}")
+        G = self.gpus_per_node
+        for j, c in enumerate(self.free_gpus_per_node or ()):
+            if not 0 <= c <= G:
+                raise ValueError(f"free_gpus_per_node[{j}] = {c} is not in [0, "
+                                 f"gpus_per_node({G})]")
+        for j, node in enumerate(free):
+            if len(set(node.gpus)) != len(node.gpus) or any(not 0 <= x < G for x in node.gpus):
+                raise ValueError(f"node {node.name or j}: free GPUs {list(node.gpus)} must be "
+                                 f"distinct indices in [0, gpus_per_node({G}))")
+        names = [n.name for n in free if n.name]
+        if len(set(names)) != len(names):
+            raise ValueError("node names in free_gpus must be distinct")
+        if not any(n.gpus for n in free):
+            raise ValueError("the allocation has no free GPU")
+        return self
+
+    @property
+    def free_nodes(self) -> tuple[FreeNode, ...] | None:
+        """The allocation as named nodes (counts become the first indices), or None."""
+        if self.free_gpus is not None:
+            return self.free_gpus
+        if self.free_gpus_per_node is not None:
+            return tuple(FreeNode(gpus=tuple(range(c))) for c in self.free_gpus_per_node)
+        return None
 
     @model_validator(mode="after")
     def _link_kinds(self) -> ClusterSpec:

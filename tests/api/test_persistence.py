@@ -245,3 +245,35 @@ def test_moe_plans_over_http_carry_experts_and_their_launch(server):
         assert r.status_code == 422
         assert r.headers["content-type"].startswith("application/problem+json")
         assert "num_experts(8) is not divisible by ep(3)" in r.text
+
+
+def test_a_schedulers_round_trip_on_a_fragmented_allocation(server):
+    """Free GPUs in (a stored cluster of named nodes), placement and launch files out."""
+    free = [{"name": "gpu-a01", "gpus": list(range(8))}, {"name": "gpu-a02", "gpus": [0, 1, 2, 3]},
+            {"name": "gpu-a03", "gpus": [4, 5, 6, 7]}, {"name": "gpu-a04", "gpus": [6, 7]}]
+    with server.client() as c:
+        r = c.post("/v1/clusters", json={"preset": "dgx-h100", "name": "free-now",
+                                         "free_gpus": free})
+        assert r.status_code == 201, r.text
+        cluster = r.json()
+        assert cluster["spec"]["num_nodes"] == 4
+        r = c.post("/v1/plans", json={"model": {"preset": "llama3-8b"},
+                                      "cluster": {"id": cluster["id"]},
+                                      "training": {"global_batch_size": 96, "seq_length": 4096},
+                                      "search": {"top_k": 3}})
+        assert r.status_code == 201, r.text
+        result = r.json()
+        best = result["plans"][0]
+        pl = best["placement"]
+        offered = {n["name"]: set(n["gpus"]) for n in free}
+        assert pl["nodes"] and all(set(n["local_gpus"]) <= offered[n["name"]]
+                                   for n in pl["nodes"])
+        assert pl["nnodes"] * pl["nproc_per_node"] == best["gpus_used"]
+        script = c.get(f"/v1/plans/{result['id']}/launch/torchrun").text
+        assert script.count("CUDA_VISIBLE_DEVICES=") == pl["nnodes"]
+        hosts = c.get(f"/v1/plans/{result['id']}/launch/hostfile").text
+        assert hosts.splitlines()[0] == f"{pl['nodes'][0]['name']} slots={pl['nproc_per_node']}"
+        r = c.post("/v1/clusters", json={"preset": "dgx-h100", "free_gpus_per_node": [8, 12]})
+        assert r.status_code == 422
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert "free_gpus_per_node[1] = 12" in r.text
