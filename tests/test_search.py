@@ -1,4 +1,4 @@
-"""The CP-SAT search against exhaustive enumeration, and its behaviour on real requests."""
+"""The search against exhaustive enumeration, and its behaviour on real requests."""
 
 import json
 import random

@@ -44,7 +44,7 @@ async def create_plan(
     request: Request, response: Response, engine: EngineDep, settings: SettingsDep,
 ):
     """Search every dp/tp/pp/cp/vpp/micro-batch/recompute/ZeRO combination for the k fastest
-    plans that fit in memory (CP-SAT), each with its step time, memory and breakdown; or status
+    plans that fit in memory (exact search), each with its step time, memory and breakdown; or status
     INFEASIBLE with the reasons (an answer, not an error: 201 as well). The id is a hash of the
     request, so an identical request returns the stored answer with 200."""
     if body.validation is not None and not settings.allow_local_sweeps:
