@@ -20,7 +20,11 @@ run: install
 test: install
 	$(PY) -m pytest
 
+# The edit loop: everything but the tests that start processes or a live service.
+test-fast: install
+	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
+
 lint: install
 	$(VENV)/bin/ruff check planner api tests benchmarks
 
-.PHONY: install run test lint
+.PHONY: install run test test-fast lint

@@ -314,3 +314,22 @@ def test_the_exhaustive_comparison_covers_block_recompute():
     hits = sum(any(p.recompute_num_layers for p in plan(random_request(random.Random(s))).plans)
                for s in range(200))
     assert hits >= 5
+
+
+def test_the_smallest_footprint_named_is_the_true_minimum():
+    """Llama 3 405B on 8 A100-40GB: the footprint the reasons name is the smallest in the
+    space (full recompute shrinks the activations), not one of a plan skipped early."""
+    body = {"model": {"preset": "llama3-405b"},
+            "cluster": {"preset": "dgx-a100", "num_nodes": 1, "gpu": "a100-40gb"},
+            "training": {"global_batch_size": 64, "seq_length": 4096}}
+    res = plan(PlanRequest.model_validate(body))
+    assert res.search.status == "INFEASIBLE"
+    head = res.infeasible_reasons[0]
+    named = float(head.split("smallest footprint in the space is ")[1].split(" GiB")[0])
+    assert "recompute=full" in head
+    req = PlanRequest.model_validate(body)
+    other = estimate(req.model, req.cluster, req.training,
+                     ParallelPlan(tp=8, recompute="full", micro_batch_size=1))
+    assert named <= other.memory_per_gpu_gib + 1e-6
+    states = float(res.infeasible_reasons[1].split("need ")[1].split(" GiB")[0])
+    assert states <= named < states + 10

@@ -113,6 +113,7 @@ def test_predicted_components_use_total_communication():
     assert pred["step_time_s"] == pytest.approx(est.step_time_s - est.breakdown["optimizer"])
 
 
+@pytest.mark.slow
 def test_top_three_plans_on_four_gloo_ranks_end_to_end(tmp_path):
     req = tmp_path / "req.json"
     req.write_text(json.dumps(TINY))

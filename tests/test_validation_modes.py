@@ -85,6 +85,7 @@ def test_compose_charges_the_1f1b_bubble():
     assert stage_to_sample([3, 2], [1.0, 1.5]) == 1
 
 
+@pytest.mark.slow
 def test_sampled_validation_of_an_eight_rank_plan_on_four(tmp_path):
     from planner.probe.validate import validate
     from planner.validation.evaluate import as_calibration
@@ -117,6 +118,7 @@ def test_full_mode_refuses_a_plan_larger_than_the_ranks():
     assert probe.skipped and "needs 8 ranks" in probe.skipped and probe.runs == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["slurm", "kubernetes"])
 def test_cluster_validation_written_then_imported(tmp_path, launcher):
     """The CLI writes one job per probe run (the worker on nccl); results a cluster would
@@ -175,6 +177,7 @@ def test_cluster_validation_written_then_imported(tmp_path, launcher):
     assert json.loads(cal.read_text())["source"] == "validation"
 
 
+@pytest.mark.slow
 def test_validate_import_of_a_folder_without_a_job_fails_cleanly(tmp_path):
     out = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate-import",
                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -210,6 +213,7 @@ def test_interleaved_order_by_hand():
                                        for i in range(8))
 
 
+@pytest.mark.slow
 def test_interleaved_plan_runs_end_to_end():
     """A vpp=2 plan on 4 gloo ranks: the interleaved schedule runs to completion (messages
     wrap from the last stage back to the first) and its pipeline traffic is measured."""
@@ -225,6 +229,7 @@ def test_interleaved_plan_runs_end_to_end():
     assert "pp_comm" in p.predicted["breakdown"]
 
 
+@pytest.mark.slow
 def test_context_parallel_plan_runs_its_ring_exchanges():
     """A cp=2 plan: the probe runs ring attention's K,V exchanges per layer (forward, and K,V
     with their gradients backward) in Megatron's group order, and measures them as CP."""
@@ -267,6 +272,7 @@ def test_validation_table_for_people():
     assert "needs 16 ranks" in text and "sampled: stage on 2 ranks" in text
 
 
+@pytest.mark.slow
 def test_expert_parallel_plan_runs_its_all_to_alls():
     """A MoE plan (ep=2, etp=2 on 4 gloo ranks): the probe runs the MoE layers' dispatch and
     combine all-to-alls over the EP groups and the ETP all-gather / reduce-scatter, in
@@ -288,6 +294,7 @@ def test_expert_parallel_plan_runs_its_all_to_alls():
     assert {"all_to_all", "all_gather", "reduce_scatter"} <= ops
 
 
+@pytest.mark.slow
 def test_zero3_moe_plan_gathers_experts_over_their_own_group():
     """ZeRO-3 of a MoE plan (dp=4, ep=2): the probe gathers the dense weights over the four
     data-parallel ranks and the experts over the two that hold the same experts."""

@@ -43,10 +43,11 @@ async def create_plan(
     body: Annotated[PlanRequestIn, Body(openapi_examples=PLAN_EXAMPLES)],
     request: Request, response: Response, engine: EngineDep, settings: SettingsDep,
 ):
-    """Search every dp/tp/pp/cp/vpp/micro-batch/recompute/ZeRO combination for the k fastest
-    plans that fit in memory (exact search), each with its step time, memory and breakdown; or status
-    INFEASIBLE with the reasons (an answer, not an error: 201 as well). The id is a hash of the
-    request, so an identical request returns the stored answer with 200."""
+    """Search every dp/tp/pp/cp/ep/vpp/micro-batch/recompute/ZeRO combination (and uneven
+    stages, and the slices of a fragmented allocation) for the k fastest plans that fit in
+    memory (exact search), each with its step time, memory and breakdown; or status
+    INFEASIBLE with the reasons (an answer, not an error: 201 as well). The id is a hash of
+    the request, so an identical request returns the stored answer with 200."""
     if body.validation is not None and not settings.allow_local_sweeps:
         raise ApiProblem(403, "Forbidden", "validation: this service does not run probe jobs "
                          "(PLANNER_ALLOW_LOCAL_SWEEPS=false)", type_="/problems/forbidden")
@@ -151,12 +152,13 @@ def list_plans(engine: EngineDep, limit: Limit = 50, offset: Offset = 0,
 
 @router.post("/estimates", response_model=PlanEstimate, dependencies=WRITE,
              summary="Cost one fixed plan", operation_id="estimates-create")
-async def create_estimate(
+def create_estimate(
     body: Annotated[EstimateRequestIn, Body(openapi_examples=ESTIMATE_EXAMPLES)],
     engine: EngineDep,
 ):
     """Step time, memory of the most loaded GPU, time breakdown and the collectives of one
-    given plan."""
+    given plan. (A plain function: FastAPI runs it in its thread pool, so the estimate and
+    the stored-cluster read never hold the event loop.)"""
     est = run_estimate(body, engine=engine)
     # Already a validated PlanEstimate: serialise it once, without a second validation.
     return Response(est.model_dump_json(), media_type="application/json")

@@ -268,12 +268,14 @@ def compose(plans: PlanArrays, tables: CostTables,
             layers_per_stage: tuple[int, ...] | None = None,
             memory_cap: float | None = None, *, layout: Layout | None = None,
             group: int | None = None, stages: np.ndarray | None = None,
-            any_split: bool = False) -> BatchCost:
+            any_split: bool = False, memory_only: bool = False) -> BatchCost:
     """Cost of every plan (each assumed valid: see ``plan_violations``). With ``memory_cap``,
     step times are computed only for plans whose memory fits (the others get +inf): the search
     needs no more, and memory is the cheaper half. ``layers_per_stage`` (or a whole ``layout``)
     and ``group`` (the interleaved schedule's micro-batch group) apply to a single plan;
     ``stages`` (n, P) gives every plan (without interleaving) its own layers per stage.
+    ``memory_only``: every plan's exact memory, no step times (what the reasons for an
+    infeasible request need).
 
     ``any_split``: also cost the plans without interleaving or block recompute whose layers
     could be split over the stages differently (``layout.first_last_splits``) and some split
@@ -354,13 +356,13 @@ def compose(plans: PlanArrays, tables: CostTables,
         floor = np.where(splittable, np.minimum(floor, np.maximum(
             share, ends + per_layer_state[:, 0])), floor)
     alive = rows
-    if memory_cap is not None:
+    if memory_cap is not None and not memory_only:
         alive = np.flatnonzero(floor + eff.memory_reserve_gib * GIB <= memory_cap)
 
     LW = np.zeros((len(plans), LAYER_COLUMNS))
     HW = np.zeros((len(plans), 5))
-    a_plans = plans.take(alive) if memory_cap is not None else plans
-    a_npn = npn[alive] if memory_cap is not None else npn
+    a_plans = plans.take(alive) if len(alive) < len(plans) else plans
+    a_npn = npn[alive]
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
                                   a_plans.sp, a_npn, a_plans.ep, a_plans.etp], 1), layer_row,
                         LAYER_COLUMNS)
@@ -397,6 +399,8 @@ def compose(plans: PlanArrays, tables: CostTables,
 
     # (Plans dropped by the lower bound report it: their memory is at least that.)
     fits = np.ones(len(plans), dtype=bool) if memory_cap is None else memory <= memory_cap
+    if memory_only:
+        fits = np.zeros(len(plans), dtype=bool)
     if memory_cap is not None and splittable.any():
         # Some split fits only if every stage has room for a layer and the stages together
         # for all of them: stage i holds min(pp - i, m) micro-batches' activations per layer

@@ -53,8 +53,11 @@ def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: Trainin
 def memory_reasons(req, plans: PlanArrays, bc: BatchCost, capacity: float) -> list[str]:
     """Every plan of the space overflows memory: show the smallest footprint and its parts."""
     gpu: GPUSpec = req.cluster.gpu
-    i = int(np.argmin(bc.memory_bytes))
-    # The search skips activations of plans whose model states alone overflow: re-cost fully.
+    # The search skipped the activations of plans whose model states alone overflow: the
+    # smallest footprint needs every plan's exact memory.
+    full = compose(plans, cost_tables(req.model, req.cluster, req.training, req.efficiency,
+                                      req.calibration), memory_only=True)
+    i = int(np.argmin(full.memory_bytes))
     exact = compose(plans.take(np.array([i])), cost_tables(req.model, req.cluster, req.training,
                                                             req.efficiency, req.calibration))
     parts = {k: float(v[0]) / GIB for k, v in exact.memory_parts.items()}
