@@ -108,8 +108,15 @@ def install(app: FastAPI) -> None:
         except ValueError:
             title = "Error"
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            # Starlette answers from the first route whose path matched; the path's methods
+            # are those of every route it matches (RFC 9110 section 15.5.6).
+            allowed = allowed_methods(request)
+            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+            detail = f"{request.method} is not allowed here; allowed: {', '.join(allowed)}"
         return problem(exc.status_code, title, detail, instance=request.url.path,
-                       headers=getattr(exc, "headers", None))
+                       headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
@@ -118,11 +125,26 @@ def install(app: FastAPI) -> None:
                        "logged", instance=request.url.path)
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """The methods some route serves on this request's path (each tried against the routes
+    as Starlette matches them)."""
+    from starlette.routing import Match
+
+    out = []
+    for method in ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"):
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes):
+            out.append(method)
+    return out
+
+
 PROBLEM_RESPONSES = {
     400: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": "Malformed JSON."},
     401: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": "Missing or wrong token."},
     404: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": "Unknown id."},
     413: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": "Body too large."},
     422: {"model": Problem, "content": {MEDIA_TYPE: {}},
-          "description": "Invalid request: the field and the reason."},
+          "description": "Invalid request: the field and the reason. A referenced id that "
+                         "is not stored (a cluster, a plan of a validation) is answered here "
+                         "too, naming the field (e.g. cluster.id)."},
 }

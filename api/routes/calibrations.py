@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Request, Response
 
 from api import store
+from api.links import links
 from api.problems import MEDIA_TYPE, PROBLEM_RESPONSES, ApiProblem, Problem, not_found
 from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.schemas import CalibrationCreate, CalibrationPublic, JobPublic, Page, SweepSpec
@@ -32,7 +33,10 @@ def _public(row: dict) -> dict:
 @router.post("/clusters/{cluster_id}/calibrations", status_code=201, dependencies=WRITE,
              response_model=CalibrationPublic, summary="Calibrate a cluster",
              operation_id="calibrations-create",
-             responses={202: {"model": JobPublic, "description": "A sweep: the job to poll."},
+             responses={201: links("calibration_id", "calibrations-get",
+                                   "calibrations-plot"),
+                        202: {"model": JobPublic, "description": "A sweep: the job to poll.",
+                              **links("job_id", "jobs-get", "jobs-cancel")},
                         403: {"model": Problem, "content": {MEDIA_TYPE: {}},
                               "description": "Sweeps are switched off on this service."}})
 def create_calibration(

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Response
 
 from api import store
+from api.links import links
 from api.problems import PROBLEM_RESPONSES, not_found
 from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset
 from api.routes.examples import CLUSTER_EXAMPLES
@@ -16,7 +17,9 @@ router = APIRouter(prefix="/v1", tags=["clusters"], responses=PROBLEM_RESPONSES)
 
 
 @router.post("/clusters", status_code=201, response_model=ClusterPublic, dependencies=WRITE,
-             summary="Store a cluster", operation_id="clusters-create")
+             summary="Store a cluster", operation_id="clusters-create",
+             responses={201: links("cluster_id", "clusters-get", "clusters-delete",
+                                   "calibrations-create")})
 def create_cluster(body: Annotated[ClusterCreate, Body(openapi_examples=CLUSTER_EXAMPLES)],
                    response: Response, engine: EngineDep):
     """Store a cluster (a preset with overrides, or explicit topology, GPU and links)."""

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Request, Response
 
 from api import store
+from api.links import links
 from api.problems import PROBLEM_RESPONSES, ApiProblem, not_found
 from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.schemas import JobCreate, JobPublic, JobState, Page
@@ -27,7 +28,8 @@ JOB_EXAMPLES = {
 
 
 @router.post("/jobs", status_code=202, response_model=JobPublic, dependencies=WRITE,
-             summary="Start a job", operation_id="jobs-create")
+             summary="Start a job", operation_id="jobs-create",
+             responses={202: links("job_id", "jobs-get", "jobs-cancel")})
 def create_job(body: Annotated[JobCreate, Body(openapi_examples=JOB_EXAMPLES)],
                request: Request, response: Response, engine: EngineDep,
                settings: SettingsDep):

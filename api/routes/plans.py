@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Path, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from api import store
+from api.links import links
 from api.problems import MEDIA_TYPE, PROBLEM_RESPONSES, ApiProblem, Problem
 from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.routes.examples import ESTIMATE_EXAMPLES, PLAN_EXAMPLES
@@ -28,6 +29,7 @@ from planner.result import PlanEstimate
 from planner.search import PlanResult
 
 router = APIRouter(prefix="/v1", tags=["plans"], responses=PROBLEM_RESPONSES)
+PLAN_LINKS = links("plan_id", "plans-get", "plans-launch", "plans-trace", "validations-create")
 
 
 @router.post("/plans", status_code=201, response_model=PlanCreated, dependencies=WRITE,
@@ -35,7 +37,8 @@ router = APIRouter(prefix="/v1", tags=["plans"], responses=PROBLEM_RESPONSES)
              summary="Find the best plans", operation_id="plans-create",
              responses={200: {"model": PlanCreated,
                               "description": "The same request was planned before: its "
-                                             "stored answer."},
+                                             "stored answer.", **PLAN_LINKS},
+                        201: PLAN_LINKS,
                         403: {"model": Problem, "content": {MEDIA_TYPE: {}},
                               "description": "A validation was asked for; probe jobs are "
                                              "switched off on this service."}})

@@ -89,6 +89,19 @@ def test_malformed_json_and_wrong_media(shared_server):
         assert r.headers["content-type"] == "application/problem+json"
 
 
+@pytest.mark.parametrize("method,url,allowed", [
+    ("PUT", "/v1/plans", "GET, POST"), ("DELETE", "/v1/clusters", "GET, POST"),
+    ("PATCH", "/v1/jobs", "GET, POST"), ("PUT", "/v1/jobs/job-x", "DELETE, GET"),
+    ("PUT", "/v1/clusters/cl-x/calibrations", "GET, POST"),
+])
+def test_405_lists_every_method_of_the_path(shared_server, method, url, allowed):
+    with shared_server.client() as c:
+        r = c.request(method, url)
+    assert r.status_code == 405 and r.headers["allow"] == allowed
+    assert r.headers["content-type"] == "application/problem+json"
+    assert allowed in r.json()["detail"]
+
+
 def test_oversized_bodies_get_413(shared_server):
     big = b'{"model": {"name": "' + b"x" * 10_000_000 + b'"}}'
     with shared_server.client() as c:

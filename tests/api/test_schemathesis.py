@@ -11,8 +11,10 @@ def test_openapi_schema_holds_under_fuzzing(shared_server, tmp_path):
     # argv only, bounded in time; a fixed seed keeps CI reproducible.
     proc = subprocess.run(
         [str(BIN), "run", f"{shared_server.url}/openapi.json",
-         "--checks", "not_a_server_error,response_schema_conformance,"
-                     "content_type_conformance,status_code_conformance",
+         # Every check but positive_data_acceptance: the schema states each field's type and
+         # range, not the arithmetic between fields (tp must divide the heads, the layers
+         # per stage must number pp, ...), which the service answers with 422 naming them.
+         "--checks", "all", "--exclude-checks", "positive_data_acceptance",
          "--max-examples", "12", "--seed", "7", "--workers", "1", "--request-timeout", "60",
          "--generation-database", "none", "--report-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
