@@ -81,12 +81,12 @@ def stored_launch(row: dict, rank: int) -> LaunchSpec:
                         req.cluster, req.training)
 
 
-def run_estimate(body: Any, *, engine: Engine) -> PlanEstimate:
+def run_estimate(body: Any, *, engine: Engine, launch: bool = False) -> PlanEstimate:
     cluster = resolve_cluster(body.cluster, engine=engine)
     req = EstimateRequest(model=body.model, cluster=cluster, training=body.training,
                           plan=body.plan, efficiency=body.efficiency,
                           calibration=attached_calibration(body, engine=engine))
-    return _estimate(req)
+    return _launched(req) if launch else _estimate(req)
 
 
 @lru_cache(maxsize=4096)
@@ -94,9 +94,14 @@ def _estimate(req: EstimateRequest) -> PlanEstimate:
     """Estimates are pure functions of the (immutable) request: schedulers asking again for a
     configuration they asked about before get the answer without recomputing it."""
     tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)
-    est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
-                   tables=tables)
-    return with_launch(est, req.model, req.cluster, req.training)
+    return estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
+                    tables=tables)
+
+
+@lru_cache(maxsize=1024)
+def _launched(req: EstimateRequest) -> PlanEstimate:
+    """The estimate with its launch artifacts, built once per request at the edge."""
+    return with_launch(_estimate(req), req.model, req.cluster, req.training)
 
 
 def plan_summary(row: dict) -> dict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Literal
 
 import anyio
 from fastapi import APIRouter, Body, Path, Query, Request, Response
@@ -158,10 +158,14 @@ def list_plans(engine: EngineDep, limit: Limit = 50, offset: Offset = 0,
 def create_estimate(
     body: Annotated[EstimateRequestIn, Body(openapi_examples=ESTIMATE_EXAMPLES)],
     engine: EngineDep,
+    include: Annotated[Literal["launch"] | None, Query(
+        description="'launch': add the plan's launch artifacts (Megatron-LM arguments, "
+        "torchrun, sbatch, ...); left out by default to keep the answer small.")] = None,
 ):
     """Step time, memory of the most loaded GPU, time breakdown and the collectives of one
-    given plan. (A plain function: FastAPI runs it in its thread pool, so the estimate and
-    the stored-cluster read never hold the event loop.)"""
-    est = run_estimate(body, engine=engine)
+    given plan; with ``?include=launch`` its launch artifacts too. (A plain function: FastAPI
+    runs it in its thread pool, so the estimate and the stored-cluster read never hold the
+    event loop.)"""
+    est = run_estimate(body, engine=engine, launch=include == "launch")
     # Already a validated PlanEstimate: serialise it once, without a second validation.
     return Response(est.model_dump_json(), media_type="application/json")

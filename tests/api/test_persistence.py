@@ -277,3 +277,19 @@ def test_a_schedulers_round_trip_on_a_fragmented_allocation(server):
         assert r.status_code == 422
         assert r.headers["content-type"].startswith("application/problem+json")
         assert "free_gpus_per_node[1] = 12" in r.text
+
+
+def test_estimates_carry_launch_artifacts_only_when_asked(server):
+    body = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+            "training": {"global_batch_size": 64, "seq_length": 4096},
+            "plan": {"dp": 4, "tp": 2, "zero_stage": 1, "sequence_parallel": True}}
+    with server.client() as c:
+        lean = c.post("/v1/estimates", json=body)
+        full = c.post("/v1/estimates", params={"include": "launch"}, json=body)
+        assert lean.status_code == full.status_code == 200
+        assert lean.json()["launch"] is None
+        assert "--tensor-model-parallel-size" in full.json()["launch"]["megatron_args"]
+        assert len(lean.content) < len(full.content) / 2
+        assert lean.json()["step_time_s"] == full.json()["step_time_s"]
+        assert c.post("/v1/estimates", params={"include": "everything"},
+                      json=body).status_code == 422
