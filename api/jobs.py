@@ -49,7 +49,9 @@ class JobRunner:
                              progress=round(0.05 + 0.9 * done / max(total, 1), 3))
 
         cal = run_sweep(spec.nproc, backend=spec.backend, sizes=spec.sizes, ops=spec.ops,
-                        timeout_s=spec.timeout_s, on_progress=progress)
+                        repeats=spec.repeats, budget_s=spec.budget_s,
+                        min_batch_ms=spec.min_batch_ms, timeout_s=spec.timeout_s,
+                        on_progress=progress)
         row = store.save_calibration(engine=self.engine, cluster_id=request["cluster_id"],
                                      body=cal.model_dump(mode="json"))
         return row["body"]

@@ -149,6 +149,11 @@ class SweepSpec(BaseModel):
                       "all_to_all", "scatter", "gather", "send_recv"]] | None = Field(
         None, max_length=16)
     timeout_s: float = Field(600, ge=10, le=3600)
+    repeats: int = Field(3, ge=1, le=1000, description="Batches per size per pass.")
+    budget_s: float = Field(60, ge=0, le=3600, description="Seconds in all for more passes, "
+                            "until every median's 95% interval is within 5% (0: one pass).")
+    min_batch_ms: float = Field(20, ge=0.1, le=10_000,
+                                description="Each timed batch repeats the call this long.")
 
     @model_validator(mode="after")
     def _cpu_memory(self) -> SweepSpec:

@@ -7,7 +7,12 @@ times at the other (ring scaling of steps and bus factor). Gloo on a 2-core VM i
 (research/collectives.md section 5: 30-60% rep-to-rep): these numbers prove the pipeline, not
 GPU costs.
 
-    python benchmarks/calibration.py [--nproc 4] [--json results.json]
+Then the steadiness of a 2-rank all_reduce fit, three runs each: one pass of 5 batches per
+size (2 ms batches), against passes over the sizes in shuffled order with 20 ms batches until
+every median's 95% interval is within 5% or a 40 s budget is spent (target: R^2 >= 0.95
+within 60 s).
+
+    python benchmarks/calibration.py [--nproc 4] [--runs 3] [--json results.json]
 """
 
 from __future__ import annotations
@@ -24,13 +29,37 @@ from planner.calibration.fit import predict
 from planner.probe.sweep import run_sweep
 
 
+def steadiness(runs: int) -> list[dict]:
+    """R^2, quality and wall time of 2-rank all_reduce fits, one pass against adaptive."""
+    print("\n2-rank all_reduce fit, one pass vs adaptive passes (40 s budget):")
+    out = []
+    for name, kw in (("one pass", {"repeats": 5, "budget_s": 0, "min_batch_ms": 2}),
+                     ("adaptive", {"repeats": 3, "budget_s": 40, "min_batch_ms": 20})):
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            cal = run_sweep(2, ops=["all_reduce"], group_sizes=[2], timeout_s=300, **kw)
+            wall = time.perf_counter() - t0
+            (f,) = cal.fits
+            widest = max((s.ci_high_us - s.ci_low_us) / s.time_us for s in cal.samples)
+            row = {"mode": name, "r2": f.r2, "quality": f.quality,
+                   "median_rel_err": f.median_rel_err, "max_rel_err": f.max_rel_err,
+                   "widest_interval": widest, "seconds": wall}
+            out.append(row)
+            print(f"  {name:<9} R^2 {f.r2:6.3f}  {f.quality:<5} median err "
+                  f"{100 * f.median_rel_err:4.1f}%  widest 95% interval "
+                  f"{100 * widest:5.1f}% of its median  {wall:5.1f} s")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nproc", type=int, default=4)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    cal = run_sweep(args.nproc, backend="gloo", group_sizes=[args.nproc, 2], timeout_s=600)
+    cal = run_sweep(args.nproc, backend="gloo", group_sizes=[args.nproc, 2], timeout_s=600,
+                    repeats=5, budget_s=0, min_batch_ms=2)
     wall = time.perf_counter() - t0
     print(f"sweep of {args.nproc} gloo ranks: {wall:.1f} s wall ({cal.notes[-1]})\n")
     head = (f"{'op':<16}{'ranks':>6}{'alpha us':>10}{'GB/s':>8}{'bus GB/s':>9}{'R^2':>7}"
@@ -57,10 +86,12 @@ def main(argv: list[str] | None = None) -> int:
                   f" max {100 * item['max_rel_err']:.0f}%")
     if cal.unsupported:
         print("\nunsupported:", "; ".join(cal.unsupported))
+    steady = steadiness(args.runs)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"sweep_seconds": wall, "fits": rows, "cross": cross,
-                                         "unsupported": cal.unsupported}, indent=1))
+                                         "unsupported": cal.unsupported, "steady": steady},
+                                        indent=1))
     return 0
 
 

@@ -173,3 +173,16 @@ def test_alltoall_perf_logs_calibrate_the_expert_parallel_all_to_all():
     assert a2a.source == "cal-a2a" and a2a.group_size == 8
     assert a2a.time_s * 1e6 == pytest.approx(predict(fit, a2a.message_bytes, 8))
     assert calibrated.breakdown["ep_comm"] != plain.breakdown["ep_comm"]
+
+
+def test_sweep_medians_drop_far_outliers_and_carry_an_order_statistic_interval():
+    from planner.probe.sweep_worker import summarize
+
+    # 19 batches around 1.0 and one descheduled at 9.0: beyond Q3 + 3 IQR, dropped.
+    xs = [1.0 + 0.01 * i for i in range(19)] + [9.0]
+    med, lo, hi, n = summarize(xs)
+    assert n == 19 and med == pytest.approx(1.09)
+    # n = 19: j = floor(9.5 - 4.27) = 5, k = ceil(1 + 9.5 + 4.27) = 15: the 5th and the
+    # 15th smallest.
+    assert (lo, hi) == (pytest.approx(1.04), pytest.approx(1.14))
+    assert summarize([2.0]) == (2.0, 2.0, 2.0, 1)

@@ -19,7 +19,8 @@ GLOO_OPS = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
 def test_four_rank_gloo_sweep_of_every_collective(tmp_path):
     plot = tmp_path / "fits.svg"
     res = runner.invoke(app, ["calibrate", "run", "--nproc", "4", "--backend", "gloo",
-                              "--timeout", "110", "--json", "--plot", str(plot)])
+                              "--timeout", "110", "--budget-s", "0", "--min-batch-ms", "2",
+                              "--repeats", "5", "--json", "--plot", str(plot)])
     assert res.exit_code == 0, res.output
     cal = json.loads(res.stdout)
     assert cal["source"] == "sweep" and cal["backend"] == "gloo"
@@ -33,6 +34,21 @@ def test_four_rank_gloo_sweep_of_every_collective(tmp_path):
         assert 0 <= f["median_rel_err"] <= f["max_rel_err"]
     assert all(s["predicted_us"] > 0 for s in cal["samples"])
     assert plot.read_text().startswith("<svg")
+
+
+def test_adaptive_passes_report_the_median_and_its_interval():
+    """With a budget the sweep makes several passes over the sizes (shuffled), keeps the
+    median of every batch of a size, and reports its 95% interval; within the budget."""
+    from planner.probe.sweep import run_sweep
+
+    cal = run_sweep(2, ops=["all_reduce"], group_sizes=[2], sizes=(4096, 262144, 4194304),
+                    repeats=2, budget_s=6, min_batch_ms=5, timeout_s=120)
+    assert [f.op for f in cal.fits] == ["all_reduce"]
+    for smp in cal.samples:
+        assert smp.repeats >= 4                    # at least two passes of two batches
+        assert smp.ci_low_us <= smp.time_us <= smp.ci_high_us
+    took = float(cal.notes[-1].split(" took ")[1].split(" s")[0])
+    assert took < 6 + 10
 
 
 def test_a_failing_rank_is_reported_with_its_message():

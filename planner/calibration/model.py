@@ -23,6 +23,10 @@ class Sample(BaseModel):
     message_bytes: float = Field(gt=0, le=1e13)
     time_us: float = Field(gt=0, le=1e10)
     predicted_us: float | None = Field(None, description="The fitted model's prediction.")
+    ci_low_us: float | None = Field(None, ge=0, description="Sweeps: the 95% confidence "
+                                    "interval of the median time, low end.")
+    ci_high_us: float | None = Field(None, ge=0, description="Its high end.")
+    repeats: int | None = Field(None, ge=1, description="Sweeps: batches the median is of.")
 
 
 class Segment(BaseModel):

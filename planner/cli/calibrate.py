@@ -66,6 +66,12 @@ def run_cmd(
         "4096,16384,65536,262144,1048576,4194304",
     ops: Annotated[str | None, typer.Option(help="Collectives, comma-separated.")] = None,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds before the job is killed.")] = 600,
+    repeats: Annotated[int, typer.Option(min=1, max=1000, help="Batches per size per pass.")] = 3,
+    budget_s: Annotated[float, typer.Option(
+        "--budget-s", min=0, max=3600, help="Seconds in all for more passes over the sizes, "
+        "until every median's 95% interval is within 5% (0: one pass).")] = 60,
+    min_batch_ms: Annotated[float, typer.Option(
+        min=0.1, max=10_000, help="Each timed batch repeats the call this long.")] = 20,
     launcher: Annotated[str, typer.Option(help="local (torchrun here), slurm or kubernetes "
                                                "(write the job, submit it when the tool "
                                                "exists).")] = "local",
@@ -109,8 +115,9 @@ def run_cmd(
                             time_limit="00:30:00",
                             comment=f"planner calibration sweep: {nodes} x {nproc} ranks, "
                                     f"{backend}")
-        path = write_sweep_job(launcher, shape, sweep_args(backend=backend, sizes=size_list,
-                                                           ops=op_list), result_path, out_dir)
+        path = write_sweep_job(launcher, shape, sweep_args(
+            backend=backend, sizes=size_list, ops=op_list, repeats=repeats, budget_s=budget_s,
+            min_batch_ms=min_batch_ms), result_path, out_dir)
         print(f"wrote {path}")
         if submit:
             try:
@@ -124,6 +131,7 @@ def run_cmd(
         task = bar.add_task("sweep", total=None)
         try:
             cal = run_sweep(nproc, backend=backend, sizes=size_list, ops=op_list,
+                            repeats=repeats, budget_s=budget_s, min_batch_ms=min_batch_ms,
                             timeout_s=timeout,
                             on_progress=lambda d, t: bar.update(task, completed=d, total=t))
         except ProbeError as exc:

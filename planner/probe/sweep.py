@@ -12,9 +12,13 @@ DEFAULT_SIZES = (4096, 16384, 65536, 262144, 1048576, 4194304)
 
 
 def sweep_args(*, backend: str, sizes=DEFAULT_SIZES, ops: list[str] | None = None,
-               group_sizes: list[int] | None = None, repeats: int = 5) -> list[str]:
+               group_sizes: list[int] | None = None, repeats: int = 5,
+               budget_s: float = 0.0, min_batch_ms: float = 2.0) -> list[str]:
+    """The worker's arguments: ``repeats`` batches per size per pass; with ``budget_s``, more
+    passes until every median's 95% interval is within 5% or the budget is spent."""
     args = ["--backend", backend, "--sizes", ",".join(str(int(s)) for s in sizes),
-            "--repeats", str(repeats)]
+            "--repeats", str(repeats), "--budget-s", f"{budget_s:g}",
+            "--min-batch-ms", f"{min_batch_ms:g}"]
     if ops:
         args += ["--ops", ",".join(ops)]
     if group_sizes:
@@ -24,12 +28,14 @@ def sweep_args(*, backend: str, sizes=DEFAULT_SIZES, ops: list[str] | None = Non
 
 def run_sweep(nproc: int, *, backend: str = "gloo", sizes=DEFAULT_SIZES,
               ops: list[str] | None = None, group_sizes: list[int] | None = None,
-              repeats: int = 5, timeout_s: float = 600,
+              repeats: int = 5, budget_s: float = 0.0, min_batch_ms: float = 2.0,
+              timeout_s: float = 600,
               on_progress: Callable[[int, int], None] | None = None) -> Calibration:
     raw = run_module(nproc, "planner.probe.sweep_worker",
                      sweep_args(backend=backend, sizes=sizes, ops=ops, group_sizes=group_sizes,
-                                repeats=repeats),
-                     timeout_s=timeout_s, on_progress=on_progress)
+                                repeats=repeats, budget_s=budget_s,
+                                min_batch_ms=min_batch_ms),
+                     timeout_s=max(timeout_s, budget_s * 1.5 + 60), on_progress=on_progress)
     return calibration_from_sweep(raw)
 
 

@@ -54,7 +54,8 @@ def test_sweep_runs_as_a_job(server):
         cid = c.post("/v1/clusters", json={"preset": "local-cpu"}).json()["id"]
         r = c.post(f"/v1/clusters/{cid}/calibrations", json={
             "source": "sweep", "sweep": {"nproc": 2, "ops": ["all_reduce", "broadcast"],
-                                         "sizes": [4096, 65536, 1048576], "timeout_s": 120}})
+                                         "sizes": [4096, 65536, 1048576], "timeout_s": 120,
+                                         "budget_s": 0, "min_batch_ms": 2}})
         assert r.status_code == 202, r.text
         location = r.headers["location"]
         deadline = time.monotonic() + 150
