@@ -10,6 +10,7 @@ from planner.calibration.model import Calibration, Sample
 from planner.request import EstimateRequest
 from planner.search import PlanRequest, PlanResult
 from planner.specs import ClusterSpec
+from planner.vocabulary import Collective, ProbeCompute, ValidationModeChoice
 
 T = TypeVar("T")
 
@@ -46,10 +47,10 @@ class ValidationCreate(BaseModel):
                                        "read back by the CLI (planner validate --launcher "
                                        "slurm|kubernetes, planner validate-import).")
     nproc: int = Field(4, ge=2, le=8, description="Ranks. A plan needing more runs sampled.")
-    mode: Literal["auto", "full", "sampled"] = Field(
+    mode: ValidationModeChoice = Field(
         "auto", description="full: all of a plan's ranks; sampled: one representative group "
         "per strategy, the step composed from them; auto: full when the plan fits in nproc.")
-    compute: Literal["auto", "gemm", "emulate"] = Field(
+    compute: ProbeCompute = Field(
         "auto", description="gemm: the probe runs the GEMMs; emulate: it sleeps for their "
         "benchmarked time; auto: emulate when the ranks outnumber the host's cores.")
     feed_calibration: bool = Field(False, description="Store the collectives the probes "
@@ -145,8 +146,7 @@ class SweepSpec(BaseModel):
     sizes: list[Annotated[int, Field(ge=4, le=2**30)]] = Field(
         default=[4096, 16384, 65536, 262144, 1048576, 4194304], min_length=3, max_length=32,
         description="Bytes: 4 B to 1 GiB on GPUs (nccl), to 64 MiB on CPUs (gloo).")
-    ops: list[Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-                      "all_to_all", "scatter", "gather", "send_recv"]] | None = Field(
+    ops: list[Collective] | None = Field(
         None, max_length=16)
     timeout_s: float = Field(600, ge=10, le=3600)
     repeats: int = Field(3, ge=1, le=1000, description="Batches per size per pass.")

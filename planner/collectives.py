@@ -61,15 +61,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-Collective = Literal["broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
-                     "reduce_scatter", "all_to_all", "send_recv"]
+from planner.vocabulary import COLLECTIVES, Tier
+
 Algorithm = Literal["ring", "tree", "recursive_doubling", "halving_doubling", "direct",
                     "hierarchical"]
-Tier = Literal["intra_node", "inter_node"]
-
-COLLECTIVES: tuple[str, ...] = ("broadcast", "reduce", "all_reduce", "scatter", "gather",
-                                "all_gather", "reduce_scatter", "all_to_all", "send_recv")
-
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "send_recv": ("direct",),
     "broadcast": ("tree", "ring", "halving_doubling"),

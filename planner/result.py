@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.collectives import Tier
+from planner.vocabulary import Collective, Recompute, Strategy, Tier
 
 
 class CommunicationItem(BaseModel):
@@ -12,8 +12,8 @@ class CommunicationItem(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    strategy: str = Field(description="DP, TP, PP, CP, EP or ZeRO.")
-    op: str = Field(description="Collective: all_reduce, all_gather, reduce_scatter, send_recv...")
+    strategy: Strategy = Field(description="Which parallelism issues it.")
+    op: Collective = Field(description="The collective (nccl-tests names, snake_case).")
     message_bytes: float = Field(description="Full buffer size, nccl-tests convention.")
     count_per_step: float = Field(description="Calls per optimizer step on one GPU.")
     group_size: int
@@ -123,7 +123,7 @@ class PlanEstimate(BaseModel):
     vpp: int
     micro_batch_size: int
     grad_accum_steps: int
-    recompute: str
+    recompute: Recompute
     recompute_num_layers: int | None = Field(
         None, description="Full recompute of only the first N layers of each model chunk "
         "(Megatron-LM --recompute-method block); null: every layer (or no full recompute).")

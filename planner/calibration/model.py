@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.collectives import Tier
+from planner.vocabulary import Collective, Tier
 
 Source = Literal["sweep", "nccl-tests", "trace", "samples", "validation"]
 
@@ -16,8 +16,7 @@ class Sample(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    op: str = Field(description="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
-                    "all_to_all, scatter, gather or send_recv.")
+    op: Collective = Field(description="The collective (nccl-tests names, snake_case).")
     group_size: int = Field(ge=2, le=1_000_000)
     tier: Tier = "intra_node"
     message_bytes: float = Field(gt=0, le=1e13)

@@ -190,11 +190,12 @@ def validate_cmd(
     from planner.probe.local import ProbeError
     from planner.probe.validate import validate
     from planner.search import PlanRequest
+    from planner.vocabulary import PROBE_COMPUTE, VALIDATION_MODES
 
-    if mode not in ("auto", "full", "sampled"):
-        _fail(f"--mode: {mode!r} is not one of auto, full, sampled")
-    if compute not in ("auto", "gemm", "emulate"):
-        _fail(f"--compute: {compute!r} is not one of auto, gemm, emulate")
+    if mode not in VALIDATION_MODES:
+        _fail(f"--mode: {mode!r} is not one of {', '.join(VALIDATION_MODES)}")
+    if compute not in PROBE_COMPUTE:
+        _fail(f"--compute: {compute!r} is not one of {', '.join(PROBE_COMPUTE)}")
     data = load_json(request)
     try:
         req = parse_request(PlanRequest, data)

@@ -62,8 +62,7 @@ from planner.cost.memory import expert_stage_params, stage_params
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
 from planner.specs.placement import GroupSpan, group_span, launch_layout
-
-RECOMPUTE = ("none", "selective", "full")
+from planner.vocabulary import RECOMPUTE
 
 
 def ddp_bucket_params(dp_size: int) -> int:

@@ -30,8 +30,9 @@ import sys
 import time
 from datetime import timedelta
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
-       "scatter", "gather", "send_recv")
+from planner.vocabulary import COLLECTIVES
+
+OPS = COLLECTIVES
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -14,7 +14,7 @@ etp ranks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,8 +24,7 @@ from planner.specs.layout import Layout, default_layout, explicit_layout
 from planner.specs.model import ModelSpec
 from planner.specs.placement import launch_layout
 from planner.specs.training import TrainingSpec
-
-Recompute = Literal["none", "selective", "full"]
+from planner.vocabulary import Recompute
 
 
 class ParallelPlan(BaseModel):

@@ -12,8 +12,6 @@ GPU) before the comparison. Every collective the probes ran is kept as a calibra
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.calibration.fit import fit_samples
@@ -31,9 +29,10 @@ from planner.validation.compare import (
 from planner.validation.pattern import NotProbeable, step_pattern
 from planner.validation.predicted_trace import stage_times
 from planner.validation.sampled import compose, experts_inside, sampled_runs, stage_to_sample
+from planner.vocabulary import ProbeCompute, ValidationMode, ValidationModeChoice
 
-Mode = Literal["auto", "full", "sampled"]
-Compute = Literal["auto", "gemm", "emulate"]
+Mode = ValidationModeChoice
+Compute = ProbeCompute
 PLAN_KEYS = ("dp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "grad_accum_steps",
              "recompute", "recompute_num_layers", "zero_stage", "sequence_parallel",
              "layers_per_stage", "microbatch_group_size")
@@ -43,7 +42,7 @@ class ValidatedPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     plan: dict
-    mode: Literal["full", "sampled"] | None = None
+    mode: ValidationMode | None = None
     predicted: dict
     measured: dict | None
     rel_err: dict[str, float] = Field(default_factory=dict)
@@ -57,7 +56,7 @@ class ValidationResult(BaseModel):
 
     id: str | None = None
     status: str
-    mode: Literal["full", "sampled"] = "full"
+    mode: ValidationMode = "full"
     backend: str = "gloo"
     compute: str = Field("gemm", description="gemm: the probe ran the GEMMs; emulate: it slept "
                          "for their benchmarked time (more ranks than cores on one host).")
@@ -80,7 +79,7 @@ class PlanProbe(BaseModel):
 
     index: int
     plan: dict
-    mode: Literal["full", "sampled"] | None = None
+    mode: ValidationMode | None = None
     runs: dict[str, dict] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
     skipped: str | None = None

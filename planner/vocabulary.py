@@ -1,0 +1,23 @@
+"""The project's vocabularies, each defined once: the names requests, results, the CLI and
+the API share (DESIGN.md's contract). Tuples of the values come from the Literals."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Collective = Literal["broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
+                     "reduce_scatter", "all_to_all", "send_recv"]
+COLLECTIVES: tuple[Collective, ...] = get_args(Collective)
+
+Tier = Literal["intra_node", "inter_node"]
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE: tuple[Recompute, ...] = get_args(Recompute)
+
+Strategy = Literal["DP", "TP", "PP", "CP", "EP", "ZeRO"]
+
+ValidationMode = Literal["full", "sampled"]
+ValidationModeChoice = Literal["auto", "full", "sampled"]
+VALIDATION_MODES: tuple[ValidationModeChoice, ...] = get_args(ValidationModeChoice)
+ProbeCompute = Literal["auto", "gemm", "emulate"]
+PROBE_COMPUTE: tuple[ProbeCompute, ...] = get_args(ProbeCompute)
