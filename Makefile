@@ -26,5 +26,6 @@ test-fast: install
 
 lint: install
 	$(VENV)/bin/ruff check planner api tests benchmarks
+	$(VENV)/bin/mypy
 
 .PHONY: install run test test-fast lint

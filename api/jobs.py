@@ -66,6 +66,8 @@ class JobRunner:
 
         spec = ValidationCreate.model_validate(request["validation"])
         row = store.get_plan(engine=self.engine, plan_id=request["plan_id"])
+        if row is None:
+            raise ValueError(f"plan {request['plan_id']} is no longer stored")
         req = PlanRequest.model_validate(row["request"])
         trace_dir = Path(self.settings.data_dir, "validations", job_id)
         trace_dir.mkdir(parents=True, exist_ok=True)
@@ -97,6 +99,8 @@ class JobRunner:
                                 state="running", started_at=store.now(), progress=0.05):
             return   # cancelled before it started
         job = store.get_job(engine=self.engine, job_id=job_id)
+        if job is None:
+            return   # deleted meanwhile
         try:
             if job["kind"] == "calibration-sweep":
                 result = self._sweep(job_id, job["request"])

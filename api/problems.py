@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -138,7 +139,7 @@ def allowed_methods(request: Request) -> list[str]:
     return out
 
 
-PROBLEM_RESPONSES = {
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": "Malformed JSON."},
     401: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": "Missing or wrong token."},
     404: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": "Unknown id."},

@@ -23,7 +23,8 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
-def _iso(row: dict[str, Any]) -> dict[str, Any]:
+def _iso(row: Any) -> dict[str, Any]:
+    """A row (a RowMapping or a dict) with its datetimes as ISO strings."""
     out = dict(row)
     for k, v in out.items():
         if isinstance(v, datetime):
@@ -56,7 +57,7 @@ def get_plan(*, engine: Engine, plan_id: str) -> dict | None:
 
 def list_plans(*, engine: Engine, limit: int, offset: int, model: str | None = None,
                cluster: str | None = None) -> tuple[list[dict], int]:
-    cond = sa.true()
+    cond: sa.ColumnElement[bool] = sa.true()
     if model:
         cond = sa.and_(cond, plans.c.model_name == model)
     if cluster:
@@ -117,7 +118,7 @@ def get_job(*, engine: Engine, job_id: str) -> dict | None:
 
 def list_jobs(*, engine: Engine, limit: int, offset: int, state: str | None = None
               ) -> tuple[list[dict], int]:
-    cond = sa.true() if not state else jobs.c.state == state
+    cond: sa.ColumnElement[bool] = sa.true() if not state else jobs.c.state == state
     with engine.connect() as conn:
         count = conn.execute(sa.select(sa.func.count()).select_from(jobs).where(cond)).scalar_one()
         rows = conn.execute(jobs.select().where(cond).order_by(jobs.c.created_at.desc(),

@@ -93,7 +93,7 @@ def fit_series(op: str, tier: str, p: int, m: np.ndarray, t_us: np.ndarray) -> F
     # Leave-one-out: each point predicted by the lines refitted on the same ranges without it.
     loo = []
     for i in range(len(m)):
-        sub = []
+        sub: list[tuple[float, float]] = []
         for a, b in zip(bounds, bounds[1:], strict=False):
             idx = [j for j in range(a, b) if j != i]
             if len(idx) < 2:

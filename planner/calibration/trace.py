@@ -135,7 +135,8 @@ def read_trace(data: bytes | str | dict) -> TraceSummary:
                 params[op].append(a)
     used: dict[str, int] = defaultdict(int)
     for e in sorted(nccl, key=lambda e: e["ts"]):
-        op = NCCL_OPS.get(_NCCL_KERNEL.match(e["name"]).group(1).lower())
+        kernel = _NCCL_KERNEL.match(e["name"])
+        op = NCCL_OPS.get(kernel.group(1).lower()) if kernel else None
         if op is None:
             continue
         k = used[op]
@@ -174,10 +175,10 @@ def read_trace(data: bytes | str | dict) -> TraceSummary:
     comm_iv = _merge([(e["ts"], e["ts"] + e["dur"]) for _, e, _, _ in comm])
     by_op: dict[str, float] = defaultdict(float)
     samples = []
-    for op, e, p, nbytes in comm:
+    for op, e, p, size in comm:
         by_op[op] += e["dur"]
-        if nbytes > 0 and e["dur"] > 0 and p >= 2:
-            samples.append(Sample(op=op, group_size=p, message_bytes=nbytes, time_us=e["dur"]))
+        if size > 0 and e["dur"] > 0 and p >= 2:
+            samples.append(Sample(op=op, group_size=p, message_bytes=size, time_us=e["dur"]))
     comm_total = _length(comm_iv)
     if not comm:
         notes.append("no collective found (NCCL kernels with record_param_comms, or gloo:* "

@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -22,6 +22,7 @@ from planner.errors import PlannerInputError
 from planner.launch import with_launch
 from planner.request import EstimateRequest, parse_request
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec
+from planner.vocabulary import ValidationModeChoice
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Parallelism planner for large-model training.")
@@ -229,7 +230,7 @@ def write_cluster_validation(launcher: str, req, job_dir: Path | None, *, nproc:
         _fail(f"--launcher {launcher}: give --job-dir, a folder on the cluster's shared file "
               "system")
     try:
-        probes = prepare(req, nproc=nproc, top_k=top_k, mode=mode)
+        probes = prepare(req, nproc=nproc, top_k=top_k, mode=cast(ValidationModeChoice, mode))
         artifacts = write_validation_job(launcher, req, probes, job_dir, steps=steps,
                                          gpus_per_node=gpus_per_node)
     except (ValueError, OSError) as exc:

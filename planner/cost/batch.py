@@ -89,7 +89,7 @@ class PlanArrays:
 
     @classmethod
     def from_plans(cls, plans: list[ParallelPlan]) -> PlanArrays:
-        cols = {f: [] for f in PLAN_FIELDS}
+        cols: dict[str, list[int]] = {f: [] for f in PLAN_FIELDS}
         for p in plans:
             for f, v in zip(PLAN_FIELDS, (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
                                           RECOMPUTE.index(p.recompute), p.zero_stage,
@@ -127,16 +127,16 @@ class BatchCost:
     m: np.ndarray
     # Per stage class (n, C), for the layer-assignment model: time per micro-batch and memory
     # of the class's stage, and what one more layer adds to each.
-    class_time: np.ndarray | None = None
-    class_memory: np.ndarray | None = None
-    layer_time: np.ndarray | None = None
-    class_layer_memory: np.ndarray | None = None
+    class_time: np.ndarray
+    class_memory: np.ndarray
+    layer_time: np.ndarray
+    class_layer_memory: np.ndarray
+    # A lower bound on the step time of any split of the layers over the stages (plans that
+    # may be split: see ``compose(any_split=True)``); the step time for the others.
+    split_bound: np.ndarray
     # Per plan: a layer's forward and backward periods, the fixed costs of a stage's
     # micro-batch, the embedding and head, one send/recv (the predicted trace draws them).
     detail: dict[str, np.ndarray] | None = None
-    # A lower bound on the step time of any split of the layers over the stages (plans that
-    # may be split: see ``compose(any_split=True)``); the step time for the others.
-    split_bound: np.ndarray | None = None
     # Per plan, the terms the search bounds each split with (``split_terms``): a stage of n
     # layers takes n * layer + its fixed time (first, middle, last; ZeRO-2's per-micro-batch
     # reduction left out) and needs n * (state + act * in-flight micro-batches) + its fixed

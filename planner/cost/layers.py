@@ -48,6 +48,7 @@ from typing import NamedTuple
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.kernels import KernelModel
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
+from planner.specs.gpu import Precision
 
 
 class LayerShape(NamedTuple):
@@ -92,10 +93,11 @@ def attention_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan
     (row parallel, split on K) comes last."""
     t, h = plan.tp, model.hidden_size
     T = tokens_per_gpu(plan, training)
-    if model.mla:
+    if model.kv_lora_rank is not None:       # MLA
         rq, rkv = model.q_lora_rank, model.kv_lora_rank
         a = model.num_attention_heads
-        q = [(T, rq, h), (T, model.q_width / t, rq)] if rq else [(T, model.q_width / t, h)]
+        q: list[tuple[float, float, float]] = (
+            [(T, rq, h), (T, model.q_width / t, rq)] if rq else [(T, model.q_width / t, h)])
         gemms = q + [(T, rkv + model.qk_rope_head_dim, h),
                      (T, a * (model.d_head + model.v_dim) / t, rkv)]
         colpar = [i for i, g in enumerate(gemms) if g[2] == rq or g[2] == rkv] + (
@@ -147,12 +149,13 @@ def expert_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | 
 
 
 def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
-                 gemm_precision: str | None = None) -> KernelModel:
+                 gemm_precision: Precision | None = None) -> KernelModel:
     """The GPU's rates for this training's precision, with the efficiency model's overrides."""
-    prec = gemm_precision or training.precision
+    prec: Precision = gemm_precision or training.precision
     fp8 = prec == "fp8"
-    base = "bf16" if fp8 or prec in ("bf16",) else prec
-    attn_prec = base if gpu.peak_tflops.model_dump().get(base) else training.precision
+    base: Precision = "bf16" if fp8 or prec == "bf16" else prec
+    attn_prec: Precision = (base if gpu.peak_tflops.model_dump().get(base)
+                            else training.precision)
     matmul = eff.matmul_peak_fraction or (
         (gpu.fp8_matmul_efficiency or gpu.matmul_efficiency) if fp8 else gpu.matmul_efficiency)
     # The main loop's fixed cost (filling the tile pipeline, writing the output) takes the same

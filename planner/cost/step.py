@@ -59,6 +59,7 @@ def evaluate(
     tables = tables or CostTables(model, cluster, training, eff)
     layout = plan_layout(plan, model)
     m = grad_accum_steps(plan, training)
+    assert m is not None, "plan_violations rejects a batch the plan does not divide"
     group = plan.microbatch_group_size or (microbatch_group(m, plan.pp) if plan.vpp > 1
                                            else None)
     bc = compose(PlanArrays.from_plans([plan]), tables, layout=layout, group=group)

@@ -137,7 +137,8 @@ class CostTables:
         self._topo: dict[GroupSpan, GroupTopology] = {}
         self._stage_params: dict[tuple, float] = {}
         self._dp: dict[tuple, tuple[float, float, float, float]] = {}
-        self._scalar: dict[tuple, object] = {}
+        self._p2p: dict[tuple, float] = {}
+        self._z3: dict[tuple, tuple[float, float, float]] = {}
         self._memos: dict[str, dict] = {}
 
     def memo(self, name: str) -> dict:
@@ -185,7 +186,7 @@ class CostTables:
         """The measured model of ``op`` on this tier, scaled to the group size from the fit
         of the nearest size (``calibration.fit.predict``), when the calibration has one."""
         fits = self._fits.get((op, group.tier))
-        if not fits or group.size < 2:
+        if not fits or group.size < 2 or self.calibration is None:
             return None
         fit = min(fits, key=lambda f: (abs(f.group_size - group.size), -f.group_size))
         t = predict(fit, nbytes, group.size) * 1e-6
@@ -388,9 +389,9 @@ class CostTables:
     def p2p_time(self, tp: int, cp: int, mbs: int, across_nodes: bool) -> float:
         """Seconds of one pipeline send/recv, inside a node or across the network (memoised)."""
         key = ("p2p", tp, cp, mbs, across_nodes)
-        hit = self._scalar.get(key)
+        hit = self._p2p.get(key)
         if hit is None:
-            hit = self._scalar[key] = self.collective(
+            hit = self._p2p[key] = self.collective(
                 "send_recv", self._p2p_bytes(tp, cp, mbs),
                 self.topology(_pair_span(across_nodes))).time_s
         return hit
@@ -400,12 +401,12 @@ class CostTables:
         """(all-gather, reduce-scatter) seconds of one layer's ZeRO-3 traffic per pass, all its
         calls together (dense and expert parts on one stream), and 1.0 when a group crosses
         nodes (memoised)."""
-        key = ("z3", tp, cp, dp, npn, ep, etp)
-        hit = self._scalar.get(key)
+        key = (tp, cp, dp, npn, ep, etp)
+        hit = self._z3.get(key)
         if hit is None:
             uses = self.zero3_uses(tp, cp, dp, npn, ep, etp)
             n = self.training.zero3_gathers_per_layer
-            hit = self._scalar[key] = (
+            hit = self._z3[key] = (
                 n * sum(u.cost.time_s for u in uses if u.cost.op == "all_gather"),
                 n * sum(u.cost.time_s for u in uses if u.cost.op == "reduce_scatter"),
                 float(any(u.group.tier == "inter_node" for u in uses)))

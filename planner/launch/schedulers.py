@@ -70,9 +70,9 @@ def sbatch_script(shape: LaunchShape, program: list[str]) -> str:
         else:
             words.append(shlex.quote(c))
     comment = "".join(f"# {line}\n" for line in shape.comment.splitlines() if line)
-    named = shape.hosts and all(name for name, _ in shape.hosts)
-    nodelist = ("\n#SBATCH --nodelist=" + ",".join(name for name, _ in shape.hosts)
-                if named else "")
+    names = [name for name, _ in shape.hosts if name]
+    nodelist = ("\n#SBATCH --nodelist=" + ",".join(names)
+                if shape.hosts and len(names) == len(shape.hosts) else "")
     # Whole nodes, unless the job takes part of an allocation other jobs share.
     exclusive = "" if shape.hosts else "\n#SBATCH --exclusive"
     return f"""#!/bin/bash

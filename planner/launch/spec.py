@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import Literal, get_args
+from typing import Literal, TypeVar, get_args
 
 from planner.frameworks import FRAMEWORKS, reasons_by_framework
 from planner.launch.context import LaunchContext
@@ -44,6 +44,9 @@ FORMATS: dict[str, tuple[str, str]] = {
 }
 SCHEDULER_FORMATS = ("torchrun", "sbatch", "kubernetes", "hostfile")
 assert set(FORMATS) == set(get_args(LaunchFormat))
+
+
+T = TypeVar("T")
 
 
 class NotRunnable(ValueError):
@@ -79,9 +82,10 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
         ds, n = deepspeed_config(ctx)
         notes += n
     launcher = next((f for f in FRAMEWORKS if f in runs), None)
-    program = {"megatron": ["pretrain_gpt.py", *(margs or [])],
-               "torchtitan": ["-m", "torchtitan.train", "--job.config_file", "plan.toml"],
-               "deepspeed": ["train.py", "--deepspeed_config", "ds_config.json"]}.get(launcher)
+    programs = {"megatron": ["pretrain_gpt.py", *(margs or [])],
+                "torchtitan": ["-m", "torchtitan.train", "--job.config_file", "plan.toml"],
+                "deepspeed": ["train.py", "--deepspeed_config", "ds_config.json"]}
+    program = programs[launcher] if launcher else None
     p = plan
     annotations = {"planner/plan": f"dp={p.dp},tp={p.tp},pp={p.pp},cp={p.cp},vpp={p.vpp}"}
     return LaunchSpec(
@@ -116,14 +120,14 @@ def render(launch: LaunchSpec, fmt: str) -> str:
             f"{f}: {', '.join(r)}" for f, r in launch.not_runnable.items())])
     if fmt == "megatron":   # one flag (and its value) per line, ready for a launch script
         lines: list[str] = []
-        for arg in launch.megatron_args:
+        for arg in _built(launch.megatron_args, fmt):
             if arg.startswith("--") or not lines:
                 lines.append(shlex.quote(arg))
             else:
                 lines[-1] += " " + shlex.quote(arg)
         return " \\\n".join(lines) + "\n"
     if fmt == "torchtitan":
-        return launch.torchtitan_toml
+        return _built(launch.torchtitan_toml, fmt)
     if fmt == "deepspeed":
         return json.dumps(launch.deepspeed_config, indent=2) + "\n"
     if fmt == "hostfile":
@@ -135,7 +139,14 @@ def render(launch: LaunchSpec, fmt: str) -> str:
         return "\n".join(launch.node_commands) + "\n"
     if fmt == "torchrun":
         return " ".join(shlex.quote(a) if not a.startswith("--rdzv-endpoint=$") else a
-                        for a in launch.torchrun) + "\n"
+                        for a in _built(launch.torchrun, fmt)) + "\n"
     if fmt == "sbatch":
-        return launch.slurm_sbatch
-    return launch.kubernetes
+        return _built(launch.slurm_sbatch, fmt)
+    return _built(launch.kubernetes, fmt)
+
+
+def _built(value: T | None, fmt: str) -> T:
+    """An artifact the launch object holds for a plan its framework runs (never None then)."""
+    if value is None:
+        raise NotRunnable(fmt, ["no such artifact was built for this plan"])
+    return value

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from planner.launch.context import TORCH_DTYPE, LaunchContext
 
+TomlValue = bool | int | float | str | list
 
-def _toml_value(v) -> str:
+
+def _toml_value(v: TomlValue) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
@@ -50,7 +52,7 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
     p, t = ctx.plan, ctx.training
     notes: list[str] = []
     replicate, shard = (p.dp, 1) if p.zero_stage == 0 else (1, p.dp * 1)
-    parallelism = {
+    parallelism: dict[str, TomlValue] = {
         "data_parallel_replicate_degree": replicate,
         "data_parallel_shard_degree": shard,
         "tensor_parallel_degree": p.tp,
@@ -83,7 +85,7 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
             parallelism["pipeline_parallel_last_stage_less_layers"] = less
         else:
             parallelism["module_fqns_per_model_part"] = module_fqns(ctx)
-    sections = {
+    sections: dict[str, dict[str, TomlValue]] = {
         "training": {
             "local_batch_size": p.micro_batch_size * p.grad_accum_steps if p.pp > 1
             else p.micro_batch_size,

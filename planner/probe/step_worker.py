@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -40,6 +41,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import timedelta
 
 from planner.validation.schedule import pipeline_order, rank_groups
@@ -140,7 +142,10 @@ def main(argv: list[str] | None = None) -> int:
                                                                pat.get("attn_bmm", [])]
     moe_shapes = ([(1, mm, n, k) for mm, n, k in pat.get("moe_gemms", [])]
                   + [tuple(b) for b in pat.get("attn_bmm", []) + pat.get("expert_bmm", [])])
-    flops, layer_k, moe_k, head_k, stream = 0.0, [], [], [], 0.0
+    flops, stream = 0.0, 0.0
+    layer_k: list[Callable[[], object]] = []
+    moe_k: list[Callable[[], object]] = []
+    head_k: list[Callable[[], object]] = []
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pat.get("dtype", "fp32"),
                                                                torch.float32)
     size = torch.tensor([], dtype=dtype).element_size()
@@ -148,18 +153,18 @@ def main(argv: list[str] | None = None) -> int:
         for b, mm, n, k in kind_shapes:
             x = torch.randn(b, mm, k, device=device, dtype=dtype)
             w = torch.randn(b, k, n, device=device, dtype=dtype)
-            kernels.append(lambda x=x, w=w: torch.bmm(x, w))
+            kernels.append(functools.partial(torch.bmm, x, w))
             flops += 2 * b * mm * n * k
     if pat.get("elementwise"):
         x, y, z = (torch.randn(pat["elementwise"], device=device, dtype=dtype)
                    for _ in range(3))
-        layer_k.append(lambda x=x, y=y, z=z: torch.add(x, y, out=z))
+        layer_k.append(functools.partial(torch.add, x, y, out=z))
         stream = 3 * size * float(pat["elementwise"])
     if stage == pp - 1 and pat.get("head_gemm"):
         hm, hn, hk = pat["head_gemm"]
         x = torch.randn(hm, hk, device=device, dtype=dtype)
         w = torch.randn(hk, hn, device=device, dtype=dtype)
-        head_k.append(lambda x=x, w=w: torch.mm(x, w))
+        head_k.append(functools.partial(torch.mm, x, w))
         flops += 2 * hm * hn * hk
     bench = _benchmark(layer_k + moe_k + head_k, rank, world, serial=(mode == "emulate"),
                        sync=sync)
@@ -185,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- communication -----------------------------------------------------------------------
     bufs: dict[tuple, torch.Tensor] = {}
+    pairs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}   # all_to_all out / in
 
     def buf(nbytes: float, tag: str, div: int = 1) -> torch.Tensor:
         key = (int(nbytes), tag, div)
@@ -210,9 +216,9 @@ def main(argv: list[str] | None = None) -> int:
                                                async_op=async_op)]
         if op == "all_to_all":   # token dispatch or combine: an equal share to every member
             n = max(size, int(nbytes) // 4 // size * size)
-            if ("a2a", n) not in bufs:
-                bufs["a2a", n] = (torch.ones(n, device=device), torch.empty(n, device=device))
-            out, inp = bufs["a2a", n]
+            if n not in pairs:
+                pairs[n] = (torch.ones(n, device=device), torch.empty(n, device=device))
+            out, inp = pairs[n]
             return [dist.all_to_all_single(out, inp, group=group, async_op=async_op)]
         if op == "ring":      # one ring-attention step: K,V to the next, from the previous
             i = ranks.index(rank)
@@ -267,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=watcher, daemon=True).start()
 
-    zero = {"gather": None, "scatters": []}
+    zero: dict[str, list] = {"gather": [], "scatters": []}
     # [op, bytes, component(, group)]: the dense weights over "dp", a MoE model's experts over
     # "edp" (older patterns name no group: "dp").
     z3 = [(op, nbytes, comp, kind[0] if kind else "dp")
@@ -285,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             for work in works:
                 if work is not None:
                     work.wait()
-        zero["gather"] = start("all_gather") if prefetch_next else None
+        zero["gather"] = start("all_gather") if prefetch_next else []
 
     share = pat.get("moe_share", 0.0)
 
@@ -344,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = clock()
                 pending.append(dist.isend(act, dst=dst, tag=tag))
                 record("pp_comm", "send_recv", pp_bytes, f"p:{rank}>{dst}:{tag}", "s", t0, t0)
-        for w in pending + [w for w in zero["scatters"] if w is not None]:
+        for w in [*pending, *(w for w in zero["scatters"] if w is not None)]:
             w.wait()
         zero["scatters"].clear()
         watching.join()                            # every asynchronous call is stamped
@@ -368,12 +374,12 @@ def main(argv: list[str] | None = None) -> int:
     compute_s["t"] = 0.0
     rec["on"] = True
     steps = []
-    prof = contextlib.nullcontext()
+    prof = None
     if rank == 0 and args.trace:
         from torch.profiler import ProfilerActivity, profile
 
         prof = profile(activities=[ProfilerActivity.CPU])
-    with prof:
+    with prof if prof is not None else contextlib.nullcontext():
         for i in range(args.steps):
             dist.barrier()
             t0 = clock()
@@ -382,16 +388,16 @@ def main(argv: list[str] | None = None) -> int:
             if rank == 0 and args.progress:
                 with open(args.progress, "w") as fh:
                     json.dump({"done": i + 1, "total": args.steps}, fh)
-    if rank == 0 and args.trace:
+    if prof is not None:
         prof.export_chrome_trace(args.trace)
     n = len(steps)
     row = {"rank": rank, "stage": stage, "step_time_s": sum(steps) / n,
            "compute": compute_s["t"] / n, "matmul_flops_per_s": rate,
            "memory_bytes_per_s": stream / stream_s if stream_s else None,
            "host": socket.gethostname()}
-    gathered: list = [None] * world if rank == 0 else None
+    gathered: list | None = [None] * world if rank == 0 else None
     dist.gather_object((row, events), gathered, dst=0)
-    if rank == 0:
+    if gathered is not None:
         rows = [r for r, _ in gathered]
         tr = transfers([e for _, evs in gathered for e in evs])
         for r in rows:

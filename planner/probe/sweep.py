@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from planner.calibration.fit import fit_samples
 from planner.calibration.model import Calibration, Sample
@@ -11,7 +11,7 @@ from planner.probe.local import run_module
 DEFAULT_SIZES = (4096, 16384, 65536, 262144, 1048576, 4194304)
 
 
-def sweep_args(*, backend: str, sizes=DEFAULT_SIZES, ops: list[str] | None = None,
+def sweep_args(*, backend: str, sizes=DEFAULT_SIZES, ops: Sequence[str] | None = None,
                group_sizes: list[int] | None = None, repeats: int = 5,
                budget_s: float = 0.0, min_batch_ms: float = 2.0) -> list[str]:
     """The worker's arguments: ``repeats`` batches per size per pass; with ``budget_s``, more
@@ -27,7 +27,7 @@ def sweep_args(*, backend: str, sizes=DEFAULT_SIZES, ops: list[str] | None = Non
 
 
 def run_sweep(nproc: int, *, backend: str = "gloo", sizes=DEFAULT_SIZES,
-              ops: list[str] | None = None, group_sizes: list[int] | None = None,
+              ops: Sequence[str] | None = None, group_sizes: list[int] | None = None,
               repeats: int = 5, budget_s: float = 0.0, min_batch_ms: float = 2.0,
               timeout_s: float = 600,
               on_progress: Callable[[int, int], None] | None = None) -> Calibration:

@@ -26,7 +26,7 @@ def _order(p: PlanEstimate) -> tuple:
     return (round(p.step_time_s * 1e6), round(p.memory_per_gpu_gib * GIB), p.dp, p.tp, p.pp,
             p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute), p.zero_stage,
             int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp,
-            -p.placement.nproc_per_node)
+            -(p.placement.nproc_per_node if p.placement else 0))
 
 
 def plan_on_allocation(req: PlanRequest, plan_slice: Callable[[PlanRequest], PlanResult]

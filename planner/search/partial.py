@@ -18,7 +18,7 @@ import numpy as np
 from planner.cost.batch import BatchCost, PlanArrays, compose, stage_classes
 from planner.cost.tables import CostTables
 from planner.search.space import runs_on
-from planner.specs.layout import default_layout
+from planner.specs.layout import layout_of
 
 FULL = 2
 
@@ -30,8 +30,8 @@ def _with(plans: PlanArrays, rnl: np.ndarray) -> PlanArrays:
 def _max_chunk_layers(plans: PlanArrays, num_layers: int) -> np.ndarray:
     key = plans.pp * 100_000 + plans.vpp
     uniq, inv = np.unique(key, return_inverse=True)
-    most = np.array([max(max(c) for c in default_layout(num_layers, int(k // 100_000),
-                                                        int(k % 100_000)).chunks)
+    most = np.array([max(max(c) for c in layout_of(num_layers, int(k // 100_000),
+                                                   int(k % 100_000)).chunks)
                      for k in uniq])
     return most[inv.reshape(-1)]
 

@@ -174,7 +174,9 @@ def _uneven_splits(tables, plans: PlanArrays, bc: BatchCost, results: list, k: i
         times = sorted(_order(r)[0] for r in best.values())
         return times[k - 1] if len(times) >= k else np.inf
 
-    bound = bc.split_bound
+    bound, terms = bc.split_bound, bc.split_terms
+    if terms is None:                    # no plan of the space can split its layers
+        return list(best.values()), True
     m_of = tables.training.global_batch_size // (plans.dp * plans.mbs)
     cand = np.flatnonzero(np.isfinite(bound) & (plans.pp > 1) & (plans.vpp == 1)
                           & (plans.rnl == 0))
@@ -191,7 +193,7 @@ def _uneven_splits(tables, plans: PlanArrays, bc: BatchCost, results: list, k: i
                 pos = len(cand)          # every later plan is bounded above the k-th best
                 break
             pos += 1
-            some = _promising(first_last_splits(L, int(plans.pp[i])), bc.split_terms, i,
+            some = _promising(first_last_splits(L, int(plans.pp[i])), terms, i,
                               int(m_of[i]), bar, capacity)
             if some:
                 batch.append(i)

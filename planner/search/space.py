@@ -22,6 +22,7 @@ Memory is not checked here (``solver.py`` does it with the cost model).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -33,7 +34,7 @@ from planner.errors import PlannerInputError
 from planner.frameworks import FRAMEWORKS, runs_mask
 from planner.search.spec import SearchSpec, allows
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
-from planner.specs.layout import default_layout
+from planner.specs.layout import default_layout, layout_of
 from planner.specs.placement import launch_layout
 
 
@@ -180,15 +181,15 @@ def framework_mask(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
 
 
 def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
-            names: list[str]) -> np.ndarray:
+            names: Sequence[str]) -> np.ndarray:
     """Plans at least one of the named frameworks runs as predicted."""
     if not len(plans):
         return np.zeros(0, dtype=bool)
     m = training.global_batch_size // (plans.dp * plans.mbs)
     key = plans.pp * 100_000 + plans.vpp
     uniq, inv = np.unique(key, return_inverse=True)
-    even_of = np.array([default_layout(model.num_layers, int(k // 100_000),
-                                       int(k % 100_000)).kind == "even" for k in uniq])
+    even_of = np.array([layout_of(model.num_layers, int(k // 100_000),
+                                  int(k % 100_000)).kind == "even" for k in uniq])
     even = even_of[inv.reshape(-1)]
     ok = np.zeros(len(plans), dtype=bool)
     for name in names:

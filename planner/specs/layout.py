@@ -69,6 +69,14 @@ def first_last_splits(num_layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
+def layout_of(num_layers: int, pp: int, vpp: int = 1) -> Layout:
+    """The default layout of a plan already known to have one (a plan of the search space)."""
+    layout = default_layout(num_layers, pp, vpp)
+    if layout is None:
+        raise ValueError(f"no layout of {num_layers} layers over pp({pp}) * vpp({vpp})")
+    return layout
+
+
 def split_layers(num_layers: int, pp: int) -> tuple[int, ...]:
     """Per-rank layers of the ``first_last`` form: the middle ranks hold c layers and the first
     and last share the rest, the last taking the smaller half. c is ceil(L / p) when that leaves

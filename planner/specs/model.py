@@ -172,7 +172,7 @@ class ModelSpec(PresetSpec):
             if self.moe_top_k is None:
                 raise ValueError(f"num_experts {self.num_experts} needs moe_top_k (the routed "
                                  "experts each token uses)")
-            if self.moe_top_k > self.num_experts:
+            if self.moe_top_k > self.experts:
                 raise ValueError(f"moe_top_k {self.moe_top_k} exceeds num_experts "
                                  f"{self.num_experts}")
             if self.num_moe_layers == 0:
@@ -283,9 +283,9 @@ class ModelSpec(PresetSpec):
 
     # Parameter counts -----------------------------------------------------------------------
     @property
-    def attention_params(self) -> int:
+    def attention_params(self) -> float:
         h, a = self.hidden_size, self.num_attention_heads
-        if not self.mla:
+        if self.kv_lora_rank is None:
             return h * self.q_width + 2 * h * self.kv_width + self.o_width * h
         rq, rkv, dr = self.q_lora_rank, self.kv_lora_rank, self.qk_rope_head_dim
         q = (h * rq + rq + rq * self.q_width) if rq else h * self.q_width

@@ -123,7 +123,7 @@ def brute_force_spans(tp: int, cp: int, dp: int, pp: int, gpus_per_node: int
     }
     out = {}
     for kind, gs in groups.items():
-        worst = None
+        worst: tuple[tuple[int, int, int], GroupSpan] | None = None
         for g in gs:
             nodes = [layout.node_of(r) for r in g]
             counts = [nodes.count(x) for x in sorted(set(nodes))]
@@ -136,6 +136,7 @@ def brute_force_spans(tp: int, cp: int, dp: int, pp: int, gpus_per_node: int
                 worst = (key, span)
         cross_any = any(layout.node_of(a) != layout.node_of(b)
                         for g in gs for a, b in zip(g, g[1:], strict=False))
+        assert worst is not None            # every kind has at least one group
         s = worst[1]
         out[kind] = GroupSpan(s.size, s.nodes, s.min_per_node, s.max_per_node, cross_any)
     return out

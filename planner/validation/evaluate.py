@@ -146,7 +146,7 @@ def evaluate(req: PlanRequest, probes: list[PlanProbe], raws: dict[int, dict[str
         pred = predicted_components(est.breakdown, est.communication)
         notes = list(probe.notes)
         if probe.mode == "full":
-            meas, kept = measured_components(got["full"]), []
+            meas, kept = measured_components(got["full"]), list[str]()
         else:
             pl = probe.plan
             meas, kept = compose(got, pred, pl["grad_accum_steps"], pl["pp"],

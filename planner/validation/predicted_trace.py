@@ -27,6 +27,7 @@ def _detail(est: PlanEstimate, tables: CostTables) -> dict[str, float]:
     layout = explicit_layout(tuple(est.layers_per_stage), est.vpp)
     bc = compose(PlanArrays.from_plans([ParallelPlan.of(est.model_dump())]), tables, layout=layout,
                  group=est.microbatch_group_size)
+    assert bc.detail is not None          # set whenever no memory cap is given
     return {k: float(v[0]) for k, v in bc.detail.items()}
 
 

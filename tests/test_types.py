@@ -1,0 +1,18 @@
+"""The code type-checks: mypy (with the pydantic plugin, settings in pyproject.toml) finds no
+error in planner/ and api/. Part of the suite so that CI runs it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_mypy_finds_no_error():
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "Success: no issues found" in proc.stdout
