@@ -40,7 +40,7 @@ class LiveServer:
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         # argv only (no shell); the process group is ours to kill.
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "planner.cli.main", "serve", "--host", "127.0.0.1",
+            [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1",
              "--port", str(self.port), "--database-url", self.database_url,
              "--log-level", "warning"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

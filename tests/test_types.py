@@ -16,3 +16,11 @@ def test_mypy_finds_no_error():
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "Success: no issues found" in proc.stdout
+
+
+def test_the_core_never_imports_the_service():
+    """planner/ is pure (no HTTP, no database): no module of it imports api/."""
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "planner").rglob("*.py")
+                 if any(line.strip().startswith(("import api", "from api"))
+                        for line in p.read_text().splitlines())]
+    assert offenders == []

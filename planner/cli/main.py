@@ -284,24 +284,6 @@ def validate_import_cmd(
     report_validation(result, as_json, calibration_out)
 
 
-@app.command("serve")
-def serve_cmd(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0 picks a free one).")] = 8000,
-    database_url: Annotated[str | None, typer.Option(
-        help="SQLAlchemy URL (default: PLANNER_DATABASE_URL or sqlite:///./planner.db).")] = None,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
-) -> None:
-    """Run the REST service (FastAPI + uvicorn); OpenAPI docs at /docs."""
-    import uvicorn
-
-    from api.main import create_app
-    from api.settings import Settings
-
-    settings = Settings(database_url=database_url) if database_url else Settings()
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
-
-
 @app.command("frameworks")
 def frameworks_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,

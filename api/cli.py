@@ -1,0 +1,37 @@
+"""The ``planner`` command as installed: the core CLI (``planner.cli.main``) and ``planner
+serve``, which starts the REST service. It lives here so that ``planner/`` never imports the
+service."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from planner.cli.main import app
+
+
+@app.command("serve")
+def serve_cmd(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0 picks a free one).")] = 8000,
+    database_url: Annotated[str | None, typer.Option(
+        help="SQLAlchemy URL (default: PLANNER_DATABASE_URL or sqlite:///./planner.db).")] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Run the REST service (FastAPI + uvicorn); OpenAPI docs at /docs."""
+    import uvicorn
+
+    from api.main import create_app
+    from api.settings import Settings
+
+    settings = Settings(database_url=database_url) if database_url else Settings()
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
