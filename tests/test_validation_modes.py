@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from planner.search import PlanRequest
-from planner.validation.sampled import compose, sampled_runs, stage_to_sample
+from planner.validation.sampled import measured_step, sampled_runs, stage_to_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 # Two nodes of four: a dp=2, tp=2, pp=2 plan needs 8 ranks; the probe has 4.
@@ -61,26 +61,26 @@ def test_sampled_runs_of_an_expert_parallel_plan():
     assert any("all-to-alls are predicted" in n for n in notes)
     raws = {"stage": {"ranks": [{"step_time_s": 2.0, "compute": 1.0, "ep_comm": 0.3}],
                       "pp_comm": 0.0, "steps": 1}}
-    out, kept = compose(raws, {"ep_comm": 0.5}, m=4, pp=1, ep_measured=False)
+    out, kept = measured_step(raws, {"ep_comm": 0.5}, m=4, pp=1, ep_measured=False)
     assert out["ep_comm"] == 0.5 and "ep_comm" in kept
-    out, kept = compose(raws, {"ep_comm": 0.5}, m=4, pp=1)
+    out, kept = measured_step(raws, {"ep_comm": 0.5}, m=4, pp=1)
     assert out["ep_comm"] == 0.3 and "ep_comm" not in kept
 
 
-def test_compose_charges_the_1f1b_bubble():
+def test_the_measured_step_charges_the_1f1b_bubble():
     def raw(**c):
         row = {"step_time_s": 9.0, "compute": 0.0, **c}
         return {"ranks": [row], "pp_comm": c.get("pp", 0.0), "steps": 1}
 
     raws = {"stage": raw(compute=1.0, tp_comm=0.2), "pipeline": raw(pp=0.05),
             "data": raw(dp_comm=0.1, zero_comm=0.02)}
-    out, kept = compose(raws, {}, m=4, pp=2)
+    out, kept = measured_step(raws, {}, m=4, pp=2)
     assert kept == []
     assert out["pipeline_bubble"] == pytest.approx((2 - 1) / 4 * 1.2)
     assert out["step_time_s"] == pytest.approx(1.2 + 0.3 + 0.05 + 0.1 + 0.02)
     assert out["communication"] == pytest.approx(0.2 + 0.05 + 0.1 + 0.02)
     # The data-parallel group was not run: its prediction stays, and is listed.
-    out, kept = compose({"stage": raws["stage"]}, {"dp_comm": 0.4, "pp_comm": 0.01}, m=4, pp=2)
+    out, kept = measured_step({"stage": raws["stage"]}, {"dp_comm": 0.4, "pp_comm": 0.01}, m=4, pp=2)
     assert out["dp_comm"] == 0.4 and sorted(kept) == ["dp_comm", "pp_comm"]
     assert stage_to_sample([3, 2], [1.0, 1.5]) == 1
 

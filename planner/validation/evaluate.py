@@ -28,7 +28,7 @@ from planner.validation.compare import (
 )
 from planner.validation.pattern import NotProbeable, step_pattern
 from planner.validation.predicted_trace import stage_times
-from planner.validation.sampled import compose, experts_inside, sampled_runs, stage_to_sample
+from planner.validation.sampled import experts_inside, measured_step, sampled_runs, stage_to_sample
 from planner.vocabulary import ProbeCompute, ValidationMode, ValidationModeChoice
 
 Mode = ValidationModeChoice
@@ -149,7 +149,7 @@ def evaluate(req: PlanRequest, probes: list[PlanProbe], raws: dict[int, dict[str
             meas, kept = measured_components(got["full"]), list[str]()
         else:
             pl = probe.plan
-            meas, kept = compose(got, pred, pl["grad_accum_steps"], pl["pp"],
+            meas, kept = measured_step(got, pred, pl["grad_accum_steps"], pl["pp"],
                                  experts_inside(pl["tp"], pl["cp"], pl.get("ep", 1),
                                                 pl.get("etp", 1)))
             if kept:

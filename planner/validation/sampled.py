@@ -72,7 +72,7 @@ def sampled_runs(pattern: dict, stage: int, nproc: int) -> tuple[dict[str, dict]
     return runs, notes
 
 
-def compose(raws: dict[str, dict], predicted: dict[str, float], m: int, pp: int,
+def measured_step(raws: dict[str, dict], predicted: dict[str, float], m: int, pp: int,
             ep_measured: bool = True) -> tuple[dict[str, float], list[str]]:
     """The measured step composed from the sampled runs; components no run measured keep their
     prediction and are listed."""
