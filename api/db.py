@@ -41,6 +41,9 @@ jobs = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+    # The replica running the job and until when its lease holds (renewed by heartbeats).
+    sa.Column("owner", sa.String(128), nullable=True),
+    sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
 )
 
 

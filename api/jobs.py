@@ -1,14 +1,24 @@
 """Background jobs: a bounded thread pool working through rows of the jobs table.
 
 Jobs are records first: a job is stored as queued before it is scheduled, so a restart loses
-nothing. At start-up, jobs that were running when the process died are marked failed
-(interrupted) and queued ones are scheduled again.
+nothing. Several replicas may share one database: a replica claims a queued job with a
+conditional update (only one wins) and holds it with a lease (``job_lease_s``) that a
+heartbeat renews every third of it. Every replica, at start-up and at each heartbeat, marks
+failed the running jobs whose lease lapsed (their replica stopped), so a dead replica's job is
+failed within a lease and a beat, and a replica that starts leaves the jobs others are running
+alone. A replica that lost its lease cannot overwrite the outcome (its updates name it as the
+owner). Queued jobs are scheduled again at start-up.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from sqlalchemy.engine import Engine
 
@@ -23,18 +33,39 @@ class JobRunner:
         self.engine, self.settings, self.metrics = engine, settings, metrics
         self.pool = ThreadPoolExecutor(max_workers=settings.max_concurrent_jobs,
                                        thread_name_prefix="planner-job")
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease = timedelta(seconds=settings.job_lease_s)
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, name="planner-job-lease",
+                                      daemon=True)
 
     def recover(self) -> None:
-        failed = store.fail_interrupted_jobs(engine=self.engine)
-        if failed:
-            log.warning("%d job(s) were running when the service stopped: marked failed", failed)
+        self._fail_expired()
         for job_id in store.queued_job_ids(engine=self.engine):
             self.submit(job_id)
+        self._beat.start()
+
+    def _fail_expired(self) -> None:
+        failed = store.fail_expired_jobs(engine=self.engine)
+        if failed:
+            log.warning("%d job(s) lost their replica (lease lapsed): marked failed", failed)
+
+    def _heartbeat(self) -> None:
+        """Renew this replica's leases and fail the jobs of replicas that stopped."""
+        period = self.lease.total_seconds() / 3
+        while not self._stop.wait(period):
+            try:
+                store.renew_leases(engine=self.engine, owner=self.owner,
+                                   until=store.now() + self.lease)
+                self._fail_expired()
+            except Exception:   # the database may be away for a beat; the lease allows it
+                log.exception("job lease heartbeat failed")
 
     def submit(self, job_id: str) -> None:
         self.pool.submit(self._run, job_id)
 
     def shutdown(self) -> None:
+        self._stop.set()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     def _sweep(self, job_id: str, request: dict) -> dict:
@@ -45,7 +76,7 @@ class JobRunner:
         spec = SweepSpec.model_validate(request["sweep"])
 
         def progress(done: int, total: int) -> None:
-            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
+            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",), held_by=self.owner,
                              progress=round(0.05 + 0.9 * done / max(total, 1), 3))
 
         cal = run_sweep(spec.nproc, backend=spec.backend, sizes=spec.sizes, ops=spec.ops,
@@ -73,7 +104,7 @@ class JobRunner:
         trace_dir.mkdir(parents=True, exist_ok=True)
 
         def progress(done: int, total: int) -> None:
-            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
+            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",), held_by=self.owner,
                              progress=round(0.05 + 0.9 * done / max(total, 1), 3))
 
         result = validate(req, nproc=spec.nproc, top_k=spec.top_k, steps=spec.steps,
@@ -96,8 +127,9 @@ class JobRunner:
         from api.schemas import JobCreate
 
         if not store.update_job(engine=self.engine, job_id=job_id, only_if=("queued",),
-                                state="running", started_at=store.now(), progress=0.05):
-            return   # cancelled before it started
+                                state="running", started_at=store.now(), progress=0.05,
+                                owner=self.owner, lease_until=store.now() + self.lease):
+            return   # cancelled before it started, or claimed by another replica
         job = store.get_job(engine=self.engine, job_id=job_id)
         if job is None:
             return   # deleted meanwhile
@@ -111,7 +143,7 @@ class JobRunner:
                 req = to_plan_request(spec.request, engine=self.engine,
                                       max_time_limit_ms=self.settings.max_time_limit_ms)
                 result, _ = run_plan(req, engine=self.engine, metrics=self.metrics)
-            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
+            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",), held_by=self.owner,
                              state="succeeded", progress=1.0, result=result,
                              finished_at=store.now())
         except Exception as exc:   # any failure is recorded on the job, never lost
@@ -125,7 +157,7 @@ class JobRunner:
                 log.exception("job %s failed", job_id)
             detail = getattr(exc, "detail", None) or str(exc) or type(exc).__name__
             status = 422 if isinstance(exc, PlannerInputError) else getattr(exc, "status", 500)
-            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
+            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",), held_by=self.owner,
                              state="failed", finished_at=store.now(),
                              error={"type": "/problems/job-failed", "title": "Job failed",
                                     "status": status, "detail": detail})

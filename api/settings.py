@@ -19,6 +19,9 @@ class Settings(BaseSettings):
     max_concurrent_solves: int = Field(2, ge=1, description="Plan searches run at once; "
                                        "more wait their turn off the event loop.")
     max_concurrent_jobs: int = Field(1, ge=1, description="Background jobs run at once.")
+    job_lease_s: float = Field(30.0, ge=1.0, le=3600.0, description="A running job's lease: "
+                               "renewed every third of it while its replica lives; once it "
+                               "lapses, any replica marks the job failed.")
     max_time_limit_ms: int = Field(60_000, ge=1, description="Cap on a request's "
                                    "search.time_limit_ms.")
     allow_local_sweeps: bool = Field(True, description="Let calibration sweeps and validation "

@@ -128,22 +128,36 @@ def list_jobs(*, engine: Engine, limit: int, offset: int, state: str | None = No
 
 
 def update_job(*, engine: Engine, job_id: str, only_if: tuple[str, ...] | None = None,
-               **values: Any) -> bool:
+               held_by: str | None = None, **values: Any) -> bool:
     """Set fields of a job, optionally only while it is in one of ``only_if`` states (so a
-    cancelled job is never overwritten by the worker that was running it)."""
+    cancelled job is never overwritten by the worker that was running it) and, with
+    ``held_by``, only while that replica holds it (a job whose lease lapsed and was failed by
+    another replica keeps that outcome)."""
     stmt = jobs.update().where(jobs.c.id == job_id)
     if only_if:
         stmt = stmt.where(jobs.c.state.in_(only_if))
+    if held_by is not None:
+        stmt = stmt.where(jobs.c.owner == held_by)
     with engine.begin() as conn:
         return conn.execute(stmt.values(**values)).rowcount > 0
 
 
-def fail_interrupted_jobs(*, engine: Engine) -> int:
-    """At start-up: jobs left running by a dead process failed; they are not running now."""
-    err = {"type": "/problems/interrupted", "title": "Job interrupted", "status": 500,
-           "detail": "the service stopped while this job was running"}
+def renew_leases(*, engine: Engine, owner: str, until: datetime) -> int:
+    """Extend the leases of the jobs this replica is running."""
     with engine.begin() as conn:
         return conn.execute(jobs.update().where(jobs.c.state == "running")
+                            .where(jobs.c.owner == owner)
+                            .values(lease_until=until)).rowcount
+
+
+def fail_expired_jobs(*, engine: Engine) -> int:
+    """Jobs running on a replica whose lease lapsed (it stopped or lost the database): failed.
+    Jobs other replicas are running, with live leases, are left alone."""
+    err = {"type": "/problems/interrupted", "title": "Job interrupted", "status": 500,
+           "detail": "the service stopped while this job was running (its lease lapsed)"}
+    stale = sa.or_(jobs.c.lease_until.is_(None), jobs.c.lease_until < now())
+    with engine.begin() as conn:
+        return conn.execute(jobs.update().where(jobs.c.state == "running").where(stale)
                             .values(state="failed", error=err, finished_at=now())).rowcount
 
 

@@ -126,7 +126,12 @@ def test_schema_is_migrated_by_the_service(server):
         tables = set(sa.inspect(conn).get_table_names())
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
     engine.dispose()
-    assert {"plans", "clusters", "jobs", "calibrations"} <= tables and version == "0002"
+    assert {"plans", "clusters", "jobs", "calibrations"} <= tables and version == "0003"
+    engine = make_engine(server.database_url)
+    with engine.connect() as conn:
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("jobs")}
+    engine.dispose()
+    assert {"owner", "lease_until"} <= columns
 
 
 def test_launch_artifacts_download(server):
@@ -293,3 +298,39 @@ def test_estimates_carry_launch_artifacts_only_when_asked(server):
         assert lean.json()["step_time_s"] == full.json()["step_time_s"]
         assert c.post("/v1/estimates", params={"include": "everything"},
                       json=body).status_code == 422
+
+
+def test_a_replica_starting_leaves_other_replicas_jobs_running(database_url, tmp_path):
+    """Two replicas on one database: a job held by another replica's live lease stays running
+    when this one starts; a job whose lease lapsed is failed, at start-up and, while the
+    replica runs, by its heartbeat within a lease and a beat."""
+    from datetime import timedelta
+
+    from api.live import live_server
+
+    engine = make_engine(database_url)
+    from api.db import migrate
+
+    migrate(engine)
+    t = now()
+    rows = [("job-held", t + timedelta(minutes=10)), ("job-lapsed", t - timedelta(seconds=5)),
+            ("job-lapsing", t + timedelta(seconds=2))]
+    with engine.begin() as conn:
+        for job_id, until in rows:
+            conn.execute(jobs_table.insert().values(
+                id=job_id, kind="plan", state="running", progress=0.5, request=PLAN,
+                result=None, error=None, created_at=t, started_at=t, finished_at=None,
+                owner="other-replica", lease_until=until))
+    engine.dispose()
+    with live_server(database_url, log=tmp_path / "server.log",
+                     env={"PLANNER_JOB_LEASE_S": "3"}) as srv, srv.client() as c:
+        assert c.get("/v1/jobs/job-held").json()["state"] == "running"
+        lapsed = c.get("/v1/jobs/job-lapsed").json()
+        assert lapsed["state"] == "failed" and "lease lapsed" in lapsed["error"]["detail"]
+        assert c.get("/v1/jobs/job-lapsing").json()["state"] == "running"
+        deadline = time.monotonic() + 10        # lease 2 s left + a 1 s beat, with margin
+        while c.get("/v1/jobs/job-lapsing").json()["state"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.25)
+        assert c.get("/v1/jobs/job-lapsing").json()["state"] == "failed"
+        assert c.get("/v1/jobs/job-held").json()["state"] == "running"
