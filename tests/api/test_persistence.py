@@ -334,3 +334,41 @@ def test_a_replica_starting_leaves_other_replicas_jobs_running(database_url, tmp
             time.sleep(0.25)
         assert c.get("/v1/jobs/job-lapsing").json()["state"] == "failed"
         assert c.get("/v1/jobs/job-held").json()["state"] == "running"
+
+
+def test_a_killed_replicas_job_is_failed_by_another_within_its_lease(database_url, tmp_path):
+    """Replica A runs a long job (a calibration sweep with a time budget) and is SIGKILLed
+    mid-job; replica B, on the same database, marks it failed within a lease and a beat,
+    while answering requests."""
+    import signal
+
+    from api.live import LiveServer
+
+    env = {"PLANNER_JOB_LEASE_S": "3"}
+    a = LiveServer(database_url, env=env, log=tmp_path / "a.log").start()
+    b = LiveServer(database_url, env=env, log=tmp_path / "b.log").start()
+    try:
+        with a.client() as ca:
+            cid = ca.post("/v1/clusters", json={"preset": "local-cpu"}).json()["id"]
+            r = ca.post(f"/v1/clusters/{cid}/calibrations", json={
+                "source": "sweep", "sweep": {"nproc": 2, "ops": ["all_reduce"],
+                                             "sizes": [4096, 65536, 1048576],
+                                             "budget_s": 60, "min_batch_ms": 5}})
+            assert r.status_code == 202, r.text
+            job = r.headers["location"]
+            deadline = time.monotonic() + 30
+            while ca.get(job).json()["state"] != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        a.stop(signal.SIGKILL)                       # no shutdown, no last write
+        with b.client() as cb:
+            assert cb.get(job).json()["state"] == "running"
+            killed = time.monotonic()
+            while (state := cb.get(job).json())["state"] == "running":
+                assert time.monotonic() - killed < 3 + 1 + 5, "not failed within the lease"
+                assert cb.get("/healthz").status_code == 200
+                time.sleep(0.25)
+            assert state["state"] == "failed" and "lease lapsed" in state["error"]["detail"]
+    finally:
+        a.stop(signal.SIGKILL)
+        b.stop()
