@@ -44,6 +44,7 @@ jobs = sa.Table(
     # The replica running the job and until when its lease holds (renewed by heartbeats).
     sa.Column("owner", sa.String(128), nullable=True),
     sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0", default=0),
 )
 
 

@@ -3,11 +3,14 @@
 Jobs are records first: a job is stored as queued before it is scheduled, so a restart loses
 nothing. Several replicas may share one database: a replica claims a queued job with a
 conditional update (only one wins) and holds it with a lease (``job_lease_s``) that a
-heartbeat renews every third of it. Every replica, at start-up and at each heartbeat, marks
-failed the running jobs whose lease lapsed (their replica stopped), so a dead replica's job is
-failed within a lease and a beat, and a replica that starts leaves the jobs others are running
-alone. A replica that lost its lease cannot overwrite the outcome (its updates name it as the
-owner). Queued jobs are scheduled again at start-up.
+heartbeat renews every third of it. Every replica, at start-up and at each heartbeat, takes
+up the running jobs whose lease lapsed (their replica stopped): queued again while they have
+attempts left (``job_max_attempts``: a lapsed lease is an infrastructure failure; bad input
+fails at once and is never retried), failed after; so a dead replica's job moves on within a
+lease and a beat, and a replica that starts leaves the jobs others are running alone. A
+replica that lost its lease cannot overwrite the outcome (its updates name it as the owner).
+Each beat also schedules the queued jobs this replica has not scheduled yet, so a job queued
+through one replica, or queued again, runs on whichever replica claims it first.
 """
 
 from __future__ import annotations
@@ -36,19 +39,26 @@ class JobRunner:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease = timedelta(seconds=settings.job_lease_s)
         self._stop = threading.Event()
+        self._scheduled: set[str] = set()
+        self._lock = threading.Lock()
         self._beat = threading.Thread(target=self._heartbeat, name="planner-job-lease",
                                       daemon=True)
 
     def recover(self) -> None:
-        self._fail_expired()
-        for job_id in store.queued_job_ids(engine=self.engine):
-            self.submit(job_id)
+        self._expire()
+        self._schedule_queued()
         self._beat.start()
 
-    def _fail_expired(self) -> None:
-        failed = store.fail_expired_jobs(engine=self.engine)
-        if failed:
-            log.warning("%d job(s) lost their replica (lease lapsed): marked failed", failed)
+    def _expire(self) -> None:
+        retried, failed = store.expire_jobs(engine=self.engine,
+                                            max_attempts=self.settings.job_max_attempts)
+        if retried or failed:
+            log.warning("jobs whose replica stopped (lease lapsed): %d queued again, %d "
+                        "failed", retried, failed)
+
+    def _schedule_queued(self) -> None:
+        for job_id in store.queued_job_ids(engine=self.engine):
+            self.submit(job_id)
 
     def _heartbeat(self) -> None:
         """Renew this replica's leases and fail the jobs of replicas that stopped."""
@@ -57,12 +67,24 @@ class JobRunner:
             try:
                 store.renew_leases(engine=self.engine, owner=self.owner,
                                    until=store.now() + self.lease)
-                self._fail_expired()
+                self._expire()
+                self._schedule_queued()
             except Exception:   # the database may be away for a beat; the lease allows it
                 log.exception("job lease heartbeat failed")
 
     def submit(self, job_id: str) -> None:
+        with self._lock:                  # once per replica; the claim decides who runs it
+            if job_id in self._scheduled:
+                return
+            self._scheduled.add(job_id)
         self.pool.submit(self._run, job_id)
+
+    def _run(self, job_id: str) -> None:
+        try:
+            self._attempt(job_id)
+        finally:
+            with self._lock:
+                self._scheduled.discard(job_id)
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -123,12 +145,11 @@ class JobRunner:
         body["plan_id"] = request["plan_id"]
         return body
 
-    def _run(self, job_id: str) -> None:
+    def _attempt(self, job_id: str) -> None:
         from api.schemas import JobCreate
 
-        if not store.update_job(engine=self.engine, job_id=job_id, only_if=("queued",),
-                                state="running", started_at=store.now(), progress=0.05,
-                                owner=self.owner, lease_until=store.now() + self.lease):
+        if not store.claim_job(engine=self.engine, job_id=job_id, owner=self.owner,
+                               until=store.now() + self.lease):
             return   # cancelled before it started, or claimed by another replica
         job = store.get_job(engine=self.engine, job_id=job_id)
         if job is None:

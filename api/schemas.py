@@ -130,6 +130,8 @@ class JobPublic(BaseModel):
     created_at: str
     started_at: str | None = None
     finished_at: str | None = None
+    attempts: int = Field(0, description="Runs started; a job whose replica stopped under it "
+                          "is queued again (PLANNER_JOB_MAX_ATTEMPTS).")
 
 
 class PresetList(BaseModel):

@@ -21,7 +21,10 @@ class Settings(BaseSettings):
     max_concurrent_jobs: int = Field(1, ge=1, description="Background jobs run at once.")
     job_lease_s: float = Field(30.0, ge=1.0, le=3600.0, description="A running job's lease: "
                                "renewed every third of it while its replica lives; once it "
-                               "lapses, any replica marks the job failed.")
+                               "lapses, any replica retries or fails the job.")
+    job_max_attempts: int = Field(2, ge=1, le=10, description="Runs a job gets when its "
+                                  "replica stops under it (a lapsed lease is an "
+                                  "infrastructure failure; bad input is never retried).")
     max_time_limit_ms: int = Field(60_000, ge=1, description="Cap on a request's "
                                    "search.time_limit_ms.")
     allow_local_sweeps: bool = Field(True, description="Let calibration sweeps and validation "

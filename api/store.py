@@ -101,6 +101,17 @@ def delete_cluster(*, engine: Engine, cluster_id: str) -> bool:
 
 # -- jobs --------------------------------------------------------------------------------------
 
+def claim_job(*, engine: Engine, job_id: str, owner: str, until: datetime) -> bool:
+    """Start a queued job on this replica (one replica wins): running, owned, leased, one
+    more attempt."""
+    with engine.begin() as conn:
+        return conn.execute(jobs.update().where(jobs.c.id == job_id)
+                            .where(jobs.c.state == "queued")
+                            .values(state="running", started_at=now(), progress=0.05,
+                                    owner=owner, lease_until=until,
+                                    attempts=jobs.c.attempts + 1)).rowcount > 0
+
+
 def create_job(*, engine: Engine, kind: str, request: dict) -> dict:
     row = {"id": new_id("job"), "kind": kind, "state": "queued", "progress": 0.0,
            "request": request, "result": None, "error": None, "created_at": now(),
@@ -150,15 +161,24 @@ def renew_leases(*, engine: Engine, owner: str, until: datetime) -> int:
                             .values(lease_until=until)).rowcount
 
 
-def fail_expired_jobs(*, engine: Engine) -> int:
-    """Jobs running on a replica whose lease lapsed (it stopped or lost the database): failed.
-    Jobs other replicas are running, with live leases, are left alone."""
+def expire_jobs(*, engine: Engine, max_attempts: int) -> tuple[int, int]:
+    """Jobs running on a replica whose lease lapsed (it stopped or lost the database): queued
+    again while they have attempts left, failed after. Jobs other replicas are running, with
+    live leases, are left alone. Returns (retried, failed)."""
     err = {"type": "/problems/interrupted", "title": "Job interrupted", "status": 500,
-           "detail": "the service stopped while this job was running (its lease lapsed)"}
-    stale = sa.or_(jobs.c.lease_until.is_(None), jobs.c.lease_until < now())
+           "detail": f"the service stopped while this job was running (its lease lapsed), "
+                     f"{max_attempts} time(s)"}
+    stale = (jobs.c.state == "running") & sa.or_(jobs.c.lease_until.is_(None),
+                                                 jobs.c.lease_until < now())
     with engine.begin() as conn:
-        return conn.execute(jobs.update().where(jobs.c.state == "running").where(stale)
-                            .values(state="failed", error=err, finished_at=now())).rowcount
+        retried = conn.execute(jobs.update().where(stale)
+                               .where(jobs.c.attempts < max_attempts)
+                               .values(state="queued", owner=None, lease_until=None,
+                                       progress=0.0, started_at=None)).rowcount
+        failed = conn.execute(jobs.update().where(stale)
+                              .values(state="failed", error=err,
+                                      finished_at=now())).rowcount
+    return retried, failed
 
 
 def queued_job_ids(*, engine: Engine) -> list[str]:
