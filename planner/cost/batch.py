@@ -325,23 +325,26 @@ def compose(plans: PlanArrays, tables: CostTables,
     # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
     params_c = stage_params(model, _col(tp), _col(pp), L, first, last)
-    experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp))
     edp = dp * tp * cp // (plans.ep * plans.etp)
-    weights, grads, optim = (a + b for a, b in zip(
-        model_state_bytes(params_c, training, _col(zero), _col(nd)),
-        model_state_bytes(experts_c, training, _col(zero), _col(edp)), strict=True))
+    weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd))
+    layer_local = model.nonexpert_params_per_layer / _col(tp)
+    per_layer_state = sum(model_state_bytes(layer_local, training, _col(zero), _col(nd)))
+    if model.is_moe:     # the routed experts, sharded over the expert data parallel group
+        experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp))
+        w_e, g_e, o_e = model_state_bytes(experts_c, training, _col(zero), _col(edp))
+        weights, grads, optim = weights + w_e, grads + g_e, optim + o_e
+        expert_layer = expert_stage_params(model, 1, _col(plans.ep), _col(plans.etp))
+        layer_local = layer_local + expert_layer
+        per_layer_state = per_layer_state + sum(
+            model_state_bytes(expert_layer, training, _col(zero), _col(edp)))
+    else:
+        experts_c = np.zeros_like(L)
     # ZeRO-3 holds the layer in use and those prefetched, and one layer's full gradients.
     z3_layers = 1 + max(1.0, training.zero3_prefetch_layers)
-    layer_local = (model.nonexpert_params_per_layer / _col(tp)
-                   + expert_stage_params(model, 1, _col(plans.ep), _col(plans.etp)))
     zero_buf = np.where(_col(zero) >= 3, layer_local
                         * (z3_layers * training.param_bytes + training.grad_bytes), 0.0)
     zero_buf = zero_buf * np.ones_like(L)
     states = np.where(present, weights + grads + optim + zero_buf, -np.inf)
-    per_layer_state = sum(model_state_bytes(
-        _col(model.nonexpert_params_per_layer / tp), training, _col(zero), _col(nd))) + sum(
-        model_state_bytes(_col(expert_stage_params(model, 1, plans.ep, plans.etp)), training,
-                          _col(zero), _col(edp)))
     # Model states alone are a lower bound: plans they already overflow need no more work.
     # For plans whose layers may move between stages, the bound holds for every split: the
     # stages share the states, and the first and last hold a layer each besides their own.
