@@ -7,16 +7,19 @@ from __future__ import annotations
 
 from itertools import product
 
+import pytest
 from pydantic import ValidationError
 
 from planner.cost.batch import PlanArrays, compose
+from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.frameworks import reasons_by_framework
 from planner.search.request import PlanRequest
+from planner.search.result import PlanResult
 from planner.search.spec import allows
 from planner.specs import ParallelPlan
 from planner.specs.layout import first_last_splits
-from planner.specs.plan import plan_layout, plan_violations
+from planner.specs.plan import plan_key, plan_layout, plan_violations
 
 
 def enumerate_top_k(req: PlanRequest) -> list[tuple]:
@@ -96,9 +99,7 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
     for i, p in enumerate(plans):
         if p.recompute_num_layers and i not in offered:
             continue
-        key = (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
-               RECOMPUTE.index(p.recompute), p.zero_stage, int(p.sequence_parallel),
-               p.recompute_num_layers or 0, p.ep, p.etp)
+        key = plan_key(p)
         # (time us, memory, layers) of the default layout, then of every other split.
         options = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), ())]
         if s.rebalance_stages and p.pp > 1 and p.vpp == 1 and not p.recompute_num_layers:
@@ -117,4 +118,18 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
 
 
 
-__all__ = ["enumerate_top_k"]
+def assert_equals_oracle(got: PlanResult, want: list) -> None:
+    """The search's answer equals the brute-force top k ``want`` (from ``enumerate_top_k``):
+    the same plans in the same order, with the same step time and memory."""
+    if not want:
+        assert got.search.status == "INFEASIBLE" and not got.plans
+        assert got.infeasible_reasons
+        return
+    assert got.search.status == "OPTIMAL"
+    assert [plan_key(p) for p in got.plans] == [w[0] for w in want]
+    for p, (_, step, mem) in zip(got.plans, want, strict=True):
+        assert p.step_time_s == pytest.approx(step, rel=1e-9)
+        assert p.memory_per_gpu_gib * GIB == pytest.approx(mem, rel=1e-9)
+
+
+__all__ = ["assert_equals_oracle", "enumerate_top_k"]

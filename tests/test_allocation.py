@@ -13,6 +13,7 @@ from planner.launch import render, with_launch
 from planner.search import PlanRequest, plan
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.allocation import uniform_clusters
+from planner.specs.plan import plan_key
 from tests.search_oracle import enumerate_top_k
 from tests.test_search import random_request
 
@@ -72,10 +73,7 @@ def test_allocation_search_equals_brute_force_over_its_slices(seed):
         assert got.search.status == "INFEASIBLE" and got.infeasible_reasons
         return
     assert got.search.status == "OPTIMAL"
-    keys = [((p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
-              ("none", "selective", "full").index(p.recompute), p.zero_stage,
-              int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp),
-             -p.placement.nproc_per_node) for p in got.plans]
+    keys = [(plan_key(p), -p.placement.nproc_per_node) for p in got.plans]
     assert keys == [(w[2], w[3]) for w in want]
     for p, w in zip(got.plans, want, strict=True):
         assert p.step_time_s == pytest.approx(w[4], rel=1e-9)

@@ -17,7 +17,7 @@ from planner.search import PlanRequest, plan
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.plan import plan_violations
 from tests.launch_readers import megatron_parser, megatron_plan, moe_layer_flags
-from tests.search_oracle import enumerate_top_k
+from tests.search_oracle import assert_equals_oracle, enumerate_top_k
 
 # (preset, published total, published active; the model cards and reports: Mixtral 46.7B /
 # 12.9B and 141B / 39B, Qwen3 30.5B / 3.3B and 235B / 22B, DeepSeek-V3 671B / 37B (without
@@ -234,19 +234,7 @@ def random_moe_request(rng: random.Random) -> PlanRequest:
 @pytest.mark.parametrize("seed", range(40))
 def test_moe_search_equals_exhaustive_enumeration(seed):
     req = random_moe_request(random.Random(seed))
-    want = enumerate_top_k(req)
-    got = plan(req)
-    if not want:
-        assert got.search.status == "INFEASIBLE" and not got.plans
-        return
-    assert got.search.status == "OPTIMAL"
-    keys = [(p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
-             ("none", "selective", "full").index(p.recompute), p.zero_stage,
-             int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp)
-            for p in got.plans]
-    assert keys == [w[0] for w in want]
-    for p, (_, step, _) in zip(got.plans, want, strict=True):
-        assert p.step_time_s == pytest.approx(step, rel=1e-9)
+    assert_equals_oracle(plan(req), enumerate_top_k(req))
 
 
 def test_mixtral_on_32_h100_plans_expert_parallelism_megatron_runs():

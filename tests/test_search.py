@@ -12,7 +12,7 @@ from planner.cost.tables import RECOMPUTE, CostTables
 from planner.search import PlanRequest, plan
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.plan import plan_violations
-from tests.search_oracle import enumerate_top_k
+from tests.search_oracle import assert_equals_oracle, enumerate_top_k
 
 GIB = 2**30
 
@@ -58,20 +58,7 @@ def random_request(rng: random.Random) -> PlanRequest:
 @pytest.mark.parametrize("seed", range(200))
 def test_solver_top_k_equals_exhaustive_enumeration(seed):
     req = random_request(random.Random(seed))
-    want = enumerate_top_k(req)
-    got = plan(req)
-    if not want:
-        assert got.search.status == "INFEASIBLE" and not got.plans
-        assert got.infeasible_reasons
-        return
-    assert got.search.status == "OPTIMAL"
-    keys = [(p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute),
-             p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp)
-            for p in got.plans]
-    assert keys == [w[0] for w in want]
-    for p, (_, step, mem) in zip(got.plans, want, strict=True):
-        assert p.step_time_s == pytest.approx(step, rel=1e-9)
-        assert p.memory_per_gpu_gib * GIB == pytest.approx(mem, rel=1e-9)
+    assert_equals_oracle(plan(req), enumerate_top_k(req))
 
 
 def test_batched_and_single_plan_costs_agree():
@@ -194,19 +181,7 @@ def test_uneven_splits_are_searched_exactly(seed):
     """With uneven stages on, the top k equal brute force over every plan and every
     first/last split of its layers (the pruning by the split bound loses nothing)."""
     req = uneven_request(seed)
-    want = enumerate_top_k(req)
-    got = plan(req)
-    if not want:
-        assert got.search.status == "INFEASIBLE"
-        return
-    assert got.search.status == "OPTIMAL"
-    keys = [(p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute),
-             p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp)
-            for p in got.plans]
-    assert keys == [w[0] for w in want]
-    for p, (_, step, mem) in zip(got.plans, want, strict=True):
-        assert p.step_time_s == pytest.approx(step, rel=1e-9)
-        assert p.memory_per_gpu_gib * GIB == pytest.approx(mem, rel=1e-9)
+    assert_equals_oracle(plan(req), enumerate_top_k(req))
 
 
 def test_the_uneven_comparison_covers_uneven_winners():

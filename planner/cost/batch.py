@@ -53,7 +53,7 @@ from planner.cost.tables import RECOMPUTE, CostTables
 from planner.specs import ParallelPlan
 from planner.specs.layout import Layout, default_layout
 from planner.specs.placement import group_span, launch_layout
-from planner.specs.plan import microbatch_group
+from planner.specs.plan import microbatch_group, plan_key
 
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
                   "pipeline_bubble", "dp_comm", "zero_comm", "optimizer", "overhead")
@@ -91,11 +91,7 @@ class PlanArrays:
     def from_plans(cls, plans: list[ParallelPlan]) -> PlanArrays:
         cols: dict[str, list[int]] = {f: [] for f in PLAN_FIELDS}
         for p in plans:
-            for f, v in zip(PLAN_FIELDS, (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size,
-                                          RECOMPUTE.index(p.recompute), p.zero_stage,
-                                          int(p.sequence_parallel),
-                                          p.recompute_num_layers or 0, p.ep, p.etp),
-                            strict=True):
+            for f, v in zip(PLAN_FIELDS, plan_key(p), strict=True):
                 cols[f].append(v)
         return cls(**{f: np.asarray(v, dtype=np.int64) for f, v in cols.items()})
 

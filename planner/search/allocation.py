@@ -19,13 +19,11 @@ from planner.result import PlanEstimate
 from planner.search.request import PlanRequest
 from planner.search.result import PlanResult, SearchStats
 from planner.specs.allocation import uniform_clusters
-from planner.vocabulary import RECOMPUTE
+from planner.specs.plan import plan_key
 
 
 def _order(p: PlanEstimate) -> tuple:
-    return (round(p.step_time_s * 1e6), round(p.memory_per_gpu_gib * GIB), p.dp, p.tp, p.pp,
-            p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute), p.zero_stage,
-            int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp,
+    return (round(p.step_time_s * 1e6), round(p.memory_per_gpu_gib * GIB), *plan_key(p),
             -(p.placement.nproc_per_node if p.placement else 0))
 
 

@@ -24,7 +24,7 @@ from planner.specs.layout import Layout, default_layout, explicit_layout
 from planner.specs.model import ModelSpec
 from planner.specs.placement import launch_layout
 from planner.specs.training import TrainingSpec
-from planner.vocabulary import Recompute
+from planner.vocabulary import RECOMPUTE, Recompute
 
 
 class ParallelPlan(BaseModel):
@@ -264,3 +264,11 @@ def check_plan(
     if violations:
         field, reason = violations[0]
         raise PlannerInputError(field, reason)
+
+
+def plan_key(p: Any) -> tuple[int, ...]:
+    """A plan's degrees and choices as integers, in the order of the search's plan columns
+    (``planner.cost.batch.PLAN_FIELDS``): the tie-break order of every ranking. ``p`` is a
+    ``ParallelPlan`` or a ``PlanEstimate`` (both carry these fields)."""
+    return (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute),
+            p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp)
