@@ -82,10 +82,6 @@ class KernelModel:
             best = min(best, waves * 2 * bm * bn * kk / (per_sm * eta))
         return best + self.kernel_overhead_s
 
-    def gemm_flops_rate(self, m: float, n: float, k: float) -> float:
-        """Achieved FLOP/s of one (m, n, k) GEMM (for reports and tests)."""
-        return 2 * m * n * k / self.gemm(m, n, k)
-
     def attention(self, flops: float, seq: float, kernels: float = 1) -> float:
         """Seconds of fused attention doing ``flops`` on sequences (chunks) of ``seq`` keys."""
         if flops <= 0:

@@ -35,6 +35,11 @@ def _parse_choice(value: Any) -> Any:
                                        for e in exc.errors())) from None
     if isinstance(value, list) and not value:
         raise ValueError("an empty list allows nothing; leave the field out to allow all")
+    # Degrees, sizes and the ZeRO stage are never negative: a request error, not an empty space.
+    negative = [v for v in (value if isinstance(value, list) else [value])
+                if isinstance(v, int) and v < 0]
+    if negative:
+        raise ValueError(f"{negative[0]} is negative; the values are degrees, sizes or stages")
     return value
 
 
