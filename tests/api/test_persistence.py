@@ -312,19 +312,23 @@ def test_a_replica_starting_leaves_other_replicas_jobs_running(database_url, tmp
     from api.db import migrate
 
     migrate(engine)
-    t = now()
-    rows = [("job-held", t + timedelta(minutes=10)), ("job-lapsed", t - timedelta(seconds=5)),
-            ("job-lapsing", t + timedelta(seconds=2))]
-    with engine.begin() as conn:
-        for job_id, until in rows:
+
+    def running_job(job_id, lease):
+        t = now()
+        with engine.begin() as conn:
             conn.execute(jobs_table.insert().values(
                 id=job_id, kind="plan", state="running", progress=0.5, request=PLAN,
                 result=None, error=None, created_at=t, started_at=t, finished_at=None,
-                owner="other-replica", lease_until=until, attempts=1))
-    engine.dispose()
+                owner="other-replica", lease_until=t + lease, attempts=1))
+
+    running_job("job-held", timedelta(minutes=10))
+    running_job("job-lapsed", timedelta(seconds=-5))
     with live_server(database_url, log=tmp_path / "server.log",
                      env={"PLANNER_JOB_LEASE_S": "3", "PLANNER_JOB_MAX_ATTEMPTS": "1"}
                      ) as srv, srv.client() as c:
+        # Written once this replica runs, so its 2 s lease is not eaten by a slow start-up.
+        running_job("job-lapsing", timedelta(seconds=2))
+        engine.dispose()
         assert c.get("/v1/jobs/job-held").json()["state"] == "running"
         lapsed = c.get("/v1/jobs/job-lapsed").json()
         assert lapsed["state"] == "failed" and "lease lapsed" in lapsed["error"]["detail"]
@@ -386,15 +390,17 @@ def test_a_killed_replicas_plan_job_is_run_again_by_another(database_url, tmp_pa
     from api.db import migrate
 
     migrate(engine)
-    t = now()
-    with engine.begin() as conn:
-        conn.execute(jobs_table.insert().values(
-            id="job-orphan", kind="plan", state="running", progress=0.5, request=PLAN,
-            result=None, error=None, created_at=t, started_at=t, finished_at=None,
-            owner="dead-replica", lease_until=t + timedelta(seconds=2), attempts=1))
-    engine.dispose()
     with live_server(database_url, log=tmp_path / "server.log",
                      env={"PLANNER_JOB_LEASE_S": "3"}) as srv, srv.client() as c:
+        # The dead replica's job appears once this replica runs, so the 2 s lease is measured
+        # from here and not eaten by a slow start-up.
+        t = now()
+        with engine.begin() as conn:
+            conn.execute(jobs_table.insert().values(
+                id="job-orphan", kind="plan", state="running", progress=0.5, request=PLAN,
+                result=None, error=None, created_at=t, started_at=t, finished_at=None,
+                owner="dead-replica", lease_until=t + timedelta(seconds=2), attempts=1))
+        engine.dispose()
         assert c.get("/v1/jobs/job-orphan").json()["state"] == "running"
         done = wait_job(c, "/v1/jobs/job-orphan", timeout=30)
         assert done["state"] == "succeeded" and done["attempts"] == 2
