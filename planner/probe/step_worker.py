@@ -44,6 +44,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
 
+from planner.probe.worker_exit import leave
 from planner.validation.schedule import pipeline_order, rank_groups
 from planner.validation.transfers import mean_samples, pipeline_transfer, transfers
 
@@ -476,4 +477,4 @@ def _clock_offset(torch, dist, rank: int, world: int, device) -> float:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

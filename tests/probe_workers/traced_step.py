@@ -1,12 +1,13 @@
 """A small 'training step' (matmuls and collectives of several sizes) under torch.profiler;
 rank 0 exports the Chrome trace and writes its path to --out."""
 import json
-import os
 import sys
 
 import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
+
+from planner.probe.worker_exit import leave
 
 if __name__ == "__main__":
     out = sys.argv[sys.argv.index("--out") + 1]
@@ -27,9 +28,4 @@ if __name__ == "__main__":
             json.dump({"trace": path}, fh)
     dist.barrier()      # no rank leaves while another still uses the group
     dist.destroy_process_group()
-    # torch's CPU build can abort in a static destructor at interpreter exit after a profiled
-    # run ("terminate called without an active exception", ~1 run in 8 here); the work and the
-    # files are done, so leave without running them.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave(0)
