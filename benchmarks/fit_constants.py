@@ -61,6 +61,15 @@ def fit(runs: list[dict]) -> dict:
             **best[2]}
 
 
+def _set(preset: str, field: str, value: float) -> None:
+    """Give the preset (and its 40 GB twin, which shares the A100's rates) ``value`` and drop
+    the cost tables built with the previous one."""
+    gpu_specs._GPU_PRESETS[preset][field] = value
+    if preset == "a100-80gb":
+        gpu_specs._GPU_PRESETS["a100-40gb"][field] = value
+    cost_tables.cache_clear()
+
+
 def _fit_groups(runs: list[dict], eff: dict) -> dict:
     out = {}
     for preset, precisions, field, bound in GROUPS:
@@ -70,15 +79,12 @@ def _fit_groups(runs: list[dict], eff: dict) -> dict:
             continue
         best = None
         for value in (v for v in GRID if v <= bound):
-            gpu_specs._GPU_PRESETS[preset][field] = value
-            if preset == "a100-80gb":
-                gpu_specs._GPU_PRESETS["a100-40gb"][field] = value
-            cost_tables.cache_clear()
+            _set(preset, field, value)
             rows = evaluate_runs(group, eff)
             med = statistics.median(abs(r["error_pct"]) for r in rows)
             if best is None or med < best[0]:
                 best = (med, value, statistics.median(r["error_pct"] for r in rows))
-        gpu_specs._GPU_PRESETS[preset][field] = best[1]
+        _set(preset, field, best[1])
         out[f"{preset} {'/'.join(precisions)} {field}"] = {
             "value": best[1], "runs": len(group), "median_abs_error_pct": round(best[0], 2),
             "median_signed_error_pct": round(best[2], 2), "burst_bound": bound}
