@@ -1,6 +1,6 @@
-"""The ``planner`` command as installed: the core CLI (``planner.cli.main``) and ``planner
-serve``, which starts the REST service. It lives here so that ``planner/`` never imports the
-service."""
+"""The ``planner`` command as installed: the core CLI (``planner.cli.main``), ``planner serve``,
+which starts the REST service, and ``planner worker``, which runs its queued jobs. They live
+here so that ``planner/`` never imports the service."""
 
 from __future__ import annotations
 
@@ -27,6 +27,28 @@ def serve_cmd(
 
     settings = Settings(database_url=database_url) if database_url else Settings()
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+
+
+@app.command("worker")
+def worker_cmd(
+    host: Annotated[str, typer.Option(help="Address of its health and metrics endpoints.")]
+    = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port of /healthz, /readyz and "
+                                      "/metrics (0 picks a free one).")] = 8001,
+    database_url: Annotated[str | None, typer.Option(
+        help="SQLAlchemy URL of the database the API replicas queue jobs in (default: "
+        "PLANNER_DATABASE_URL).")] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Run queued jobs (plans, calibration sweeps, validations) from the shared database,
+    apart from the API replicas (start those with PLANNER_RUN_JOBS=false)."""
+    import uvicorn
+
+    from api.main import create_worker_app
+    from api.settings import Settings
+
+    settings = Settings(database_url=database_url) if database_url else Settings()
+    uvicorn.run(create_worker_app(settings), host=host, port=port, log_level=log_level)
 
 
 def main() -> None:

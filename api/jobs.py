@@ -10,7 +10,13 @@ fails at once and is never retried), failed after; so a dead replica's job moves
 lease and a beat, and a replica that starts leaves the jobs others are running alone. A
 replica that lost its lease cannot overwrite the outcome (its updates name it as the owner).
 Each beat also schedules the queued jobs this replica has not scheduled yet, so a job queued
-through one replica, or queued again, runs on whichever replica claims it first.
+through one replica, or queued again, runs on whichever replica claims it first; a process
+that runs jobs also looks for queued ones every ``job_poll_s``.
+
+Roles: by default the service process runs its jobs (``run_jobs``: one command, embedded
+SQLite). API replicas started with ``PLANNER_RUN_JOBS=false`` only queue them
+(``QueuedForWorkers``), and ``planner worker`` processes (``api.main.create_worker_app``) run
+them, scaled apart from the API.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from sqlalchemy.engine import Engine
 
@@ -52,6 +59,8 @@ class JobRunner:
     def _expire(self) -> None:
         retried, failed = store.expire_jobs(engine=self.engine,
                                             max_attempts=self.settings.job_max_attempts)
+        self.metrics.lease_expiries.labels("queued_again").inc(retried)
+        self.metrics.lease_expiries.labels("failed").inc(failed)
         if retried or failed:
             log.warning("jobs whose replica stopped (lease lapsed): %d queued again, %d "
                         "failed", retried, failed)
@@ -61,13 +70,18 @@ class JobRunner:
             self.submit(job_id)
 
     def _heartbeat(self) -> None:
-        """Renew this replica's leases and fail the jobs of replicas that stopped."""
+        """Every third of a lease, renew this replica's leases and take up the jobs of
+        replicas that stopped; every ``job_poll_s``, schedule the queued jobs."""
         period = self.lease.total_seconds() / 3
-        while not self._stop.wait(period):
+        poll = min(self.settings.job_poll_s, period)
+        last_beat = time.monotonic()
+        while not self._stop.wait(poll):
             try:
-                store.renew_leases(engine=self.engine, owner=self.owner,
-                                   until=store.now() + self.lease)
-                self._expire()
+                if time.monotonic() - last_beat >= period - poll / 2:
+                    last_beat = time.monotonic()
+                    store.renew_leases(engine=self.engine, owner=self.owner,
+                                       until=store.now() + self.lease)
+                    self._expire()
                 self._schedule_queued()
             except Exception:   # the database may be away for a beat; the lease allows it
                 log.exception("job lease heartbeat failed")
@@ -182,3 +196,30 @@ class JobRunner:
                              state="failed", finished_at=store.now(),
                              error={"type": "/problems/job-failed", "title": "Job failed",
                                     "status": status, "detail": detail})
+            self._observe(job, "failed")
+        else:
+            self._observe(job, "succeeded")
+
+    def _observe(self, job: dict, state: str) -> None:
+        """Submission-to-outcome latency of a job this process ran."""
+        created = job["created_at"]
+        if isinstance(created, str):             # the store's rows carry ISO 8601 text
+            created = datetime.fromisoformat(created)
+        if created.tzinfo is None:               # naive means UTC here
+            created = created.replace(tzinfo=timezone.utc)
+        self.metrics.job_latency.labels(job["kind"], state).observe(
+            max(0.0, (store.now() - created).total_seconds()))
+
+
+class QueuedForWorkers:
+    """The job runner of an API replica that runs no jobs (``run_jobs`` false): a job is
+    stored queued by the route, and ``planner worker`` processes claim it."""
+
+    def recover(self) -> None:
+        pass
+
+    def submit(self, job_id: str) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass

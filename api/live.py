@@ -23,8 +23,10 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, database_url: str, env: dict | None = None, log: Path | None = None):
+    def __init__(self, database_url: str, env: dict | None = None, log: Path | None = None,
+                 command: str = "serve"):
         self.database_url = database_url
+        self.command = command          # "serve" (an API replica) or "worker"
         self.env = env or {}
         self.log = log
         self.proc: subprocess.Popen | None = None
@@ -40,7 +42,7 @@ class LiveServer:
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         # argv only (no shell); the process group is ours to kill.
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1",
+            [sys.executable, "-m", "api.cli", self.command, "--host", "127.0.0.1",
              "--port", str(self.port), "--database-url", self.database_url,
              "--log-level", "warning"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

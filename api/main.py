@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from api import problems
 from api.db import make_engine, migrate
-from api.jobs import JobRunner
+from api.jobs import JobRunner, QueuedForWorkers
 from api.metrics import BodyLimitMiddleware, Metrics, MetricsMiddleware
 from api.routes import calibrations, clusters, frameworks, health, jobs, plans, presets, validations
 from api.settings import Settings
@@ -23,8 +23,8 @@ Errors are `application/problem+json` (RFC 9457). Writes need `Authorization: Be
 when the service runs with `PLANNER_API_TOKEN`."""
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or Settings()
+def _lifespan(settings: Settings, run_jobs: bool):
+    """Database, migrations and the job runner of one process (an API replica or a worker)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -32,7 +32,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         migrate(engine)
         app.state.engine = engine
         app.state.solve_limiter = anyio.CapacityLimiter(settings.max_concurrent_solves)
-        app.state.jobs = JobRunner(engine, settings, app.state.metrics)
+        app.state.jobs = (JobRunner(engine, settings, app.state.metrics) if run_jobs
+                          else QueuedForWorkers())
         app.state.jobs.recover()
         try:
             yield
@@ -40,8 +41,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.jobs.shutdown()
             engine.dispose()
 
+    return lifespan
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
     app = FastAPI(title="Parallelism planner", version=__version__, description=DESCRIPTION,
-                  lifespan=lifespan)
+                  lifespan=_lifespan(settings, settings.run_jobs))
     app.state.settings = settings
     app.state.metrics = Metrics()
     problems.install(app)
@@ -50,4 +56,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (health, plans, clusters, calibrations, validations, presets, frameworks,
                    jobs):
         app.include_router(module.router)
+    return app
+
+
+def create_worker_app(settings: Settings | None = None) -> FastAPI:
+    """A ``planner worker`` process: runs the queued jobs of the shared database and serves
+    only ``/healthz``, ``/readyz`` and ``/metrics`` (queue depth, job latency, lease expiries)
+    for its probes and scrapers."""
+    settings = settings or Settings()
+    app = FastAPI(title="Parallelism planner worker", version=__version__,
+                  lifespan=_lifespan(settings, True), openapi_url=None)
+    app.state.settings = settings
+    app.state.metrics = Metrics()
+    problems.install(app)
+    app.include_router(health.router)
     return app

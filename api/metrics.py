@@ -21,7 +21,16 @@ class Metrics:
         self.solve = Histogram("planner_solve_seconds", "Plan search wall time",
                                ["status"], registry=self.registry,
                                buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
-        self.jobs = Gauge("planner_jobs", "Jobs by state", ["state"], registry=self.registry)
+        self.jobs = Gauge("planner_jobs", "Jobs by state (state=queued: the queue's depth)",
+                          ["state"], registry=self.registry)
+        self.job_latency = Histogram(
+            "planner_job_latency_seconds", "From a job's submission to its outcome, for the "
+            "jobs this process ran", ["kind", "state"], registry=self.registry,
+            buckets=(.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800))
+        self.lease_expiries = Counter(
+            "planner_job_lease_expiries_total", "Running jobs whose lease lapsed (their process "
+            "stopped), as this process found them: queued again or failed", ["outcome"],
+            registry=self.registry)
 
 
 class MetricsMiddleware:

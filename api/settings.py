@@ -25,6 +25,12 @@ class Settings(BaseSettings):
     job_max_attempts: int = Field(2, ge=1, le=10, description="Runs a job gets when its "
                                   "replica stops under it (a lapsed lease is an "
                                   "infrastructure failure; bad input is never retried).")
+    run_jobs: bool = Field(True, description="This process runs queued jobs (the embedded "
+                           "default: one process does everything). False on API replicas "
+                           "whose jobs run in separate `planner worker` processes.")
+    job_poll_s: float = Field(1.0, ge=0.05, le=60.0, description="How often a process that "
+                              "runs jobs looks for queued ones (jobs queued through another "
+                              "replica, or queued again after a lapsed lease).")
     max_time_limit_ms: int = Field(60_000, ge=1, description="Cap on a request's "
                                    "search.time_limit_ms.")
     allow_local_sweeps: bool = Field(True, description="Let calibration sweeps and validation "

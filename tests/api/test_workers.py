@@ -1,0 +1,191 @@
+"""API replicas that only queue jobs and ``planner worker`` processes that run them, as
+separate processes on one database."""
+
+import os
+import re
+import signal
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from api.db import jobs as jobs_table
+from api.db import make_engine
+from api.db import plans as plans_table
+from api.live import LiveServer
+from tests.api.postgres import drop_postgres_database, postgres_database
+
+pytestmark = pytest.mark.slow
+
+API_ONLY = {"PLANNER_RUN_JOBS": "false"}
+FAST_POLL = {"PLANNER_JOB_POLL_S": "0.2"}
+
+
+def small_plan(batch: int) -> dict:
+    return {"kind": "plan", "request": {
+        "model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+        "training": {"global_batch_size": batch, "seq_length": 2048},
+        "search": {"top_k": 1}}}
+
+
+def wait_done(client, location, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(location).json()
+        if body["state"] not in ("queued", "running"):
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"{location} still {body['state']}")
+
+
+def metric(text: str, name: str, **labels) -> float:
+    """The value of one sample of a Prometheus text exposition (0 when absent)."""
+    for line in text.splitlines():
+        m = re.fullmatch(rf"{name}(\{{(.*)\}})? (\S+)", line)
+        if m and all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
+            return float(m.group(3))
+    return 0.0
+
+
+def owner_pid(engine, job_id: str) -> int:
+    with engine.connect() as conn:
+        owner = conn.execute(sa.select(jobs_table.c.owner)
+                             .where(jobs_table.c.id == job_id)).scalar_one()
+    return int(owner.split(":")[1])
+
+
+def test_an_api_replica_queues_and_a_worker_runs(database_url, tmp_path):
+    """With PLANNER_RUN_JOBS=false the API stores the job queued and leaves it; a worker
+    started later claims and runs it, and reports it on its own /metrics and /readyz."""
+    api = LiveServer(database_url, env=API_ONLY, log=tmp_path / "api.log").start()
+    worker = LiveServer(database_url, env=FAST_POLL, log=tmp_path / "worker.log",
+                        command="worker")
+    try:
+        with api.client() as c:
+            r = c.post("/v1/jobs", json=small_plan(64))
+            assert r.status_code == 202, r.text
+            job = r.headers["location"]
+            time.sleep(1.5)                         # the API replica runs nothing
+            assert c.get(job).json()["state"] == "queued"
+            assert metric(c.get("/metrics").text, "planner_jobs", state="queued") == 1
+            worker.start()
+            done = wait_done(c, job)
+            assert done["state"] == "succeeded" and done["attempts"] == 1
+            assert done["result"]["plans"]
+            engine = make_engine(database_url)
+            try:
+                assert owner_pid(engine, done["id"]) == worker.proc.pid
+            finally:
+                engine.dispose()
+        with worker.client() as w:
+            assert w.get("/readyz").json() == {"status": "ready"}
+            text = w.get("/metrics").text
+            assert metric(text, "planner_job_latency_seconds_count", kind="plan",
+                          state="succeeded") == 1
+            assert metric(text, "planner_jobs", state="succeeded") == 1
+            assert w.get("/v1/plans").status_code == 404       # a worker serves no API
+    finally:
+        worker.stop()
+        api.stop()
+
+
+@pytest.fixture(params=["postgresql"] if os.environ.get("PLANNER_TEST_DATABASE_URL") else [])
+def postgres_url():
+    """The scale-out runs are on PostgreSQL (SQLite serves one machine): a fresh database on
+    the server of PLANNER_TEST_DATABASE_URL, which .ci/run sets."""
+    url, name = postgres_database()
+    try:
+        yield url
+    finally:
+        drop_postgres_database(name)
+
+
+def test_two_replicas_and_two_workers_run_200_jobs_once_each(postgres_url, tmp_path):
+    """200 plan jobs submitted through two API replicas all finish on two workers: each run
+    once (one attempt), each plan stored once, both workers used, and the API answers while
+    the workers are busy."""
+    apis = [LiveServer(postgres_url, env=API_ONLY, log=tmp_path / f"api{i}.log").start()
+            for i in range(2)]
+    workers = [LiveServer(postgres_url, env=FAST_POLL, log=tmp_path / f"worker{i}.log",
+                          command="worker").start() for i in range(2)]
+    engine = make_engine(postgres_url)
+    try:
+        clients = [a.client() for a in apis]
+        locations = []
+        for i in range(200):          # distinct batches: 200 distinct plans to store
+            r = clients[i % 2].post("/v1/jobs", json=small_plan(8 * (i + 1)))
+            assert r.status_code == 202, r.text
+            locations.append(r.headers["location"])
+        # The API answers reads and cheap requests while the workers work through the queue.
+        assert clients[0].get("/healthz").status_code == 200
+        assert clients[1].get(locations[-1]).status_code == 200
+        deadline = time.monotonic() + 240
+        while True:
+            with engine.connect() as conn:
+                left = conn.execute(sa.select(sa.func.count()).where(
+                    jobs_table.c.state.in_(("queued", "running")))).scalar_one()
+            if not left:
+                break
+            assert time.monotonic() < deadline, f"{left} jobs still queued or running"
+            assert clients[0].get("/v1/jobs", params={"limit": 1}).status_code == 200
+            time.sleep(0.5)
+        with engine.connect() as conn:
+            rows = conn.execute(sa.select(jobs_table.c.state, jobs_table.c.attempts,
+                                          jobs_table.c.owner)).all()
+            stored_plans = conn.execute(sa.select(sa.func.count())
+                                        .select_from(plans_table)).scalar_one()
+        assert len(rows) == 200
+        assert {r.state for r in rows} == {"succeeded"}
+        assert {r.attempts for r in rows} == {1}
+        pids = {int(r.owner.split(":")[1]) for r in rows}
+        assert pids == {w.proc.pid for w in workers}
+        assert stored_plans == 200
+        for c in clients:
+            c.close()
+    finally:
+        engine.dispose()
+        for s in workers + apis:
+            s.stop()
+
+
+def test_a_killed_workers_job_is_failed_by_the_other_within_its_lease(postgres_url, tmp_path):
+    """A worker SIGKILLed in the middle of a long job (a calibration sweep with a time
+    budget): the other worker fails it within a lease and a beat; the API answers meanwhile."""
+    lease = {"PLANNER_JOB_LEASE_S": "3", "PLANNER_JOB_MAX_ATTEMPTS": "1", **FAST_POLL}
+    api = LiveServer(postgres_url, env=API_ONLY, log=tmp_path / "api.log").start()
+    workers = {}
+    for i in range(2):
+        w = LiveServer(postgres_url, env=lease, log=tmp_path / f"worker{i}.log",
+                       command="worker").start()
+        workers[w.proc.pid] = w
+    engine = make_engine(postgres_url)
+    try:
+        with api.client() as c:
+            cid = c.post("/v1/clusters", json={"preset": "local-cpu"}).json()["id"]
+            r = c.post(f"/v1/clusters/{cid}/calibrations", json={
+                "source": "sweep", "sweep": {"nproc": 2, "ops": ["all_reduce"],
+                                             "sizes": [4096, 65536, 1048576],
+                                             "budget_s": 60, "min_batch_ms": 5}})
+            assert r.status_code == 202, r.text
+            job = r.headers["location"]
+            deadline = time.monotonic() + 30
+            while c.get(job).json()["state"] != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            victim = workers[owner_pid(engine, job.rsplit("/", 1)[1])]
+            victim.stop(signal.SIGKILL)                  # no shutdown, no last write
+            killed = time.monotonic()
+            while (state := c.get(job).json())["state"] == "running":
+                assert time.monotonic() - killed < 3 + 1 + 5, "not failed within the lease"
+                assert c.get("/healthz").status_code == 200
+                time.sleep(0.25)
+            assert state["state"] == "failed" and "lease lapsed" in state["error"]["detail"]
+            survivor = next(w for w in workers.values() if w is not victim)
+            with survivor.client() as s:
+                text = s.get("/metrics").text
+            assert metric(text, "planner_job_lease_expiries_total", outcome="failed") >= 1
+    finally:
+        engine.dispose()
+        for w in workers.values():
+            w.stop(signal.SIGKILL)
+        api.stop()
