@@ -8,7 +8,43 @@ from typing import Annotated
 
 import typer
 
+from planner.cli.errors import fail
 from planner.cli.main import app
+
+
+def _shown(url: str) -> str:
+    """A database URL fit for a terminal: its password masked."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return repr(make_url(url).render_as_string(hide_password=True))
+    except Exception:           # not a URL at all: nothing in it to mask
+        return repr(url) if "@" not in url else "(the URL given)"
+
+
+def _settings(database_url: str | None):
+    """The service settings, with a database that answers, or one ``error:`` line and exit 2
+    (a mistyped URL or a server that is down is the caller's to fix, not a traceback)."""
+    from pydantic import ValidationError
+
+    from api.db import make_engine
+    from api.settings import Settings
+
+    try:
+        settings = Settings(database_url=database_url) if database_url else Settings()
+    except ValidationError as exc:
+        fail(f"settings: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
+    try:
+        engine = make_engine(settings.database_url)
+        try:
+            with engine.connect():
+                pass
+        finally:
+            engine.dispose()
+    except Exception as exc:     # any driver or URL error: the database is unusable
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        fail(f"database {_shown(settings.database_url)} cannot be used: {reason}")
+    return settings
 
 
 @app.command("serve")
@@ -23,9 +59,8 @@ def serve_cmd(
     import uvicorn
 
     from api.main import create_app
-    from api.settings import Settings
 
-    settings = Settings(database_url=database_url) if database_url else Settings()
+    settings = _settings(database_url)
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
 
 
@@ -45,9 +80,8 @@ def worker_cmd(
     import uvicorn
 
     from api.main import create_worker_app
-    from api.settings import Settings
 
-    settings = Settings(database_url=database_url) if database_url else Settings()
+    settings = _settings(database_url)
     uvicorn.run(create_worker_app(settings), host=host, port=port, log_level=log_level)
 
 

@@ -134,3 +134,18 @@ def test_plan_emits_a_launch_artifact():
     assert "pipeline and tensor parallelism together" in res.stderr
     res = runner.invoke(app, ["plan", str(PLAN_EXAMPLE), "--emit", "helm"])
     assert res.exit_code == 2 and "unknown format" in res.stderr
+
+
+def test_serve_and_worker_refuse_an_unusable_database_in_one_line(tmp_path):
+    """A mistyped URL or a server that does not answer: one ``error:`` line naming the
+    database (password masked), exit 2, no traceback, nothing started."""
+    from api.cli import app as service_cli
+
+    for command in ("serve", "worker"):
+        for url, says in (("nonsense://x", "Can't load plugin"),
+                          ("postgresql+psycopg://planner:s3cret@127.0.0.1:1/none",
+                           "connection")):
+            r = runner.invoke(service_cli, [command, "--port", "0", "--database-url", url])
+            assert r.exit_code == 2, (command, url, r.output)
+            assert r.output.startswith("error: database ") and says in r.output
+            assert "Traceback" not in r.output and "s3cret" not in r.output
