@@ -21,7 +21,6 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from api.db import jobs as jobs_table  # noqa: E402
 from api.db import make_engine  # noqa: E402
 from api.live import LiveServer  # noqa: E402
+from api.store import ACTIVE_STATES, job_counts  # noqa: E402
 
 DEFAULT_SERVER = os.environ.get("PLANNER_TEST_DATABASE_URL",
                                 "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -62,10 +62,6 @@ def drop_database(server: str, name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _ts(value) -> datetime:
-    return datetime.fromisoformat(value) if isinstance(value, str) else value
-
-
 def run(server: str, workers: int, jobs: int, poll_s: float, logs: Path) -> dict:
     url, name = fresh_database(server)
     procs: list[LiveServer] = []
@@ -81,12 +77,7 @@ def run(server: str, workers: int, jobs: int, poll_s: float, logs: Path) -> dict
                 r = c.post("/v1/jobs", json=plan_job(i))
                 r.raise_for_status()
         deadline = time.monotonic() + 30 + 5 * jobs
-        while True:
-            with engine.connect() as conn:
-                left = conn.execute(sa.select(sa.func.count()).where(
-                    jobs_table.c.state.in_(("queued", "running")))).scalar_one()
-            if not left:
-                break
+        while left := sum(job_counts(engine=engine).get(s, 0) for s in ACTIVE_STATES):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{left} jobs unfinished")
             time.sleep(0.2)
@@ -98,8 +89,8 @@ def run(server: str, workers: int, jobs: int, poll_s: float, logs: Path) -> dict
         for p in reversed(procs):
             p.stop()
         drop_database(server, name)
-    created = [_ts(r.created_at) for r in rows]
-    finished = [_ts(r.finished_at) for r in rows]
+    created = [r.created_at for r in rows]
+    finished = [r.finished_at for r in rows]
     latency = sorted((f - c).total_seconds() for c, f in zip(created, finished, strict=True))
     span = (max(finished) - min(created)).total_seconds()
     return {

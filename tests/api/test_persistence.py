@@ -8,19 +8,10 @@ import sqlalchemy as sa
 from api.db import jobs as jobs_table
 from api.db import make_engine
 from api.store import now
+from tests.api.jobs_helpers import assert_failed_within_lease, start_long_job, wait_job
 
 PLAN = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
         "training": {"global_batch_size": 256, "seq_length": 4096}, "search": {"top_k": 3}}
-
-
-def wait_job(client, location, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body = client.get(location).json()
-        if body["state"] not in ("queued", "running"):
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"job still {body['state']}")
 
 
 def test_create_read_list_restart_read_again(server):
@@ -354,26 +345,10 @@ def test_a_killed_replicas_job_is_failed_by_another_within_its_lease(database_ur
     b = LiveServer(database_url, env=env, log=tmp_path / "b.log").start()
     try:
         with a.client() as ca:
-            cid = ca.post("/v1/clusters", json={"preset": "local-cpu"}).json()["id"]
-            r = ca.post(f"/v1/clusters/{cid}/calibrations", json={
-                "source": "sweep", "sweep": {"nproc": 2, "ops": ["all_reduce"],
-                                             "sizes": [4096, 65536, 1048576],
-                                             "budget_s": 60, "min_batch_ms": 5}})
-            assert r.status_code == 202, r.text
-            job = r.headers["location"]
-            deadline = time.monotonic() + 30
-            while ca.get(job).json()["state"] != "running":
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+            job = start_long_job(ca)
         a.stop(signal.SIGKILL)                       # no shutdown, no last write
         with b.client() as cb:
-            assert cb.get(job).json()["state"] == "running"
-            killed = time.monotonic()
-            while (state := cb.get(job).json())["state"] == "running":
-                assert time.monotonic() - killed < 3 + 1 + 5, "not failed within the lease"
-                assert cb.get("/healthz").status_code == 200
-                time.sleep(0.25)
-            assert state["state"] == "failed" and "lease lapsed" in state["error"]["detail"]
+            assert_failed_within_lease(cb, job, 3)
     finally:
         a.stop(signal.SIGKILL)
         b.stop()

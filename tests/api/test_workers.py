@@ -13,6 +13,8 @@ from api.db import jobs as jobs_table
 from api.db import make_engine
 from api.db import plans as plans_table
 from api.live import LiveServer
+from api.store import ACTIVE_STATES, job_counts
+from tests.api.jobs_helpers import assert_failed_within_lease, start_long_job, wait_job
 from tests.api.postgres import drop_postgres_database, postgres_database
 
 pytestmark = pytest.mark.slow
@@ -28,16 +30,6 @@ def small_plan(batch: int) -> dict:
         "search": {"top_k": 1}}}
 
 
-def wait_done(client, location, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body = client.get(location).json()
-        if body["state"] not in ("queued", "running"):
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"{location} still {body['state']}")
-
-
 def metric(text: str, name: str, **labels) -> float:
     """The value of one sample of a Prometheus text exposition (0 when absent)."""
     for line in text.splitlines():
@@ -45,6 +37,11 @@ def metric(text: str, name: str, **labels) -> float:
         if m and all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
             return float(m.group(3))
     return 0.0
+
+
+def unfinished(engine) -> int:
+    counts = job_counts(engine=engine)
+    return sum(counts.get(s, 0) for s in ACTIVE_STATES)
 
 
 def owner_pid(engine, job_id: str) -> int:
@@ -69,7 +66,7 @@ def test_an_api_replica_queues_and_a_worker_runs(database_url, tmp_path):
             assert c.get(job).json()["state"] == "queued"
             assert metric(c.get("/metrics").text, "planner_jobs", state="queued") == 1
             worker.start()
-            done = wait_done(c, job)
+            done = wait_job(c, job)
             assert done["state"] == "succeeded" and done["attempts"] == 1
             assert done["result"]["plans"]
             engine = make_engine(database_url)
@@ -120,12 +117,7 @@ def test_two_replicas_and_two_workers_run_200_jobs_once_each(postgres_url, tmp_p
         assert clients[0].get("/healthz").status_code == 200
         assert clients[1].get(locations[-1]).status_code == 200
         deadline = time.monotonic() + 240
-        while True:
-            with engine.connect() as conn:
-                left = conn.execute(sa.select(sa.func.count()).where(
-                    jobs_table.c.state.in_(("queued", "running")))).scalar_one()
-            if not left:
-                break
+        while left := unfinished(engine):
             assert time.monotonic() < deadline, f"{left} jobs still queued or running"
             assert clients[0].get("/v1/jobs", params={"limit": 1}).status_code == 200
             time.sleep(0.5)
@@ -161,25 +153,10 @@ def test_a_killed_workers_job_is_failed_by_the_other_within_its_lease(postgres_u
     engine = make_engine(postgres_url)
     try:
         with api.client() as c:
-            cid = c.post("/v1/clusters", json={"preset": "local-cpu"}).json()["id"]
-            r = c.post(f"/v1/clusters/{cid}/calibrations", json={
-                "source": "sweep", "sweep": {"nproc": 2, "ops": ["all_reduce"],
-                                             "sizes": [4096, 65536, 1048576],
-                                             "budget_s": 60, "min_batch_ms": 5}})
-            assert r.status_code == 202, r.text
-            job = r.headers["location"]
-            deadline = time.monotonic() + 30
-            while c.get(job).json()["state"] != "running":
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+            job = start_long_job(c)
             victim = workers[owner_pid(engine, job.rsplit("/", 1)[1])]
             victim.stop(signal.SIGKILL)                  # no shutdown, no last write
-            killed = time.monotonic()
-            while (state := c.get(job).json())["state"] == "running":
-                assert time.monotonic() - killed < 3 + 1 + 5, "not failed within the lease"
-                assert c.get("/healthz").status_code == 200
-                time.sleep(0.25)
-            assert state["state"] == "failed" and "lease lapsed" in state["error"]["detail"]
+            assert_failed_within_lease(c, job, 3)
             survivor = next(w for w in workers.values() if w is not victim)
             with survivor.client() as s:
                 text = s.get("/metrics").text

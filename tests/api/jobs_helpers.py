@@ -1,0 +1,44 @@
+"""Driving jobs over HTTP in the live-process tests: wait for an outcome, start a long job,
+watch a dead process's job fail within its lease."""
+
+import time
+
+
+def wait_job(client, location, timeout=60):
+    """The job's body once it is no longer queued or running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(location).json()
+        if body["state"] not in ("queued", "running"):
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"job still {body['state']}")
+
+
+def start_long_job(client, timeout=30):
+    """A calibration sweep with a 60 s budget on a new local cluster, returned (its Location)
+    once some process runs it."""
+    cid = client.post("/v1/clusters", json={"preset": "local-cpu"}).json()["id"]
+    r = client.post(f"/v1/clusters/{cid}/calibrations", json={
+        "source": "sweep", "sweep": {"nproc": 2, "ops": ["all_reduce"],
+                                     "sizes": [4096, 65536, 1048576],
+                                     "budget_s": 60, "min_batch_ms": 5}})
+    assert r.status_code == 202, r.text
+    job = r.headers["location"]
+    deadline = time.monotonic() + timeout
+    while client.get(job).json()["state"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    return job
+
+
+def assert_failed_within_lease(client, job, lease_s):
+    """The job of a killed process is failed within a lease and a beat (with margin), by
+    another process, while the API keeps answering."""
+    assert client.get(job).json()["state"] == "running"
+    killed = time.monotonic()
+    while (state := client.get(job).json())["state"] == "running":
+        assert time.monotonic() - killed < lease_s + 1 + 5, "not failed within the lease"
+        assert client.get("/healthz").status_code == 200
+        time.sleep(0.25)
+    assert state["state"] == "failed" and "lease lapsed" in state["error"]["detail"]
