@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Engine
 
@@ -202,11 +202,7 @@ class JobRunner:
 
     def _observe(self, job: dict, state: str) -> None:
         """Submission-to-outcome latency of a job this process ran."""
-        created = job["created_at"]
-        if isinstance(created, str):             # the store's rows carry ISO 8601 text
-            created = datetime.fromisoformat(created)
-        if created.tzinfo is None:               # naive means UTC here
-            created = created.replace(tzinfo=timezone.utc)
+        created = datetime.fromisoformat(job["created_at"])   # the store's rows: ISO, UTC
         self.metrics.job_latency.labels(job["kind"], state).observe(
             max(0.0, (store.now() - created).total_seconds()))
 
