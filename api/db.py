@@ -88,13 +88,25 @@ def make_engine(url: str) -> Engine:
     return sa.create_engine(url, pool_pre_ping=True)
 
 
+MIGRATION_LOCK = 0x706C616E6E6572   # "planner": the advisory lock key of schema migrations
+
+
 def migrate(engine: Engine) -> None:
     """Bring the schema to the newest revision (alembic upgrade head)."""
     from alembic import command
+
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Replicas that start together migrate one after the other (released at commit).
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        command.upgrade(alembic_config(conn), "head")
+
+
+def alembic_config(conn: sa.Connection):
+    """Alembic's configuration for this package's migrations, on an open connection."""
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+    cfg.attributes["connection"] = conn
+    return cfg

@@ -6,9 +6,11 @@ from contextlib import asynccontextmanager
 
 import anyio
 from fastapi import FastAPI
+from sqlalchemy.engine import Engine
 
 from api import problems
 from api.db import make_engine, migrate
+from api.job_queue import QueueJobs
 from api.jobs import JobRunner, QueuedForWorkers
 from api.metrics import BodyLimitMiddleware, Metrics, MetricsMiddleware
 from api.routes import calibrations, clusters, frameworks, health, jobs, plans, presets, validations
@@ -23,6 +25,14 @@ Errors are `application/problem+json` (RFC 9457). Writes need `Authorization: Be
 when the service runs with `PLANNER_API_TOKEN`."""
 
 
+def job_engine(engine: Engine, settings: Settings, metrics: Metrics, run_jobs: bool):
+    """Procrastinate workers on PostgreSQL (``api.job_queue``); on SQLite, threads of the
+    service process (``api.jobs``), or nothing for a process that only queues."""
+    if engine.dialect.name == "postgresql":
+        return QueueJobs(engine, settings, metrics, run_jobs=run_jobs)
+    return JobRunner(engine, settings, metrics) if run_jobs else QueuedForWorkers()
+
+
 def _lifespan(settings: Settings, run_jobs: bool):
     """Database, migrations and the job runner of one process (an API replica or a worker)."""
 
@@ -32,13 +42,12 @@ def _lifespan(settings: Settings, run_jobs: bool):
         migrate(engine)
         app.state.engine = engine
         app.state.solve_limiter = anyio.CapacityLimiter(settings.max_concurrent_solves)
-        app.state.jobs = (JobRunner(engine, settings, app.state.metrics) if run_jobs
-                          else QueuedForWorkers())
-        app.state.jobs.recover()
+        app.state.jobs = job_engine(engine, settings, app.state.metrics, run_jobs)
+        await app.state.jobs.start()
         try:
             yield
         finally:
-            app.state.jobs.shutdown()
+            await app.state.jobs.stop()
             engine.dispose()
 
     return lifespan

@@ -19,18 +19,19 @@ class Settings(BaseSettings):
     max_concurrent_solves: int = Field(2, ge=1, description="Plan searches run at once; "
                                        "more wait their turn off the event loop.")
     max_concurrent_jobs: int = Field(1, ge=1, description="Background jobs run at once.")
-    job_lease_s: float = Field(30.0, ge=1.0, le=3600.0, description="A running job's lease: "
-                               "renewed every third of it while its replica lives; once it "
-                               "lapses, any replica retries or fails the job.")
-    job_max_attempts: int = Field(2, ge=1, le=10, description="Runs a job gets when its "
-                                  "replica stops under it (a lapsed lease is an "
-                                  "infrastructure failure; bad input is never retried).")
+    job_lease_s: float = Field(30.0, ge=1.0, le=3600.0, description="How long a running "
+                               "job's process may go without a heartbeat (sent every third "
+                               "of it) before another process retries or fails the job.")
+    job_max_attempts: int = Field(2, ge=1, le=10, description="Runs a job gets when the "
+                                  "process running it stops (an infrastructure failure; bad "
+                                  "input is never retried).")
     run_jobs: bool = Field(True, description="This process runs queued jobs (the embedded "
                            "default: one process does everything). False on API replicas "
                            "whose jobs run in separate `planner worker` processes.")
     job_poll_s: float = Field(1.0, ge=0.05, le=60.0, description="How often a process that "
-                              "runs jobs looks for queued ones (jobs queued through another "
-                              "replica, or queued again after a lapsed lease).")
+                              "runs jobs looks for queued ones it was not told about "
+                              "(PostgreSQL notifies workers of new jobs; this is the "
+                              "fallback).")
     max_time_limit_ms: int = Field(60_000, ge=1, description="Cap on a request's "
                                    "search.time_limit_ms.")
     allow_local_sweeps: bool = Field(True, description="Let calibration sweeps and validation "

@@ -101,12 +101,17 @@ def delete_cluster(*, engine: Engine, cluster_id: str) -> bool:
 
 # -- jobs --------------------------------------------------------------------------------------
 
-def claim_job(*, engine: Engine, job_id: str, owner: str, until: datetime) -> bool:
-    """Start a queued job on this replica (one replica wins): running, owned, leased, one
-    more attempt."""
+def claim_job(*, engine: Engine, job_id: str, owner: str, until: datetime | None = None,
+              taking_over: str | None = None) -> bool:
+    """Start a queued job for ``owner`` (one claimant wins): running, owned, leased until
+    ``until`` (the embedded engine's lease; None where the queue engine watches the worker),
+    one more attempt. With ``taking_over`` (a LIKE pattern), a running job whose owner
+    matches it (an earlier attempt that stopped) is taken over too."""
+    claimable = jobs.c.state == "queued"
+    if taking_over is not None:
+        claimable = claimable | ((jobs.c.state == "running") & jobs.c.owner.like(taking_over))
     with engine.begin() as conn:
-        return conn.execute(jobs.update().where(jobs.c.id == job_id)
-                            .where(jobs.c.state == "queued")
+        return conn.execute(jobs.update().where(jobs.c.id == job_id).where(claimable)
                             .values(state="running", started_at=now(), progress=0.05,
                                     owner=owner, lease_until=until,
                                     attempts=jobs.c.attempts + 1)).rowcount > 0

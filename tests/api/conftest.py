@@ -26,6 +26,17 @@ def database_url(request, tmp_path):
         drop_postgres_database(name)
 
 
+@pytest.fixture(params=["postgresql"] if os.environ.get("PLANNER_TEST_DATABASE_URL") else [])
+def postgres_url():
+    """A fresh PostgreSQL database on the server of PLANNER_TEST_DATABASE_URL, for what only
+    PostgreSQL serves (the job queue, several replicas); no test without it."""
+    url, name = postgres_database()
+    try:
+        yield url
+    finally:
+        drop_postgres_database(name)
+
+
 @pytest.fixture
 def server(database_url, tmp_path):
     with live_server(database_url, log=tmp_path / "server.log") as srv:

@@ -117,7 +117,13 @@ def test_schema_is_migrated_by_the_service(server):
         tables = set(sa.inspect(conn).get_table_names())
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
     engine.dispose()
-    assert {"plans", "clusters", "jobs", "calibrations"} <= tables and version == "0004"
+    assert {"plans", "clusters", "jobs", "calibrations"} <= tables and version == "0005"
+    # The job queue's tables live in PostgreSQL only; SQLite's jobs run in the service.
+    queue_tables = {t for t in tables if t.startswith("procrastinate_")}
+    if server.database_url.startswith("postgresql"):
+        assert {"procrastinate_jobs", "procrastinate_workers"} <= queue_tables
+    else:
+        assert queue_tables == set()
     engine = make_engine(server.database_url)
     with engine.connect() as conn:
         columns = {c["name"] for c in sa.inspect(conn).get_columns("jobs")}
@@ -291,14 +297,17 @@ def test_estimates_carry_launch_artifacts_only_when_asked(server):
                       json=body).status_code == 422
 
 
-def test_a_replica_starting_leaves_other_replicas_jobs_running(database_url, tmp_path):
-    """Two replicas on one database: a job held by another replica's live lease stays running
-    when this one starts; a job whose lease lapsed is failed, at start-up and, while the
-    replica runs, by its heartbeat within a lease and a beat."""
+def test_a_replica_starting_leaves_other_replicas_jobs_running(tmp_path):
+    """The embedded engine's leases (SQLite; the queue engine's heartbeats on PostgreSQL are
+    tested in test_workers.py). Two processes on one database: a job held by another
+    process's live lease stays running when this one starts; a job whose lease lapsed is
+    failed, at start-up and, while the process runs, by its heartbeat within a lease and a
+    beat."""
     from datetime import timedelta
 
     from api.live import live_server
 
+    database_url = f"sqlite:///{tmp_path / 'planner.db'}"
     engine = make_engine(database_url)
     from api.db import migrate
 
