@@ -112,16 +112,11 @@ class JobWork:
         except OperationalError:
             raise                  # the database went away: the queue retries the job
         except Exception as exc:   # any other failure is recorded on the job, never lost
-            from api.problems import ApiProblem
-            from planner.errors import PlannerInputError
-            from planner.probe.local import ProbeError
-
-            if isinstance(exc, (ApiProblem, PlannerInputError, ProbeError)):
-                log.warning("job %s rejected: %s", job_id, exc)
+            detail, status, expected = failure(exc)
+            if expected:
+                log.warning("job %s failed: %s", job_id, detail)
             else:
                 log.exception("job %s failed", job_id)
-            detail = getattr(exc, "detail", None) or str(exc) or type(exc).__name__
-            status = 422 if isinstance(exc, PlannerInputError) else getattr(exc, "status", 500)
             store.update_job(engine=self.engine, job_id=job_id, only_if=("running",), held_by=owner,
                              state="failed", finished_at=store.now(),
                              error={"type": "/problems/job-failed", "title": "Job failed",
@@ -135,3 +130,24 @@ class JobWork:
         created = datetime.fromisoformat(job["created_at"])   # the store's rows: ISO, UTC
         self.metrics.job_latency.labels(job["kind"], state).observe(
             max(0.0, (store.now() - created).total_seconds()))
+
+
+def failure(exc: Exception) -> tuple[str, int, bool]:
+    """What a failed job reports: the reason, an HTTP status (4xx: the request was at fault,
+    and running it again cannot help; 5xx: the service or the probe was), and whether the
+    failure is one the service expects (no traceback in the log)."""
+    from pydantic import ValidationError
+
+    from api.problems import ApiProblem
+    from planner.errors import PlannerInputError
+    from planner.probe.local import ProbeError
+
+    if isinstance(exc, ValidationError):    # a stored request the current schema refuses
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                         for e in exc.errors()), 422, True
+    if isinstance(exc, PlannerInputError):
+        return str(exc), 422, True
+    detail = getattr(exc, "detail", None) or str(exc) or type(exc).__name__
+    if isinstance(exc, ApiProblem):
+        return detail, exc.status, True
+    return detail, 500, isinstance(exc, ProbeError)

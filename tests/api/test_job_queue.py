@@ -1,0 +1,78 @@
+"""The queue engine on PostgreSQL (procrastinate), in one process: what is retried and what is
+not, and stored jobs that no queue job serves."""
+
+import time
+
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+from sqlalchemy.exc import OperationalError
+
+import api.job_work
+from api.db import jobs as jobs_table
+from api.main import create_app
+from api.settings import Settings
+from api.store import now
+from tests.api.jobs_helpers import wait_job
+
+PLAN = {"model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+        "training": {"global_batch_size": 64, "seq_length": 2048}, "search": {"top_k": 1}}
+
+
+def client(url: str) -> TestClient:
+    return TestClient(create_app(Settings(database_url=url, job_poll_s=0.2, job_lease_s=3)))
+
+
+def test_a_lost_database_is_retried_and_bad_input_is_not(postgres_url, monkeypatch):
+    real = api.job_work.run_plan
+    calls = []
+
+    def flaky(req, **kw):          # the database goes away during the first run only
+        calls.append(req)
+        if len(calls) == 1:
+            raise OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+        return real(req, **kw)
+
+    monkeypatch.setattr(api.job_work, "run_plan", flaky)
+    with client(postgres_url) as c:
+        r = c.post("/v1/jobs", json={"kind": "plan", "request": PLAN})
+        assert r.status_code == 202, r.text
+        done = wait_job(c, r.headers["location"])
+        assert done["state"] == "succeeded" and done["attempts"] == 2 and len(calls) == 2
+
+        # A stored request the schema refuses (bad input) fails once, with 422, for good.
+        engine = c.app.state.engine
+        bad = {**PLAN, "training": {"global_batch_size": 64, "seq_length": -1}}
+        with engine.begin() as conn:
+            conn.execute(jobs_table.insert().values(
+                id="job-bad-input", kind="plan", state="queued", progress=0.0, request=bad,
+                result=None, error=None, created_at=now(), started_at=None, finished_at=None))
+        failed = wait_job(c, "/v1/jobs/job-bad-input")
+        assert failed["state"] == "failed" and failed["attempts"] == 1
+        assert failed["error"]["status"] == 422 and "seq_length" in failed["error"]["detail"]
+        time.sleep(1.5)                   # a watch period later: still failed, not run again
+        again = c.get("/v1/jobs/job-bad-input").json()
+        assert again["state"] == "failed" and again["attempts"] == 1
+
+
+def test_stored_jobs_no_queue_job_serves_are_taken_up(postgres_url):
+    """A job left running by a process that stopped before the queue engine existed is run
+    again; one that had used its attempts is failed; a queued one is run."""
+    with client(postgres_url) as c:
+        engine = c.app.state.engine
+        rows = [("job-interrupted", "running", 1), ("job-spent", "running", 2),
+                ("job-waiting", "queued", 0)]
+        with engine.begin() as conn:
+            for job_id, state, attempts in rows:
+                conn.execute(jobs_table.insert().values(
+                    id=job_id, kind="plan", state=state, progress=0.0, request=PLAN,
+                    result=None, error=None, created_at=now(), started_at=None,
+                    finished_at=None, owner="gone:1:x" if state == "running" else None,
+                    attempts=attempts))
+        assert wait_job(c, "/v1/jobs/job-interrupted")["attempts"] == 2
+        spent = wait_job(c, "/v1/jobs/job-spent")
+        assert spent["state"] == "failed" and "2 time(s)" in spent["error"]["detail"]
+        assert wait_job(c, "/v1/jobs/job-waiting")["state"] == "succeeded"
+        with engine.connect() as conn:
+            states = dict(conn.execute(sa.select(jobs_table.c.id, jobs_table.c.state)).all())
+        assert states == {"job-interrupted": "succeeded", "job-spent": "failed",
+                          "job-waiting": "succeeded"}
