@@ -14,8 +14,8 @@ from planner.cost.batch import PlanArrays, compose
 from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.frameworks import reasons_by_framework
-from planner.search.request import PlanRequest
-from planner.search.result import PlanResult
+from planner.search.plan_request import PlanRequest
+from planner.search.plan_result import PlanResult
 from planner.search.spec import allows
 from planner.specs import ParallelPlan
 from planner.specs.layout import first_last_splits

@@ -144,3 +144,36 @@ def test_top_three_plans_on_four_gloo_ranks_end_to_end(tmp_path):
     times = [result["plans"][i]["measured"]["step_time_s"] for i in result["reranked"]]
     assert times == sorted(times)
     assert -1.0 <= result["kendall_tau"] <= 1.0
+
+
+@pytest.mark.slow
+def test_held_out_feedback_predicts_each_plan_from_the_others_measurements():
+    """Four plans measured once on 4 gloo ranks; each is predicted with a calibration fitted on
+    the other fold's transfers only, and compared with its own measurement."""
+    from planner.calibration.model import CalibrationIn
+    from planner.probe.validate import measure
+    from planner.search import PlanRequest
+    from planner.validation.evaluate import as_calibration, evaluate
+    from planner.validation.held_out import held_out
+
+    req = PlanRequest.model_validate(TINY)
+    got = measure(req, nproc=4, top_k=4, steps=2, timeout_s=90)
+    indices = [p.index for p in got.probes if not p.skipped]
+    assert len(indices) == 4
+    fed = held_out(req, got.probes, got.raws, folds=2)
+    assert [p.plan for p in fed.plans] == [p.plan for p in got.probes]
+    for i, trained in fed.trained_on.items():
+        assert i not in trained and len(trained) == 2      # the other fold, never itself
+        assert set(trained) | {i} < set(indices)
+    # The same calibration, fitted on all four plans (the plan's own transfers included),
+    # predicts the plans' communication differently from the held-out one.
+    fits = as_calibration(evaluate(req, got.probes, got.raws)).fits
+    in_sample = evaluate(req.model_copy(update={"calibration": CalibrationIn(
+        id="in-sample", fits=fits)}), got.probes, got.raws)
+    comm = [(a.predicted["breakdown"]["communication"], b.predicted["breakdown"]["communication"])
+            for a, b in zip(fed.plans, in_sample.plans, strict=True)]
+    assert any(abs(x - y) > 1e-9 for x, y in comm)
+    for p in fed.plans:                                     # scored against its measurement
+        assert p.measured["step_time_s"] > 0 and "communication" in p.rel_err
+    with pytest.raises(ValueError, match="at least 5 measured plans"):
+        held_out(req, got.probes, got.raws, folds=5)

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from planner.result import PlanEstimate
-from planner.search.result import PlanResult
+from planner.search.plan_result import PlanResult
 
 
 def _fmt_bytes(n: float) -> str:

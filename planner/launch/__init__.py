@@ -5,7 +5,7 @@ CLI attach the result to each plan as ``launch``; the probe launchers reuse the 
 renderers.
 """
 
-from planner.launch.spec import (
+from planner.launch.build import (
     FORMATS,
     LaunchFormat,
     LaunchSpec,

@@ -9,6 +9,7 @@ import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from planner.probe.local import run_module
 from planner.search import PlanRequest
@@ -25,11 +26,21 @@ def run_pattern(pattern: dict, nproc: int, *, steps: int, timeout_s: float, comp
                            *(["--trace", trace] if trace else [])], timeout_s=timeout_s)
 
 
-def validate(req: PlanRequest, *, nproc: int, top_k: int = 3, steps: int = 2,
-             timeout_s: float = 300, tolerance: float = 0.5, trace_dir: Path | None = None,
-             on_progress: Callable[[int, int], None] | None = None, mode: Mode = "auto",
-             compute: Compute = "auto") -> ValidationResult:
-    """Validate the ``top_k`` best plans of ``req`` on ``nproc`` local ranks (see ``prepare``)."""
+class Measured(NamedTuple):
+    """What the probes of one validation measured: the probe runs, the workers' JSON per plan
+    index and run name, and the measured traces written."""
+
+    probes: list[PlanProbe]
+    raws: dict[int, dict[str, dict]]
+    traces: dict[int, str]
+
+
+def measure(req: PlanRequest, *, nproc: int, top_k: int = 3, steps: int = 2,
+            timeout_s: float = 300, trace_dir: Path | None = None,
+            on_progress: Callable[[int, int], None] | None = None, mode: Mode = "auto",
+            compute: Compute = "auto") -> Measured:
+    """Run the probes of the ``top_k`` best plans of ``req`` on ``nproc`` local ranks (see
+    ``prepare``); ``evaluate`` compares them with a prediction."""
     probes = prepare(req, nproc=nproc, top_k=top_k, mode=mode)
     raws: dict[int, dict[str, dict]] = {}
     traces: dict[int, str] = {}
@@ -45,4 +56,15 @@ def validate(req: PlanRequest, *, nproc: int, top_k: int = 3, steps: int = 2,
                                                   trace=traced)
         if trace and Path(trace).is_file():
             traces[probe.index] = trace
-    return evaluate(req, probes, raws, tolerance=tolerance, traces=traces)
+    return Measured(probes, raws, traces)
+
+
+def validate(req: PlanRequest, *, nproc: int, top_k: int = 3, steps: int = 2,
+             timeout_s: float = 300, tolerance: float = 0.5, trace_dir: Path | None = None,
+             on_progress: Callable[[int, int], None] | None = None, mode: Mode = "auto",
+             compute: Compute = "auto") -> ValidationResult:
+    """Validate the ``top_k`` best plans of ``req`` on ``nproc`` local ranks: measure, then
+    compare with the prediction."""
+    got = measure(req, nproc=nproc, top_k=top_k, steps=steps, timeout_s=timeout_s,
+                  trace_dir=trace_dir, on_progress=on_progress, mode=mode, compute=compute)
+    return evaluate(req, got.probes, got.raws, tolerance=tolerance, traces=got.traces)

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from planner.cost.memory import GIB
 from planner.cost.step import on_allocation
 from planner.result import PlanEstimate
-from planner.search.request import PlanRequest
-from planner.search.result import PlanResult, SearchStats
+from planner.search.plan_request import PlanRequest
+from planner.search.plan_result import PlanResult, SearchStats
 from planner.specs.allocation import uniform_clusters
 from planner.specs.plan import plan_key
 

@@ -29,8 +29,8 @@ from planner.cost.tables import cost_tables
 from planner.launch import with_launch
 from planner.search.explain import memory_reasons, structural_reasons
 from planner.search.partial import block_recompute
-from planner.search.request import PlanRequest
-from planner.search.result import PlanResult, SearchStats
+from planner.search.plan_request import PlanRequest
+from planner.search.plan_result import PlanResult, SearchStats
 from planner.search.space import Space, build_space
 from planner.specs.layout import first_last_splits
 
