@@ -37,10 +37,10 @@ import logging
 import os
 import socket
 import uuid
+from datetime import timedelta
 
 import procrastinate
 import sqlalchemy as sa
-from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.jobs import Status
 from sqlalchemy.engine import Engine, make_url
 
@@ -52,6 +52,7 @@ from api.problems import ApiProblem
 log = logging.getLogger("planner.jobs")
 
 TASK = "planner.run_job"
+ADOPT_AFTER_S = 5.0     # a queued job no queue job serves is adopted once this old
 
 
 def conninfo(database_url: str) -> str:
@@ -129,13 +130,11 @@ class QueueJobs:
                              type_="/problems/queue-unavailable") from exc
 
     def _defer(self, job_id: str) -> None:
-        """One queue job per stored job: ``lock`` ties it to the stored job, and
-        ``queueing_lock`` refuses a second one while the first waits."""
-        try:
-            self.deferrer.configure_task(name=TASK, lock=job_id, queueing_lock=job_id).defer(
-                job_id=job_id)
-        except AlreadyEnqueued:
-            pass
+        """A queue job for a stored job; ``lock`` ties them (and runs the queue jobs of one
+        stored job one at a time). A second queue job for the same stored job (adopted while
+        the first was being queued) finds the job claimed and does nothing; no
+        ``queueing_lock``, which would refuse the first one's retry while the second waits."""
+        self.deferrer.configure_task(name=TASK, lock=job_id).defer(job_id=job_id)
 
     # -- running --------------------------------------------------------------------------------
 
@@ -210,9 +209,11 @@ class QueueJobs:
                                          progress=0.0, started_at=None)).rowcount
             failed = conn.execute(jobs.update().where(running).values(
                 state="failed", error=err, finished_at=store.now())).rowcount
+            # Past a grace period: a job the API is queueing right now is not an orphan.
+            settled = store.now() - timedelta(seconds=ADOPT_AFTER_S)
             waiting = [r[0] for r in conn.execute(
                 sa.select(jobs.c.id).where((jobs.c.state == "queued") & unserved)
-                .order_by(jobs.c.created_at))]
+                .where(jobs.c.created_at < settled).order_by(jobs.c.created_at))]
         self.metrics.lease_expiries.labels("queued_again").inc(again)
         self.metrics.lease_expiries.labels("failed").inc(failed)
         for job_id in waiting:
