@@ -17,8 +17,15 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/planner serve --host 127.0.0.1 --port 8000
 
-test: install
+test: install browser
 	$(PY) -m pytest
+
+# The explorer's browser tests drive Debian's Chromium (Playwright's own browser download is
+# not reachable from these machines): install it when it is missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo)
+browser:
+	@command -v chromium >/dev/null 2>&1 || $(SUDO) apt-get install -y -q chromium >/dev/null \
+	  || { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q chromium >/dev/null; }
 
 # The edit loop: everything but the tests that start processes or a live service.
 test-fast: install
@@ -28,4 +35,4 @@ lint: install
 	$(VENV)/bin/ruff check planner api tests benchmarks
 	$(VENV)/bin/mypy
 
-.PHONY: install run test test-fast lint
+.PHONY: install run test test-fast lint browser

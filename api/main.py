@@ -13,7 +13,17 @@ from api.db import make_engine, migrate
 from api.job_queue import QueueJobs
 from api.jobs import JobRunner, QueuedForWorkers
 from api.metrics import BodyLimitMiddleware, Metrics, MetricsMiddleware
-from api.routes import calibrations, clusters, frameworks, health, jobs, plans, presets, validations
+from api.routes import (
+    calibrations,
+    clusters,
+    explorer,
+    frameworks,
+    health,
+    jobs,
+    plans,
+    presets,
+    validations,
+)
 from api.settings import Settings
 from planner import __version__
 
@@ -56,7 +66,8 @@ def _lifespan(settings: Settings, run_jobs: bool):
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     app = FastAPI(title="Parallelism planner", version=__version__, description=DESCRIPTION,
-                  lifespan=_lifespan(settings, settings.run_jobs))
+                  lifespan=_lifespan(settings, settings.run_jobs), docs_url=None,
+                  redoc_url=None)
     app.state.settings = settings
     app.state.metrics = Metrics()
     problems.install(app)
@@ -65,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (health, plans, clusters, calibrations, validations, presets, frameworks,
                    jobs):
         app.include_router(module.router)
+    explorer.install(app)
     return app
 
 

@@ -1,0 +1,151 @@
+"""The plan explorer in a real browser: ask, compare, look inside a plan, deep links, errors
+next to their field, keyboard use and an accessibility check; the docs work offline."""
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"model": "llama3-8b", "cluster": "dgx-h100", "num_nodes": "1",
+         "global_batch_size": "64", "seq_length": "4096", "top_k": "3"}
+
+
+def open_explorer(page, path="/"):
+    page.goto(path)
+    page.wait_for_selector("body[data-ready=true]")
+
+
+def fill(page, values):
+    page.select_option("#model", values["model"])
+    page.select_option("#cluster", values["cluster"])
+    for key in ("num_nodes", "global_batch_size", "seq_length", "top_k"):
+        page.fill(f"#{key}", values[key])
+
+
+def test_a_plan_asked_in_the_page_shows_its_table_charts_timeline_and_launch(page):
+    open_explorer(page)
+    fill(page, SMALL)
+    page.fill("#r-tp", "1,2")
+    page.click("#plan-button")
+    page.wait_for_selector("#plans-table tbody tr")
+    assert re.fullmatch(r".*/plans/plan-[0-9a-f]+", page.url)
+    rows = page.locator("#plans-table tbody tr")
+    assert rows.count() == 3
+    tps = [int(rows.nth(i).locator("td").nth(1).inner_text()) for i in range(3)]
+    assert set(tps) <= {1, 2}                                # the restriction was sent
+    assert "OPTIMAL" in page.inner_text("#result-summary")
+    # One stacked bar per plan, compute in each; memory bars with the capacity mark.
+    assert page.locator('#breakdown-chart rect[data-part="compute"]').count() == 3
+    assert page.locator('#memory-chart line[data-part="capacity"]').count() == 3
+    # Plan 1 opens with its predicted timeline and launch artifacts.
+    page.wait_for_selector("#timeline rect.span")
+    spans = page.locator("#timeline rect.span title").all_text_contents()
+    assert any(t.startswith("forward") for t in spans)
+    assert any(t.startswith("backward") for t in spans)
+    assert "Predicted step of" in page.get_attribute("#timeline svg", "aria-label")
+    page.wait_for_selector("#launch-megatron", state="attached")
+    assert "--tensor-model-parallel-size" in page.text_content("#launch-megatron")
+    assert "runner-up" in page.inner_text("#detail-why")
+    # Sorting by step time, descending, puts the slowest plan first.
+    page.click("#plans-table th >> text=step (s)")
+    page.click("#plans-table th >> text=step (s)")
+    steps = [float(rows.nth(i).locator("td").nth(9).inner_text()) for i in range(3)]
+    assert steps == sorted(steps, reverse=True)
+    # Another plan's details.
+    page.click("text=Open plan 2")
+    page.wait_for_function("document.querySelector('#detail-title').textContent"
+                           ".startsWith('Plan 2')")
+
+
+def test_a_deep_link_opens_a_stored_plan(page, service):
+    import httpx
+
+    body = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+            "training": {"global_batch_size": 128, "seq_length": 4096},
+            "search": {"top_k": 2, "pp": 2}}
+    result = httpx.post(service.url + "/v1/plans", json=body, timeout=60).json()
+    open_explorer(page, f"/plans/{result['id']}")
+    page.wait_for_selector("#timeline rect.span")
+    assert page.locator("#plans-table tbody tr").count() == 2
+    # Two pipeline stages: compute lanes for both appear in the timeline.
+    labels = page.locator("#timeline svg text").all_text_contents()
+    assert any(t.startswith("stage 0") for t in labels)
+    assert any(t.startswith("stage 1") for t in labels)
+    assert page.locator(f'#stored-plans a[href="/plans/{result["id"]}"]').count() == 1
+
+
+def test_an_invalid_request_shows_the_reason_next_to_its_field(page):
+    open_explorer(page)
+    fill(page, {**SMALL, "global_batch_size": "-3"})
+    page.click("#plan-button")
+    err = page.locator('.field[data-field="training.global_batch_size"] .field-error')
+    err.wait_for()
+    assert "greater than or equal to 1" in err.inner_text()
+    assert page.get_attribute("#global_batch_size", "aria-invalid") == "true"
+    described = page.get_attribute("#global_batch_size", "aria-describedby")
+    assert page.locator(f"#{described}").inner_text() == err.inner_text()
+    assert "refused" in page.inner_text("#form-error")
+    # A JSON request that does not parse is refused in the page, before any request.
+    page.click("#json-details summary")
+    page.fill("#request-json", "{not json")
+    page.click("#plan-button")
+    page.wait_for_function("document.querySelector('#form-error').textContent"
+                           ".includes('does not parse')")
+
+
+def test_keyboard_only_and_the_accessibility_check(page):
+    from axe_playwright_python.sync_playwright import Axe
+
+    open_explorer(page)
+    fill(page, SMALL)
+    page.focus("#top_k")
+    for _ in range(40):                                       # Tab to the Plan button
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "plan-button":
+            break
+    assert page.evaluate("document.activeElement.id") == "plan-button"
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#timeline rect.span")
+    results = Axe().run(page)
+    assert results.violations_count == 0, results.generate_report()
+
+
+def test_a_job_reports_progress_and_lands_on_its_plan(page):
+    open_explorer(page)
+    fill(page, SMALL)
+    page.click("#job-button")
+    page.wait_for_selector("#plans-table tbody tr")
+    assert "succeeded" in page.inner_text("#job-state")
+    assert "/plans/plan-" in page.url
+
+
+@pytest.mark.parametrize("path, ready", [("/docs", ".opblock"), ("/redoc", "[role=search]")])
+def test_the_api_docs_render_without_internet(page, path, ready):
+    page.goto(path)
+    page.wait_for_selector(ready, timeout=30000)
+    assert "plans" in page.content()
+
+
+def test_a_validation_shows_predicted_and_measured_bars(page, service):
+    """A validation of a small model on 4 local gloo ranks, opened by its deep link."""
+    import httpx
+
+    tiny = {"model": {"name": "tiny-gpt", "num_layers": 4, "hidden_size": 128,
+                      "num_attention_heads": 4, "vocab_size": 2048, "ffn_type": "gelu"},
+            "cluster": {"preset": "local-cpu"},
+            "training": {"global_batch_size": 8, "seq_length": 128, "precision": "fp32"},
+            "search": {"top_k": 2, "cp": 1, "zero_stage": 0, "vpp": 1, "micro_batch_size": 1}}
+    with httpx.Client(base_url=service.url, timeout=60) as c:
+        plan_id = c.post("/v1/plans", json=tiny).json()["id"]
+        r = c.post(f"/v1/plans/{plan_id}/validations", json={"top_k": 2, "nproc": 4,
+                                                              "steps": 2, "timeout_s": 120})
+        assert r.status_code == 202, r.text
+        validation = r.json()["id"]
+    open_explorer(page, f"/validations/{validation}")
+    page.wait_for_selector("#validation-chart rect.measured", timeout=180000)
+    assert "succeeded" in page.inner_text("#validation-summary")
+    assert "Kendall tau" in page.inner_text("#validation-summary")
+    assert page.locator("#validation-chart svg").count() == 2          # one per plan
+    predicted = page.locator("#validation-chart rect.predicted title").all_text_contents()
+    assert any(t.startswith("step_time_s predicted") for t in predicted)
