@@ -20,7 +20,8 @@ from api.live import live_server  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
 REQUEST = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 8},
-           "training": {"global_batch_size": 512, "seq_length": 8192}, "search": {"top_k": 5}}
+           "training": {"global_batch_size": 512, "seq_length": 8192},
+           "search": {"top_k": 5, "space_sample": 400}}
 
 
 def main() -> int:
@@ -38,6 +39,7 @@ def main() -> int:
         page.wait_for_selector("#timeline rect.span")
         page.locator("#result").screenshot(path=str(OUT / "explorer-compare.png"))
         page.locator("#detail").screenshot(path=str(OUT / "explorer-plan.png"))
+        page.locator("#space-chart").screenshot(path=str(OUT / "explorer-space.png"))
         page.goto(srv.url + "/")
         page.wait_for_selector("body[data-ready=true]")
         page.fill("#global_batch_size", "-3")

@@ -308,3 +308,40 @@ def test_the_smallest_footprint_named_is_the_true_minimum():
     assert named <= other.memory_per_gpu_gib + 1e-6
     states = float(res.infeasible_reasons[1].split("need ")[1].split(" GiB")[0])
     assert states <= named < states + 10
+
+
+def test_pareto_frontier_by_hand():
+    from planner.search.frontier import pareto_frontier, space_sample
+
+    step = np.array([3.0, 1.0, 2.0, 1.0, 4.0, 2.0])
+    mem = np.array([1.0, 9.0, 5.0, 7.0, 0.5, 5.0])
+    # (1, 7) beats (1, 9); (2, 5) twice: kept once; (3, 1); (4, 0.5).
+    assert pareto_frontier(step, mem).tolist() == [3, 2, 0, 4]
+    fits = np.array([True, True, True, True, False, True])
+    idx, front = space_sample(step, mem, fits, 5)
+    assert idx[:3].tolist() == [3, 2, 0] and front.tolist() == [True] * 3 + [False] * 2
+    assert len(set(idx.tolist())) == 5                       # no plan twice
+    idx, front = space_sample(step, mem, fits, 2)           # the frontier is cut to n
+    assert idx.tolist() == [3, 2] and front.all()
+    assert len(space_sample(step, mem, fits, 0)[0]) == 0
+
+
+def test_the_space_sample_holds_the_best_plan_and_only_costed_plans():
+    req = PlanRequest.model_validate({
+        "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+        "training": {"global_batch_size": 128, "seq_length": 4096},
+        "search": {"top_k": 3, "space_sample": 200, "rebalance_stages": False,
+                   "partial_recompute": False}})
+    result = plan(req)
+    points = result.space_sample
+    assert 0 < len(points) <= 200
+    front = [p for p in points if p.frontier]
+    assert front and all(p.fits for p in front)
+    # The frontier's fastest point is the best plan the search returned.
+    assert min(p.step_time_s for p in front) == pytest.approx(result.plans[0].step_time_s,
+                                                              rel=1e-9)
+    # Along the frontier, each slower plan needs less memory.
+    mems = [p.memory_gib for p in sorted(front, key=lambda p: p.step_time_s)]
+    assert mems == sorted(mems, reverse=True)
+    assert plan(req.model_copy(update={"search": req.search.model_copy(
+        update={"space_sample": 0})})).space_sample == []

@@ -109,7 +109,7 @@ function formRequest() {
 
 function formRequestFromFields() {
   const num = (id) => { const v = $(id).value.trim(); return v === "" ? undefined : Number(v); };
-  const search = { top_k: num("#top_k") };
+  const search = { top_k: num("#top_k"), space_sample: 400 };
   for (const k of ["tp", "pp", "dp", "cp"]) {
     const v = choice($(`#r-${k}`).value);
     if (v !== undefined) search[k] = v;
@@ -245,6 +245,7 @@ function showResult(result) {
   renderTable();
   drawBreakdown(result.plans);
   drawMemory(result.plans);
+  drawSpace(result);
   if (result.plans.length) showDetail(0);
   else $("#detail").hidden = true;
 }
@@ -323,6 +324,59 @@ function drawMemory(plans) {
               (p) => p.memory_capacity_gib);
   $("#memory-chart").append(el("p", { class: "note",
     text: "The red mark is each GPU's memory capacity; bars are the most loaded stage." }));
+}
+
+function drawSpace(result) {
+  const box = $("#space-chart");
+  const points = result.space_sample || [];
+  if (!points.length) {
+    box.replaceChildren(el("p", { text: "No sample of the searched space in this result " +
+      "(ask with search.space_sample, as this page does)." }));
+    return;
+  }
+  const chosen = result.plans.map((p) => ({ x: p.memory_per_gpu_gib, y: p.step_time_s }));
+  const xs = points.map((p) => p.memory_gib).concat(chosen.map((c) => c.x));
+  const ys = points.map((p) => p.step_time_s).concat(chosen.map((c) => c.y));
+  const cap = result.plans.length ? result.plans[0].memory_capacity_gib : Math.max(...xs);
+  const width = 820, height = 360, left = 60, bottom = 40, top = 10, right = 20;
+  const x0 = 0, x1 = Math.max(...xs, cap) * 1.05;
+  const y0 = Math.min(...ys) * 0.95, y1 = Math.max(...ys) * 1.05;
+  const X = (v) => left + ((v - x0) / (x1 - x0)) * (width - left - right);
+  const Y = (v) => height - bottom - ((v - y0) / (y1 - y0)) * (height - bottom - top);
+  const front = points.filter((p) => p.frontier).sort((a, b) => a.memory_gib - b.memory_gib);
+  const root = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-label": `${points.length} plans of ${result.search.space_size} searched, ` +
+                  `${front.length} on the step-time/memory frontier; the chosen plans marked` });
+  root.append(svg("line", { x1: X(cap), x2: X(cap), y1: top, y2: height - bottom,
+                            stroke: "#a4161a", "stroke-dasharray": "4 3" }));
+  root.append(svg("text", { x: X(cap) - 4, y: top + 12, "font-size": 11, "text-anchor": "end" },
+                  "GPU memory"));
+  for (const p of points) {
+    const c = svg("circle", { cx: X(p.memory_gib), cy: Y(p.step_time_s), r: 2.5,
+      fill: p.fits ? "#4c78a8" : "none", stroke: p.fits ? "none" : "#e45756",
+      class: p.frontier ? "point frontier" : "point" });
+    c.append(svg("title", {}, `${fmt(p.step_time_s)} s, ${fmt(p.memory_gib)} GiB` +
+                              `${p.fits ? "" : " (does not fit)"}`));
+    root.append(c);
+  }
+  if (front.length > 1) {
+    root.append(svg("polyline", { fill: "none", stroke: "#54a24b", "stroke-width": 1.5,
+      points: front.map((p) => `${X(p.memory_gib)},${Y(p.step_time_s)}`).join(" ") }));
+  }
+  chosen.forEach((c, i) => {
+    const g = svg("g", { class: "chosen" });
+    g.append(svg("circle", { cx: X(c.x), cy: Y(c.y), r: 7, fill: "#f58518", stroke: "#1b1f24" }),
+             svg("text", { x: X(c.x) + 9, y: Y(c.y) - 6, "font-size": 11 }, `${i + 1}`),
+             svg("title", {}, `plan ${i + 1}: ${fmt(c.y)} s, ${fmt(c.x)} GiB`));
+    root.append(g);
+  });
+  root.append(svg("text", { x: left, y: height - 8, "font-size": 11 }, "memory per GPU (GiB)"),
+              svg("text", { x: width - right, y: height - 8, "font-size": 11, "text-anchor": "end" },
+                  `${fmt(x1, 3)} GiB`),
+              svg("text", { x: 4, y: top + 10, "font-size": 11 }, `${fmt(y1)} s`),
+              svg("text", { x: 4, y: height - bottom, "font-size": 11 }, `${fmt(y0)} s`));
+  box.replaceChildren(legend([["", "fits", "#4c78a8"], ["", "does not fit", "#e45756"],
+    ["", "frontier", "#54a24b"], ["", "chosen plans", "#f58518"]]), root);
 }
 
 // -- One plan ----------------------------------------------------------------------------------

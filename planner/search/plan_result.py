@@ -21,6 +21,17 @@ class SearchStats(BaseModel):
                                    "fits (enumeration ranks them all; kept for the contract).")
 
 
+class SpacePoint(BaseModel):
+    """One plan of the searched space, costed with its default layer split."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step_time_s: float = Field(description="Predicted step time, s.")
+    memory_gib: float = Field(description="Memory of the most loaded GPU, GiB.")
+    fits: bool = Field(description="Within the GPU's memory less the headroom.")
+    frontier: bool = Field(description="No fitting plan is both faster and lighter.")
+
+
 class PlanResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -28,3 +39,6 @@ class PlanResult(BaseModel):
     plans: list[PlanEstimate]
     search: SearchStats
     infeasible_reasons: list[str] = Field(default_factory=list)
+    space_sample: list[SpacePoint] = Field(
+        default_factory=list, description="With search.space_sample: the Pareto frontier of "
+        "the fitting plans, then evenly spaced others, for a step-time/memory plot.")

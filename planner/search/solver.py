@@ -28,9 +28,10 @@ from planner.cost.step import evaluate, to_estimate
 from planner.cost.tables import cost_tables
 from planner.launch import with_launch
 from planner.search.explain import memory_reasons, structural_reasons
+from planner.search.frontier import space_sample
 from planner.search.partial import block_recompute
 from planner.search.plan_request import PlanRequest
-from planner.search.plan_result import PlanResult, SearchStats
+from planner.search.plan_result import PlanResult, SearchStats, SpacePoint
 from planner.search.space import Space, build_space
 from planner.specs.layout import first_last_splits
 
@@ -74,9 +75,12 @@ def plan(request: PlanRequest) -> PlanResult:
     deadline = t0 + search.time_limit_ms / 1000
     space: Space = build_space(req.model, req.cluster, req.training, search)
 
+    sample: list[SpacePoint] = []
+
     def done(plans_out, status, feasible=0, reasons=()):
         return PlanResult(
             id=req.request_id(), plans=plans_out, infeasible_reasons=list(reasons),
+            space_sample=sample,
             search=SearchStats(status=status, solve_ms=(time.perf_counter() - t0) * 1e3,
                                space_size=space.size, memory_feasible=feasible,
                                lattice_points=space.lattice_points,
@@ -93,6 +97,7 @@ def plan(request: PlanRequest) -> PlanResult:
     # layers could move between stages get a bound for any split.
     bc = compose(plans, tables, memory_cap=capacity, any_split=search.rebalance_stages)
     fits = bc.memory_bytes <= capacity
+    sample = _space_sample(bc, fits, search.space_sample)
     k = search.top_k
     chosen = [int(i) for i in _best(plans, bc, fits, k)]
     feasible = int(fits.sum())
@@ -126,6 +131,13 @@ def plan(request: PlanRequest) -> PlanResult:
         ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
         out.append(to_estimate(ev, req.cluster, req.training, p, rank=j + 1))
     return done(out, status, feasible=feasible)
+
+
+def _space_sample(bc, fits: np.ndarray, n: int) -> list[SpacePoint]:
+    idx, front = space_sample(bc.step_time_s, bc.memory_bytes, fits, n)
+    return [SpacePoint(step_time_s=float(bc.step_time_s[i]),
+                       memory_gib=float(bc.memory_bytes[i]) / 2**30, fits=bool(fits[i]),
+                       frontier=bool(f)) for i, f in zip(idx, front, strict=True)]
 
 
 def with_launches(result: PlanResult, req: PlanRequest) -> PlanResult:

@@ -65,6 +65,9 @@ class SearchSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     top_k: int = Field(5, ge=1, le=100, description="How many plans to return, best first.")
+    space_sample: int = Field(0, ge=0, le=5000, description="Also return up to this many "
+                              "plans of the searched space (step time, memory): the Pareto "
+                              "frontier first, then evenly spaced others; 0: none.")
     time_limit_ms: int = Field(
         10_000, ge=1, le=600_000, description="Wall-clock bound of the solve; the best plans "
         "found by then come back with status FEASIBLE."

@@ -38,6 +38,10 @@ def test_a_plan_asked_in_the_page_shows_its_table_charts_timeline_and_launch(pag
     # One stacked bar per plan, compute in each; memory bars with the capacity mark.
     assert page.locator('#breakdown-chart rect[data-part="compute"]').count() == 3
     assert page.locator('#memory-chart line[data-part="capacity"]').count() == 3
+    # The searched space: sampled plans, the frontier among them, the chosen three marked.
+    assert page.locator("#space-chart circle.point").count() > 20
+    assert page.locator("#space-chart circle.frontier").count() >= 1
+    assert page.locator("#space-chart g.chosen").count() == 3
     # Plan 1 opens with its predicted timeline and launch artifacts.
     page.wait_for_selector("#timeline rect.span")
     spans = page.locator("#timeline rect.span title").all_text_contents()
