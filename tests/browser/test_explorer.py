@@ -153,3 +153,25 @@ def test_a_validation_shows_predicted_and_measured_bars(page, service):
     assert page.locator("#validation-chart svg").count() == 2          # one per plan
     predicted = page.locator("#validation-chart rect.predicted title").all_text_contents()
     assert any(t.startswith("step_time_s predicted") for t in predicted)
+
+
+def test_a_protected_service_asks_for_the_token_and_keeps_it_in_the_tab(browser, tmp_path):
+    from api.live import live_server
+
+    env = {"PLANNER_API_TOKEN": "s3cret-token", "PLANNER_PROTECT_READS": "true"}
+    with live_server(f"sqlite:///{tmp_path / 'p.db'}", env=env) as srv:
+        context = browser.new_context(base_url=srv.url)
+        page = context.new_page()
+        page.goto("/")
+        page.wait_for_selector("#token-form:not([hidden])")     # reads were refused: 401
+        assert page.evaluate("document.activeElement.id") == "token"
+        page.fill("#token", "s3cret-token")
+        page.press("#token", "Enter")
+        page.wait_for_selector("#model option[value=llama3-8b]", state="attached")
+        fill(page, SMALL)
+        page.click("#plan-button")
+        page.wait_for_selector("#plans-table tbody tr")
+        # Kept in this tab's sessionStorage only: no cookie, nothing in the address.
+        assert page.evaluate("sessionStorage.getItem('planner-token')") == "s3cret-token"
+        assert context.cookies() == [] and "s3cret" not in page.url
+        context.close()
