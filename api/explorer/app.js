@@ -525,15 +525,42 @@ async function showValidation(id) {
 // -- Stored ------------------------------------------------------------------------------------
 
 async function loadStored() {
+  const list = (id, items) => $(id).replaceChildren(...(items.length ? items : [el("li", { text: "none yet" })]));
   try {
-    const page = await api("/v1/plans?limit=20");
-    $("#stored-plans").replaceChildren(...page.data.map((p) => el("li", {},
+    const [plans, jobs, clusters] = await Promise.all([
+      api("/v1/plans?limit=20"), api("/v1/jobs?limit=100"), api("/v1/clusters?limit=20")]);
+    list("#stored-plans", plans.data.map((p) => el("li", {},
       el("a", { href: `/plans/${p.id}`, text: `${p.model} on ${p.cluster}` }),
       ` ${p.status}${p.best ? `, best dp${p.best.dp} tp${p.best.tp} pp${p.best.pp}, ` +
         `${fmt(p.best.step_time_s)} s, MFU ${pct(p.best.mfu)}` : ""} (${p.created_at.slice(0, 19)})`)));
+    list("#stored-validations", jobs.data.filter((j) => j.kind === "validation").map((j) =>
+      el("li", {}, el("a", { href: `/validations/${j.id}`, text: j.id }),
+         ` ${j.state} (${j.created_at.slice(0, 19)})`)));
+    const items = await Promise.all(clusters.data.map(async (c) => {
+      const cals = await api(`/v1/clusters/${c.id}/calibrations?limit=10`);
+      const sub = el("ul", {}, ...cals.data.map((cal) => el("li", {},
+        el("a", { href: `/calibrations/${cal.id}`, text: cal.id }), ` ${cal.source}`)));
+      return el("li", { text: `${c.name} (${c.id}, ${c.spec.num_nodes} x ${c.spec.gpus_per_node} ` +
+                               `${c.spec.gpu.name})` }, sub);
+    }));
+    list("#stored-clusters", items);
   } catch (e) {
     $("#stored-plans").replaceChildren(el("li", { class: "error", text: e.message }));
   }
+}
+
+async function showCalibration(id) {
+  $("#calibration").hidden = false;
+  const cal = await api(`/v1/calibrations/${id}`);
+  const fits = (cal.fits || []).map((f) => `${f.op} (${f.tier}, ${f.group_size} ranks): ` +
+    `R^2 ${fmt(f.r2, 2)}`).join("; ");
+  $("#calibration-summary").textContent = `Calibration ${id} from ${cal.source}` +
+    `${cal.backend ? ` (${cal.backend})` : ""}. ${fits}`;
+  // The service draws the plot; fetched with the token, shown from memory.
+  const text = await api(`/v1/calibrations/${id}/plot`, { raw: true });
+  const url = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
+  $("#calibration-plot").replaceChildren(el("img", { src: url, class: "plot",
+    alt: `Measured points and fitted lines of calibration ${id}: ${fits}` }));
 }
 
 async function loadPresets() {
@@ -545,11 +572,13 @@ async function loadPresets() {
 }
 
 async function route() {
-  const m = location.pathname.match(/^\/(plans|validations)\/([^/]+)$/);
+  const m = location.pathname.match(/^\/(plans|validations|calibrations)\/([^/]+)$/);
   if (!m) return;
+  const id = encodeURIComponent(m[2]);
   try {
-    if (m[1] === "plans") showResult(await api(`/v1/plans/${encodeURIComponent(m[2])}`));
-    else await showValidation(encodeURIComponent(m[2]));
+    if (m[1] === "plans") showResult(await api(`/v1/plans/${id}`));
+    else if (m[1] === "validations") await showValidation(id);
+    else await showCalibration(id);
   } catch (e) {
     $("#form-error").textContent = e.message;
   }

@@ -3,7 +3,7 @@
 Everything the browser loads ships with the service: the explorer's HTML, script and styles
 (``api/explorer/``), and Swagger UI's and ReDoc's bundles (from the ``fastapi-offline``
 package), so ``/``, ``/docs`` and ``/redoc`` render on a cluster with no internet. The page
-calls the public API only; deep links (``/plans/{id}``, ``/validations/{id}``) serve the same
+calls the public API only; deep links (``/plans/{id}``, ``/validations/{id}``, ``/calibrations/{id}``) serve the same
 page, which reads the id from its address.
 """
 
@@ -24,7 +24,7 @@ router = APIRouter(include_in_schema=False)
 
 # The pages load nothing from another origin: what the bundles would fetch from the internet
 # (ReDoc's logo from its CDN) is refused by the browser, so they render the same offline.
-CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; "
        "script-src 'self' 'unsafe-inline'; worker-src 'self' blob:; connect-src 'self'; "
        "font-src 'self' data:")
 
@@ -47,6 +47,11 @@ def explorer_plan(plan_id: str) -> FileResponse:
 
 @router.get("/validations/{validation_id}")
 def explorer_validation(validation_id: str) -> FileResponse:
+    return _page()
+
+
+@router.get("/calibrations/{calibration_id}")
+def explorer_calibration(calibration_id: str) -> FileResponse:
     return _page()
 
 

@@ -11,7 +11,8 @@ from api.settings import Settings
 
 def test_pages_and_their_assets_are_local():
     with TestClient(create_app(Settings(database_url="sqlite://"))) as c:
-        for path in ("/", "/plans/plan-0123", "/validations/job-0123", "/docs", "/redoc"):
+        for path in ("/", "/plans/plan-0123", "/validations/job-0123", "/calibrations/cal-0123",
+                     "/docs", "/redoc"):
             r = c.get(path)
             assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
             csp = r.headers["content-security-policy"]

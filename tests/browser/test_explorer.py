@@ -153,6 +153,7 @@ def test_a_validation_shows_predicted_and_measured_bars(page, service):
     assert page.locator("#validation-chart svg").count() == 2          # one per plan
     predicted = page.locator("#validation-chart rect.predicted title").all_text_contents()
     assert any(t.startswith("step_time_s predicted") for t in predicted)
+    assert page.locator(f'#stored-validations a[href="/validations/{validation}"]').count() == 1
 
 
 def test_a_protected_service_asks_for_the_token_and_keeps_it_in_the_tab(browser, tmp_path):
@@ -175,3 +176,25 @@ def test_a_protected_service_asks_for_the_token_and_keeps_it_in_the_tab(browser,
         assert page.evaluate("sessionStorage.getItem('planner-token')") == "s3cret-token"
         assert context.cookies() == [] and "s3cret" not in page.url
         context.close()
+
+
+def test_stored_clusters_calibrations_and_a_calibrations_plot(page, service):
+    import httpx
+
+    from tests.nccl_logs import make_log
+
+    with httpx.Client(base_url=service.url, timeout=60) as c:
+        cid = c.post("/v1/clusters", json={"preset": "dgx-h100", "name": "lab-h100",
+                                           "num_nodes": 2}).json()["id"]
+        text, _, _ = make_log(op="all_reduce", ranks=8)
+        cal = c.post(f"/v1/clusters/{cid}/calibrations",
+                     json={"source": "nccl-tests", "logs": [text]}).json()["id"]
+    open_explorer(page)
+    page.wait_for_selector(f'#stored-clusters a[href="/calibrations/{cal}"]')
+    assert "lab-h100" in page.inner_text("#stored-clusters")
+    page.click(f'#stored-clusters a[href="/calibrations/{cal}"]')
+    page.wait_for_selector("#calibration-plot img")
+    assert "all_reduce" in page.inner_text("#calibration-summary")
+    assert "all_reduce" in page.get_attribute("#calibration-plot img", "alt")
+    # The plot (the service's SVG) decoded and drew.
+    assert page.evaluate("document.querySelector('#calibration-plot img').naturalWidth") > 0
