@@ -198,3 +198,15 @@ def test_stored_clusters_calibrations_and_a_calibrations_plot(page, service):
     assert "all_reduce" in page.get_attribute("#calibration-plot img", "alt")
     # The plot (the service's SVG) decoded and drew.
     assert page.evaluate("document.querySelector('#calibration-plot img').naturalWidth") > 0
+
+
+def test_an_infeasible_answer_shows_its_reasons(page):
+    open_explorer(page)
+    fill(page, {**SMALL, "model": "llama3-405b"})
+    page.fill("#r-tp", "1")
+    page.click("#plan-button")
+    page.wait_for_selector("#infeasible li")
+    assert "INFEASIBLE" in page.inner_text("#result-summary")
+    assert page.locator("#plans-table tbody tr").count() == 0
+    assert "GiB" in page.inner_text("#infeasible")
+    assert page.is_hidden("#detail")
