@@ -43,10 +43,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from planner.probe.worker_exit import leave
 from planner.validation.schedule import pipeline_order, rank_groups
 from planner.validation.transfers import mean_samples, pipeline_transfer, transfers
+
+if TYPE_CHECKING:   # the ranks read the JSON; the cost model is not imported at run time
+    from planner.validation.pattern import StepPattern
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     with open(args.pattern) as fh:
-        pat = json.load(fh)
+        pat: StepPattern = json.load(fh)   # written by planner.validation.pattern
     dist.init_process_group(args.backend, timeout=timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cpu")
@@ -161,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                    for _ in range(3))
         layer_k.append(functools.partial(torch.add, x, y, out=z))
         stream = 3 * size * float(pat["elementwise"])
-    if stage == pp - 1 and pat.get("head_gemm"):
-        hm, hn, hk = pat["head_gemm"]
+    head = pat.get("head_gemm")
+    if stage == pp - 1 and head:
+        hm, hn, hk = head
         x = torch.randn(hm, hk, device=device, dtype=dtype)
         w = torch.randn(hk, hn, device=device, dtype=dtype)
         head_k.append(functools.partial(torch.mm, x, w))
@@ -403,8 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         tr = transfers([e for _, evs in gathered for e in evs])
         for r in rows:
             comm = tr.per_rank.get(r["rank"], {})
-            for k in ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "zero_comm"):
-                r[k] = comm.get(k, 0.0) / n
+            for part in ("tp_comm", "cp_comm", "ep_comm", "dp_comm", "zero_comm"):
+                r[part] = comm.get(part, 0.0) / n
             r["pp_received"] = comm.get("pp_comm", 0.0) / n
             r["wait"] = tr.wait.get(r["rank"], 0.0) / n
         result = {"ranks": rows, "steps": n, "compute_mode": mode,

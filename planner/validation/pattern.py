@@ -15,6 +15,8 @@ run the dense MLP. The routed experts' gradients reduce over the expert data par
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from planner.cost.layers import (
     LayerShape,
     attention_gemms,
@@ -32,7 +34,44 @@ class NotProbeable(ValueError):
     pass
 
 
-def step_pattern(est: PlanEstimate, tables: CostTables) -> dict:
+class StepPattern(TypedDict):
+    """What ``planner.probe.step_worker`` runs (the JSON it reads): the plan's degrees and,
+    per layer, micro-batch and step, its kernels and collectives with their true sizes.
+    Collective entries are lists: ``[op, bytes, calls]`` (TP forward/backward), ``[bytes,
+    ring steps]`` (CP), ``[op, bytes, calls, kind]`` (EP/ETP), ``[op, bytes, component,
+    group]`` (ZeRO-3 gathers) and ``[op, bytes, calls, component, group]`` (DP buckets)."""
+
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    etp: int
+    m: int                                  # micro-batches per step (gradient accumulation)
+    vpp: int
+    layers: list[int]                       # layers per pipeline stage
+    recompute: str
+    dtype: str
+    moe_share: float                        # share of the layers that are MoE
+    gemms: list[list[int]]                  # [M, N, K] of each linear GEMM of a layer
+    moe_gemms: list[list[int]]
+    expert_bmm: list[list[int]]             # [count, M, N, K] batched expert GEMMs
+    attn_bmm: list[list[int]]               # [batch, M, N, K] attention core
+    head_gemm: list[int] | None             # [M, N, K] of the output layer (None: not on
+                                            # this rank's stage)
+    elementwise: int                        # elements of the memory-bound work per layer
+    tp_fwd: list[list]
+    tp_bwd: list[list]
+    cp_fwd: list[list]
+    cp_bwd: list[list]
+    ep_fwd: list[list]
+    ep_bwd: list[list]
+    zero3: list[list]
+    dp_ops: list[list]
+    pp_bytes: float                         # activation bytes of one stage-boundary send
+
+
+def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
     """The pattern ``planner.probe.step_worker`` runs for ``est`` (JSON-ready)."""
     if any(n % est.vpp for n in est.layers_per_stage):
         raise NotProbeable(f"stages of {est.layers_per_stage} layers do not split into "

@@ -16,6 +16,7 @@ communication, which the probe runs without overlap, as the full-mode probe does
 from __future__ import annotations
 
 from planner.validation.compare import COMM, measured_components
+from planner.validation.pattern import StepPattern
 
 
 def stage_to_sample(layers: list[int], stage_seconds: list[float]) -> int:
@@ -29,7 +30,8 @@ def experts_inside(tp: int, cp: int, ep: int, etp: int) -> bool:
     return (tp * cp) % (ep * etp) == 0
 
 
-def sampled_runs(pattern: dict, stage: int, nproc: int) -> tuple[dict[str, dict], list[str]]:
+def sampled_runs(pattern: StepPattern, stage: int, nproc: int
+                 ) -> tuple[dict[str, dict], list[str]]:
     """The probe runs of a sampled validation ({name: pattern}) and notes on what was left to
     the prediction."""
     runs, notes = {}, []
@@ -61,12 +63,11 @@ def sampled_runs(pattern: dict, stage: int, nproc: int) -> tuple[dict[str, dict]
             notes.append(f"the data-parallel group has {dp * cp} ranks, {nproc} were given: "
                          "its communication is predicted, not measured")
         else:
+            dp_ops = [op for op in pattern["dp_ops"] if op[4:] != ["edp"]]
+            zero3 = [op for op in pattern["zero3"] if op[3:] != ["edp"]]
             runs["data"] = {**pattern, **bare, "dp": dp * cp, "pp": 1, "layers": [layers],
-                            "pp_bytes": 0.0,
-                            "dp_ops": [op for op in pattern["dp_ops"] if op[4:] != ["edp"]],
-                            "zero3": [op for op in pattern["zero3"] if op[3:] != ["edp"]]}
-            if (len(runs["data"]["dp_ops"]) < len(pattern["dp_ops"])
-                    or len(runs["data"]["zero3"]) < len(pattern["zero3"])):
+                            "pp_bytes": 0.0, "dp_ops": dp_ops, "zero3": zero3}
+            if len(dp_ops) < len(pattern["dp_ops"]) or len(zero3) < len(pattern["zero3"]):
                 notes.append("the experts' gradient reduction (expert data parallel group) is "
                              "predicted, not measured")
     return runs, notes
