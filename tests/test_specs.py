@@ -182,3 +182,15 @@ def test_parse_request_names_the_nested_field():
     assert "greater than or equal to 1" in info.value.reason
     with pytest.raises(PlannerInputError, match="JSON object"):
         parse_request(EstimateRequest, [1, 2])
+
+
+def test_an_allocation_too_large_to_place_is_refused_before_it_is_built():
+    # The schema bounds each entry (a fuzzer's 123456789012 ran the service out of memory).
+    with pytest.raises(ValidationError, match=r"free_gpus_per_node.0\n.*less than or equal "
+                                              r"to 1024"):
+        ClusterSpec.model_validate({"preset": "dgx-h100", "free_gpus_per_node": [123456789012]})
+    with pytest.raises(ValidationError, match=r"free_gpus_per_node\[0\] = 9 is not in"):
+        ClusterSpec.model_validate({"preset": "dgx-h100", "free_gpus_per_node": [9]})
+    with pytest.raises(ValidationError, match="at most 1,048,576 are planned"):
+        ClusterSpec.model_validate({"preset": "dgx-h100", "gpus_per_node": 1024,
+                                    "free_gpus_per_node": [1024] * 2000})

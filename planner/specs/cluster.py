@@ -15,7 +15,7 @@ Link conventions (the same as DESIGN.md's JSON contract):
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -95,6 +95,9 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+MAX_ALLOCATION_GPUS = 1 << 20   # a fragmented allocation is placed GPU by GPU
+
+
 class FreeNode(BaseModel):
     """One node of an allocation a scheduler offers: its name and its free GPUs."""
 
@@ -122,7 +125,7 @@ class ClusterSpec(PresetSpec):
     gpu: GPUSpec = Field(description="GPU preset name or explicit GPU spec.")
     intra_node: LinkSpec = Field(description="Link between GPUs of one node (per GPU).")
     inter_node: LinkSpec = Field(description="Network between nodes (per node, all NICs).")
-    free_gpus_per_node: tuple[int, ...] | None = Field(
+    free_gpus_per_node: tuple[Annotated[int, Field(ge=0, le=1024)], ...] | None = Field(
         None, max_length=100_000, description="A fragmented allocation: free GPUs on each "
         "node (the first ones of each node are used).")
     free_gpus: tuple[FreeNode, ...] | None = Field(
@@ -142,17 +145,20 @@ class ClusterSpec(PresetSpec):
     def _allocation(self) -> ClusterSpec:
         if self.free_gpus_per_node is not None and self.free_gpus is not None:
             raise ValueError("give free_gpus_per_node or free_gpus, not both")
+        G = self.gpus_per_node
+        for j, c in enumerate(self.free_gpus_per_node or ()):   # before free_nodes builds them
+            if not 0 <= c <= G:
+                raise ValueError(f"free_gpus_per_node[{j}] = {c} is not in [0, "
+                                 f"gpus_per_node({G})]")
+        if sum(self.free_gpus_per_node or ()) > MAX_ALLOCATION_GPUS:
+            raise ValueError(f"the allocation offers {sum(self.free_gpus_per_node or ())} GPUs; "
+                             f"at most {MAX_ALLOCATION_GPUS:,} are planned GPU by GPU")
         free = self.free_nodes
         if free is None:
             return self
         if len(free) != self.num_nodes:
             raise ValueError(f"the allocation lists {len(free)} nodes; num_nodes is "
                              f"{self.num_nodes}")
-        G = self.gpus_per_node
-        for j, c in enumerate(self.free_gpus_per_node or ()):
-            if not 0 <= c <= G:
-                raise ValueError(f"free_gpus_per_node[{j}] = {c} is not in [0, "
-                                 f"gpus_per_node({G})]")
         for j, node in enumerate(free):
             if len(set(node.gpus)) != len(node.gpus) or any(not 0 <= x < G for x in node.gpus):
                 raise ValueError(f"node {node.name or j}: free GPUs {list(node.gpus)} must be "
