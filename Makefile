@@ -32,7 +32,7 @@ test-fast: install
 	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
 
 lint: install
-	$(VENV)/bin/ruff check planner api tests benchmarks
+	$(VENV)/bin/ruff check planner api tests benchmarks docs
 	$(VENV)/bin/mypy
 
 .PHONY: install run test test-fast lint browser
