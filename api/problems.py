@@ -148,4 +148,6 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
           "description": "Invalid request: the field and the reason. A referenced id that "
                          "is not stored (a cluster, a plan of a validation) is answered here "
                          "too, naming the field (e.g. cluster.id)."},
+    503: {"model": Problem, "content": {MEDIA_TYPE: {}},
+          "description": "The database or the job queue is unavailable; retry later."},
 }

@@ -79,3 +79,19 @@ def test_stored_jobs_no_queue_job_serves_are_taken_up(postgres_url):
             states = dict(conn.execute(sa.select(jobs_table.c.id, jobs_table.c.state)).all())
         assert states == {"job-interrupted": "succeeded", "job-spent": "failed",
                           "job-waiting": "succeeded"}
+
+
+def test_a_queue_that_cannot_take_the_job_answers_503_and_fails_the_job(postgres_url,
+                                                                        monkeypatch):
+    with client(postgres_url) as c:
+        def refuse(job_id):
+            raise OSError("connection refused")
+
+        monkeypatch.setattr(c.app.state.jobs, "_defer", refuse)
+        r = c.post("/v1/jobs", json={"kind": "plan", "request": PLAN})
+        assert r.status_code == 503
+        assert r.headers["content-type"] == "application/problem+json"
+        assert "job queue is unavailable (OSError)" in r.json()["detail"]
+        # Nothing waits for a job that will never run: it is stored failed.
+        failed = c.get("/v1/jobs", params={"state": "failed"}).json()["data"]
+        assert len(failed) == 1 and failed[0]["error"]["status"] == 503
