@@ -21,6 +21,14 @@ Every communication call is recorded (entry and exit on a clock aligned to rank 
 writes every rank's numbers, the per-collective samples and, on request, a torch.profiler
 Chrome trace of the measured steps.
 
+The pieces: ``Kernels`` (the compute, built from the pattern and benchmarked), ``Comms`` (the
+collectives on this rank's ``Group``s, with buffers of their true sizes), ``Recorder`` (the
+calls' stamps) and ``ProbeStep`` (one step's schedule over them); ``main`` wires them, runs
+the warm-up and the measured steps, and gathers the results on rank 0. The groups are built
+with ``new_group`` from ``planner.validation.schedule.rank_groups``, which also holds
+the folded expert groups (EP and ETP inside DP x CP, as Megatron-Core folds them) that a
+plain device mesh does not express.
+
 Fault injection, for testing the launchers and the service: ``PLANNER_PROBE_FAULT=crash:R``
 makes rank R exit with an error after its warm-up step, ``hang:R`` makes it sleep forever;
 with ``PLANNER_PROBE_PID_DIR`` set, every rank writes its pid there.
@@ -42,8 +50,9 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from planner.probe.worker_exit import leave
 from planner.validation.schedule import pipeline_order, rank_groups
@@ -75,6 +84,339 @@ def compute_mode(asked: str, local_world: int, backend: str = "gloo") -> str:
     return "emulate" if local_world > (cores or 1) else "gemm"
 
 
+class Group(NamedTuple):
+    """One process group this rank belongs to."""
+
+    handle: Any              # the torch.distributed group; None for a group of one rank
+    size: int
+    key: str                 # "g:0,1,2,3": names the group in the recorded events
+    ranks: list[int]
+
+
+class Recorder:
+    """Every communication call's entry and exit on a clock aligned to rank 0's, numbered per
+    group or pair (every member counts the same calls), for ``planner.validation.transfers``;
+    and, on rank 0 when tracing, named ranges in the measured trace."""
+
+    def __init__(self, rank: int, offset: float, tracing: bool) -> None:
+        self.rank, self.offset, self.tracing = rank, offset, tracing
+        self.events: list[list] = []
+        self.seq: dict[str, int] = defaultdict(int)
+        self.on = False                       # off during warm-up
+
+    def span(self, name: str):
+        if self.tracing and self.on:
+            from torch.profiler import record_function
+
+            return record_function(name)
+        return contextlib.nullcontext()
+
+    def ticket(self, key: str) -> int:
+        self.seq[key] += 1
+        return self.seq[key] - 1
+
+    def record(self, component: str, op: str, nbytes: float, key: str, role: str, t0: float,
+               t1: float) -> None:
+        n = self.ticket(key)
+        if self.on:
+            self.events.append([self.rank, component, op, nbytes, key, n, role,
+                                t0 - self.offset, t1 - self.offset])
+
+
+@dataclass
+class Kernels:
+    """The compute of a layer, of a MoE layer and of the output layer as callables on
+    preallocated tensors, and their benchmarked seconds."""
+
+    layer: list[Callable[[], object]]
+    moe: list[Callable[[], object]]
+    head: list[Callable[[], object]]
+    flops: float                 # of the GEMMs benchmarked, to report the matmul rate
+    stream_bytes: float          # moved by the memory-bound stand-in of a layer
+    layer_s: float = 0.0
+    moe_s: float = 0.0
+    head_s: float = 0.0
+    stream_s: float = 0.0
+    rate: float = 0.0            # achieved matmul FLOP/s on these shapes
+
+    @classmethod
+    def of(cls, torch, pat: StepPattern, last_stage: bool, device) -> Kernels:
+        """A layer's GEMMs, its attention core and one streaming add moving its memory-bound
+        kernels' bytes; a MoE layer's own GEMMs (attention, router, shared and local experts);
+        the head's GEMM on the last stage."""
+        shapes = [(1, mm, n, k) for mm, n, k in pat["gemms"]] + [tuple(b) for b in
+                                                                   pat.get("attn_bmm", [])]
+        moe_shapes = ([(1, mm, n, k) for mm, n, k in pat.get("moe_gemms", [])]
+                      + [tuple(b) for b in pat.get("attn_bmm", []) + pat.get("expert_bmm", [])])
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pat.get("dtype", "fp32"),
+                                                                   torch.float32)
+        size = torch.tensor([], dtype=dtype).element_size()
+        out = cls(layer=[], moe=[], head=[], flops=0.0, stream_bytes=0.0)
+        for kernels, kind_shapes in ((out.layer, shapes), (out.moe, moe_shapes)):
+            for b, mm, n, k in kind_shapes:
+                x = torch.randn(b, mm, k, device=device, dtype=dtype)
+                w = torch.randn(b, k, n, device=device, dtype=dtype)
+                kernels.append(functools.partial(torch.bmm, x, w))
+                out.flops += 2 * b * mm * n * k
+        if pat.get("elementwise"):
+            x, y, z = (torch.randn(pat["elementwise"], device=device, dtype=dtype)
+                       for _ in range(3))
+            out.layer.append(functools.partial(torch.add, x, y, out=z))
+            out.stream_bytes = 3 * size * float(pat["elementwise"])
+        head = pat.get("head_gemm")
+        if last_stage and head:
+            hm, hn, hk = head
+            x = torch.randn(hm, hk, device=device, dtype=dtype)
+            w = torch.randn(hk, hn, device=device, dtype=dtype)
+            out.head.append(functools.partial(torch.mm, x, w))
+            out.flops += 2 * hm * hn * hk
+        return out
+
+    def time(self, rank: int, world: int, serial: bool, sync) -> None:
+        bench = _benchmark(self.layer + self.moe + self.head, rank, world, serial=serial,
+                           sync=sync)
+        nl, nm = len(self.layer), len(self.moe)
+        self.layer_s, self.head_s = sum(bench[:nl]), sum(bench[nl + nm:])
+        self.stream_s = bench[nl - 1] if self.stream_bytes else 0.0
+        if self.moe and self.stream_bytes:     # the memory-bound kernels run in every layer
+            self.moe.append(self.layer[-1])
+        self.moe_s = sum(bench[nl:nl + nm]) + self.stream_s
+        self.rate = self.flops / max(sum(bench) - self.stream_s, 1e-12)
+
+
+class Comms:
+    """The plan's collectives on this rank's groups, with buffers of their true sizes (each op
+    its own, so asynchronous calls in flight never share one), recorded as they run."""
+
+    def __init__(self, torch, dist, rank: int, device, groups: dict[str, Group],
+                 recorder: Recorder, sync: Callable[[], None]) -> None:
+        self.torch, self.dist, self.rank, self.device = torch, dist, rank, device
+        self.groups, self.rec, self.sync = groups, recorder, sync
+        self.bufs: dict[tuple, Any] = {}
+        self.pairs: dict[int, tuple[Any, Any]] = {}   # all_to_all out / in
+        self.watching: queue.Queue = queue.Queue()
+        threading.Thread(target=self._watcher, daemon=True).start()
+
+    def buf(self, nbytes: float, tag: str, div: int = 1):
+        key = (int(nbytes), tag, div)
+        if key not in self.bufs:
+            self.bufs[key] = self.torch.ones(max(div, int(nbytes) // 4 // div * div) // div,
+                                             device=self.device)
+        return self.bufs[key]
+
+    def issue(self, op: str, nbytes: float, g: Group, async_op: bool) -> list:
+        """Start ``op`` on the group; its works (None when synchronous)."""
+        dist, group, size = self.dist, g.handle, g.size
+        if op in ("all_gather", "reduce_scatter"):    # whole shards: a multiple of the group
+            nbytes = 4 * size * max(1, int(nbytes) // 4 // size)
+        if op == "all_reduce":
+            return [dist.all_reduce(self.buf(nbytes, "ar"), group=group, async_op=async_op)]
+        if op == "all_gather":
+            return [dist.all_gather_into_tensor(self.buf(nbytes, "ag-full"),
+                                                self.buf(nbytes, "ag-part", size), group=group,
+                                                async_op=async_op)]
+        if op == "reduce_scatter":
+            return [dist.reduce_scatter_tensor(self.buf(nbytes, "rs-part", size),
+                                               self.buf(nbytes, "rs-full"), group=group,
+                                               async_op=async_op)]
+        if op == "all_to_all":   # token dispatch or combine: an equal share to every member
+            n = max(size, int(nbytes) // 4 // size * size)
+            if n not in self.pairs:
+                self.pairs[n] = (self.torch.ones(n, device=self.device),
+                                 self.torch.empty(n, device=self.device))
+            out, inp = self.pairs[n]
+            return [dist.all_to_all_single(out, inp, group=group, async_op=async_op)]
+        if op == "ring":      # one ring-attention step: K,V to the next, from the previous
+            i = g.ranks.index(self.rank)
+            return dist.batch_isend_irecv([
+                dist.P2POp(dist.isend, self.buf(nbytes, "ring-out"), g.ranks[(i + 1) % size],
+                           group),
+                dist.P2POp(dist.irecv, self.buf(nbytes, "ring-in"), g.ranks[(i - 1) % size],
+                           group)])
+        raise ValueError(f"unknown collective {op!r}")
+
+    def collective(self, component: str, op: str, nbytes: float, kind: str) -> None:
+        """Run ``op`` on this rank's ``kind`` group and wait for it."""
+        g = self.groups[kind]
+        if g.size == 1:
+            return
+        with self.rec.span(f"{component} {op}"):
+            t0 = time.perf_counter()
+            for work in self.issue(op, nbytes, g, async_op=False):
+                if work is not None:
+                    work.wait()
+            self.sync()
+            self.rec.record(component, "send_recv" if op == "ring" else op,
+                            float(int(nbytes) // 4 * 4), g.key, "c", t0, time.perf_counter())
+
+    def launch(self, component: str, op: str, nbytes: float, kind: str):
+        """Start a collective without waiting (ZeRO-3's prefetched gathers and its gradient
+        reduce-scatters, as DeepSpeed and FSDP issue them); its completion is stamped when it
+        happens, so its transfer is measured while compute runs beside it. Returns something
+        to wait on."""
+        g = self.groups[kind]
+        if g.size == 1:
+            return None
+        rec = self.rec
+        n, recording, t0 = rec.ticket(g.key), rec.on, time.perf_counter()
+        (work,) = self.issue(op, nbytes, g, async_op=True)
+
+        def done(_fut) -> None:
+            if recording:
+                rec.events.append([self.rank, component, op, float(int(nbytes) // 4 * 4), g.key,
+                                   n, "c", t0 - rec.offset, time.perf_counter() - rec.offset])
+
+        try:   # the chained future completes once the stamp is taken
+            return work.get_future().then(done)
+        except RuntimeError:   # gloo's tensor collectives have no future: a watcher stamps
+            self.watching.put((work, done))
+            return work
+
+    def _watcher(self) -> None:
+        while (item := self.watching.get()) is not None:
+            work, done = item
+            work.wait()
+            done(None)
+            self.watching.task_done()
+
+
+class ProbeStep:
+    """One training step of the plan on this rank: the pipeline schedule of its stage, each
+    layer's compute and collectives, ZeRO-3's gathers and reduce-scatters, the pipeline
+    send/recv, then the data-parallel buckets."""
+
+    def __init__(self, torch, dist, pat: StepPattern, rank: int, stage: int, chain: list[int],
+                 kernels: Kernels, comms: Comms, mode: str, sync: Callable[[], None],
+                 device) -> None:
+        self.dist, self.pat, self.rank, self.stage, self.chain = dist, pat, rank, stage, chain
+        self.k, self.comms, self.rec, self.mode, self.sync = kernels, comms, comms.rec, mode, sync
+        self.compute_s = 0.0
+        self.pp, self.vpp = pat["pp"], pat.get("vpp", 1)
+        self.order = pipeline_order(self.pp, stage, pat["m"], self.vpp)
+        # Virtual stage i = chunk * pp + stage; its neighbours i - 1 and i + 1 wrap around the
+        # pipeline's ranks (the last stage's chunk c feeds the first stage's chunk c + 1).
+        self.chunk_layers = pat["layers"][stage] // self.vpp
+        self.last = self.pp * self.vpp - 1
+        self.act = torch.ones(max(1, int(pat["pp_bytes"]) // 4), device=device)
+        self.recv_act = torch.empty_like(self.act)
+        self.pp_bytes = float(self.act.numel() * 4)
+        self.share = pat.get("moe_share", 0.0)
+        # [op, bytes, component(, group)]: the dense weights over "dp", a MoE model's experts
+        # over "edp" (older patterns name no group: "dp").
+        self.z3 = [(op, nbytes, comp, kind[0] if kind else "dp")
+                   for op, nbytes, comp, *kind in pat["zero3"]]
+        self.gather: list = []           # the next layer's prefetched gathers
+        self.scatters: list = []         # gradient reduce-scatters in flight
+
+    def compute(self, kernels: list[Callable[[], object]], seconds: float, times: int) -> None:
+        t0 = time.perf_counter()
+        with self.rec.span("compute"):
+            if self.mode == "emulate":
+                time.sleep(seconds * times)
+            else:
+                for _ in range(times):
+                    for kernel in kernels:
+                        kernel()
+                self.sync()
+        self.compute_s += time.perf_counter() - t0
+
+    def _start(self, op_name: str) -> list:
+        return [self.comms.launch(comp, op, nbytes, kind) for op, nbytes, comp, kind in self.z3
+                if op == op_name]
+
+    def gathered_weights(self, prefetch_next: bool) -> None:
+        """Wait for this layer's weights (gathered now, or prefetched by the previous layer),
+        then start gathering the next layer's."""
+        works = self.gather or self._start("all_gather")
+        with self.rec.span("zero_comm wait"):
+            for work in works:
+                if work is not None:
+                    work.wait()
+        self.gather = self._start("all_gather") if prefetch_next else []
+
+    def layer(self, kind: str, index: int, prefetch_next: bool = False) -> None:
+        pat, comms = self.pat, self.comms
+        # The stage's MoE layers: round(share * layers) of them, spread evenly (the same on
+        # every rank of a stage, so the EP groups' calls match).
+        moe = (math.floor((index + 1) * self.share + 1e-9)
+               > math.floor(index * self.share + 1e-9))
+        if pat["zero3"]:   # the layer's weights (forward, and again for backward)
+            self.gathered_weights(prefetch_next)
+        times = 1 if kind == "F" else (3 if pat["recompute"] == "full" else 2)
+        if moe:
+            self.compute(self.k.moe, self.k.moe_s, times)
+            for op, nbytes, calls, group_kind in (pat["ep_fwd"] if kind == "F"
+                                                  else pat["ep_bwd"]):
+                for _ in range(calls):
+                    comms.collective("ep_comm", op, nbytes, group_kind)
+        else:
+            self.compute(self.k.layer, self.k.layer_s, times)
+        for op, nbytes, calls in (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]):
+            for _ in range(calls):
+                comms.collective("tp_comm", op, nbytes, "tp")
+        for nbytes, calls in (pat.get("cp_fwd", []) if kind == "F" else pat.get("cp_bwd", [])):
+            for _ in range(calls):
+                comms.collective("cp_comm", "ring", nbytes, "cp")
+        if kind == "B" and pat["zero3"]:
+            self.scatters += self._start("reduce_scatter")
+
+    def run(self) -> None:
+        dist, pp, rec = self.dist, self.pp, self.rec
+        pending = []
+        for kind, chunk, _ in self.order:
+            v = chunk * pp + self.stage
+            up, down = (v - 1, v + 1) if kind == "F" else (v + 1, v - 1)
+            tag = 0 if kind == "F" else 1          # activations and gradients never mix
+            if 0 <= up <= self.last:
+                src = self.chain[up % pp]
+                t0 = time.perf_counter()
+                with rec.span("pp_comm recv"):
+                    dist.recv(self.recv_act, src=src, tag=tag)
+                    self.sync()
+                rec.record("pp_comm", "send_recv", self.pp_bytes, f"p:{src}>{self.rank}:{tag}",
+                           "r", t0, time.perf_counter())
+            for i in range(self.chunk_layers):
+                self.layer(kind, chunk * self.chunk_layers + i,
+                           prefetch_next=i < self.chunk_layers - 1)
+            if self.k.head and v == self.last:
+                self.compute(self.k.head, self.k.head_s, 1 if kind == "F" else 2)
+            if 0 <= down <= self.last:
+                dst = self.chain[down % pp]
+                t0 = time.perf_counter()
+                pending.append(dist.isend(self.act, dst=dst, tag=tag))
+                rec.record("pp_comm", "send_recv", self.pp_bytes, f"p:{self.rank}>{dst}:{tag}",
+                           "s", t0, t0)
+        for w in [*pending, *(w for w in self.scatters if w is not None)]:
+            w.wait()
+        self.scatters.clear()
+        self.comms.watching.join()                 # every asynchronous call is stamped
+        for op, nbytes, calls, comp, *group_kind in self.pat["dp_ops"]:
+            for _ in range(calls):
+                self.comms.collective(comp, op, nbytes, group_kind[0] if group_kind else "dp")
+
+
+def _groups(dist, rank: int, layout: dict[str, list[list[int]]]) -> dict[str, Group]:
+    """Every rank creates every group, in the same order (torch.distributed requires it); it
+    keeps the ones it belongs to."""
+    mine: dict[str, Group] = {}
+    for kind in ("tp", "cp", "dp", "ep", "etp", "edp"):
+        for ranks in layout[kind]:
+            g = dist.new_group(ranks) if len(ranks) > 1 else None
+            if rank in ranks:
+                mine[kind] = Group(g, len(ranks), "g:" + ",".join(map(str, ranks)), ranks)
+    return mine
+
+
+def _inject_fault(rank: int) -> None:
+    fault, _, fault_rank = os.environ.get("PLANNER_PROBE_FAULT", "").partition(":")
+    if fault and fault_rank == str(rank):
+        if fault == "crash":
+            print(f"injected fault: rank {rank} crashes", file=sys.stderr, flush=True)
+            os._exit(7)
+        if fault == "hang":
+            time.sleep(10**6)
+
+
 def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
@@ -95,290 +437,32 @@ def main(argv: list[str] | None = None) -> int:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    tp, cp, dp, pp, m = pat["tp"], pat.get("cp", 1), pat["dp"], pat["pp"], pat["m"]
+    tp, cp, dp, pp = pat["tp"], pat.get("cp", 1), pat["dp"], pat["pp"]
     if tp * cp * dp * pp != world:
         raise SystemExit(f"the plan needs {tp * cp * dp * pp} ranks, this job has {world}")
     mode = compute_mode(args.compute, int(os.environ.get("LOCAL_WORLD_SIZE", world)),
                         args.backend)
     stage = rank // (tp * cp * dp)
-    ep, etp = pat.get("ep", 1), pat.get("etp", 1)
-    layout = rank_groups(tp, cp, dp, pp, ep, etp)
-    # Every rank creates every group, in the same order; it keeps the ones it belongs to.
-    mine: dict[str, tuple] = {}
-    for kind in ("tp", "cp", "dp", "ep", "etp", "edp"):
-        for ranks in layout[kind]:
-            g = dist.new_group(ranks) if len(ranks) > 1 else None
-            if rank in ranks:
-                mine[kind] = (g, len(ranks), "g:" + ",".join(map(str, ranks)), ranks)
+    layout = rank_groups(tp, cp, dp, pp, pat.get("ep", 1), pat.get("etp", 1))
+    groups = _groups(dist, rank, layout)
     chain = next(c for c in layout["pp"] if rank in c)
-    layers = pat["layers"][stage]
 
-    offset = _clock_offset(torch, dist, rank, world, device)
-    clock = time.perf_counter
-    events: list[list] = []
-    seq: dict[str, int] = defaultdict(int)
-    rec = {"on": False}
-    compute_s = {"t": 0.0}
-    tracing = rank == 0 and bool(args.trace)
-
-    def span(name: str):
-        """A named range in the measured trace (rank 0, when tracing)."""
-        if tracing and rec["on"]:
-            from torch.profiler import record_function
-
-            return record_function(name)
-        return contextlib.nullcontext()
-
-    def ticket(key: str) -> int:
-        """The call's number on its group or pair (every member counts the same calls)."""
-        seq[key] += 1
-        return seq[key] - 1
-
-    def record(component, op, nbytes, key, role, t0, t1) -> None:
-        n = ticket(key)
-        if rec["on"]:
-            events.append([rank, component, op, nbytes, key, n, role, t0 - offset, t1 - offset])
-
-    # -- compute ----------------------------------------------------------------------------
-    # Kernels: callables on preallocated tensors; the layer's are its GEMMs, its attention
-    # core and one streaming add moving its memory-bound kernels' bytes; the head's, its GEMM.
-    # MoE layers have their own GEMMs (attention, router, shared and local experts).
-    shapes = [(1, mm, n, k) for mm, n, k in pat["gemms"]] + [tuple(b) for b in
-                                                               pat.get("attn_bmm", [])]
-    moe_shapes = ([(1, mm, n, k) for mm, n, k in pat.get("moe_gemms", [])]
-                  + [tuple(b) for b in pat.get("attn_bmm", []) + pat.get("expert_bmm", [])])
-    flops, stream = 0.0, 0.0
-    layer_k: list[Callable[[], object]] = []
-    moe_k: list[Callable[[], object]] = []
-    head_k: list[Callable[[], object]] = []
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pat.get("dtype", "fp32"),
-                                                               torch.float32)
-    size = torch.tensor([], dtype=dtype).element_size()
-    for kernels, kind_shapes in ((layer_k, shapes), (moe_k, moe_shapes)):
-        for b, mm, n, k in kind_shapes:
-            x = torch.randn(b, mm, k, device=device, dtype=dtype)
-            w = torch.randn(b, k, n, device=device, dtype=dtype)
-            kernels.append(functools.partial(torch.bmm, x, w))
-            flops += 2 * b * mm * n * k
-    if pat.get("elementwise"):
-        x, y, z = (torch.randn(pat["elementwise"], device=device, dtype=dtype)
-                   for _ in range(3))
-        layer_k.append(functools.partial(torch.add, x, y, out=z))
-        stream = 3 * size * float(pat["elementwise"])
-    head = pat.get("head_gemm")
-    if stage == pp - 1 and head:
-        hm, hn, hk = head
-        x = torch.randn(hm, hk, device=device, dtype=dtype)
-        w = torch.randn(hk, hn, device=device, dtype=dtype)
-        head_k.append(functools.partial(torch.mm, x, w))
-        flops += 2 * hm * hn * hk
-    bench = _benchmark(layer_k + moe_k + head_k, rank, world, serial=(mode == "emulate"),
-                       sync=sync)
-    nl, nm = len(layer_k), len(moe_k)
-    layer_s, head_s = sum(bench[:nl]), sum(bench[nl + nm:])
-    stream_s = bench[nl - 1] if stream else 0.0
-    if moe_k and stream:           # the memory-bound kernels run in every layer
-        moe_k.append(layer_k[-1])
-    moe_s = sum(bench[nl:nl + nm]) + stream_s
-    rate = flops / max(sum(bench) - stream_s, 1e-12)
-
-    def compute(kernels, seconds: float, times: int) -> None:
-        t0 = clock()
-        with span("compute"):
-            if mode == "emulate":
-                time.sleep(seconds * times)
-            else:
-                for _ in range(times):
-                    for kernel in kernels:
-                        kernel()
-                sync()
-        compute_s["t"] += clock() - t0
-
-    # -- communication -----------------------------------------------------------------------
-    bufs: dict[tuple, torch.Tensor] = {}
-    pairs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}   # all_to_all out / in
-
-    def buf(nbytes: float, tag: str, div: int = 1) -> torch.Tensor:
-        key = (int(nbytes), tag, div)
-        if key not in bufs:
-            bufs[key] = torch.ones(max(div, int(nbytes) // 4 // div * div) // div,
-                                   device=device)
-        return bufs[key]
-
-    def issue(op: str, nbytes: float, group, size: int, ranks: list[int], async_op: bool):
-        """Start ``op`` on the group; its works (None when synchronous). Each op has its own
-        buffers, so asynchronous calls in flight never share one."""
-        if op in ("all_gather", "reduce_scatter"):    # whole shards: a multiple of the group
-            nbytes = 4 * size * max(1, int(nbytes) // 4 // size)
-        if op == "all_reduce":
-            return [dist.all_reduce(buf(nbytes, "ar"), group=group, async_op=async_op)]
-        if op == "all_gather":
-            return [dist.all_gather_into_tensor(buf(nbytes, "ag-full"),
-                                                buf(nbytes, "ag-part", size), group=group,
-                                                async_op=async_op)]
-        if op == "reduce_scatter":
-            return [dist.reduce_scatter_tensor(buf(nbytes, "rs-part", size),
-                                               buf(nbytes, "rs-full"), group=group,
-                                               async_op=async_op)]
-        if op == "all_to_all":   # token dispatch or combine: an equal share to every member
-            n = max(size, int(nbytes) // 4 // size * size)
-            if n not in pairs:
-                pairs[n] = (torch.ones(n, device=device), torch.empty(n, device=device))
-            out, inp = pairs[n]
-            return [dist.all_to_all_single(out, inp, group=group, async_op=async_op)]
-        if op == "ring":      # one ring-attention step: K,V to the next, from the previous
-            i = ranks.index(rank)
-            return dist.batch_isend_irecv([
-                dist.P2POp(dist.isend, buf(nbytes, "ring-out"), ranks[(i + 1) % size], group),
-                dist.P2POp(dist.irecv, buf(nbytes, "ring-in"), ranks[(i - 1) % size], group)])
-        raise ValueError(f"unknown collective {op!r}")
-
-    def collective(component: str, op: str, nbytes: float, kind: str) -> None:
-        group, size, key, ranks = mine[kind]
-        if size == 1:
-            return
-        with span(f"{component} {op}"):
-            t0 = clock()
-            for work in issue(op, nbytes, group, size, ranks, async_op=False):
-                if work is not None:
-                    work.wait()
-            sync()
-            record(component, "send_recv" if op == "ring" else op, float(int(nbytes) // 4 * 4),
-                   key, "c", t0, clock())
-
-    def launch(component: str, op: str, nbytes: float, kind: str):
-        """Start a collective without waiting (ZeRO-3's prefetched gathers and its gradient
-        reduce-scatters, as DeepSpeed and FSDP issue them); its completion is stamped when it
-        happens, so its transfer is measured while compute runs beside it. Returns something
-        to wait on."""
-        group, size, key, ranks = mine[kind]
-        if size == 1:
-            return None
-        n, recording, t0 = ticket(key), rec["on"], clock()
-        (work,) = issue(op, nbytes, group, size, ranks, async_op=True)
-
-        def done(_fut) -> None:
-            if recording:
-                events.append([rank, component, op, float(int(nbytes) // 4 * 4), key, n, "c",
-                               t0 - offset, clock() - offset])
-
-        try:   # the chained future completes once the stamp is taken
-            return work.get_future().then(done)
-        except RuntimeError:   # gloo's tensor collectives have no future: a watcher stamps
-            watching.put((work, done))
-            return work
-
-    watching: queue.Queue = queue.Queue()
-
-    def watcher() -> None:
-        while (item := watching.get()) is not None:
-            work, done = item
-            work.wait()
-            done(None)
-            watching.task_done()
-
-    threading.Thread(target=watcher, daemon=True).start()
-
-    zero: dict[str, list] = {"gather": [], "scatters": []}
-    # [op, bytes, component(, group)]: the dense weights over "dp", a MoE model's experts over
-    # "edp" (older patterns name no group: "dp").
-    z3 = [(op, nbytes, comp, kind[0] if kind else "dp")
-          for op, nbytes, comp, *kind in pat["zero3"]]
-
-    def start(op_name: str) -> list:
-        return [launch(comp, op, nbytes, kind) for op, nbytes, comp, kind in z3
-                if op == op_name]
-
-    def gathered_weights(prefetch_next: bool) -> None:
-        """Wait for this layer's weights (gathered now, or prefetched by the previous layer),
-        then start gathering the next layer's."""
-        works = zero["gather"] or start("all_gather")
-        with span("zero_comm wait"):
-            for work in works:
-                if work is not None:
-                    work.wait()
-        zero["gather"] = start("all_gather") if prefetch_next else []
-
-    share = pat.get("moe_share", 0.0)
-
-    def layer(kind: str, index: int, prefetch_next: bool = False) -> None:
-        # The stage's MoE layers: round(share * layers) of them, spread evenly (the same on
-        # every rank of a stage, so the EP groups' calls match).
-        moe = math.floor((index + 1) * share + 1e-9) > math.floor(index * share + 1e-9)
-        if pat["zero3"]:   # the layer's weights (forward, and again for backward)
-            gathered_weights(prefetch_next)
-        times = 1 if kind == "F" else (3 if pat["recompute"] == "full" else 2)
-        compute(moe_k, moe_s, times) if moe else compute(layer_k, layer_s, times)
-        if moe:
-            for op, nbytes, calls, group_kind in (pat["ep_fwd"] if kind == "F"
-                                                  else pat["ep_bwd"]):
-                for _ in range(calls):
-                    collective("ep_comm", op, nbytes, group_kind)
-        for op, nbytes, calls in (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]):
-            for _ in range(calls):
-                collective("tp_comm", op, nbytes, "tp")
-        for nbytes, calls in (pat.get("cp_fwd", []) if kind == "F" else pat.get("cp_bwd", [])):
-            for _ in range(calls):
-                collective("cp_comm", "ring", nbytes, "cp")
-        if kind == "B" and pat["zero3"]:
-            zero["scatters"] += start("reduce_scatter")
-
-    act = torch.ones(max(1, int(pat["pp_bytes"]) // 4), device=device)
-    recv_act = torch.empty_like(act)
-    pp_bytes = float(act.numel() * 4)
-    vpp = pat.get("vpp", 1)
-    order = pipeline_order(pp, stage, m, vpp)
-    # Virtual stage i = chunk * pp + stage; its neighbours i - 1 and i + 1 wrap around the
-    # pipeline's ranks (the last stage's chunk c feeds the first stage's chunk c + 1).
-    chunk_layers = layers // vpp
-    last = pp * vpp - 1
-
-    def step() -> None:
-        pending = []
-        for kind, chunk, _ in order:
-            v = chunk * pp + stage
-            up, down = (v - 1, v + 1) if kind == "F" else (v + 1, v - 1)
-            tag = 0 if kind == "F" else 1          # activations and gradients never mix
-            if 0 <= up <= last:
-                src = chain[up % pp]
-                t0 = clock()
-                with span("pp_comm recv"):
-                    dist.recv(recv_act, src=src, tag=tag)
-                    sync()
-                record("pp_comm", "send_recv", pp_bytes, f"p:{src}>{rank}:{tag}", "r", t0,
-                       clock())
-            for i in range(chunk_layers):
-                layer(kind, chunk * chunk_layers + i, prefetch_next=i < chunk_layers - 1)
-            if head_k and v == last:
-                compute(head_k, head_s, 1 if kind == "F" else 2)
-            if 0 <= down <= last:
-                dst = chain[down % pp]
-                t0 = clock()
-                pending.append(dist.isend(act, dst=dst, tag=tag))
-                record("pp_comm", "send_recv", pp_bytes, f"p:{rank}>{dst}:{tag}", "s", t0, t0)
-        for w in [*pending, *(w for w in zero["scatters"] if w is not None)]:
-            w.wait()
-        zero["scatters"].clear()
-        watching.join()                            # every asynchronous call is stamped
-        for op, nbytes, calls, comp, *group_kind in pat["dp_ops"]:
-            for _ in range(calls):
-                collective(comp, op, nbytes, group_kind[0] if group_kind else "dp")
+    recorder = Recorder(rank, _clock_offset(torch, dist, rank, world, device),
+                        tracing=rank == 0 and bool(args.trace))
+    kernels = Kernels.of(torch, pat, stage == pp - 1, device)
+    kernels.time(rank, world, serial=(mode == "emulate"), sync=sync)
+    comms = Comms(torch, dist, rank, device, groups, recorder, sync)
+    probe = ProbeStep(torch, dist, pat, rank, stage, chain, kernels, comms, mode, sync, device)
 
     if os.environ.get("PLANNER_PROBE_PID_DIR"):
         with open(os.path.join(os.environ["PLANNER_PROBE_PID_DIR"], f"rank{rank}.pid"), "w") as fh:
             fh.write(str(os.getpid()))
     for _ in range(args.warmup):
-        step()
-    fault, _, fault_rank = os.environ.get("PLANNER_PROBE_FAULT", "").partition(":")
-    if fault and fault_rank == str(rank):
-        if fault == "crash":
-            print(f"injected fault: rank {rank} crashes", file=sys.stderr, flush=True)
-            os._exit(7)
-        if fault == "hang":
-            time.sleep(10**6)
+        probe.run()
+    _inject_fault(rank)
     dist.barrier()
-    compute_s["t"] = 0.0
-    rec["on"] = True
+    probe.compute_s = 0.0
+    recorder.on = True
     steps = []
     prof = None
     if rank == 0 and args.trace:
@@ -388,9 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     with prof if prof is not None else contextlib.nullcontext():
         for i in range(args.steps):
             dist.barrier()
-            t0 = clock()
-            step()
-            steps.append(clock() - t0)
+            t0 = time.perf_counter()
+            probe.run()
+            steps.append(time.perf_counter() - t0)
             if rank == 0 and args.progress:
                 with open(args.progress, "w") as fh:
                     json.dump({"done": i + 1, "total": args.steps}, fh)
@@ -398,11 +482,12 @@ def main(argv: list[str] | None = None) -> int:
         prof.export_chrome_trace(args.trace)
     n = len(steps)
     row = {"rank": rank, "stage": stage, "step_time_s": sum(steps) / n,
-           "compute": compute_s["t"] / n, "matmul_flops_per_s": rate,
-           "memory_bytes_per_s": stream / stream_s if stream_s else None,
+           "compute": probe.compute_s / n, "matmul_flops_per_s": kernels.rate,
+           "memory_bytes_per_s": (kernels.stream_bytes / kernels.stream_s
+                                  if kernels.stream_s else None),
            "host": socket.gethostname()}
     gathered: list | None = [None] * world if rank == 0 else None
-    dist.gather_object((row, events), gathered, dst=0)
+    dist.gather_object((row, recorder.events), gathered, dst=0)
     if gathered is not None:
         rows = [r for r, _ in gathered]
         tr = transfers([e for _, evs in gathered for e in evs])
@@ -413,8 +498,8 @@ def main(argv: list[str] | None = None) -> int:
             r["pp_received"] = comm.get("pp_comm", 0.0) / n
             r["wait"] = tr.wait.get(r["rank"], 0.0) / n
         result = {"ranks": rows, "steps": n, "compute_mode": mode,
-                  "pp_comm": pipeline_transfer(tr.per_rank, layout["pp"], vpp) / n,
-                  "samples": mean_samples(tr.by_op), "clock_offset_s": offset}
+                  "pp_comm": pipeline_transfer(tr.per_rank, layout["pp"], probe.vpp) / n,
+                  "samples": mean_samples(tr.by_op), "clock_offset_s": recorder.offset}
         with open(args.out + ".tmp", "w") as fh:
             json.dump(result, fh)
         os.replace(args.out + ".tmp", args.out)
