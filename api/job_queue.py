@@ -61,12 +61,6 @@ def conninfo(database_url: str) -> str:
     return url.render_as_string(hide_password=False)
 
 
-def lapsed_error(attempts: int) -> dict:
-    return {"type": "/problems/interrupted", "title": "Job interrupted", "status": 500,
-            "detail": f"the worker running this job stopped (its lease lapsed: no heartbeat "
-                      f"for job_lease_s), {attempts} time(s)"}
-
-
 class QueueJobs:
     """The job engine of a process on PostgreSQL: queues jobs for procrastinate workers and,
     with ``run_jobs``, is one (``max_concurrent_jobs`` jobs at once, each in a thread)."""
@@ -178,10 +172,10 @@ class QueueJobs:
                 continue
             if not isinstance(job_id, str):
                 continue
-            values: dict = ({"state": "queued", "owner": None, "progress": 0.0,
-                             "started_at": None} if again else
-                            {"state": "failed", "finished_at": store.now(),
-                             "error": lapsed_error(job.attempts + 1)})
+            values: dict = (store.QUEUED_AGAIN if again else {
+                "state": "failed", "finished_at": store.now(), "error": store.interrupted(
+                    f"the worker running this job stopped (its lease lapsed: no heartbeat "
+                    f"for job_lease_s), {job.attempts + 1} time(s)")})
             await asyncio.to_thread(store.update_job, engine=self.engine, job_id=job_id,
                                     only_if=("running",), **values)
             self.metrics.lease_expiries.labels("queued_again" if again else "failed").inc()
@@ -197,18 +191,11 @@ class QueueJobs:
         queued = sa.table("procrastinate_jobs", sa.column("lock"), sa.column("status"))
         unserved = ~sa.exists().where(queued.c.lock == jobs.c.id,
                                       sa.cast(queued.c.status, sa.Text).in_(("todo", "doing")))
-        running = (jobs.c.state == "running") & unserved
-        max_attempts = self.settings.job_max_attempts
-        err = {"type": "/problems/interrupted", "title": "Job interrupted", "status": 500,
-               "detail": f"the job stopped without an outcome (its worker stopped or lost the "
-                         f"database), {max_attempts} time(s)"}
-        with self.engine.begin() as conn:
-            again = conn.execute(jobs.update().where(running)
-                                 .where(jobs.c.attempts < max_attempts)
-                                 .values(state="queued", owner=None, lease_until=None,
-                                         progress=0.0, started_at=None)).rowcount
-            failed = conn.execute(jobs.update().where(running).values(
-                state="failed", error=err, finished_at=store.now())).rowcount
+        again, failed = store.requeue_or_fail(
+            engine=self.engine, running=unserved, max_attempts=self.settings.job_max_attempts,
+            detail=f"the job stopped without an outcome (its worker stopped or lost the "
+                   f"database), {self.settings.job_max_attempts} time(s)")
+        with self.engine.connect() as conn:
             # Past a grace period: a job the API is queueing right now is not an orphan.
             settled = store.now() - timedelta(seconds=ADOPT_AFTER_S)
             waiting = [r[0] for r in conn.execute(

@@ -166,24 +166,38 @@ def renew_leases(*, engine: Engine, owner: str, until: datetime) -> int:
                             .values(lease_until=until)).rowcount
 
 
+# What a job that lost its process (or its queue job) is set to: queued again, not held.
+QUEUED_AGAIN: dict[str, Any] = {"state": "queued", "owner": None, "lease_until": None,
+                                "progress": 0.0, "started_at": None}
+
+
+def interrupted(detail: str) -> dict:
+    """The problem stored on a job failed because its process stopped, not its input."""
+    return {"type": "/problems/interrupted", "title": "Job interrupted", "status": 500,
+            "detail": detail}
+
+
+def requeue_or_fail(*, engine: Engine, running: sa.ColumnElement[bool], max_attempts: int,
+                    detail: str) -> tuple[int, int]:
+    """Running jobs matching ``running`` that lost their process: queued again while they
+    have attempts left, failed with ``detail`` after. Returns (queued again, failed)."""
+    cond = (jobs.c.state == "running") & running
+    with engine.begin() as conn:
+        retried = conn.execute(jobs.update().where(cond).where(jobs.c.attempts < max_attempts)
+                               .values(**QUEUED_AGAIN)).rowcount
+        failed = conn.execute(jobs.update().where(cond).values(
+            state="failed", error=interrupted(detail), finished_at=now())).rowcount
+    return retried, failed
+
+
 def expire_jobs(*, engine: Engine, max_attempts: int) -> tuple[int, int]:
     """Jobs running on a replica whose lease lapsed (it stopped or lost the database): queued
     again while they have attempts left, failed after. Jobs other replicas are running, with
     live leases, are left alone. Returns (retried, failed)."""
-    err = {"type": "/problems/interrupted", "title": "Job interrupted", "status": 500,
-           "detail": f"the service stopped while this job was running (its lease lapsed), "
-                     f"{max_attempts} time(s)"}
-    stale = (jobs.c.state == "running") & sa.or_(jobs.c.lease_until.is_(None),
-                                                 jobs.c.lease_until < now())
-    with engine.begin() as conn:
-        retried = conn.execute(jobs.update().where(stale)
-                               .where(jobs.c.attempts < max_attempts)
-                               .values(state="queued", owner=None, lease_until=None,
-                                       progress=0.0, started_at=None)).rowcount
-        failed = conn.execute(jobs.update().where(stale)
-                              .values(state="failed", error=err,
-                                      finished_at=now())).rowcount
-    return retried, failed
+    lapsed = sa.or_(jobs.c.lease_until.is_(None), jobs.c.lease_until < now())
+    return requeue_or_fail(engine=engine, running=lapsed, max_attempts=max_attempts,
+                           detail=f"the service stopped while this job was running (its lease "
+                                  f"lapsed), {max_attempts} time(s)")
 
 
 def queued_job_ids(*, engine: Engine) -> list[str]:

@@ -3,8 +3,8 @@
 Everything the browser loads ships with the service: the explorer's HTML, script and styles
 (``api/explorer/``), and Swagger UI's and ReDoc's bundles (from the ``fastapi-offline``
 package), so ``/``, ``/docs`` and ``/redoc`` render on a cluster with no internet. The page
-calls the public API only; deep links (``/plans/{id}``, ``/validations/{id}``, ``/calibrations/{id}``) serve the same
-page, which reads the id from its address.
+calls the public API only; deep links (``/plans/{id}``, ``/validations/{id}``,
+``/calibrations/{id}``) serve the same page, which reads the id from its address.
 """
 
 from __future__ import annotations
