@@ -25,6 +25,15 @@ class JobWork:
     def __init__(self, engine: Engine, settings, metrics) -> None:
         self.engine, self.settings, self.metrics = engine, settings, metrics
 
+    def _progress(self, job_id: str, owner: str):
+        """A probe's progress callback: done of total runs, stored as 5-95% of the job while
+        ``owner`` still holds it."""
+        def progress(done: int, total: int) -> None:
+            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",),
+                             held_by=owner, progress=round(0.05 + 0.9 * done / max(total, 1), 3))
+
+        return progress
+
     def _sweep(self, job_id: str, owner: str, request: dict) -> dict:
         """Run a calibration sweep (torchrun on this machine); store the calibration."""
         from api.schemas import SweepSpec
@@ -32,14 +41,10 @@ class JobWork:
 
         spec = SweepSpec.model_validate(request["sweep"])
 
-        def progress(done: int, total: int) -> None:
-            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",), held_by=owner,
-                             progress=round(0.05 + 0.9 * done / max(total, 1), 3))
-
         cal = run_sweep(spec.nproc, backend=spec.backend, sizes=spec.sizes, ops=spec.ops,
                         repeats=spec.repeats, budget_s=spec.budget_s,
                         min_batch_ms=spec.min_batch_ms, timeout_s=spec.timeout_s,
-                        on_progress=progress)
+                        on_progress=self._progress(job_id, owner))
         row = store.save_calibration(engine=self.engine, cluster_id=request["cluster_id"],
                                      body=cal.model_dump(mode="json"))
         return row["body"]
@@ -60,12 +65,9 @@ class JobWork:
         trace_dir = Path(self.settings.data_dir, "validations", job_id)
         trace_dir.mkdir(parents=True, exist_ok=True)
 
-        def progress(done: int, total: int) -> None:
-            store.update_job(engine=self.engine, job_id=job_id, only_if=("running",), held_by=owner,
-                             progress=round(0.05 + 0.9 * done / max(total, 1), 3))
-
         result = validate(req, nproc=spec.nproc, top_k=spec.top_k, steps=spec.steps,
-                          timeout_s=spec.timeout_s, trace_dir=trace_dir, on_progress=progress,
+                          timeout_s=spec.timeout_s, trace_dir=trace_dir,
+                          on_progress=self._progress(job_id, owner),
                           mode=spec.mode, compute=spec.compute)
         result = result.model_copy(update={"id": job_id})
         body = result.model_dump(mode="json")
