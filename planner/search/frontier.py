@@ -23,9 +23,12 @@ def space_sample(step: np.ndarray, memory: np.ndarray, fits: np.ndarray, n: int
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Up to ``n`` plan indices: the frontier of the fitting plans first (cut to ``n``), then
     plans evenly spaced in step-time order; and which of them are on the frontier."""
-    ok = np.flatnonzero(np.isfinite(step) & np.isfinite(memory))
-    if n <= 0 or len(ok) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    if n <= 0:
+        return none
+    ok = np.flatnonzero(np.isfinite(step) & np.isfinite(memory))   # the plans costed
+    if len(ok) == 0:
+        return none
     good = ok[fits[ok]]
     front = good[pareto_frontier(step[good], memory[good])] if len(good) else ok[:0]
     front = front[:n]

@@ -97,7 +97,7 @@ def plan(request: PlanRequest) -> PlanResult:
     # layers could move between stages get a bound for any split.
     bc = compose(plans, tables, memory_cap=capacity, any_split=search.rebalance_stages)
     fits = bc.memory_bytes <= capacity
-    sample = _space_sample(bc, fits, search.space_sample)
+    sample = _space_sample(bc, fits, search.space_sample) if search.space_sample else []
     k = search.top_k
     chosen = [int(i) for i in _best(plans, bc, fits, k)]
     feasible = int(fits.sum())
