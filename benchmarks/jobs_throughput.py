@@ -83,7 +83,8 @@ def run(server: str, workers: int, jobs: int, poll_s: float, logs: Path) -> dict
             time.sleep(0.2)
         with engine.connect() as conn:
             rows = conn.execute(sa.select(jobs_table.c.state, jobs_table.c.created_at,
-                                          jobs_table.c.finished_at)).all()
+                                          jobs_table.c.started_at, jobs_table.c.finished_at,
+                                          jobs_table.c.owner)).all()
         engine.dispose()
     finally:
         for p in reversed(procs):
@@ -93,6 +94,16 @@ def run(server: str, workers: int, jobs: int, poll_s: float, logs: Path) -> dict
     finished = [r.finished_at for r in rows]
     latency = sorted((f - c).total_seconds() for c, f in zip(created, finished, strict=True))
     span = (max(finished) - min(created)).total_seconds()
+    run = [(r.finished_at - r.started_at).total_seconds() for r in rows]
+    # Per worker process (host:pid of the owner), from one job's end to its next job's start.
+    by_worker: dict[str, list] = {}
+    for r in rows:
+        by_worker.setdefault(":".join(r.owner.split(":")[:2]), []).append(r)
+    gaps = []
+    for done in by_worker.values():
+        order = sorted(done, key=lambda r: r.started_at)
+        gaps += [(b.started_at - a.finished_at).total_seconds()
+                 for a, b in zip(order, order[1:], strict=False)]
     return {
         "workers": workers, "jobs": len(rows),
         "succeeded": sum(r.state == "succeeded" for r in rows),
@@ -100,6 +111,8 @@ def run(server: str, workers: int, jobs: int, poll_s: float, logs: Path) -> dict
         "latency_p50_s": round(statistics.median(latency), 3),
         "latency_p95_s": round(latency[max(0, round(0.95 * len(latency)) - 1)], 3),
         "latency_max_s": round(latency[-1], 3),
+        "run_p50_s": round(statistics.median(run), 3),
+        "gap_p50_ms": round(1e3 * statistics.median(gaps), 1) if gaps else None,
     }
 
 
@@ -118,10 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.workers:
             results.append(run(args.server, n, args.jobs, args.poll_s, Path(logs)))
     print(f"{'workers':>7} {'jobs':>5} {'ok':>5} {'jobs/s':>7} {'p50 s':>7} {'p95 s':>7} "
-          f"{'max s':>7}   (cpus: {os.cpu_count()})")
+          f"{'max s':>7} {'run s':>7} {'gap ms':>7}   (cpus: {os.cpu_count()}; latency is "
+          f"submit to outcome, run one job's search, gap a worker's idle time between jobs)")
     for r in results:
         print(f"{r['workers']:>7} {r['jobs']:>5} {r['succeeded']:>5} {r['jobs_per_s']:>7} "
-              f"{r['latency_p50_s']:>7} {r['latency_p95_s']:>7} {r['latency_max_s']:>7}")
+              f"{r['latency_p50_s']:>7} {r['latency_p95_s']:>7} {r['latency_max_s']:>7} "
+              f"{r['run_p50_s']:>7} {r['gap_p50_ms']:>7}")
     if args.json:
         args.json.write_text(json.dumps({"cpus": os.cpu_count(), "poll_s": args.poll_s,
                                          "results": results}, indent=1))
