@@ -1,7 +1,11 @@
 """Driving jobs over HTTP in the live-process tests: wait for an outcome, start a long job,
-watch a dead process's job fail within its lease."""
+watch a dead process's job fail within its lease, find the process running a job."""
 
 import time
+
+import sqlalchemy as sa
+
+from api.db import jobs as jobs_table
 
 
 def wait_job(client, location, timeout=60):
@@ -42,3 +46,11 @@ def assert_failed_within_lease(client, job, lease_s):
         assert client.get("/healthz").status_code == 200
         time.sleep(0.25)
     assert state["state"] == "failed" and "lease lapsed" in state["error"]["detail"]
+
+
+def owner_pid(engine, job_id: str) -> int | None:
+    """The process id of the job's owner (host:pid:...), None while no process holds it."""
+    with engine.connect() as conn:
+        owner = conn.execute(sa.select(jobs_table.c.owner)
+                             .where(jobs_table.c.id == job_id)).scalar_one()
+    return int(owner.split(":")[1]) if owner else None

@@ -8,7 +8,12 @@ import sqlalchemy as sa
 from api.db import jobs as jobs_table
 from api.db import make_engine
 from api.store import now
-from tests.api.jobs_helpers import assert_failed_within_lease, start_long_job, wait_job
+from tests.api.jobs_helpers import (
+    assert_failed_within_lease,
+    owner_pid,
+    start_long_job,
+    wait_job,
+)
 
 PLAN = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
         "training": {"global_batch_size": 256, "seq_length": 4096}, "search": {"top_k": 3}}
@@ -357,11 +362,9 @@ def test_a_killed_replicas_job_is_failed_by_another_within_its_lease(database_ur
             job = start_long_job(ca)
         # On SQLite the replica that queued the job runs it; on PostgreSQL any worker may.
         engine = make_engine(database_url)
-        with engine.connect() as conn:
-            owner = conn.execute(sa.select(jobs_table.c.owner).where(
-                jobs_table.c.id == job.rsplit("/", 1)[1])).scalar_one()
+        pid = owner_pid(engine, job.rsplit("/", 1)[1])
         engine.dispose()
-        runner, other = (a, b) if int(owner.split(":")[1]) == a.proc.pid else (b, a)
+        runner, other = (a, b) if pid == a.proc.pid else (b, a)
         runner.stop(signal.SIGKILL)                  # no shutdown, no last write
         with other.client() as c:
             assert_failed_within_lease(c, job, 3)

@@ -13,7 +13,12 @@ from api.db import make_engine
 from api.db import plans as plans_table
 from api.live import LiveServer
 from api.store import ACTIVE_STATES, job_counts
-from tests.api.jobs_helpers import assert_failed_within_lease, start_long_job, wait_job
+from tests.api.jobs_helpers import (
+    assert_failed_within_lease,
+    owner_pid,
+    start_long_job,
+    wait_job,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -40,14 +45,6 @@ def metric(text: str, name: str, **labels) -> float:
 def unfinished(engine) -> int:
     counts = job_counts(engine=engine)
     return sum(counts.get(s, 0) for s in ACTIVE_STATES)
-
-
-def owner_pid(engine, job_id: str) -> int | None:
-    """The process id of the job's owner (host:pid:...), None while no process holds it."""
-    with engine.connect() as conn:
-        owner = conn.execute(sa.select(jobs_table.c.owner)
-                             .where(jobs_table.c.id == job_id)).scalar_one()
-    return int(owner.split(":")[1]) if owner else None
 
 
 def test_an_api_replica_queues_and_a_worker_runs(database_url, tmp_path):
