@@ -20,7 +20,7 @@ const MEMORY_PARTS = [
 const LAUNCH_FORMATS = ["megatron", "torchtitan", "deepspeed", "torchrun", "sbatch", "kubernetes",
                         "hostfile"];
 const state = { token: sessionStorage.getItem("planner-token") || "", result: null,
-                sort: { key: "rank", dir: 1 }, selected: 0 };
+                sort: { key: "rank", dir: 1 }, selected: 0, shown: 0 };
 
 // -- API ---------------------------------------------------------------------------------------
 
@@ -400,13 +400,16 @@ async function showDetail(index) {
   $("#detail-why").textContent = why.join("; ") + ".";
   $("#timeline").replaceChildren(el("p", { text: "Loading the predicted timeline..." }));
   $("#launch").replaceChildren();
+  // Another plan opened while these requests run makes their answers stale: drop them.
+  const shown = ++state.shown;
+  const current = () => shown === state.shown;
   try {
     const trace = await api(`/v1/plans/${result.id}/trace?rank=${index + 1}`);
-    drawTimeline(trace);
+    if (current()) drawTimeline(trace);
   } catch (e) {
-    $("#timeline").replaceChildren(el("p", { class: "error", text: e.message }));
+    if (current()) $("#timeline").replaceChildren(el("p", { class: "error", text: e.message }));
   }
-  showLaunch(result.id, index);
+  if (current()) showLaunch(result.id, index, current);
 }
 
 function laneColor(name) {
@@ -461,13 +464,15 @@ function drawTimeline(trace) {
     ["", "optimizer", "#72b7b2"]]), root);
 }
 
-async function showLaunch(planId, index) {
+async function showLaunch(planId, index, current) {
   const box = $("#launch");
   for (const f of LAUNCH_FORMATS) {
     let text;
     try {
       text = await api(`/v1/plans/${planId}/launch/${f}?rank=${index + 1}`, { raw: true });
+      if (!current()) return;
     } catch (e) {
+      if (!current()) return;
       box.append(el("details", {}, el("summary", { text: `${f}: not available` }),
                     el("p", { text: e.message })));
       continue;

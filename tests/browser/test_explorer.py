@@ -210,3 +210,18 @@ def test_an_infeasible_answer_shows_its_reasons(page):
     assert page.locator("#plans-table tbody tr").count() == 0
     assert "GiB" in page.inner_text("#infeasible")
     assert page.is_hidden("#detail")
+
+
+def test_switching_plans_quickly_shows_only_the_last_plans_launch_files(page):
+    open_explorer(page)
+    fill(page, SMALL)
+    page.click("#plan-button")
+    page.wait_for_selector("#plans-table tbody tr")
+    for n in (2, 3, 1, 3):              # before the previous plan's requests come back
+        page.click(f"text=Open plan {n}")
+    page.wait_for_selector("#launch-hostfile, #launch summary >> text=hostfile",
+                           state="attached")
+    page.wait_for_timeout(1000)          # any stale answer would have landed by now
+    summaries = page.locator("#launch > details > summary").all_text_contents()
+    assert len(summaries) == 7           # one per format, none twice
+    assert page.inner_text("#detail-title").startswith("Plan 3")
