@@ -172,7 +172,8 @@ class Kernels:
             out.flops += 2 * hm * hn * hk
         return out
 
-    def time(self, rank: int, world: int, serial: bool, sync) -> None:
+    def benchmark(self, rank: int, world: int, serial: bool, sync) -> None:
+        """Time every kernel (``_benchmark``) and derive the per-layer seconds and rate."""
         bench = _benchmark(self.layer + self.moe + self.head, rank, world, serial=serial,
                            sync=sync)
         nl, nm = len(self.layer), len(self.moe)
@@ -450,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     recorder = Recorder(rank, _clock_offset(torch, dist, rank, world, device),
                         tracing=rank == 0 and bool(args.trace))
     kernels = Kernels.of(torch, pat, stage == pp - 1, device)
-    kernels.time(rank, world, serial=(mode == "emulate"), sync=sync)
+    kernels.benchmark(rank, world, serial=(mode == "emulate"), sync=sync)
     comms = Comms(torch, dist, rank, device, groups, recorder, sync)
     probe = ProbeStep(torch, dist, pat, rank, stage, chain, kernels, comms, mode, sync, device)
 
