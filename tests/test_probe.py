@@ -194,3 +194,20 @@ def test_import_sweep_cli(tmp_path):
     path.write_text("{}")
     res = runner.invoke(app, ["calibrate", "import-sweep", str(path)])
     assert res.exit_code == 2 and "not a sweep result" in res.stderr
+
+
+def test_step_worker_groups_come_from_named_mesh_dimensions():
+    """The step worker's groups (a dense (pp, dp, cp, tp) mesh and an expert (pp, edp, ep,
+    etp) mesh on 4 gloo ranks) are the groups ``rank_groups`` lists in Megatron's order, the
+    folded expert groups included; a group of one rank has no process group."""
+    from planner.validation.schedule import rank_groups
+
+    got = run_module(4, "tests.probe_workers.mesh_groups", [], timeout_s=90)
+    for i, plan in enumerate(got["plans"]):
+        want = rank_groups(*plan)
+        for rank, per_plan in enumerate(got["ranks"]):
+            mine = per_plan[i]
+            for kind, ranks in mine["groups"].items():
+                assert ranks == next(g for g in want[kind] if rank in g), (plan, rank, kind)
+                assert mine["handles"][kind] == (len(ranks) > 1)
+            assert mine["pp"] == next(g for g in want["pp"] if rank in g)

@@ -128,6 +128,22 @@ def test_fixed_costs_per_micro_batch_and_kernel():
     assert no_launch.breakdown["compute"] < base.breakdown["compute"]
 
 
+def test_interleaved_stages_pay_the_host_overhead_per_model_chunk():
+    # Megatron runs forward_step / backward_step once per micro-batch and model chunk: a stage
+    # of 4 chunks pays the per-micro-batch host time 4 times (32 micro-batches here).
+    m = ModelSpec.from_preset("llama3-8b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    tr = TrainingSpec(global_batch_size=64, seq_length=2048)
+    plan = ParallelPlan(dp=2, pp=4, vpp=4, micro_batch_size=1)
+    base = estimate(m, c, tr, plan, EfficiencyModel(microbatch_overhead_us=0))
+    slow = estimate(m, c, tr, plan, EfficiencyModel(microbatch_overhead_us=1000))
+    assert slow.breakdown["overhead"] == pytest.approx(32 * 4 * 1e-3)
+    plain = ParallelPlan(dp=2, pp=4, micro_batch_size=1)
+    assert estimate(m, c, tr, plain, EfficiencyModel(microbatch_overhead_us=1000)
+                    ).breakdown["overhead"] == pytest.approx(32 * 1e-3)
+    assert slow.step_time_s > base.step_time_s + 32 * 4 * 1e-3
+
+
 def test_ring_attention_on_small_chunks_runs_less_efficiently():
     # The same tokens per GPU, in 16 chunks of 512 instead of 2 of 4096: attention per chunk
     # runs at 512 / (512 + 500) of its long-sequence rate.

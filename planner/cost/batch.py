@@ -5,7 +5,7 @@ One optimizer step, per pipeline stage s and micro-batch (layers L_s):
 
     forward  F_s = L_s * period_f + embedding (first stage) + LM head and loss (last stage)
     backward B_s = L_s * period_b + the same, backward
-    t_s      = F_s + B_s + host overhead per micro-batch (+ ZeRO-2's exposed reduce-scatter)
+    t_s      = F_s + B_s + host overhead per micro-batch and chunk (+ ZeRO-2's exposed reduce-scatter)
 
 A layer's period is its compute plus the communication it exposes (``tables.LayerCost``: TP's
 collectives on the critical path or beside the GEMMs that hide them, CP's ring exchanges beside
@@ -522,7 +522,9 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     cp_c = L * (_col(cp_f) + cp_b)
     ep_c = L * (_col(ep_f) + ep_b)
     zero_c = L * (_col(period_f - c_f) + period_b - c_b) + _col(z3_edges)
-    overhead = eff.microbatch_overhead_us * 1e-6
+    # Host work per micro-batch and model chunk: Megatron runs forward_step / backward_step,
+    # with their send/recv set-up, once per chunk, so an interleaved stage pays it v times.
+    overhead = eff.microbatch_overhead_us * 1e-6 * v
     F_c = L * _col(period_f) + first * _col(embed) + last * _col(head_fwd)
     B_c = L * period_b + first * _col(embed) + last * _col(head_bwd)
 
@@ -544,7 +546,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
     z2_tail = np.where(zero == 2, bucket_tail(t_grad, n_b, window_b, k), 0.0)
     dpm_c = np.where(present, _col(z2_tail), 0.0)
-    t_c = F_c + B_c + overhead + dpm_c + _col(z3_edges)
+    t_c = F_c + B_c + _col(overhead) + dpm_c + _col(z3_edges)
     t_masked = np.where(present, t_c, -np.inf)
     b = np.argmax(t_masked, axis=1)
     rows = np.arange(len(plans))
@@ -601,7 +603,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     fixed = t_nodp - L * _col(layer_time)
     ends = np.maximum((fixed * first).sum(axis=1), (fixed * last).sum(axis=1)) + layer_time
     split_bound = (m - 1) * np.maximum(S / pp, ends) + S + bd["pp_comm"]
-    fixed_mid = np.full(len(plans), overhead) + z3_edges
+    fixed_mid = overhead + z3_edges
     split_times = np.stack([layer_time, (fixed * first).sum(axis=1), fixed_mid,
                             (fixed * last).sum(axis=1), S], 1)
     detail = {"layer_fwd": period_f, "layer_bwd": period_b[:, 0], "embed": embed,

@@ -24,10 +24,10 @@ Chrome trace of the measured steps.
 The pieces: ``Kernels`` (the compute, built from the pattern and benchmarked), ``Comms`` (the
 collectives on this rank's ``Group``s, with buffers of their true sizes), ``Recorder`` (the
 calls' stamps) and ``ProbeStep`` (one step's schedule over them); ``main`` wires them, runs
-the warm-up and the measured steps, and gathers the results on rank 0. The groups are built
-with ``new_group`` from ``planner.validation.schedule.rank_groups``, which also holds
-the folded expert groups (EP and ETP inside DP x CP, as Megatron-Core folds them) that a
-plain device mesh does not express.
+the warm-up and the measured steps, and gathers the results on rank 0. The groups come from
+named device-mesh dimensions (``mesh_groups``): a dense mesh (pp, dp, cp, tp) and an expert
+mesh (pp, edp, ep, etp) over the same ranks, for the expert groups Megatron-Core folds into
+dp x cp x tp.
 
 Fault injection, for testing the launchers and the service: ``PLANNER_PROBE_FAULT=crash:R``
 makes rank R exit with an error after its warm-up step, ``hang:R`` makes it sleep forever;
@@ -396,16 +396,35 @@ class ProbeStep:
                 self.comms.collective(comp, op, nbytes, group_kind[0] if group_kind else "dp")
 
 
-def _groups(dist, rank: int, layout: dict[str, list[list[int]]]) -> dict[str, Group]:
-    """Every rank creates every group, in the same order (torch.distributed requires it); it
-    keeps the ones it belongs to."""
+def mesh_groups(dist, device_type: str, tp: int, cp: int, dp: int, pp: int, ep: int = 1,
+                etp: int = 1) -> tuple[dict[str, Group], list[int]]:
+    """This rank's groups from named device-mesh dimensions (``init_device_mesh``), and its
+    pipeline (the ranks of its (d, c, t) in every stage, first stage first).
+
+    The dense mesh is (pp, dp, cp, tp) in Megatron-LM's order, tp innermost; the gradient
+    reduction runs over dp and cp together (Megatron's dp-cp group), the mesh's (dp, cp)
+    flattened as torchtitan's ParallelDims flattens it. The experts fold into each stage's
+    tp * cp * dp ranks in Megatron-Core's expert order, which a second mesh over the same ranks
+    names: (pp, edp, ep, etp), etp innermost (torchtitan also builds its MoE groups on a second
+    mesh). ``planner.validation.schedule.rank_groups`` lists the same groups (a test checks
+    that they agree)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    dense = init_device_mesh(device_type, (pp, dp, cp, tp),
+                             mesh_dim_names=("pp", "dp", "cp", "tp"))
+    fold = tp * cp * dp
+    experts = init_device_mesh(device_type, (pp, fold // (ep * etp), ep, etp),
+                               mesh_dim_names=("pp", "edp", "ep", "etp"))
+    handles = {"tp": dense.get_group("tp"), "cp": dense.get_group("cp"),
+               "dp": dense["dp", "cp"]._flatten("dp_cp").get_group(),
+               "ep": experts.get_group("ep"), "etp": experts.get_group("etp"),
+               "edp": experts.get_group("edp")}
     mine: dict[str, Group] = {}
-    for kind in ("tp", "cp", "dp", "ep", "etp", "edp"):
-        for ranks in layout[kind]:
-            g = dist.new_group(ranks) if len(ranks) > 1 else None
-            if rank in ranks:
-                mine[kind] = Group(g, len(ranks), "g:" + ",".join(map(str, ranks)), ranks)
-    return mine
+    for kind, handle in handles.items():
+        ranks = dist.get_process_group_ranks(handle)
+        mine[kind] = Group(handle if len(ranks) > 1 else None, len(ranks),
+                           "g:" + ",".join(map(str, ranks)), ranks)
+    return mine, dist.get_process_group_ranks(dense.get_group("pp"))
 
 
 def _inject_fault(rank: int) -> None:
@@ -444,9 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     mode = compute_mode(args.compute, int(os.environ.get("LOCAL_WORLD_SIZE", world)),
                         args.backend)
     stage = rank // (tp * cp * dp)
-    layout = rank_groups(tp, cp, dp, pp, pat.get("ep", 1), pat.get("etp", 1))
-    groups = _groups(dist, rank, layout)
-    chain = next(c for c in layout["pp"] if rank in c)
+    groups, chain = mesh_groups(dist, device.type, tp, cp, dp, pp, pat.get("ep", 1),
+                                pat.get("etp", 1))
 
     recorder = Recorder(rank, _clock_offset(torch, dist, rank, world, device),
                         tracing=rank == 0 and bool(args.trace))
@@ -499,7 +517,8 @@ def main(argv: list[str] | None = None) -> int:
             r["pp_received"] = comm.get("pp_comm", 0.0) / n
             r["wait"] = tr.wait.get(r["rank"], 0.0) / n
         result = {"ranks": rows, "steps": n, "compute_mode": mode,
-                  "pp_comm": pipeline_transfer(tr.per_rank, layout["pp"], probe.vpp) / n,
+                  "pp_comm": pipeline_transfer(tr.per_rank, rank_groups(tp, cp, dp, pp)["pp"],
+                                               probe.vpp) / n,
                   "samples": mean_samples(tr.by_op), "clock_offset_s": recorder.offset}
         with open(args.out + ".tmp", "w") as fh:
             json.dump(result, fh)
