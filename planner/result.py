@@ -108,6 +108,20 @@ class Parameters(BaseModel):
                         "not sent to (the embedding included).")
 
 
+class StagePool(BaseModel):
+    """Clusters of pools: where one pipeline stage runs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: int
+    pool: int = Field(description="Index of the pool in cluster.pools.")
+    gpu: str = Field(description="The pool's GPU.")
+    layers: int = Field(description="Transformer layers of the stage.")
+    time_per_microbatch_s: float | None = Field(
+        None, description="Forward and backward of one micro-batch on the stage, s.")
+    memory_gib: float | None = Field(None, description="Peak memory of a GPU of the stage.")
+
+
 class PlanEstimate(BaseModel):
     """A plan with its predicted step time, throughput, memory and time breakdown."""
 
@@ -156,4 +170,6 @@ class PlanEstimate(BaseModel):
     placement: Placement | None = Field(None, description="Which GPUs hold the ranks.")
     parameters: Parameters | None = Field(None, description="The model's total and active "
                                           "parameter counts.")
+    stages: list[StagePool] | None = Field(
+        None, description="Clusters of pools: each pipeline stage's pool, GPU and layers.")
     launch: LaunchSpec | None = Field(None, description="How to run this plan.")

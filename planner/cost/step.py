@@ -13,6 +13,7 @@ from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
+from planner.errors import PlannerInputError
 from planner.frameworks import frameworks_for
 from planner.result import (
     CommunicationItem,
@@ -118,6 +119,10 @@ def estimate(
     ``launch`` object, which ``planner.launch.with_launch`` adds where it is wanted). On a
     fragmented allocation the plan runs on the slice of it that places its ranks evenly
     (``specs.allocation``), and ``placement`` names the nodes and GPUs."""
+    if cluster.pools is not None:
+        raise PlannerInputError(
+            "cluster.pools", "an estimate costs a plan on one pool: give that pool as the "
+            "cluster (plan chooses which pool each pipeline stage runs on)")
     if cluster.free_nodes is not None:
         part = slice_for(cluster, plan.world_size, plan.tp)
         est = estimate(model, part.cluster, training, plan, eff, rank=rank,

@@ -19,6 +19,9 @@ class SearchStats(BaseModel):
     lattice_points: int = Field(description="(dp, tp, pp, cp) combinations considered.")
     solver_candidates: int = Field(description="Plans the ranking considered: every plan that "
                                    "fits (enumeration ranks them all; kept for the contract).")
+    gap_pct: float | None = Field(
+        None, description="FEASIBLE answers with a bound: how much faster, at most, the best "
+        "plan of the space could be than the first one returned, % of its step time.")
 
 
 class SpacePoint(BaseModel):

@@ -69,6 +69,10 @@ def plan(request: PlanRequest) -> PlanResult:
         from planner.search.allocation import plan_on_allocation
 
         return plan_on_allocation(request, plan)
+    if request.cluster.pools is not None:
+        from planner.search.pools import plan_on_pools
+
+        return plan_on_pools(request, plan)
     t0 = time.perf_counter()
     req = request
     search = req.search

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.specs._preset import PresetSpec
 from planner.specs.gpu import GPUSpec
@@ -96,6 +96,7 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
 
 
 MAX_ALLOCATION_GPUS = 1 << 20   # a fragmented allocation is placed GPU by GPU
+MAX_POOLS = 4                   # pipelines over pools try every order of the pools used
 
 
 class FreeNode(BaseModel):
@@ -131,6 +132,36 @@ class ClusterSpec(PresetSpec):
     free_gpus: tuple[FreeNode, ...] | None = Field(
         None, max_length=100_000, description="A fragmented allocation with node names and "
         "the free GPU indices of each node.")
+    pools: tuple[ClusterSpec, ...] | None = Field(
+        None, min_length=1, max_length=MAX_POOLS, description="A heterogeneous cluster: "
+        "pools of identical nodes (each a cluster: preset, num_nodes, overrides), e.g. 2 DGX "
+        "H100 and 4 DGX A100 nodes. `plan` assigns pipeline stages to pools; the top-level "
+        "GPU and links are the first pool's, num_nodes their sum.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pooled(cls, data: Any) -> Any:
+        """A cluster of pools takes its top-level fields from its first pool."""
+        if not (isinstance(data, dict) and data.get("pools")):
+            return data
+        if "preset" in data:
+            raise ValueError("give pools or a preset, not both (each pool has its own)")
+        if not isinstance(data["pools"], (list, tuple)):
+            return data                 # the field's own validation says what it must be
+        pools = []
+        for k, raw in enumerate(data["pools"]):
+            try:
+                pools.append(raw if isinstance(raw, ClusterSpec)
+                             else ClusterSpec.model_validate(raw))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = "".join(f".{x}" for x in err["loc"])
+                raise ValueError(f"pools[{k}]{where}: "
+                                 + err["msg"].removeprefix("Value error, ")) from None
+        first = pools[0]
+        return {"gpus_per_node": first.gpus_per_node, "gpu": first.gpu,
+                "intra_node": first.intra_node, "inter_node": first.inter_node,
+                "num_nodes": sum(p.num_nodes for p in pools), "name": "pools", **data}
 
     @model_validator(mode="before")
     @classmethod
@@ -140,6 +171,26 @@ class ClusterSpec(PresetSpec):
             if isinstance(free, (list, tuple)):
                 data = {**data, "num_nodes": len(free)}
         return data
+
+    @model_validator(mode="after")
+    def _pool_rules(self) -> ClusterSpec:
+        if self.pools is None:
+            return self
+        if self.free_gpus_per_node is not None or self.free_gpus is not None:
+            raise ValueError("a cluster of pools takes no free_gpus / free_gpus_per_node")
+        for j, pool in enumerate(self.pools):
+            if pool.pools is not None or pool.free_nodes is not None:
+                raise ValueError(f"pools[{j}]: a pool is plain nodes (no pools or "
+                                 "free GPUs of its own)")
+        first = self.pools[0]
+        if (self.gpu, self.gpus_per_node, self.intra_node, self.inter_node) != (
+                first.gpu, first.gpus_per_node, first.intra_node, first.inter_node):
+            raise ValueError("a cluster of pools takes its gpu, gpus_per_node and links from "
+                             "its first pool: set them in the pools")
+        if self.num_nodes != sum(p.num_nodes for p in self.pools):
+            raise ValueError(f"num_nodes ({self.num_nodes}) must be the pools' total "
+                             f"({sum(p.num_nodes for p in self.pools)})")
+        return self
 
     @model_validator(mode="after")
     def _allocation(self) -> ClusterSpec:
@@ -195,4 +246,6 @@ class ClusterSpec(PresetSpec):
 
     @property
     def num_gpus(self) -> int:
+        if self.pools is not None:
+            return sum(p.num_gpus for p in self.pools)
         return self.num_nodes * self.gpus_per_node
