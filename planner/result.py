@@ -173,3 +173,14 @@ class PlanEstimate(BaseModel):
     stages: list[StagePool] | None = Field(
         None, description="Clusters of pools: each pipeline stage's pool, GPU and layers.")
     launch: LaunchSpec | None = Field(None, description="How to run this plan.")
+
+    def stage_runs(self) -> str:
+        """'0-1: pool 0 (h100-sxm); 2-5: pool 1 (a100-80gb)': the runs of stages on a pool."""
+        runs: list[list] = []
+        for s in self.stages or ():
+            if runs and runs[-1][2] == s.pool:
+                runs[-1][1] = s.stage
+            else:
+                runs.append([s.stage, s.stage, s.pool, s.gpu])
+        return "; ".join(f"{a}{'' if a == b else f'-{b}'}: pool {j} ({gpu})"
+                         for a, b, j, gpu in runs)

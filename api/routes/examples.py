@@ -29,6 +29,16 @@ PLAN_EXAMPLES = {
             "search": {"top_k": 3},
         },
     },
+    "pools of H100 and A100 nodes": {
+        "summary": "A heterogeneous cluster: pipeline stages assigned to pools",
+        "value": {
+            "model": {"preset": "llama3-70b"},
+            "cluster": {"pools": [{"preset": "dgx-h100", "num_nodes": 2},
+                                  {"preset": "dgx-a100", "num_nodes": 4}]},
+            "training": {"global_batch_size": 256, "seq_length": 4096},
+            "search": {"top_k": 3},
+        },
+    },
     "Hugging Face config": {
         "summary": "A model given by its config.json",
         "value": {
@@ -71,6 +81,11 @@ CLUSTER_EXAMPLES = {
         "summary": "A preset with overrides",
         "value": {"preset": "dgx-a100", "name": "selene-slice", "num_nodes": 48,
                   "gpu": "a100-40gb"},
+    },
+    "pools": {
+        "summary": "Pools of different GPUs (plan assigns pipeline stages to them)",
+        "value": {"name": "mixed-lab", "pools": [{"preset": "dgx-h100", "num_nodes": 2},
+                                                 {"preset": "dgx-a100", "num_nodes": 4}]},
     },
     "explicit": {
         "summary": "Every field given",

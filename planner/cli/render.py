@@ -43,6 +43,8 @@ def plan_summary(est: PlanEstimate) -> Table:
     t.add_row("memory knobs", f"recompute={est.recompute} zero_stage={est.zero_stage} "
               f"sequence_parallel={est.sequence_parallel}")
     t.add_row("layers per stage", ", ".join(map(str, est.layers_per_stage)))
+    if est.stages:
+        t.add_row("stages on pools", est.stage_runs())
     t.add_row("step time", _fmt_s(est.step_time_s))
     t.add_row("throughput", f"{est.tokens_per_s:,.0f} tokens/s, {est.tflops_per_gpu:.1f} "
               f"TFLOP/s per GPU, MFU {100 * est.mfu:.1f}%")
@@ -131,6 +133,8 @@ def print_plan_result(console: Console, result: PlanResult) -> None:
     console.print(plans_table(result))
     best = result.plans[0]
     console.print(f"Best plan, layers per stage: {', '.join(map(str, best.layers_per_stage))}")
+    if best.stages:
+        console.print(escape(f"Stages on pools: {best.stage_runs()}"))
     console.print(breakdown_table(best))
     console.print(memory_table(best))
 

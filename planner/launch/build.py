@@ -81,6 +81,12 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
     if "deepspeed" in runs:
         ds, n = deepspeed_config(ctx)
         notes += n
+    if plan.stages and len({st.pool for st in plan.stages}) > 1:
+        first = plan.placement.nodes if plan.placement and plan.placement.nodes else []
+        notes.append(f"pipeline stages over pools ({plan.stage_runs()}): start node rank r on "
+                     "cluster node " + ", ".join(f"{r}: {n.index}" for r, n in enumerate(first))
+                     + " (each stage's ranks on its pool's nodes; the same arguments on every "
+                     "node)")
     launcher = next((f for f in FRAMEWORKS if f in runs), None)
     programs = {"megatron": ["pretrain_gpt.py", *(margs or [])],
                 "torchtitan": ["-m", "torchtitan.train", "--job.config_file", "plan.toml"],
