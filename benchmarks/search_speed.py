@@ -10,7 +10,8 @@ training. Enumeration is the search's exact engine: that its answer is the optim
 against brute force in ``tests/test_search.py``, not here.
 
 Fragmented allocations: 64 DGX H100 nodes with 2-8 GPUs free each (a fixed draw), every
-uniform slice searched (``planner.search.allocation``).
+uniform slice searched (``planner.search.allocation``). Pools: 32 DGX H100 and 32 DGX A100
+nodes, each pool alone and pipelines over both (``planner.search.pools``).
 
     python benchmarks/search_speed.py [--reps 15] [--json results.json]
 """
@@ -91,19 +92,36 @@ def fragmented(model: str, nodes: int, seed: int = 0) -> PlanRequest:
         "search": {"top_k": 5}})
 
 
-def run_fragmented(model: str, nodes: int, reps: int) -> dict:
-    req = fragmented(model, nodes)
+def pooled(model: str, h100_nodes: int, a100_nodes: int) -> PlanRequest:
+    """A heterogeneous cluster: a pool of DGX H100 nodes and one of DGX A100 nodes."""
+    return PlanRequest.model_validate({
+        "model": {"preset": model},
+        "cluster": {"pools": [{"preset": "dgx-h100", "num_nodes": h100_nodes},
+                              {"preset": "dgx-a100", "num_nodes": a100_nodes}]},
+        "training": {"global_batch_size": 1024, "seq_length": 8192},
+        "search": {"top_k": 5, "time_limit_ms": 60_000}})
+
+
+def run_request(req: PlanRequest, reps: int) -> dict:
+    """Cold and warm latency of one request, and its best plan's shape."""
     cold_ms, res = timed(plan, req)
     warm = [timed(plan, req)[0] for _ in range(reps)]
     best = res.plans[0] if res.plans else None
-    return {"model": model, "nodes": nodes, "free_gpus": sum(req.cluster.free_gpus_per_node),
-            "space_size": res.search.space_size, "status": res.search.status,
+    stages = None
+    if best is not None and best.stages:
+        stages = best.stage_runs()
+    free = req.cluster.free_nodes
+    return {"model": req.model.name, "nodes": req.cluster.num_nodes,
+            "gpus": sum(len(n.gpus) for n in free) if free else req.cluster.num_gpus,
+            "space_size": res.search.space_size,
+            "status": res.search.status, "gap_pct": res.search.gap_pct,
             "cold_ms": round(cold_ms, 1), "plan_p50_ms": round(pct(warm, 50), 1),
             "plan_p95_ms": round(pct(warm, 95), 1),
             "best": None if best is None else {
                 "dp": best.dp, "tp": best.tp, "pp": best.pp, "cp": best.cp,
                 "gpus_per_node": best.placement.nproc_per_node,
-                "nodes": best.placement.nnodes, "mfu": round(best.mfu, 3)}}
+                "nodes": best.placement.nnodes, "mfu": round(best.mfu, 3),
+                "layers_per_stage": best.layers_per_stage, "stages": stages}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,18 +141,29 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['estimate_p50_ms']:>13.2f}")
     print(f"\nms; p50/p95 over {args.reps} repeats with warm cost tables; 'cold' is the first "
           "call; 'plain' turns uneven stages and block recompute off")
-    frag = [run_fragmented(m, 64, max(3, args.reps // 3)) for m in ("llama3-70b", "llama3-405b")]
+    reps = max(3, args.reps // 3)
+    frag = [run_request(fragmented(m, 64), reps) for m in ("llama3-70b", "llama3-405b")]
     print(f"\n{'fragmented':<12}{'nodes':>6}{'free':>6}{'space':>8}  {'status':<11}"
           f"{'cold':>7}{'p50':>7}{'p95':>7}  best")
     for r in frag:
         b = r["best"] or {}
-        print(f"{r['model']:<12}{r['nodes']:>6}{r['free_gpus']:>6}{r['space_size']:>8}  "
+        print(f"{r['model']:<12}{r['nodes']:>6}{r['gpus']:>6}{r['space_size']:>8}  "
               f"{r['status']:<11}{r['cold_ms']:>7.0f}{r['plan_p50_ms']:>7.0f}"
               f"{r['plan_p95_ms']:>7.0f}  {b.get('nodes')} x {b.get('gpus_per_node')} GPUs")
+    pools = [run_request(pooled(m, 32, 32), reps) for m in ("llama3-70b", "llama3-405b")]
+    print(f"\n{'pools':<12}{'nodes':>6}{'GPUs':>6}{'space':>8}  {'status':<11}{'gap %':>6}"
+          f"{'cold':>7}{'p50':>7}{'p95':>7}  best")
+    for r in pools:
+        b = r["best"] or {}
+        print(f"{r['model']:<12}{r['nodes']:>6}{r['gpus']:>6}{r['space_size']:>8}  "
+              f"{r['status']:<11}{r['gap_pct'] or 0:>6.2f}{r['cold_ms']:>7.0f}"
+              f"{r['plan_p50_ms']:>7.0f}{r['plan_p95_ms']:>7.0f}  "
+              f"dp{b.get('dp')} tp{b.get('tp')} pp{b.get('pp')} cp{b.get('cp')}: "
+              f"{b.get('stages')}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"rows": rows, "fragmented": frag, "reps": args.reps},
-                                        indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "fragmented": frag, "pools": pools,
+                                         "reps": args.reps}, indent=1))
     return 0
 
 

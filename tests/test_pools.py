@@ -174,3 +174,30 @@ def test_an_estimate_on_pools_names_the_field():
                  c, PlanRequest.model_fields["training"].annotation.model_validate(
                      {"global_batch_size": 8, "seq_length": 4096}),
                  ParallelPlan(dp=48))
+
+
+def test_stage_terms_are_the_composition_of_explicit_layer_counts():
+    """A stage's time and memory on a pool, from the split terms, equal the composition of the
+    same plan with those layers on that stage (first, middle and last stages alike)."""
+    from planner.cost.batch import compose
+    from planner.cost.mixed import stage_terms
+
+    req = _tiny_request()
+    pool = req.cluster.pools[1]
+    tables = cost_tables(req.model, pool, req.training, req.efficiency)
+    plans = PlanArrays.from_plans([
+        ParallelPlan(dp=1, pp=3, micro_batch_size=2, recompute="full"),
+        ParallelPlan(dp=2, tp=2, pp=2, micro_batch_size=1, zero_stage=1,
+                     sequence_parallel=True),
+        ParallelPlan(dp=1, pp=6, cp=1, micro_batch_size=1, recompute="selective")])
+    terms = stage_terms(plans, tables)
+    for i in range(len(plans)):
+        p = int(plans.pp[i])
+        for split in ((6 - (p - 1),) + (1,) * (p - 1), (1,) * (p - 1) + (6 - (p - 1),)):
+            bc = compose(plans.take(np.array([i])), tables,
+                         stages=np.array([split], dtype=np.int64))
+            n = np.array(split, dtype=float)
+            assert np.allclose(n * terms.layer[i, :p] + terms.fixed[i, :p],
+                               bc.class_time[0, :p], rtol=1e-9)
+            assert np.allclose(n * terms.mem_layer[i, :p] + terms.mem_fixed[i, :p],
+                               bc.class_memory[0, :p], rtol=1e-9)

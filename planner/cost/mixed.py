@@ -46,21 +46,30 @@ class StageTerms:
 
 
 def stage_terms(plans: PlanArrays, tables: CostTables) -> StageTerms:
-    """Every stage of every plan on this pool's GPUs, from two compositions: every stage with
-    one layer, and with two (stage times and memory are linear in the layers for plans without
-    interleaving, block recompute, ZeRO-2 or ZeRO-3, which is what pools are searched with)."""
-    n = len(plans)
+    """Every stage of every plan on this pool's GPUs, from the composition's split terms
+    (``BatchCost.split_terms``, what the uneven-split search prices any split with): a layer's
+    time, the fixed time of the first, middle and last stage, and per layer the model states and
+    the activations of each micro-batch stage i holds (min(pp - i, m) in 1F1B). Exact for plans
+    without interleaving, block recompute, ZeRO-2 or ZeRO-3 (what pools are searched with;
+    ``tests/test_pools.py`` checks them against compositions with explicit layer counts)."""
+    bc = compose(plans, tables, memory_cap=np.inf, any_split=True)
+    terms = bc.split_terms
+    assert terms is not None, "plans over pools have pp > 1 and no interleaving"
     P = int(plans.pp.max())
-    on = np.arange(P)[None, :] < plans.pp[:, None]
-    one = on.astype(np.int64)
-    bc = compose(plans.take(np.r_[np.arange(n), np.arange(n)]), tables,
-                 stages=np.vstack([one, 2 * one]))
-    t = np.where(on, bc.class_time[:n], 0.0), np.where(on, bc.class_time[n:], 0.0)
-    mem = np.where(on, bc.class_memory[:n], 0.0), np.where(on, bc.class_memory[n:], 0.0)
+    idx = np.arange(P)[None, :]
+    pp = plans.pp[:, None]
+    m = (tables.training.global_batch_size // (plans.dp * plans.mbs))[:, None]
+    on = idx < pp
+
+    def by_position(first: str, mid: str, last: str) -> np.ndarray:
+        return np.where(idx == 0, terms[first][:, None],
+                        np.where(idx == pp - 1, terms[last][:, None], terms[mid][:, None]))
+
     past = np.where(on, 0.0, np.inf)
-    layer, mem_layer = t[1] - t[0], mem[1] - mem[0]
-    return StageTerms(layer + past, t[0] - layer + past, mem_layer + past,
-                      mem[0] - mem_layer + past)
+    layer = np.broadcast_to(terms["layer"][:, None], (len(plans), P)) + past
+    mem_layer = terms["state"][:, None] + terms["act"][:, None] * np.minimum(pp - idx, m)
+    return StageTerms(layer, by_position("time_first", "time_mid", "time_last") + past,
+                      mem_layer + past, by_position("mem_first", "mem_mid", "mem_last") + past)
 
 
 def best_layers(layer: np.ndarray, fixed: np.ndarray, room: np.ndarray, L: int, m: int
