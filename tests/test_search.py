@@ -345,3 +345,22 @@ def test_the_space_sample_holds_the_best_plan_and_only_costed_plans():
     assert mems == sorted(mems, reverse=True)
     assert plan(req.model_copy(update={"search": req.search.model_copy(
         update={"space_sample": 0})})).space_sample == []
+
+
+def test_the_space_is_kept_for_requests_of_the_same_setup():
+    """build_space is a pure function of the setup and the search's restrictions: a request
+    that changes only top_k, the time limit or the headroom reuses it; a restriction does not."""
+    from planner.search.space import build_space
+    from planner.search.spec import SearchSpec
+    from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
+
+    m = ModelSpec.from_preset("llama3-8b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+    tr = TrainingSpec(global_batch_size=64, seq_length=4096)
+    a = build_space(m, c, tr, SearchSpec(top_k=3))
+    assert build_space(m, c, tr, SearchSpec(top_k=7, time_limit_ms=500,
+                                            memory_headroom=0.2)) is a
+    narrowed = build_space(m, c, tr, SearchSpec(tp=[2, 4]))
+    assert narrowed is not a and set(narrowed.plans.tp.tolist()) == {2, 4}
+    assert build_space(m, c, tr.model_copy(update={"global_batch_size": 128}),
+                       SearchSpec()) is not a

@@ -22,6 +22,8 @@ Memory is not checked here (``solver.py`` does it with the cost model).
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import product
@@ -91,9 +93,35 @@ MAX_LATTICE_POINTS = 20_000
 MAX_PLANS = 1_500_000   # ~1.5 GB of arrays while costing; the largest benchmark space is ~400K
 
 
+# Fields of the search that do not change the space (they rank, sample or bound the search).
+_NOT_THE_SPACE = {"top_k", "time_limit_ms", "memory_headroom", "space_sample",
+                  "rebalance_stages", "partial_recompute"}
+_SPACES: OrderedDict[tuple, Space] = OrderedDict()
+SPACES_KEPT = 16
+_SPACES_LOCK = threading.Lock()     # the service plans from several threads
+
+
 def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                 search: SearchSpec) -> Space:
-    """Raises PlannerInputError when the space is too large to search in reasonable time."""
+    """The request's space (kept for the next requests of the same setup, as the cost tables
+    are: it is a pure function of its arguments, and callers only read it). Raises
+    PlannerInputError when the space is too large to search in reasonable time."""
+    key = (model, cluster, training, search.model_dump_json(exclude=_NOT_THE_SPACE))
+    with _SPACES_LOCK:
+        hit = _SPACES.get(key)
+        if hit is not None:
+            _SPACES.move_to_end(key)
+            return hit
+    space = _build_space(model, cluster, training, search)
+    with _SPACES_LOCK:
+        _SPACES[key] = space
+        while len(_SPACES) > SPACES_KEPT:
+            _SPACES.popitem(last=False)
+    return space
+
+
+def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
+                 search: SearchSpec) -> Space:
     N, G = cluster.num_gpus, cluster.gpus_per_node
     L = model.num_layers
     gbs = training.global_batch_size
