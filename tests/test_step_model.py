@@ -214,3 +214,24 @@ def test_block_recompute_counts_layers_per_model_chunk():
 def test_block_recompute_needs_full_granularity():
     with pytest.raises(ValueError, match="recompute_num_layers"):
         ParallelPlan(recompute="selective", recompute_num_layers=2)
+
+
+def test_requests_that_differ_in_the_batch_share_the_components():
+    """The cost tables do not depend on the global batch: a second batch size gets a view of
+    the same components with its own training, and the same answer as fresh tables."""
+    from planner.cost.tables import CostTables, cost_tables
+
+    m = ModelSpec.from_preset("llama3-8b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+    plan = ParallelPlan(dp=4, tp=2, pp=2, micro_batch_size=1, sequence_parallel=True)
+    eff = EfficiencyModel()
+    a = TrainingSpec(global_batch_size=64, seq_length=4096)
+    b = a.model_copy(update={"global_batch_size": 256})
+    ta, tb = cost_tables(m, c, a, eff), cost_tables(m, c, b, eff)
+    assert ta.training == a and tb.training == b
+    assert ta._layer is tb._layer                      # the same component dictionaries
+    for tr, tables in ((a, ta), (b, tb)):
+        shared = estimate(m, c, tr, plan, eff, tables=tables)
+        fresh = estimate(m, c, tr, plan, eff, tables=CostTables(m, c, tr, eff))
+        assert shared.step_time_s == pytest.approx(fresh.step_time_s, rel=1e-12)
+        assert shared.grad_accum_steps == tr.global_batch_size // 4

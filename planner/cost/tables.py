@@ -34,6 +34,7 @@ Overlapped collectives slow the compute they hide behind (``overlap_slowdown``).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -480,8 +481,25 @@ def _pair_span(cross: bool) -> GroupSpan:
 
 
 @lru_cache(maxsize=16)
+def _kept_tables(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
+                 eff: EfficiencyModel, calibration: CalibrationIn | None) -> CostTables:
+    return CostTables(model, cluster, training, eff, calibration)
+
+
 def cost_tables(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                 eff: EfficiencyModel, calibration: CalibrationIn | None = None) -> CostTables:
     """The tables of one setting, kept across requests (specs are immutable, so a request for
-    the same model, cluster and training reuses every component already computed)."""
-    return CostTables(model, cluster, training, eff, calibration)
+    the same model, cluster and training reuses every component already computed). No
+    component depends on the global batch (only the composition's micro-batch count does,
+    which it reads from ``tables.training``), so requests that differ only in it share the
+    components: each gets a view with its own training."""
+    kept = _kept_tables(model, cluster, training.model_copy(update={"global_batch_size": 1}),
+                        eff, calibration)
+    if kept.training == training:
+        return kept
+    view = copy.copy(kept)          # the same component dictionaries, this request's batch
+    view.training = training
+    return view
+
+
+cost_tables.cache_clear = _kept_tables.cache_clear  # type: ignore[attr-defined]
