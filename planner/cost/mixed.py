@@ -17,7 +17,10 @@ al., USENIX ATC'24) and AMP (Li et al., NeurIPS'22) price heterogeneous pipeline
 (per-stage compute on its device type, the slowest stage times the micro-batches plus the
 fill); unlike Metis this keeps the TP and DP degrees uniform, which is what the frameworks
 launch. A boundary between two pools crosses the network; the send/recv is priced on the
-slower pool's network.
+slower pool's network. Each pool's tail is its composition's with the other pools' stages
+empty: the gradient reduction of its largest stage overlaps the backward of the pool's copy of
+the first stage, so a pool that does not hold the first stage gets no overlap there (a
+conservative simplification: its stages finish their backward before the first stage does).
 """
 
 from __future__ import annotations
