@@ -381,6 +381,19 @@ function drawSpace(result) {
 
 // -- One plan ----------------------------------------------------------------------------------
 
+// A cluster of pools: "0-3 on pool 1 (a100-80gb), 4-5 on pool 0 (h100-sxm)".
+function stageRuns(stages) {
+  const runs = [];
+  for (const s of stages) {
+    const last = runs[runs.length - 1];
+    if (last && last.pool === s.pool) last.to = s.stage;
+    else runs.push({ from: s.stage, to: s.stage, pool: s.pool, gpu: s.gpu, layers: [] });
+    runs[runs.length - 1].layers.push(s.layers);
+  }
+  return runs.map((r) => `${r.from === r.to ? r.from : `${r.from}-${r.to}`} on pool ` +
+                  `${r.pool} (${r.gpu}, layers ${r.layers.join(", ")})`).join("; ");
+}
+
 async function showDetail(index) {
   state.selected = index;
   renderTable();
@@ -395,6 +408,7 @@ async function showDetail(index) {
     const gap = result.plans[1].step_time_s / p.step_time_s - 1;
     why.push(`the runner-up is ${(100 * gap).toFixed(gap < 0.01 ? 2 : 1)}% slower`);
   }
+  if (p.stages) why.push(`stages ${stageRuns(p.stages)}`);
   const headroom = 1 - p.memory_per_gpu_gib / p.memory_capacity_gib;
   if (headroom < 0.1) why.push("memory is the binding constraint (under 10% headroom)");
   $("#detail-why").textContent = why.join("; ") + ".";

@@ -79,6 +79,25 @@ def test_a_deep_link_opens_a_stored_plan(page, service):
     assert page.locator(f'#stored-plans a[href="/plans/{result["id"]}"]').count() == 1
 
 
+def test_a_plan_over_pools_names_each_stages_pool(page, service):
+    """A cluster of H100 and A100 pools: the plan's detail says which stages run on which pool
+    and the timeline says why it is not drawn."""
+    import httpx
+
+    body = {"model": {"preset": "llama3-8b"},
+            "cluster": {"pools": [{"preset": "dgx-h100", "num_nodes": 1},
+                                  {"preset": "dgx-a100", "num_nodes": 2}]},
+            "training": {"global_batch_size": 64, "seq_length": 4096}, "search": {"top_k": 1}}
+    result = httpx.post(service.url + "/v1/plans", json=body, timeout=60).json()
+    stages = result["plans"][0]["stages"]
+    assert {s["pool"] for s in stages} == {0, 1}
+    open_explorer(page, f"/plans/{result['id']}")
+    page.wait_for_selector("#timeline .error")
+    why = page.inner_text("#detail-why")
+    assert "on pool 0 (h100-sxm" in why and "on pool 1 (a100-80gb" in why
+    assert "pipeline over pools" in page.inner_text("#timeline")
+
+
 def test_an_invalid_request_shows_the_reason_next_to_its_field(page):
     open_explorer(page)
     fill(page, {**SMALL, "global_batch_size": "-3"})
