@@ -254,10 +254,12 @@ def layer_work(
         # Stored for backward: router scores, the routed tokens (expert inputs, and their
         # outputs for the weighted combine), the experts' up/gate outputs and activation, the
         # shared experts' like a dense MLP.
+        lin = 1 if fp8 else e             # fp8: the experts' GEMM inputs kept in fp8
         moe_store = phi * (2 * router_tokens * model.experts * 4
-                           + 2 * expert_tokens * h * e
-                           + expert_tokens * model.expert_ffn / plan.etp * e * act_factor
-                           + T * model.shared_ffn / t * e * act_factor)
+                           + expert_tokens * h * (e + lin)
+                           + expert_tokens * model.expert_ffn / plan.etp
+                           * (e * (act_factor - 1) + lin)
+                           + T * model.shared_ffn / t * (e * (act_factor - 1) + lin))
     dropout_bytes = 2 * hidden * 1 if training.dropout else 0.0   # masks, 1 byte each
     elem_bytes = norm_bytes + residual_bytes + act_bytes + dropout_bytes + attn_bytes + cast_bytes
     elem_kernels = 5 + (4 if fp8 else 0) + (2 if not training.flash_attention else 0) + (
@@ -277,12 +279,17 @@ def layer_work(
     else:
         recompute_s, recompute_flops = 0.0, 0.0
 
-    # Stored activations (Korthikanti et al. section 4.1, generalised; bytes).
+    # Stored activations (Korthikanti et al. section 4.1, generalised; bytes). In fp8 training
+    # Transformer Engine keeps a linear layer's input for its weight gradient as the fp8 copy
+    # it cast for the forward GEMM (``_Linear.forward`` saves ``inputmat``, not
+    # ``inputmat_no_fp8``, when fp8 is on): the norms' outputs, the attention output and the
+    # MLP activation's output take 1 byte per element.
     mask = 1 if training.dropout else 0
-    replicated_store = (4 * e + 2 * mask) * T * h / sp_div   # norm inputs/outputs, dropout masks
+    lin = 1 if fp8 else e
+    replicated_store = (2 * e + 2 * lin + 2 * mask) * T * h / sp_div   # norm in/out, masks
     split_store = (T * (model.q_width + 2 * model.kv_width) * e   # Q, K, V
-                   + T * model.o_width * e                        # attention output
-                   + (1 - phi) * T * f * e * act_factor) / t + moe_store
+                   + T * model.o_width * lin                      # attention output
+                   + (1 - phi) * T * f * (e * (act_factor - 1) + lin)) / t + moe_store
     if training.flash_attention:
         core_store = b * heads * (s / cp) * 4               # softmax log-sum-exp, fp32
     else:
