@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
@@ -20,19 +22,22 @@ from planner.search import PlanRequest, PlanResult, plan, with_launches
 from planner.specs import ClusterSpec
 
 
-def attached_calibration(body: Any, *, engine: Engine) -> CalibrationIn | None:
-    """The request's own calibration, or the latest one stored for its referenced cluster."""
+def attached_calibration(body: Any, *, engine: Engine | None) -> CalibrationIn | None:
+    """The request's own calibration, or the latest one stored for its referenced cluster
+    (``engine`` is needed only for a referenced cluster)."""
     if body.calibration is not None:
         return body.calibration
     if isinstance(body.cluster, ClusterRef):
+        assert engine is not None, "a stored cluster is read from the database"
         row = store.latest_calibration(engine=engine, cluster_id=body.cluster.id)
         if row is not None and row["body"].get("fits"):
             return CalibrationIn.model_validate(row["body"])
     return None
 
 
-def resolve_cluster(cluster: Any, *, engine: Engine) -> ClusterSpec:
+def resolve_cluster(cluster: Any, *, engine: Engine | None) -> ClusterSpec:
     if isinstance(cluster, ClusterRef):
+        assert engine is not None, "a stored cluster is read from the database"
         row = store.get_cluster(engine=engine, cluster_id=cluster.id)
         if row is None:
             raise ApiProblem(422, "Invalid request", f"cluster.id: no stored cluster with id "
@@ -81,12 +86,43 @@ def stored_launch(row: dict, rank: int) -> LaunchSpec:
                         req.cluster, req.training)
 
 
-def run_estimate(body: Any, *, engine: Engine, launch: bool = False) -> PlanEstimate:
+def estimate_request(body: Any, *, engine: Engine | None) -> EstimateRequest:
+    """The request with its stored cluster and calibration resolved (``engine`` may be None
+    when the body references nothing stored: ``reads_store``)."""
     cluster = resolve_cluster(body.cluster, engine=engine)
-    req = EstimateRequest(model=body.model, cluster=cluster, training=body.training,
-                          plan=body.plan, efficiency=body.efficiency,
-                          calibration=attached_calibration(body, engine=engine))
-    return _launched(req) if launch else _estimate(req)
+    return EstimateRequest(model=body.model, cluster=cluster, training=body.training,
+                           plan=body.plan, efficiency=body.efficiency,
+                           calibration=attached_calibration(body, engine=engine))
+
+
+def reads_store(body: Any) -> bool:
+    """Whether answering the body reads the database (a stored cluster and its calibration)."""
+    return isinstance(body.cluster, ClusterRef)
+
+
+_ANSWERS: OrderedDict[tuple[EstimateRequest, bool], bytes] = OrderedDict()
+_ANSWERS_LOCK = threading.Lock()
+ANSWERS_KEPT = 4096
+
+
+def kept_answer(req: EstimateRequest, launch: bool) -> bytes | None:
+    """The JSON answer of a request answered before, or None (cheap: no estimate is run)."""
+    with _ANSWERS_LOCK:
+        hit = _ANSWERS.get((req, launch))
+        if hit is not None:
+            _ANSWERS.move_to_end((req, launch))
+        return hit
+
+
+def estimate_answer(body: Any, *, engine: Engine | None, launch: bool) -> bytes:
+    """The estimate as JSON, kept for the next identical request."""
+    req = estimate_request(body, engine=engine)
+    text = (_launched(req) if launch else _estimate(req)).model_dump_json().encode()
+    with _ANSWERS_LOCK:
+        _ANSWERS[(req, launch)] = text
+        while len(_ANSWERS) > ANSWERS_KEPT:
+            _ANSWERS.popitem(last=False)
+    return text
 
 
 @lru_cache(maxsize=4096)

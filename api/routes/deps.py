@@ -11,11 +11,12 @@ from api.auth import require_read, require_write
 from api.settings import Settings
 
 
-def get_engine(request: Request) -> Engine:
+# Coroutines, so that FastAPI does not hop to its thread pool to read an attribute.
+async def get_engine(request: Request) -> Engine:
     return request.app.state.engine
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Annotated, Literal
 
@@ -17,9 +18,12 @@ from api.routes.examples import ESTIMATE_EXAMPLES, PLAN_EXAMPLES
 from api.schemas import ClusterRef, EstimateRequestIn, Page, PlanCreated, PlanRequestIn, PlanSummary
 from api.service import (
     check_cluster_id,
+    estimate_answer,
+    estimate_request,
     get_plan_or_404,
+    kept_answer,
     plan_summary,
-    run_estimate,
+    reads_store,
     run_plan,
     stored_launch,
     to_plan_request,
@@ -164,7 +168,7 @@ def list_plans(engine: EngineDep, limit: Limit = 50, offset: Offset = 0,
 
 @router.post("/estimates", response_model=PlanEstimate, dependencies=WRITE,
              summary="Cost one fixed plan", operation_id="estimates-create")
-def create_estimate(
+async def create_estimate(
     body: Annotated[EstimateRequestIn, Body(openapi_examples=ESTIMATE_EXAMPLES)],
     engine: EngineDep,
     include: Annotated[Literal["launch"] | None, Query(
@@ -172,9 +176,14 @@ def create_estimate(
         "torchrun, sbatch, ...); left out by default to keep the answer small.")] = None,
 ):
     """Step time, memory of the most loaded GPU, time breakdown and the collectives of one
-    given plan; with ``?include=launch`` its launch artifacts too. (A plain function: FastAPI
-    runs it in its thread pool, so the estimate and the stored-cluster read never hold the
-    event loop.)"""
-    est = run_estimate(body, engine=engine, launch=include == "launch")
-    # Already a validated PlanEstimate: serialise it once, without a second validation.
-    return Response(est.model_dump_json(), media_type="application/json")
+    given plan; with ``?include=launch`` its launch artifacts too. A request answered before
+    is answered from memory on the event loop; any other runs in a worker thread (the
+    estimate, and the stored-cluster read, never hold the event loop)."""
+    launch = include == "launch"
+    if not reads_store(body):
+        hit = kept_answer(estimate_request(body, engine=None), launch)
+        if hit is not None:
+            return Response(hit, media_type="application/json")
+    text = await anyio.to_thread.run_sync(
+        functools.partial(estimate_answer, body, engine=engine, launch=launch))
+    return Response(text, media_type="application/json")
