@@ -144,6 +144,32 @@ def test_the_search_over_pools_is_the_brute_force_optimum_within_its_gap():
     assert per["h100-sxm"] >= per["a100-80gb"]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_random_small_pools_against_brute_force(seed):
+    """Random tiny models, batches and pool shapes (H100 or A100 with A100 40/80 GB, nodes of
+    2 GPUs): never better than brute force, never worse than it by more than the gap."""
+    import random
+
+    rng = random.Random(seed)
+    model = {**TINY, "num_layers": rng.choice([4, 5, 8]),
+             "hidden_size": rng.choice([1024, 2048]), "vocab_size": rng.choice([32000, 128000])}
+    a, b = rng.choice([(1, 1), (1, 2), (2, 1)])
+    req = PlanRequest.model_validate({
+        "model": model,
+        "cluster": {"pools": [
+            {"preset": rng.choice(["dgx-h100", "dgx-a100"]), "num_nodes": a, "gpus_per_node": 2},
+            {"preset": "dgx-a100", "num_nodes": b, "gpus_per_node": 2,
+             "gpu": rng.choice(["a100-40gb", "a100-80gb"])}]},
+        "training": {"global_batch_size": rng.choice([8, 16, 32]),
+                     "seq_length": rng.choice([1024, 4096])},
+        "search": {"top_k": 2}})
+    res = plan(req)
+    brute = _brute_force(req)
+    got = res.plans[0].step_time_s
+    gap = (res.search.gap_pct or 0.0) / 100
+    assert brute * (1 - 1e-9) <= got <= brute * (1 + gap) + 1e-9
+
+
 def test_pools_are_never_worse_than_the_best_pool_alone():
     req = PlanRequest.model_validate({
         "model": {"preset": "llama3-8b"},
