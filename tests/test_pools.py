@@ -227,3 +227,10 @@ def test_stage_terms_are_the_composition_of_explicit_layer_counts():
                                bc.class_time[0, :p], rtol=1e-9)
             assert np.allclose(n * terms.mem_layer[i, :p] + terms.mem_fixed[i, :p],
                                bc.class_memory[0, :p], rtol=1e-9)
+
+
+def test_validation_refuses_pools_naming_the_field():
+    from planner.validation.evaluate import prepare
+
+    with pytest.raises(PlannerInputError, match="cluster.pools: validation probes one"):
+        prepare(_tiny_request(), nproc=2)

@@ -123,7 +123,10 @@ def get_launch(plan_id: str, fmt: Annotated[LaunchFormat, Path(description="Arti
 @router.get("/plans/{plan_id}/trace", dependencies=READ, summary="Predicted step trace",
             operation_id="plans-trace",
             responses={200: {"content": {"application/json": {}},
-                             "description": "Chrome trace JSON (open in Perfetto)."}})
+                             "description": "Chrome trace JSON (open in Perfetto)."},
+                       409: {"model": Problem, "content": {MEDIA_TYPE: {}},
+                             "description": "A pipeline over pools: its stages run on "
+                             "different GPUs, the trace is not drawn."}})
 def get_trace(plan_id: str, engine: EngineDep,
               rank: Annotated[int, Query(ge=1, le=100, description="Which plan (1 = best).")] = 1):
     """The predicted training step of a stored plan as a Chrome trace: one process per

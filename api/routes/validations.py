@@ -19,7 +19,10 @@ router = APIRouter(prefix="/v1", tags=["validations"], responses=PROBLEM_RESPONS
 @router.post("/plans/{plan_id}/validations", status_code=202, response_model=JobPublic,
              dependencies=WRITE, summary="Validate a plan result", operation_id="validations-create",
              responses={403: {"model": Problem, "content": {MEDIA_TYPE: {}},
-                              "description": "Probe jobs are switched off on this service."}})
+                              "description": "Probe jobs are switched off on this service."},
+                        409: {"model": Problem, "content": {MEDIA_TYPE: {}},
+                              "description": "A plan result over pools (probes run one "
+                              "cluster's GPUs)."}})
 def create_validation(
     plan_id: str, request: Request, response: Response, engine: EngineDep, settings: SettingsDep,
     body: Annotated[ValidationCreate, Body(openapi_examples={"top 3 on 4 ranks": {
@@ -29,7 +32,11 @@ def create_validation(
     """Run the top plans of a stored plan result as short torch.distributed jobs shaped like
     their training step, measure them, compare with the prediction and re-rank (a job: 202 +
     Location; the validation's id is the job's)."""
-    get_plan_or_404(plan_id, engine=engine)
+    row = get_plan_or_404(plan_id, engine=engine)
+    if (row["request"].get("cluster") or {}).get("pools"):
+        raise ApiProblem(409, "Conflict", "validation probes one cluster's GPUs: this plan "
+                         "result is over pools; plan on one pool to validate",
+                         type_="/problems/not-probeable")
     check_cluster_id(body, engine=engine)
     if not settings.allow_local_sweeps:
         raise ApiProblem(403, "Forbidden", "this service does not run probe jobs "

@@ -18,6 +18,7 @@ from planner.calibration.fit import fit_samples
 from planner.calibration.model import Calibration, Sample
 from planner.cost import estimate
 from planner.cost.tables import cost_tables
+from planner.errors import PlannerInputError
 from planner.search import PlanRequest, plan
 from planner.specs import ParallelPlan
 from planner.validation.compare import (
@@ -94,6 +95,10 @@ def prepare(req: PlanRequest, *, nproc: int, top_k: int = 3, mode: Mode = "auto"
     """The top ``top_k`` plans of ``req`` and the probe runs that validate each on ``nproc``
     ranks. ``mode``: full runs a plan of at most ``nproc`` ranks whole; sampled runs one group
     per strategy; auto picks full when the plan fits."""
+    if req.cluster.pools is not None:
+        raise PlannerInputError(
+            "cluster.pools", "validation probes one cluster's GPUs: validate on one pool's "
+            "cluster (a pipeline over pools is not probed)")
     req = req.model_copy(update={"search": req.search.model_copy(update={"top_k": top_k})})
     result = plan(req)
     tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)

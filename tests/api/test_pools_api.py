@@ -35,6 +35,8 @@ def test_plan_on_stored_pools_and_launch_files(server):
         assert trace.status_code == 409
         assert trace.headers["content-type"].startswith("application/problem+json")
         assert "pipeline over pools" in trace.json()["detail"]
+        val = c.post(f"/v1/plans/{res['id']}/validations", json={"top_k": 1, "nproc": 2})
+        assert val.status_code == 409 and "over pools" in val.json()["detail"]
         est = c.post("/v1/estimates", json={**SETUP, "cluster": POOLS,
                                             "plan": {"dp": 4, "pp": 6}})
         assert est.status_code == 422
