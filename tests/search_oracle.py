@@ -18,7 +18,7 @@ from planner.search.plan_request import PlanRequest
 from planner.search.plan_result import PlanResult
 from planner.search.spec import allows
 from planner.specs import ParallelPlan
-from planner.specs.layout import first_last_splits
+from planner.specs.layout import interleaved_splits
 from planner.specs.plan import plan_key, plan_layout, plan_violations
 
 
@@ -102,8 +102,9 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
         key = plan_key(p)
         # (time us, memory, layers) of the default layout, then of every other split.
         options = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), ())]
-        if s.rebalance_stages and p.pp > 1 and p.vpp == 1 and not p.recompute_num_layers:
-            for split in first_last_splits(L, p.pp):
+        if (s.rebalance_stages and p.pp > 1 and not p.recompute_num_layers
+                and (p.vpp == 1 or s.rebalance_interleaved)):
+            for split in interleaved_splits(L, p.pp, p.vpp):
                 one = compose(PlanArrays.from_plans([p]), tables, split)
                 options.append((float(one.step_time_s[0]), float(one.memory_bytes[0]), split))
         fitting = [(round(t * 1e6), round(mem), lay, t, mem) for t, mem, lay in options

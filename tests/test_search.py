@@ -190,6 +190,44 @@ def test_the_uneven_comparison_covers_uneven_winners():
     assert hits >= 10
 
 
+def interleaved_request(seed: int) -> PlanRequest:
+    """A random small request whose plans interleave (vpp >= 2, pp >= 2) with uneven stages
+    on for them too (``rebalance_interleaved``): 6-14 layers, a large vocabulary, 4 or 8
+    GPUs."""
+    rng = random.Random(5000 + seed)
+    body = random_request(rng).model_dump(mode="json")
+    body["search"].pop("tp", None)
+    body["search"].pop("allow_idle_gpus", None)
+    body["search"].update({"rebalance_stages": True, "rebalance_interleaved": True,
+                           "vpp": {"min": 2}, "pp": {"min": 2}})
+    body["model"]["num_layers"] = rng.randint(6, 14)
+    body["model"]["vocab_size"] = rng.choice([4096, 16384, 65536])
+    body["training"]["global_batch_size"] = rng.choice([8, 16, 32])
+    body["cluster"].update({"gpus_per_node": 4, "num_nodes": rng.choice([1, 2])})
+    body["cluster"]["gpu"]["memory_gib"] = rng.uniform(0.01, 0.06)
+    return PlanRequest.model_validate(body)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_interleaved_uneven_splits_are_searched_exactly(seed):
+    """Interleaved plans get uneven stages too (each rank's layers spread over its chunks):
+    the top k equal brute force over every plan and every such split."""
+    req = interleaved_request(seed)
+    assert_equals_oracle(plan(req), enumerate_top_k(req))
+
+
+def test_the_interleaved_comparison_covers_uneven_winners():
+    from planner.specs.layout import default_layout
+
+    hits = 0
+    for seed in range(12):
+        req = interleaved_request(seed)
+        for p in plan(req).plans[:1]:
+            layout = default_layout(req.model.num_layers, p.pp, p.vpp)
+            hits += p.vpp > 1 and (layout is None or tuple(p.layers_per_stage) != layout.stages)
+    assert hits >= 3
+
+
 @pytest.mark.parametrize("model,nodes", [("llama3-70b", 8), ("llama3-405b", 128)])
 def test_split_bounds_leave_the_default_layouts_costs_unchanged(model, nodes):
     """Costing for the split pass changes nothing for the default layouts: the same plans

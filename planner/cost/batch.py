@@ -264,17 +264,20 @@ def compose(plans: PlanArrays, tables: CostTables,
             layers_per_stage: tuple[int, ...] | None = None,
             memory_cap: float | None = None, *, layout: Layout | None = None,
             group: int | None = None, stages: np.ndarray | None = None,
-            any_split: bool = False, memory_only: bool = False) -> BatchCost:
+            any_split: bool = False, split_interleaved: bool = False,
+            memory_only: bool = False) -> BatchCost:
     """Cost of every plan (each assumed valid: see ``plan_violations``). With ``memory_cap``,
     step times are computed only for plans whose memory fits (the others get +inf): the search
     needs no more, and memory is the cheaper half. ``layers_per_stage`` (or a whole ``layout``)
     and ``group`` (the interleaved schedule's micro-batch group) apply to a single plan;
-    ``stages`` (n, P) gives every plan (without interleaving) its own layers per stage.
+    ``stages`` (n, P) gives every plan its own layers per stage (an interleaved stage's spread
+    evenly over its chunks; only the stage totals enter the step and the memory).
     ``memory_only``: every plan's exact memory, no step times (what the reasons for an
     infeasible request need).
 
-    ``any_split``: also cost the plans without interleaving or block recompute whose layers
-    could be split over the stages differently (``layout.first_last_splits``) and some split
+    ``any_split``: also cost the plans without block recompute (and without interleaving
+    unless ``split_interleaved``) whose layers could be split over the stages differently
+    (``layout.interleaved_splits``) and some split
     might fit, and return in ``split_bound`` a lower bound on the step time of any such split
     (see ``_times``): what the search prunes uneven splits with."""
     model, training, eff = tables.model, tables.training, tables.eff
@@ -344,8 +347,8 @@ def compose(plans: PlanArrays, tables: CostTables,
     # Model states alone are a lower bound: plans they already overflow need no more work.
     # For plans whose layers may move between stages, the bound holds for every split: the
     # stages share the states, and the first and last hold a layer each besides their own.
-    splittable = (pp > 1) & (v == 1) & (plans.rnl == 0) if any_split else np.zeros(len(plans),
-                                                                                  dtype=bool)
+    splittable = ((pp > 1) & (plans.rnl == 0) & ((v == 1) | split_interleaved) if any_split
+                  else np.zeros(len(plans), dtype=bool))
     floor = states.max(axis=1)
     if splittable.any():
         fixed = np.where(present, states - L * per_layer_state, 0.0)
@@ -402,9 +405,10 @@ def compose(plans: PlanArrays, tables: CostTables,
         fits = np.zeros(len(plans), dtype=bool)
     if memory_cap is not None and splittable.any():
         # Some split fits only if every stage has room for a layer and the stages together
-        # for all of them: stage i holds min(pp - i, m) micro-batches' activations per layer
-        # (1F1B), its fixed states (the embedding on the first, the head on the last), the
-        # reserve, a recomputed layer's working set, and on the last stage the logits.
+        # for all of them: stage i holds the activations of in_flight(i) micro-batches per
+        # layer (min(pp - i, m) in 1F1B; interleaved: memory.in_flight_microbatches), its fixed
+        # states (the embedding on the first, the head on the last), the reserve, a
+        # recomputed layer's working set, and on the last stage the logits.
         frag = 1 + eff.memory_fragmentation
         fixed = np.where(present, states - L * per_layer_state, 0.0)
         base = eff.memory_reserve_gib * GIB + np.where(rec == 2, working * frag, 0.0)
@@ -422,7 +426,8 @@ def compose(plans: PlanArrays, tables: CostTables,
                          np.where(idx == q - 1, _col(terms["mem_last"][ask]),
                                   _col(terms["mem_mid"][ask])))
             a = (_col(terms["state"][ask]) + _col(terms["act"][ask])
-                 * np.minimum(q - idx, _col(m[ask])))
+                 * in_flight_microbatches(q, _col(v[ask]), idx, _col(m[ask]),
+                                          _col(grp[ask])))
             room = np.floor(np.maximum(memory_cap - b, -1.0) / np.maximum(a, 1.0))
             could[ask] = ((np.where(on, room, np.inf).min(axis=1) >= 1)
                           & (np.where(on, room, 0.0).sum(axis=1) >= model.num_layers))
@@ -470,7 +475,7 @@ def compose(plans: PlanArrays, tables: CostTables,
         split_terms=None if not (memory_cap is not None and splittable.any()) else {
             **terms, **dict(zip(("layer", "time_first", "time_mid", "time_last", "total"),
                                 split_times.T, strict=True)),
-            "extra": bd["pp_comm"]},
+            "extra": bd["pp_comm"], "vpp": v.astype(float), "group": grp.astype(float)},
     )
 
 
@@ -593,16 +598,17 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     bd["optimizer"] = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm
     step = sum(bd[key] for key in BREAKDOWN_KEYS)
     layer_time = period_f + period_b[:, 0]
-    # Any split of the layers over the stages (same layers in all, no interleaving): the
-    # stages' times add up to S, whatever the split, but for ZeRO-2's per-micro-batch
-    # reduction (>= 0, dropped); the slowest stage takes at least S / pp, and at least the
-    # first (last) stage's fixed time and one layer; the pipeline's closed form
-    # (m - 1) t_max + sum t, the send/recv and the tails (>= 0, dropped) bound the step.
+    # Any split of the layers over the stages (the same layers in all; an interleaved
+    # stage's spread evenly over its chunks): the stages' times add up to S, whatever the
+    # split, but for ZeRO-2's per-micro-batch reduction (>= 0, dropped); the slowest stage
+    # takes at least S / pp, and at least the first (last) stage's fixed time and one layer;
+    # the pipeline's closed form (m - 1/v) t_max + S / v (``pipeline.makespan``: m t_max and
+    # the fill (S - t_max) / v), the send/recv and the tails (>= 0, dropped) bound the step.
     t_nodp = np.where(present, t_c - dpm_c, 0.0)
     S = (t_nodp * count).sum(axis=1)
     fixed = t_nodp - L * _col(layer_time)
     ends = np.maximum((fixed * first).sum(axis=1), (fixed * last).sum(axis=1)) + layer_time
-    split_bound = (m - 1) * np.maximum(S / pp, ends) + S + bd["pp_comm"]
+    split_bound = (m - 1 / v) * np.maximum(S / pp, ends) + S / v + bd["pp_comm"]
     fixed_mid = overhead + z3_edges
     split_times = np.stack([layer_time, (fixed * first).sum(axis=1), fixed_mid,
                             (fixed * last).sum(axis=1), S], 1)

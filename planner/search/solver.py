@@ -9,7 +9,10 @@ choice.
 
 Uneven stages (``search.rebalance_stages``, default on) add, for every pipelined plan without
 interleaving or block recompute, every split of its layers that Megatron-LM's first/last-stage
-flags express (``layout.first_last_splits``). They are searched exactly by branch and bound:
+flags express (``layout.first_last_splits``); with ``search.rebalance_interleaved`` (off by
+default: slower, and rarely better) interleaved plans too, each rank's layers spread evenly
+over its chunks (``layout.interleaved_splits``; Megatron-LM's
+``--pipeline-model-parallel-layout``). They are searched exactly by branch and bound:
 the composition gives each such plan a lower bound on the step time of *any* split
 (``BatchCost.split_bound``) and a memory test no fitting split can fail; plans are taken in
 the order of their bound, all their splits costed exactly at once, and the search stops when
@@ -20,10 +23,12 @@ uneven splits included; FEASIBLE when the time limit cut the pass short.
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 
 import numpy as np
 
 from planner.cost.batch import BatchCost, PlanArrays, compose
+from planner.cost.memory import in_flight_microbatches
 from planner.cost.step import evaluate, to_estimate
 from planner.cost.tables import cost_tables
 from planner.launch import with_launch
@@ -33,7 +38,7 @@ from planner.search.partial import block_recompute
 from planner.search.plan_request import PlanRequest
 from planner.search.plan_result import PlanResult, SearchStats, SpacePoint
 from planner.search.space import Space, build_space
-from planner.specs.layout import first_last_splits
+from planner.specs.layout import interleaved_splits
 
 SPLIT_BATCH_ROWS = 60_000   # (plan, split) rows costed per round of the uneven-split pass
 
@@ -99,7 +104,8 @@ def plan(request: PlanRequest) -> PlanResult:
     capacity = req.cluster.gpu.memory_bytes * (1 - search.memory_headroom)
     # Every plan of the space is costed exactly with its default layout, and the plans whose
     # layers could move between stages get a bound for any split.
-    bc = compose(plans, tables, memory_cap=capacity, any_split=search.rebalance_stages)
+    bc = compose(plans, tables, memory_cap=capacity, any_split=search.rebalance_stages,
+                 split_interleaved=search.rebalance_interleaved)
     fits = bc.memory_bytes <= capacity
     sample = _space_sample(bc, fits, search.space_sample) if search.space_sample else []
     k = search.top_k
@@ -112,7 +118,8 @@ def plan(request: PlanRequest) -> PlanResult:
     results = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), _key(plans, i), i, None, 0)
                for i in chosen]
     if search.rebalance_stages:
-        results, complete = _uneven_splits(tables, plans, bc, results, k, capacity, deadline)
+        results, complete = _uneven_splits(tables, plans, bc, results, k, capacity, deadline,
+                                           search.rebalance_interleaved)
         if not complete:
             status = "FEASIBLE"      # the time limit cut the uneven-split pass short
     if (search.partial_recompute and search.allows_recompute("full")
@@ -156,30 +163,50 @@ def _order(r) -> tuple:
     return (round(r[0] * 1e6), round(r[1]), r[2], r[4] or ())
 
 
-def _promising(splits: tuple, terms: dict, i: int, m: int, bar_us: float, capacity: float
-               ) -> tuple:
-    """The splits of plan i that may fit and beat ``bar_us``: every stage's memory is linear
-    in its layers (exact, ``BatchCost.split_terms``) and its time too, but for ZeRO-2's
-    per-micro-batch reduction, so (m - 1) t_max + all stages' time + send/recv bounds the
-    step from below."""
-    if not splits:
-        return splits
-    n = np.array(splits, dtype=float)
+@lru_cache(maxsize=4096)
+def _split_rows(num_layers: int, pp: int, vpp: int) -> np.ndarray:
+    """``interleaved_splits`` as an array (splits, pp), made once per shape."""
+    splits = interleaved_splits(num_layers, pp, vpp)
+    return np.array(splits, dtype=float).reshape(len(splits), pp)
+
+
+@lru_cache(maxsize=4096)
+def _in_flight(pp: int, vpp: float, m: int, group: float) -> np.ndarray:
+    return np.asarray(in_flight_microbatches(pp, vpp, np.arange(pp), m, group), dtype=float)
+
+
+def _promising(n: np.ndarray, terms: dict, i: int, m: int, bar_us: float, capacity: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The splits (rows of ``n``) of plan i that may fit and beat ``bar_us``, in the order of
+    their bound, and the bounds (us): every stage's memory is linear in its layers (exact,
+    ``BatchCost.split_terms``) and its time too, but for ZeRO-2's per-micro-batch reduction,
+    so (m - 1/v) t_max + all stages' time / v + send/recv bounds the step from below (v = 1
+    without interleaving)."""
+    if not len(n):
+        return n, np.zeros(0)
     p = n.shape[1]
+    v = float(terms["vpp"][i])
     fixed_t = np.full(p, terms["time_mid"][i])
     fixed_t[0], fixed_t[-1] = terms["time_first"][i], terms["time_last"][i]
     t_max = (n * terms["layer"][i] + fixed_t).max(axis=1)
-    bound = (m - 1) * t_max + terms["total"][i] + terms["extra"][i]
+    us = np.rint(((m - 1 / v) * t_max + terms["total"][i] / v + terms["extra"][i]) * 1e6)
+    keep = us <= bar_us
+    n, us = n[keep], us[keep]
+    if not len(n):
+        return n, us
     fixed_m = np.full(p, terms["mem_mid"][i])
     fixed_m[0], fixed_m[-1] = terms["mem_first"][i], terms["mem_last"][i]
-    per_layer = terms["state"][i] + terms["act"][i] * np.minimum(p - np.arange(p), m)
-    memory = (n * per_layer + fixed_m).max(axis=1)
-    keep = (np.rint(bound * 1e6) <= bar_us) & (memory <= capacity * (1 + 1e-9))
-    return tuple(sp for sp, k in zip(splits, keep, strict=True) if k)
+    per_layer = terms["state"][i] + terms["act"][i] * _in_flight(p, v, m,
+                                                                  float(terms["group"][i]))
+    fits = (n * per_layer + fixed_m).max(axis=1) <= capacity * (1 + 1e-9)
+    n, us = n[fits], us[fits]
+    order = np.argsort(us, kind="stable")
+    return n[order], us[order]
 
 
 def _uneven_splits(tables, plans: PlanArrays, bc: BatchCost, results: list, k: int,
-                   capacity: float, deadline: float) -> tuple[list, bool]:
+                   capacity: float, deadline: float, interleaved: bool = False
+                   ) -> tuple[list, bool]:
     """Branch and bound over the first/last splits of the splittable plans (module
     docstring): each plan's best fitting split replaces its default layout when it ranks
     better. Returns the candidates and whether the pass completed."""
@@ -194,44 +221,74 @@ def _uneven_splits(tables, plans: PlanArrays, bc: BatchCost, results: list, k: i
     if terms is None:                    # no plan of the space can split its layers
         return list(best.values()), True
     m_of = tables.training.global_batch_size // (plans.dp * plans.mbs)
-    cand = np.flatnonzero(np.isfinite(bound) & (plans.pp > 1) & (plans.vpp == 1)
-                          & (plans.rnl == 0))
+    cand = np.flatnonzero(np.isfinite(bound) & (plans.pp > 1) & (plans.rnl == 0)
+                          & ((plans.vpp == 1) | interleaved))
     cand = cand[np.argsort(np.rint(bound[cand] * 1e6), kind="stable")]
     pos = 0
+
+    def cost(owner: list[int], rows: list[np.ndarray]) -> dict[int, int]:
+        """Cost the splits exactly in one batch, keep each plan's best; each plan's best
+        step among them, us."""
+        width = max(int(plans.pp[i]) for i in owner)
+        stages = np.zeros((len(rows), width), dtype=np.int64)
+        for at, sp in enumerate(rows):
+            stages[at, :len(sp)] = sp
+        own = np.array(owner)
+        sub = compose(plans.take(own), tables, memory_cap=capacity, stages=stages)
+        ok = np.flatnonzero(sub.memory_bytes <= capacity)
+        if not len(ok):
+            return {}
+        us = np.rint(np.minimum(sub.step_time_s[ok] * 1e6, 2**62)).astype(np.int64)
+        mem = np.rint(np.minimum(sub.memory_bytes[ok], 2**62)).astype(np.int64)
+        # Each plan's best split in the ranking's order (time us, memory, layers).
+        order = np.lexsort((*stages[ok].T[::-1], mem, us, own[ok]))
+        head = order[np.r_[True, own[ok][order][1:] != own[ok][order][:-1]]]
+        got: dict[int, int] = {}
+        for j in head:
+            row = int(ok[j])
+            i = owner[row]
+            layers = tuple(int(x) for x in stages[row, :int(plans.pp[i])])
+            r = (float(sub.step_time_s[row]), float(sub.memory_bytes[row]), _key(plans, i), i,
+                 layers, 0)
+            got[i] = int(us[j])
+            if i not in best or _order(r) < _order(best[i]):
+                best[i] = r
+        return got
+
     while pos < len(cand):
         if time.perf_counter() > deadline:
             return list(best.values()), False
         bar = bar_us()
-        batch, splits, rows = [], [], 0
+        batch, rows = [], 0
         while pos < len(cand) and rows < SPLIT_BATCH_ROWS:
             i = int(cand[pos])
             if np.rint(bound[i] * 1e6) > bar:
                 pos = len(cand)          # every later plan is bounded above the k-th best
                 break
             pos += 1
-            some = _promising(first_last_splits(L, int(plans.pp[i])), terms, i,
-                              int(m_of[i]), bar, capacity)
-            if some:
-                batch.append(i)
-                splits.append(some)
+            some, us = _promising(_split_rows(L, int(plans.pp[i]), int(plans.vpp[i])),
+                                  terms, i, int(m_of[i]), bar, capacity)
+            if len(some):
+                batch.append((i, some, us))
                 rows += len(some)
         if not batch:
             continue
-        owner = np.repeat(np.array(batch), [len(x) for x in splits])
-        width = max(int(plans.pp[i]) for i in batch)
-        stages = np.zeros((len(owner), width), dtype=np.int64)
-        r0 = 0
-        for sp in splits:
-            arr = np.array(sp)
-            stages[r0:r0 + len(sp), :arr.shape[1]] = arr
-            r0 += len(sp)
-        sub = compose(plans.take(owner), tables, memory_cap=capacity, stages=stages)
-        ok = np.flatnonzero(sub.memory_bytes <= capacity)
-        for j in ok:
-            i = int(owner[j])
-            layers = tuple(int(x) for x in stages[j, :int(plans.pp[i])])
-            r = (float(sub.step_time_s[j]), float(sub.memory_bytes[j]), _key(plans, i), i,
-                 layers, 0)
-            if i not in best or _order(r) < _order(best[i]):
-                best[i] = r
+        # A split's step is at least its bound, so a plan's splits bounded above an exact step
+        # E of that plan cannot beat it (ties kept): E is its default layout's step when that
+        # fits, else the step of its split of smallest bound, costed first.
+        default = np.rint(np.minimum(bc.step_time_s * 1e6, 2**62))
+        unknown = [(i, some) for i, some, _ in batch if not np.isfinite(bc.step_time_s[i])]
+        first = cost([i for i, _ in unknown], [some[0] for _, some in unknown]) if unknown else {}
+        bar = bar_us()
+        owner, rest = [], []
+        for i, some, us in batch:
+            if i in first or not np.isfinite(bc.step_time_s[i]):
+                top, some, us = min(first.get(i, 2**62), bar), some[1:], us[1:]
+            else:
+                top = min(default[i], bar)
+            for sp in some[us <= top]:
+                owner.append(i)
+                rest.append(sp)
+        if rest:
+            cost(owner, rest)
     return list(best.values()), True

@@ -84,6 +84,13 @@ class SearchSpec(BaseModel):
         True, description="Let the solver move layers between pipeline stages (uneven stages) "
         "to shorten the slowest stage under each stage's memory."
     )
+    rebalance_interleaved: bool = Field(
+        False, description="With rebalance_stages, also move layers between the stages of "
+        "interleaved plans (each rank's layers spread evenly over its chunks; Megatron-LM's "
+        "--pipeline-model-parallel-layout). Exact, but off by default: at 16,384 GPUs it "
+        "slows the search by about half, and the interleaved default layouts (even, or the "
+        "embedding and loss counted as layers) are already balanced: it changed the winner "
+        "of one of the six benchmark requests, by 0.1%.")
     partial_recompute: bool = Field(
         True, description="Also consider full recompute of only the first N layers of each "
         "model chunk (Megatron-LM's --recompute-method block --recompute-num-layers N), with "

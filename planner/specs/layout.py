@@ -69,6 +69,15 @@ def first_last_splits(num_layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=4096)
+def interleaved_splits(num_layers: int, pp: int, vpp: int) -> tuple[tuple[int, ...], ...]:
+    """The first/last splits whose every rank holds a layer per chunk at least (each rank's
+    layers then spread evenly over its vpp chunks, ``explicit_layout``; Megatron-LM's
+    ``--pipeline-model-parallel-layout`` runs any of them)."""
+    splits = first_last_splits(num_layers, pp)
+    return splits if vpp == 1 else tuple(s for s in splits if min(s) >= vpp)
+
+
 def layout_of(num_layers: int, pp: int, vpp: int = 1) -> Layout:
     """The default layout of a plan already known to have one (a plan of the search space)."""
     layout = default_layout(num_layers, pp, vpp)
