@@ -95,6 +95,10 @@ class LaunchSpec(BaseModel):
                                  "per node (DeepSpeed / Open MPI hostfile).")
     slurm_sbatch: str | None = Field(description="A complete sbatch script.")
     kubernetes: str | None = Field(description="A JobSet manifest (YAML).")
+    withheld: dict[str, str] = Field(
+        default_factory=dict, description="Artifacts not built although a framework runs the "
+        "plan, and why (e.g. sbatch on a cluster of pools: Slurm would not put each node rank "
+        "on its pool's nodes).")
     notes: list[str] = Field(default_factory=list, description="What to know when launching.")
 
 

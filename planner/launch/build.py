@@ -81,12 +81,18 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
     if "deepspeed" in runs:
         ds, n = deepspeed_config(ctx)
         notes += n
-    if plan.stages and len({st.pool for st in plan.stages}) > 1:
-        first = plan.placement.nodes if plan.placement and plan.placement.nodes else []
-        notes.append(f"pipeline stages over pools ({plan.stage_runs()}): start node rank r on "
-                     "cluster node " + ", ".join(f"{r}: {n.index}" for r, n in enumerate(first))
-                     + " (each stage's ranks on its pool's nodes; the same arguments on every "
-                     "node)")
+    withheld: dict[str, str] = {}
+    if cluster.pools is not None:
+        # Node rank r must run on the cluster node the placement names (its pool's GPUs):
+        # the per-node torchrun commands say where; Slurm and a JobSet would pick any nodes.
+        nodes = plan.placement.nodes if plan.placement and plan.placement.nodes else []
+        notes.append(f"stages on pools ({plan.stage_runs()}): start node rank r on cluster "
+                     "node " + ", ".join(f"{r}: {n.index}" for r, n in enumerate(nodes))
+                     + " (the per-node torchrun commands; the same arguments on every node)")
+        why = ("a cluster of pools: Slurm or Kubernetes would put the node ranks on nodes of "
+               "any pool, so stages could run on other GPUs than predicted; run the per-node "
+               "torchrun commands on the cluster nodes the placement names")
+        withheld = {"sbatch": why, "kubernetes": why}
     launcher = next((f for f in FRAMEWORKS if f in runs), None)
     programs = {"megatron": ["pretrain_gpt.py", *(margs or [])],
                 "torchtitan": ["-m", "torchtitan.train", "--job.config_file", "plan.toml"],
@@ -100,8 +106,11 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
         megatron_args=margs, torchtitan_toml=toml, deepspeed_config=ds,
         launcher_framework=launcher,
         torchrun=torchrun_argv(ctx.shape, program) if program else None,
-        slurm_sbatch=sbatch_script(ctx.shape, program) if program else None,
-        kubernetes=kubernetes_manifest(ctx.shape, program, annotations) if program else None,
+        slurm_sbatch=(sbatch_script(ctx.shape, program)
+                      if program and "sbatch" not in withheld else None),
+        kubernetes=(kubernetes_manifest(ctx.shape, program, annotations)
+                    if program and "kubernetes" not in withheld else None),
+        withheld=withheld,
         node_commands=node_commands(ctx.shape, program) if program and ctx.hosts else None,
         hostfile=hostfile(ctx.shape) if ctx.hosts else None,
         notes=notes,
@@ -147,12 +156,14 @@ def render(launch: LaunchSpec, fmt: str) -> str:
         return " ".join(shlex.quote(a) if not a.startswith("--rdzv-endpoint=$") else a
                         for a in _built(launch.torchrun, fmt)) + "\n"
     if fmt == "sbatch":
-        return _built(launch.slurm_sbatch, fmt)
-    return _built(launch.kubernetes, fmt)
+        return _built(launch.slurm_sbatch, fmt, launch)
+    return _built(launch.kubernetes, fmt, launch)
 
 
-def _built(value: T | None, fmt: str) -> T:
-    """An artifact the launch object holds for a plan its framework runs (never None then)."""
+def _built(value: T | None, fmt: str, launch: LaunchSpec | None = None) -> T:
+    """An artifact the launch object holds for a plan its framework runs (None when it was
+    withheld, and then the reason)."""
     if value is None:
-        raise NotRunnable(fmt, ["no such artifact was built for this plan"])
+        why = launch.withheld.get(fmt) if launch else None
+        raise NotRunnable(fmt, [why or "no such artifact was built for this plan"])
     return value

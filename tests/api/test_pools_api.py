@@ -31,6 +31,13 @@ def test_plan_on_stored_pools_and_launch_files(server):
         assert hostfile.status_code == 200 and hostfile.text.count("slots=8") == 3
         args = c.get(f"/v1/plans/{res['id']}/launch/megatron").text
         assert "--pipeline-model-parallel-size" in args
+        # Node rank r must run on the node the placement names: per-node torchrun commands,
+        # no sbatch or JobSet (they would put node ranks on nodes of any pool).
+        torchrun = c.get(f"/v1/plans/{res['id']}/launch/torchrun").text
+        assert torchrun.count("--node-rank=") == 3
+        for fmt in ("sbatch", "kubernetes"):
+            refused = c.get(f"/v1/plans/{res['id']}/launch/{fmt}")
+            assert refused.status_code == 409 and "cluster of pools" in refused.text
         trace = c.get(f"/v1/plans/{res['id']}/trace")
         assert trace.status_code == 409
         assert trace.headers["content-type"].startswith("application/problem+json")
