@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -15,6 +12,7 @@ from api.schemas import ClusterRef
 from planner.calibration.model import CalibrationIn
 from planner.cost import estimate
 from planner.cost.tables import cost_tables
+from planner.kept import Kept
 from planner.launch import build_launch, with_launch
 from planner.request import EstimateRequest
 from planner.result import LaunchSpec, PlanEstimate
@@ -100,44 +98,26 @@ def reads_store(body: Any) -> bool:
     return isinstance(body.cluster, ClusterRef)
 
 
-_ANSWERS: OrderedDict[tuple[EstimateRequest, bool], bytes] = OrderedDict()
-_ANSWERS_LOCK = threading.Lock()
-ANSWERS_KEPT = 4096
+# Estimates are pure functions of the (immutable) request: a scheduler asking again for a
+# configuration it asked about before gets the JSON answer without recomputing it.
+_ANSWERS: Kept[bytes] = Kept(4096)
 
 
 def kept_answer(req: EstimateRequest, launch: bool) -> bytes | None:
     """The JSON answer of a request answered before, or None (cheap: no estimate is run)."""
-    with _ANSWERS_LOCK:
-        hit = _ANSWERS.get((req, launch))
-        if hit is not None:
-            _ANSWERS.move_to_end((req, launch))
-        return hit
+    return _ANSWERS.get((req, launch))
 
 
 def estimate_answer(body: Any, *, engine: Engine | None, launch: bool) -> bytes:
-    """The estimate as JSON, kept for the next identical request."""
+    """The estimate as JSON (with its launch artifacts, built at the edge, when asked for),
+    kept for the next identical request."""
     req = estimate_request(body, engine=engine)
-    text = (_launched(req) if launch else _estimate(req)).model_dump_json().encode()
-    with _ANSWERS_LOCK:
-        _ANSWERS[(req, launch)] = text
-        while len(_ANSWERS) > ANSWERS_KEPT:
-            _ANSWERS.popitem(last=False)
-    return text
-
-
-@lru_cache(maxsize=4096)
-def _estimate(req: EstimateRequest) -> PlanEstimate:
-    """Estimates are pure functions of the (immutable) request: schedulers asking again for a
-    configuration they asked about before get the answer without recomputing it."""
     tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)
-    return estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
-                    tables=tables)
-
-
-@lru_cache(maxsize=1024)
-def _launched(req: EstimateRequest) -> PlanEstimate:
-    """The estimate with its launch artifacts, built once per request at the edge."""
-    return with_launch(_estimate(req), req.model, req.cluster, req.training)
+    est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
+                   tables=tables)
+    if launch:
+        est = with_launch(est, req.model, req.cluster, req.training)
+    return _ANSWERS.put((req, launch), est.model_dump_json().encode())
 
 
 def plan_summary(row: dict) -> dict:

@@ -22,8 +22,6 @@ Memory is not checked here (``solver.py`` does it with the cost model).
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import product
@@ -34,6 +32,7 @@ from planner.cost.batch import PLAN_FIELDS, PlanArrays
 from planner.cost.tables import RECOMPUTE
 from planner.errors import PlannerInputError
 from planner.frameworks import FRAMEWORKS, runs_mask
+from planner.kept import Kept
 from planner.search.spec import SearchSpec, allows
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import default_layout, layout_of
@@ -95,10 +94,8 @@ MAX_PLANS = 1_500_000   # ~1.5 GB of arrays while costing; the largest benchmark
 
 # Fields of the search that do not change the space (they rank, sample or bound the search).
 _NOT_THE_SPACE = {"top_k", "time_limit_ms", "memory_headroom", "space_sample",
-                  "rebalance_stages", "partial_recompute"}
-_SPACES: OrderedDict[tuple, Space] = OrderedDict()
-SPACES_KEPT = 16
-_SPACES_LOCK = threading.Lock()     # the service plans from several threads
+                  "rebalance_stages", "rebalance_interleaved", "partial_recompute"}
+_SPACES: Kept[Space] = Kept(16)
 
 
 def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
@@ -107,17 +104,9 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
     are: it is a pure function of its arguments, and callers only read it). Raises
     PlannerInputError when the space is too large to search in reasonable time."""
     key = (model, cluster, training, search.model_dump_json(exclude=_NOT_THE_SPACE))
-    with _SPACES_LOCK:
-        hit = _SPACES.get(key)
-        if hit is not None:
-            _SPACES.move_to_end(key)
-            return hit
-    space = _build_space(model, cluster, training, search)
-    with _SPACES_LOCK:
-        _SPACES[key] = space
-        while len(_SPACES) > SPACES_KEPT:
-            _SPACES.popitem(last=False)
-    return space
+    hit = _SPACES.get(key)
+    return hit if hit is not None else _SPACES.put(key, _build_space(model, cluster,
+                                                                     training, search))
 
 
 def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
