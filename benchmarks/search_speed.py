@@ -124,6 +124,16 @@ def run_request(req: PlanRequest, reps: int) -> dict:
                 "layers_per_stage": best.layers_per_stage, "stages": stages}}
 
 
+def print_requests(title: str, gpus: str, rows: list[dict], best) -> None:
+    """One table of ``run_request`` rows; ``best`` describes a row's best plan."""
+    print(f"\n{title:<12}{'nodes':>6}{gpus:>6}{'space':>8}  {'status':<11}{'gap %':>6}"
+          f"{'cold':>7}{'p50':>7}{'p95':>7}  best")
+    for r in rows:
+        print(f"{r['model']:<12}{r['nodes']:>6}{r['gpus']:>6}{r['space_size']:>8}  "
+              f"{r['status']:<11}{r['gap_pct'] or 0:>6.2f}{r['cold_ms']:>7.0f}"
+              f"{r['plan_p50_ms']:>7.0f}{r['plan_p95_ms']:>7.0f}  {best(r['best'] or {})}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=15)
@@ -143,23 +153,12 @@ def main(argv: list[str] | None = None) -> int:
           "call; 'plain' turns uneven stages and block recompute off")
     reps = max(3, args.reps // 3)
     frag = [run_request(fragmented(m, 64), reps) for m in ("llama3-70b", "llama3-405b")]
-    print(f"\n{'fragmented':<12}{'nodes':>6}{'free':>6}{'space':>8}  {'status':<11}"
-          f"{'cold':>7}{'p50':>7}{'p95':>7}  best")
-    for r in frag:
-        b = r["best"] or {}
-        print(f"{r['model']:<12}{r['nodes']:>6}{r['gpus']:>6}{r['space_size']:>8}  "
-              f"{r['status']:<11}{r['cold_ms']:>7.0f}{r['plan_p50_ms']:>7.0f}"
-              f"{r['plan_p95_ms']:>7.0f}  {b.get('nodes')} x {b.get('gpus_per_node')} GPUs")
+    print_requests("fragmented", "free", frag,
+                   lambda b: f"{b.get('nodes')} x {b.get('gpus_per_node')} GPUs")
     pools = [run_request(pooled(m, 32, 32), reps) for m in ("llama3-70b", "llama3-405b")]
-    print(f"\n{'pools':<12}{'nodes':>6}{'GPUs':>6}{'space':>8}  {'status':<11}{'gap %':>6}"
-          f"{'cold':>7}{'p50':>7}{'p95':>7}  best")
-    for r in pools:
-        b = r["best"] or {}
-        print(f"{r['model']:<12}{r['nodes']:>6}{r['gpus']:>6}{r['space_size']:>8}  "
-              f"{r['status']:<11}{r['gap_pct'] or 0:>6.2f}{r['cold_ms']:>7.0f}"
-              f"{r['plan_p50_ms']:>7.0f}{r['plan_p95_ms']:>7.0f}  "
-              f"dp{b.get('dp')} tp{b.get('tp')} pp{b.get('pp')} cp{b.get('cp')}: "
-              f"{b.get('stages')}")
+    print_requests("pools", "GPUs", pools,
+                   lambda b: f"dp{b.get('dp')} tp{b.get('tp')} pp{b.get('pp')} "
+                             f"cp{b.get('cp')}: {b.get('stages')}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"rows": rows, "fragmented": frag, "pools": pools,
