@@ -173,12 +173,14 @@ def test_random_small_pools_against_brute_force(seed):
 def test_pools_are_never_worse_than_the_best_pool_alone():
     req = PlanRequest.model_validate({
         "model": {"preset": "llama3-8b"},
-        "cluster": {"pools": [{"preset": "dgx-h100", "num_nodes": 1},
-                              {"preset": "dgx-a100", "num_nodes": 1, "gpus_per_node": 2}]},
+        "cluster": {"pools": [{"preset": "dgx-h100", "num_nodes": 2},
+                              {"preset": "dgx-a100", "num_nodes": 1, "gpu": "a100-40gb"}]},
         "training": {"global_batch_size": 64, "seq_length": 4096}, "search": {"top_k": 3}})
     res = plan(req)
     alone = [plan(req.model_copy(update={"cluster": p})) for p in req.cluster.pools]
     best_alone = min(r.plans[0].step_time_s for r in alone if r.plans)
+    # Pipelines over both pools were priced too (equal GPUs per node), not only each pool.
+    assert res.search.space_size > sum(r.search.space_size for r in alone)
     assert res.plans[0].step_time_s <= best_alone
     for p in res.plans:
         assert p.stages and len(p.stages) == p.pp

@@ -121,7 +121,6 @@ class MixedCost:
     stage_time_s: np.ndarray
     stage_memory: np.ndarray
     bottleneck_pool: int
-    tail_pool: int
     memory_parts: dict[int, dict[str, float]]     # per pool: its fullest stage's memory parts
 
 
@@ -158,4 +157,4 @@ def mixed_cost(plan: PlanArrays, pool_tables: list[CostTables], stage_pool: np.n
     bd["pipeline_bubble"] = float(fill)
     step = float(pipe) + bd["pp_comm"] + sum(bd[k] for k in TAILS)
     assert set(bd) == set(BREAKDOWN_KEYS)
-    return MixedCost(step, bd, t, mem, slow, tail_pool, parts)
+    return MixedCost(step, bd, t, mem, slow, parts)

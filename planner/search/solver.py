@@ -224,6 +224,8 @@ def _uneven_splits(tables, plans: PlanArrays, bc: BatchCost, results: list, k: i
     cand = np.flatnonzero(np.isfinite(bound) & (plans.pp > 1) & (plans.rnl == 0)
                           & ((plans.vpp == 1) | interleaved))
     cand = cand[np.argsort(np.rint(bound[cand] * 1e6), kind="stable")]
+    # Each plan's default layout's step, us (inf when it does not fit): an exact step of it.
+    default = np.rint(np.minimum(bc.step_time_s * 1e6, 2**62))
     pos = 0
 
     def cost(owner: list[int], rows: list[np.ndarray]) -> dict[int, int]:
@@ -276,13 +278,12 @@ def _uneven_splits(tables, plans: PlanArrays, bc: BatchCost, results: list, k: i
         # A split's step is at least its bound, so a plan's splits bounded above an exact step
         # E of that plan cannot beat it (ties kept): E is its default layout's step when that
         # fits, else the step of its split of smallest bound, costed first.
-        default = np.rint(np.minimum(bc.step_time_s * 1e6, 2**62))
         unknown = [(i, some) for i, some, _ in batch if not np.isfinite(bc.step_time_s[i])]
         first = cost([i for i, _ in unknown], [some[0] for _, some in unknown]) if unknown else {}
         bar = bar_us()
         owner, rest = [], []
         for i, some, us in batch:
-            if i in first or not np.isfinite(bc.step_time_s[i]):
+            if not np.isfinite(bc.step_time_s[i]):
                 top, some, us = min(first.get(i, 2**62), bar), some[1:], us[1:]
             else:
                 top = min(default[i], bar)
