@@ -236,3 +236,22 @@ def test_validation_refuses_pools_naming_the_field():
 
     with pytest.raises(PlannerInputError, match="cluster.pools: validation probes one"):
         prepare(_tiny_request(), nproc=2)
+
+
+def test_a_trace_is_drawn_on_the_plans_own_pool_or_refused_naming_the_field():
+    """A plan of a cluster of pools whose stages are all on one pool is traced on that pool's
+    GPUs; a pipeline over pools is refused (no trace can show two GPU types' kernels), by the
+    core, so that the CLI and the API say the same."""
+    from planner.validation.predicted_trace import predicted_trace
+
+    req = _tiny_request(top_k=40)
+    res = plan(req)
+    mixed = [p for p in res.plans if len({s.pool for s in p.stages}) > 1]
+    single = [p for p in res.plans if len({s.pool for s in p.stages}) == 1]
+    assert mixed and single
+    with pytest.raises(PlannerInputError, match="cluster.pools: this plan's stages run on"):
+        predicted_trace(mixed[0], req.model, req.cluster, req.training)
+    p = single[0]
+    pool = req.cluster.pools[p.stages[0].pool]
+    got = predicted_trace(p, req.model, req.cluster, req.training)
+    assert got == predicted_trace(p, req.model, pool, req.training)

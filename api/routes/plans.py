@@ -28,6 +28,7 @@ from api.service import (
     stored_launch,
     to_plan_request,
 )
+from planner.errors import PlannerInputError
 from planner.launch import FORMATS, LaunchFormat, NotRunnable, render
 from planner.result import PlanEstimate
 from planner.search import PlanResult
@@ -142,16 +143,11 @@ def get_trace(plan_id: str, engine: EngineDep,
                          f"{rank}", type_="/problems/not-found")
     req = PlanRequest.model_validate(row["request"])
     est = PlanEstimate.model_validate(plans[rank - 1])
-    cluster = req.cluster
-    if cluster.pools is not None and est.stages:
-        used = {s.pool for s in est.stages}
-        if len(used) > 1:
-            raise ApiProblem(409, "Conflict", "the predicted trace of a pipeline over pools is "
-                             "not drawn: its stages run on different GPUs (the plan's stages "
-                             "give each one's time per micro-batch)",
-                             type_="/problems/trace-not-available")
-        cluster = cluster.pools[used.pop()]
-    doc = predicted_trace(est, req.model, cluster, req.training, req.efficiency)
+    try:
+        doc = predicted_trace(est, req.model, req.cluster, req.training, req.efficiency)
+    except PlannerInputError as exc:    # a pipeline over pools
+        raise ApiProblem(409, "Conflict", exc.reason,
+                         type_="/problems/trace-not-available") from None
     return Response(json.dumps(doc), media_type="application/json", headers={
         "Content-Disposition": f'attachment; filename="{plan_id}-{rank}-predicted.json"'})
 

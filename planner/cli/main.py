@@ -143,7 +143,10 @@ def plan_cmd(
 def write_trace(path: Path, est, req) -> None:
     from planner.validation.predicted_trace import predicted_trace
 
-    doc = predicted_trace(est, req.model, req.cluster, req.training, req.efficiency)
+    try:
+        doc = predicted_trace(est, req.model, req.cluster, req.training, req.efficiency)
+    except PlannerInputError as exc:
+        _fail(f"--trace: {exc}")
     try:
         path.write_text(json.dumps(doc))
     except OSError as exc:

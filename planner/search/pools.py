@@ -52,6 +52,21 @@ def _node_offsets(cluster: ClusterSpec) -> list[int]:
     return [sum(p.num_nodes for p in pools[:j]) for j in range(len(pools))]
 
 
+def pool_of(est: PlanEstimate, cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster a plan of ``cluster`` runs on: the cluster itself, or the one pool every
+    stage of the plan is on; PlannerInputError for a pipeline over several pools (what needs
+    one GPU type, a predicted trace or a probe, cannot take it)."""
+    if cluster.pools is None:
+        return cluster
+    used = {s.pool for s in est.stages or ()}
+    if len(used) != 1:
+        raise PlannerInputError(
+            "cluster.pools", "this plan's stages run on different GPUs (a pipeline over "
+            "pools): its predicted trace is not drawn; each stage's time per micro-batch is in "
+            "its stages")
+    return cluster.pools[used.pop()]
+
+
 def on_pool(est: PlanEstimate, cluster: ClusterSpec, j: int) -> PlanEstimate:
     """A plan found on pool j alone, with its stages and the cluster's node indices."""
     pool = (cluster.pools or ())[j]

@@ -73,6 +73,9 @@ def simulate_step(est: PlanEstimate, tables: CostTables) -> Timeline:
 def predicted_trace(est: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
                     training: TrainingSpec, eff: EfficiencyModel | None = None,
                     tables: CostTables | None = None) -> dict:
+    from planner.search.pools import pool_of
+
+    cluster = pool_of(est, cluster)          # a plan of a cluster of pools: its pool
     tables = tables or CostTables(model, cluster, training, eff or EfficiencyModel())
     timeline = simulate_step(est, tables)
     p2p = chunk_times(est, tables)[2] if est.pp > 1 else 0.0
