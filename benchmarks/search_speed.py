@@ -13,7 +13,7 @@ Fragmented allocations: 64 DGX H100 nodes with 2-8 GPUs free each (a fixed draw)
 uniform slice searched (``planner.search.allocation``). Pools: 32 DGX H100 and 32 DGX A100
 nodes, each pool alone and pipelines over both (``planner.search.pools``).
 
-    python benchmarks/search_speed.py [--reps 15] [--json results.json]
+    python benchmarks/search_speed.py [--reps 15] [--json results.json] [--interleaved]
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(xs, q)) if xs else float("nan")
 
 
-def run_case(model: str, gpus: int, reps: int) -> dict:
-    default = request(model, gpus)
+def run_case(model: str, gpus: int, reps: int, **search) -> dict:
+    default = request(model, gpus, **search)
     plain = request(model, gpus, rebalance_stages=False, partial_recompute=False)
     cold_ms, res = timed(plan, default)
     full, simple, est = [], [], []
@@ -77,6 +77,7 @@ def run_case(model: str, gpus: int, reps: int) -> dict:
         "best": None if best is None else {
             "dp": best.dp, "tp": best.tp, "pp": best.pp, "cp": best.cp, "vpp": best.vpp,
             "recompute": best.recompute, "recompute_num_layers": best.recompute_num_layers,
+            "step_time_s": round(best.step_time_s, 4),
             "mfu": round(best.mfu, 3)},
     }
 
@@ -138,8 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--interleaved", action="store_true",
+                    help="uneven stages for interleaved plans too (search.rebalance_interleaved)")
     args = ap.parse_args(argv)
-    rows = [run_case(m, g, args.reps) for m, g in CASES]
+    extra = {"rebalance_interleaved": True} if args.interleaved else {}
+    rows = [run_case(m, g, args.reps, **extra) for m, g in CASES]
     head = (f"{'model':<12}{'GPUs':>6}{'space':>8}{'fit':>7}  {'status':<11}{'cold':>7}"
             f"{'p50':>7}{'p95':>7}{'plain p50':>10}{'estimate p50':>13}")
     print(head)
