@@ -255,3 +255,26 @@ def test_a_trace_is_drawn_on_the_plans_own_pool_or_refused_naming_the_field():
     pool = req.cluster.pools[p.stages[0].pool]
     got = predicted_trace(p, req.model, req.cluster, req.training)
     assert got == predicted_trace(p, req.model, pool, req.training)
+
+
+def test_the_time_limit_bounds_the_whole_search_over_pools():
+    """One time limit for every search of a request over pools: each pool's search gets what
+    is left of it, not the whole limit again."""
+    import time
+
+    from planner.search.plan_result import PlanResult, SearchStats
+    from planner.search.pools import plan_on_pools
+
+    limits = []
+
+    def one_pool(r):
+        limits.append(r.search.time_limit_ms)
+        time.sleep(0.05)                 # a pool's search takes at least 50 ms here
+        return PlanResult(id="x", plans=[], search=SearchStats(
+            status="INFEASIBLE", solve_ms=50, space_size=0, memory_feasible=0,
+            lattice_points=0, solver_candidates=0))
+
+    req = _tiny_request().model_copy(update={"search": _tiny_request().search.model_copy(
+        update={"time_limit_ms": 1000, "framework": "torchtitan"})})
+    plan_on_pools(req, one_pool)
+    assert len(limits) == 2 and limits[0] <= 1000 and limits[1] <= 1000 - 50

@@ -88,8 +88,12 @@ def plan_on_pools(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanResult
     k = req.search.top_k
     found: list[PlanEstimate] = []
     stats = []
+    deadline = t0 + req.search.time_limit_ms / 1000     # one limit for every search here
     for j, pool in enumerate(pools):
-        res = plan_one(req.model_copy(update={"cluster": pool}))
+        left_ms = max(1, round((deadline - time.perf_counter()) * 1000))
+        res = plan_one(req.model_copy(update={
+            "cluster": pool,
+            "search": req.search.model_copy(update={"time_limit_ms": left_ms})}))
         stats.append(res)
         found += [on_pool(p, cluster, j) for p in res.plans]
     found.sort(key=_order)
@@ -98,7 +102,6 @@ def plan_on_pools(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanResult
     skipped: list[str] = []
     complete = True
     if len(pools) > 1 and req.search.framework in (None, "megatron"):
-        deadline = t0 + req.search.time_limit_ms / 1000
         mixed, bound, space, complete = _mixed_plans(req, found, deadline, skipped)
         found = sorted(found + mixed, key=_order)
     top = [p.model_copy(update={"rank": i + 1}) for i, p in enumerate(found[:k])]
