@@ -108,10 +108,9 @@ def kept_answer(req: EstimateRequest, launch: bool) -> bytes | None:
     return _ANSWERS.get((req, launch))
 
 
-def estimate_answer(body: Any, *, engine: Engine | None, launch: bool) -> bytes:
+def estimate_answer(req: EstimateRequest, launch: bool) -> bytes:
     """The estimate as JSON (with its launch artifacts, built at the edge, when asked for),
     kept for the next identical request."""
-    req = estimate_request(body, engine=engine)
     tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)
     est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
                    tables=tables)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Annotated, Literal
 
@@ -179,10 +178,12 @@ async def create_estimate(
     is answered from memory on the event loop; any other runs in a worker thread (the
     estimate, and the stored-cluster read, never hold the event loop)."""
     launch = include == "launch"
-    if not reads_store(body):
-        hit = kept_answer(estimate_request(body, engine=None), launch)
-        if hit is not None:
-            return Response(hit, media_type="application/json")
-    text = await anyio.to_thread.run_sync(
-        functools.partial(estimate_answer, body, engine=engine, launch=launch))
-    return Response(text, media_type="application/json")
+    if reads_store(body):               # the stored cluster and calibration: a thread too
+        text = await anyio.to_thread.run_sync(lambda: estimate_answer(
+            estimate_request(body, engine=engine), launch))
+        return Response(text, media_type="application/json")
+    req = estimate_request(body, engine=None)
+    hit = kept_answer(req, launch)
+    if hit is None:
+        hit = await anyio.to_thread.run_sync(estimate_answer, req, launch)
+    return Response(hit, media_type="application/json")
