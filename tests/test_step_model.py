@@ -258,3 +258,43 @@ def test_fp8_keeps_the_linear_layers_inputs_in_one_byte():
     full = LayerShape(micro_batch_size=2, recompute="full")
     assert (layer_work(m, bf16, full, H100, EfficiencyModel()).stored_bytes
             == layer_work(m, fp8, full, H100, EfficiencyModel()).stored_bytes)
+
+
+def _tables(training: TrainingSpec, nodes: int, eff: EfficiencyModel | None = None):
+    from planner.cost.tables import cost_tables
+    return cost_tables(ModelSpec.from_preset("gpt3-175b"),
+                       ClusterSpec.from_preset("dgx-a100", num_nodes=nodes), training,
+                       eff or EfficiencyModel())
+
+
+def test_per_rank_copies_add_group_size_copy_calls_to_every_zero3_gather():
+    # GPT-3 175B over dp 384 (48 DGX A100), 12 gathers per layer (one per parameter tensor,
+    # DeepSpeed of 2021): each call's copy-out is 384 copies of a 302 MB / 384 = 786 KB chunk.
+    # The GPU moves a chunk in 2.5 us + 2 x 786 KB / HBM (about 3.4 us), less than the 6 us the
+    # host takes to issue it, so each call adds 384 x 6 us = 2.304 ms; a layer's 12 calls add
+    # 27.648 ms to its gather and as much to its gradients' reduce-scatter (fp32: 1.57 MB
+    # chunks, 4.3 us on the GPU, still host-bound).
+    base = dict(global_batch_size=1536, seq_length=2048, zero3_gathers_per_layer=12)
+    plain = _tables(TrainingSpec(**base), 48).zero3_times(1, 1, 384, 8)
+    copies = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48).zero3_times(
+        1, 1, 384, 8)
+    assert copies[0] - plain[0] == pytest.approx(12 * 384 * 6e-6)
+    assert copies[1] - plain[1] == pytest.approx(12 * 384 * 6e-6)
+    assert copies[2] == plain[2] == 1.0
+
+
+def test_per_rank_copies_are_gpu_bound_when_the_host_issues_them_faster():
+    # With a free host call, each copy costs what the GPU takes: a kernel's fixed cost and the
+    # chunk read and written at the achieved HBM bandwidth.
+    tr = TrainingSpec(global_batch_size=64, seq_length=2048, zero3_per_rank_copies=True)
+    eff = EfficiencyModel(copy_call_us=0)
+    tables = _tables(tr, 2, eff)
+    use = [u for u in tables.zero3_uses(1, 1, 16, 8) if u.cost.op == "all_gather"][0]
+    km = kernel_model(A100, tr, eff)
+    chunk = use.cost.message_bytes / 16
+    assert tables.copy_out_s(use) == pytest.approx(
+        16 * (km.kernel_overhead_s + 2 * chunk / km.hbm_bytes_per_s))
+    # Off (the default: one flat output buffer), nothing is added.
+    flat = _tables(TrainingSpec(global_batch_size=64, seq_length=2048), 2, eff)
+    assert flat.copy_out_s(use) == 0.0
+

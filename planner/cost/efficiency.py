@@ -17,6 +17,9 @@ Sources of the defaults (measured micro-benchmarks, except the one marked fitted
 - ``overlap_slowdown`` 0.15: compute runs 15% slower while a collective runs beside it
   (communication kernels take SMs and HBM bandwidth; 18.9% average, 40% maximum measured on
   A100/H100 by arXiv 2507.03114; NCCL and Transformer Engine reserve 8-24 of 132 SMs).
+- ``copy_call_us`` 6: host time to issue one small device-to-device copy; submitting one
+  ``cudaMemcpyAsync`` costs 5-7 us per call (Wu et al., DualPath, arXiv 2602.21548, section
+  5.2). Only plans that copy per rank pay it (``TrainingSpec.zero3_per_rank_copies``).
 - ``microbatch_overhead_us`` 100: host work per micro-batch per stage (data, schedule
   bookkeeping, p2p set-up) that is not hidden behind the GPU; the one value of 100, 300, 1,000
   and 3,000 us that fits the ``fit`` runs best (``benchmarks/fit_constants.py``).
@@ -57,6 +60,11 @@ class EfficiencyModel(BaseModel):
     overlap_slowdown: float = Field(
         0.15, ge=0, le=2, description="Compute slows by this fraction while a collective "
         "runs beside it (shared SMs and HBM)."
+    )
+    copy_call_us: float = Field(
+        6.0, ge=0, le=1e4, description="Host time to issue one small device copy "
+        "(cudaMemcpyAsync), us; paid group-size times per ZeRO-3 gather when the gather copies "
+        "out per rank (TrainingSpec.zero3_per_rank_copies)."
     )
     microbatch_overhead_us: float = Field(
         100.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "

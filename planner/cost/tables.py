@@ -56,6 +56,7 @@ from planner.cost.layers import (
     LayerShape,
     LayerWork,
     head_work,
+    kernel_model,
     layer_work,
     moe_tokens,
 )
@@ -408,10 +409,26 @@ class CostTables:
             uses = self.zero3_uses(tp, cp, dp, npn, ep, etp)
             n = self.training.zero3_gathers_per_layer
             hit = self._z3[key] = (
-                n * sum(u.cost.time_s for u in uses if u.cost.op == "all_gather"),
-                n * sum(u.cost.time_s for u in uses if u.cost.op == "reduce_scatter"),
+                n * sum(u.cost.time_s + self.copy_out_s(u) for u in uses
+                        if u.cost.op == "all_gather"),
+                n * sum(u.cost.time_s + self.copy_out_s(u) for u in uses
+                        if u.cost.op == "reduce_scatter"),
                 float(any(u.group.tier == "inter_node" for u in uses)))
         return hit
+
+    def copy_out_s(self, use: CollectiveUse) -> float:
+        """Seconds of one gather's copy-out into per-rank views (``zero3_per_rank_copies``):
+        PyTorch's NCCL ``allgather`` with a list output runs ``outputTensors[i][j].copy_(...)``
+        for every rank j after the collective (torch/csrc/distributed/c10d/
+        ProcessGroupNCCL.cpp), so p copies of n / p bytes follow each other on the NCCL
+        stream, each the longer of the host's call to issue it (``copy_call_us``) and the
+        GPU's (a kernel's fixed cost, then read and write of the chunk); 0 otherwise."""
+        if not self.training.zero3_per_rank_copies:
+            return 0.0
+        p = use.cost.group_size
+        chunk = use.cost.message_bytes / p
+        km = kernel_model(self.cluster.gpu, self.training, self.eff)
+        return p * max(self.eff.copy_call_us * 1e-6, km.memory(2 * chunk))
 
     def _p2p_bytes(self, tp: int, cp: int, mbs: int) -> float:
         tokens = mbs * self.training.seq_length // cp

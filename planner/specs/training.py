@@ -51,6 +51,14 @@ class TrainingSpec(BaseModel):
         1, ge=1, le=1000, description="ZeRO-3/FSDP: collective calls per layer per pass (1: one "
         "coalesced call per layer, FSDP2 and Megatron-FSDP; DeepSpeed gathers each submodule)."
     )
+    zero3_per_rank_copies: bool = Field(
+        False, description="ZeRO-3: each gather writes into a list of per-rank views "
+        "(torch.distributed.all_gather with a list output, as DeepSpeed's ZeRO-3 did in 2021: "
+        "`_allgather_param`), so PyTorch's NCCL backend copies the gathered buffer out one "
+        "rank at a time: group-size copies per call, each issued by the host "
+        "(EfficiencyModel.copy_call_us). False: one flat output buffer "
+        "(all_gather_into_tensor: FSDP, Megatron-FSDP, DeepSpeed since 2022)."
+    )
 
     moe_load_imbalance: float = Field(
         1.1, ge=1.0, le=64.0, description="MoE: tokens the busiest expert-parallel rank "
