@@ -168,7 +168,8 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         "the model's own code chooses which layers to checkpoint"),
     },
     "recompute_selective": {
-        "megatron": _s("yes", "--recompute-granularity selective (--recompute-modules core_attn)",
+        "megatron": _s("yes", "--recompute-granularity selective --recompute-modules "
+                       "<training.recompute_modules> (default core_attn)",
                        f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "torchtitan": _s("no", 'activation_checkpoint.mode = "selective"',
                          f"{TITAN} torchtitan/config/job_config.py",

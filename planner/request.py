@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from planner.calibration.model import CalibrationIn
 from planner.cost import EfficiencyModel
@@ -28,6 +29,31 @@ class SetupRequest(BaseModel):
     calibration: CalibrationIn | None = Field(
         None, description="Measured collective fits (from `planner calibrate`) to cost "
         "communication with instead of the cluster spec's links, where they cover an op and tier.")
+
+
+    @model_validator(mode="after")
+    def _recompute_modules_fit_the_model(self) -> SetupRequest:
+        reason = recompute_module_problem(self.model, self.training)
+        if reason:
+            raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
+                type=PydanticCustomError("value_error", reason),
+                loc=("training", "recompute_modules"), input=self.training.recompute_modules)])
+        return self
+
+
+def recompute_module_problem(model: ModelSpec, training: TrainingSpec) -> str | None:
+    """Why a module of ``training.recompute_modules`` does not exist in ``model`` (Megatron-LM
+    refuses mla_up_proj without multi-latent attention), or None."""
+    mods = training.recompute_modules
+    if "mla_up_proj" in mods and model.kv_lora_rank is None:
+        return "mla_up_proj needs multi-latent attention (kv_lora_rank)"
+    moe_only = [m for m in ("moe", "moe_act", "shared_experts") if m in mods]
+    if moe_only and not model.is_moe:
+        verb = "needs" if len(moe_only) == 1 else "need"
+        return f"{', '.join(moe_only)} {verb} a mixture-of-experts model"
+    if "shared_experts" in mods and not model.shared_ffn:
+        return "shared_experts needs a model with shared experts"
+    return None
 
 
 class EstimateRequest(SetupRequest):

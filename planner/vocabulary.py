@@ -13,6 +13,10 @@ Tier = Literal["intra_node", "inter_node"]
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE: tuple[Recompute, ...] = get_args(Recompute)
+# What Megatron-LM's selective recompute recomputes (--recompute-modules; transformer_config.py).
+RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts",
+                          "mla_up_proj"]
+RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
 
 Strategy = Literal["DP", "TP", "PP", "CP", "EP", "ZeRO"]
 

@@ -37,6 +37,10 @@ def megatron_parser() -> argparse.ArgumentParser:
     ap.add_argument("--recompute-granularity", choices=["full", "selective"])
     ap.add_argument("--recompute-method", choices=["uniform", "block"])
     ap.add_argument("--fp8-format", choices=["e4m3", "hybrid"])
+    ap.add_argument("--fp8-recipe", choices=["tensorwise", "delayed", "mxfp8", "blockwise"])
+    ap.add_argument("--recompute-modules", nargs="+",
+                    choices=["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                             "shared_experts"])
     ap.add_argument("--cp-comm-type", nargs="+")
     ap.add_argument("--pipeline-model-parallel-layout")
     ap.add_argument("--data-parallel-sharding-strategy",

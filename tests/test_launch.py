@@ -250,3 +250,24 @@ def test_a_plan_no_framework_runs_refuses_every_artifact():
     for fmt in FORMATS:
         with pytest.raises(NotRunnable):
             render(est.launch, fmt)
+
+
+def test_megatron_arguments_carry_the_selective_recompute_modules():
+    # Megatron-LM's default selective recompute is the attention core; other modules are
+    # passed as --recompute-modules, and under fp8 moe_act / layernorm need current scaling
+    # (TransformerConfig refuses them with the default delayed recipe).
+    model = ModelSpec.from_preset("mixtral-8x7b")
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    plan = ParallelPlan(dp=8, ep=8, recompute="selective")
+    default = estimated(model, cluster, TrainingSpec(global_batch_size=8, seq_length=4096),
+                        plan).launch.megatron_args
+    assert "--recompute-modules" not in default and "selective" in default
+    tr = TrainingSpec(global_batch_size=8, seq_length=4096, precision="fp8",
+                      recompute_modules=("moe_act", "layernorm"))
+    args = estimated(model, cluster, tr, plan).launch.megatron_args
+    i = args.index("--recompute-modules")
+    assert args[i + 1:i + 3] == ["layernorm", "moe_act"]
+    assert args[args.index("--fp8-recipe") + 1] == "tensorwise"
+    assert "--moe-grouped-gemm" in args       # moe_act recompute needs grouped GEMM
+    read = megatron_plan(args, 8)
+    assert read["recompute"] == "selective"

@@ -298,3 +298,60 @@ def test_per_rank_copies_are_gpu_bound_when_the_host_issues_them_faster():
     flat = _tables(TrainingSpec(global_batch_size=64, seq_length=2048), 2, eff)
     assert flat.copy_out_s(use) == 0.0
 
+
+
+def test_selective_recompute_modules_trade_stored_bytes_for_recomputed_work():
+    # Llama 3 8B (h 4096, SwiGLU f 14336), 4,096 tokens, tp 2, bf16, no sequence parallelism.
+    # Adding layernorm and mlp to Megatron-LM's --recompute-modules (core_attn by default)
+    # drops both norms' outputs (2 x T x h x 2 bytes) and the MLP's gate/up outputs and
+    # activation (T x f / tp x (2 x 2 + 2) bytes), and recomputes the two norms, the MLP's two
+    # GEMMs and its activation in the backward.
+    m = ModelSpec.from_preset("llama3-8b")
+    tr = TrainingSpec(global_batch_size=8, seq_length=4096)
+    more = TrainingSpec(global_batch_size=8, seq_length=4096,
+                        recompute_modules=("mlp", "core_attn", "layernorm"))
+    shape = LayerShape(tp=2, recompute="selective")
+    eff = EfficiencyModel()
+    base, lean = (layer_work(m, t, shape, A100, eff) for t in (tr, more))
+    T, h, f, e = 4096, 4096, 14336, 2
+    assert base.stored_bytes - lean.stored_bytes == pytest.approx(
+        2 * e * T * h + T * f * (2 * e + e) / 2)
+    km = kernel_model(A100, tr, eff)
+    extra = (km.memory(2 * 2 * T * h * e, kernels=2) + km.gemm(T, 2 * f / 2, h)
+             + km.gemm(T, h, f / 2) + km.memory(T * f / 2 * e * 3, kernels=1))
+    assert lean.recompute_s - base.recompute_s == pytest.approx(extra)
+    assert lean.recompute_flops - base.recompute_flops == pytest.approx(
+        2 * T * f * h + 2 * T * h * f / 2)
+    # Without core_attn nothing of the attention core is recomputed (its softmax statistics
+    # are stored instead).
+    no_attn = layer_work(m, TrainingSpec(global_batch_size=8, seq_length=4096,
+                                         recompute_modules=("layernorm",)), shape, A100, eff)
+    assert no_attn.recompute_s == pytest.approx(km.memory(2 * 2 * T * h * e, kernels=2))
+    assert no_attn.stored_bytes == pytest.approx(
+        base.stored_bytes - 2 * e * T * h + 32 / 2 * T * 4)
+
+
+def test_moe_recompute_modules_drop_expert_activations_and_repeat_the_all_to_alls():
+    from planner.cost.tables import cost_tables
+    m = ModelSpec.from_preset("mixtral-8x7b")
+    c = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    eff = EfficiencyModel()
+
+    def tr(*mods):
+        return TrainingSpec(global_batch_size=8, seq_length=4096,
+                            recompute_modules=mods or ("core_attn",))
+
+    shape = LayerShape(tp=1, recompute="selective", ep=8)
+    base = layer_work(m, tr(), shape, c.gpu, eff)
+    act = layer_work(m, tr("core_attn", "moe_act"), shape, c.gpu, eff)
+    whole = layer_work(m, tr("core_attn", "moe"), shape, c.gpu, eff)
+    # moe_act drops the experts' activation output: 4,096 tokens x top-2 x 8 experts / 8 EP
+    # ranks = 8,192 token copies on the busiest rank (load 1.1: 9,011.2) x 14,336 x 2 bytes.
+    assert base.stored_bytes - act.stored_bytes == pytest.approx(
+        4096 * 2 * 1.1 * 14336 * 2)
+    assert whole.stored_bytes < act.stored_bytes
+    assert whole.recompute_s > act.recompute_s > base.recompute_s
+    # Recomputing the whole MoE layer runs its dispatch and combine again: 3 passes, not 2.
+    calls = {mods: cost_tables(m, c, tr(*mods), eff).ep_uses(1, 1, 1, 1, 0, 8, 8, 1)[0].calls
+             for mods in (("core_attn",), ("core_attn", "moe"))}
+    assert calls == {("core_attn",): 4, ("core_attn", "moe"): 6}

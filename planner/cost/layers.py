@@ -206,15 +206,18 @@ def layer_work(
         gemms += [(m, n, k, c, phi) for m, n, k, c in expert_gemms(model, training, plan)]
         if model.shared_ffn:
             colpar.append(len(gemms) - 2)
-    linear_flops = sum(w * 2 * m * n * k * c for m, n, k, c, w in gemms)
-    fwd_lin = sum(w * km.gemm(m, n, k, c) for m, n, k, c, w in gemms)
+    gemm_flops = [w * 2 * m * n * k * c for m, n, k, c, w in gemms]
+    gemm_fwd = [w * km.gemm(m, n, k, c) for m, n, k, c, w in gemms]
+    linear_flops, fwd_lin = sum(gemm_flops), sum(gemm_fwd)
     dgrad = [w * km.gemm(m, k, n, c) for m, n, k, c, w in gemms]
     wgrad = [w * km.gemm(k, n, m, c) for m, n, k, c, w in gemms]
     cast_bytes = 3 * sum(w * m * k * c for m, _, k, c, w in gemms) if fp8 else 0.0
+    routed_excess = 0.0
     if phi:   # model FLOPs count the mean routed load, the kernels the busiest rank's
         pairs, m_e = moe_tokens(model, training, plan)
-        linear_flops -= phi * 2 * model.experts / plan.ep * m_e * (
+        routed_excess = phi * 2 * model.experts / plan.ep * m_e * (
             1 - 1 / training.moe_load) * model.expert_params / plan.etp
+        linear_flops -= routed_excess
 
     # Attention core: Q K^T over the query/key width, P V over the value width.
     width = model.qk_head_dim + model.v_dim
@@ -239,7 +242,8 @@ def layer_work(
     residual_bytes = 2 * 3 * hidden * e                      # 2 adds: read 2, write 1
     act_factor = 3 if model.ffn_type == "swiglu" else 2
     act_bytes = (1 - phi) * T * f / t * e * act_factor
-    moe_store = 0.0
+    moe_store = moe_act_out = moe_shared = 0.0
+    routed = expert_act = router = shared_act = 0.0
     if phi:
         # Routed tokens: permuted and unpermuted around the all-to-all (read + write each),
         # the experts' activation function, the router's fp32 scores and top-k; shared
@@ -255,11 +259,12 @@ def layer_work(
         # outputs for the weighted combine), the experts' up/gate outputs and activation, the
         # shared experts' like a dense MLP.
         lin = 1 if fp8 else e             # fp8: the experts' GEMM inputs kept in fp8
-        moe_store = phi * (2 * router_tokens * model.experts * 4
-                           + expert_tokens * h * (e + lin)
-                           + expert_tokens * model.expert_ffn / plan.etp
-                           * (e * (act_factor - 1) + lin)
-                           + T * model.shared_ffn / t * (e * (act_factor - 1) + lin))
+        moe_act_out = phi * expert_tokens * model.expert_ffn / plan.etp * lin
+        moe_shared = phi * T * model.shared_ffn / t * (e * (act_factor - 1) + lin)
+        moe_store = (phi * (2 * router_tokens * model.experts * 4
+                            + expert_tokens * h * (e + lin)
+                            + expert_tokens * model.expert_ffn / plan.etp * e * (act_factor - 1))
+                     + moe_act_out + moe_shared)
     dropout_bytes = 2 * hidden * 1 if training.dropout else 0.0   # masks, 1 byte each
     elem_bytes = norm_bytes + residual_bytes + act_bytes + dropout_bytes + attn_bytes + cast_bytes
     elem_kernels = 5 + (4 if fp8 else 0) + (2 if not training.flash_attention else 0) + (
@@ -274,8 +279,17 @@ def layer_work(
     if plan.recompute == "full":
         recompute_s, recompute_flops = fwd_s, fwd_flops
     elif plan.recompute == "selective":
-        recompute_s = attn_f + (km.memory(attn_bytes, kernels=1) if attn_bytes else 0.0)
-        recompute_flops = model_attn_flops
+        parts = _SelectiveParts(
+            gemm_fwd, gemm_flops, len(attn), _up_projections(model, attn),
+            attn_f + (km.memory(attn_bytes, kernels=1) if attn_bytes else 0.0),
+            model_attn_flops, km.memory(norm_bytes, kernels=2),
+            km.memory((1 - phi) * T * f / t * e * act_factor, kernels=1),
+            km.memory(phi * (routed + expert_act + router), kernels=4) if phi else 0.0,
+            km.memory(phi * expert_act, kernels=1) if phi else 0.0,
+            km.memory(phi * shared_act, kernels=1) if phi and model.shared_ffn else 0.0,
+            routed_excess)
+        recompute_s, recompute_flops = parts.recompute(training.recompute_modules,
+                                                       bool(model.shared_ffn))
     else:
         recompute_s, recompute_flops = 0.0, 0.0
 
@@ -298,13 +312,93 @@ def layer_work(
     if plan.recompute == "full":
         stored = T * h * e / sp_div                          # the layer input only
     elif plan.recompute == "selective":
+        mods = training.recompute_modules
         stored = replicated_store + split_store
+        if "core_attn" not in mods:
+            stored += core_store
+        if "layernorm" in mods:                              # both norms' outputs
+            stored -= 2 * lin * T * h / sp_div
+        if "mlp" in mods:                                    # a dense MLP keeps its input
+            stored -= (1 - phi) * T * f * (e * (act_factor - 1) + lin) / t
+        if "moe" in mods:                                    # a MoE layer keeps its input
+            stored -= moe_store
+        else:
+            stored -= (moe_act_out if "moe_act" in mods else 0.0) + (
+                moe_shared if "shared_experts" in mods else 0.0)
+        if "mla_up_proj" in mods:           # Q, K, V replaced by the latents they come from
+            stored += T * ((model.q_lora_rank or 0) + (model.kv_lora_rank or 0)
+                           + model.qk_rope_head_dim) * e - T * (
+                model.q_width + 2 * model.kv_width) * e / t
     else:
         stored = full_layer
     return LayerWork(fwd_s, bwd_s, recompute_s, attn_f, fwd_flops, recompute_flops, stored,
                      full_layer, elem_bytes, attn_core_bwd_s=attn_b,
                      dgrad_colpar_s=sum(dgrad[i] for i in colpar),
                      wgrad_colpar_s=sum(wgrad[i] for i in colpar))
+
+
+def _up_projections(model: ModelSpec, attn: list[tuple[float, float, float]]) -> list[int]:
+    """Indices of MLA's up projections among the attention GEMMs (what mla_up_proj recomputes:
+    the query's up projection, or its only projection without a query LoRA, and the key/value
+    up projection); none for other attention."""
+    if model.kv_lora_rank is None:
+        return []
+    if model.q_lora_rank:
+        return [1, 3]
+    return [0, 2]
+
+
+@dataclass(frozen=True)
+class _SelectiveParts:
+    """The forward work each of Megatron-LM's selective recompute modules repeats in the
+    backward (seconds, model FLOPs): ``gemm_fwd`` / ``gemm_flops`` follow ``layer_work``'s
+    GEMM list (attention, then the dense MLP's two, then the router, the experts' two and the
+    shared experts' two)."""
+
+    gemm_fwd: list[float]
+    gemm_flops: list[float]
+    n_attn: int
+    up_proj: list[int]
+    core_attn_s: float
+    core_attn_flops: float
+    norms_s: float
+    dense_act_s: float
+    moe_memory_s: float        # routed tokens' permutes, the experts' activation, the router
+    moe_act_s: float
+    shared_act_s: float
+    routed_excess_flops: float  # the busiest rank's routed GEMM FLOPs above the mean load
+
+    def recompute(self, mods: tuple[str, ...], shared: bool) -> tuple[float, float]:
+        a = self.n_attn
+        dense, router_experts = range(a, a + 2), range(a + 2, a + 5)
+        shared_gemms = range(a + 5, len(self.gemm_fwd)) if shared else range(0)
+        t, fl = 0.0, 0.0
+
+        def gemms(idx) -> tuple[float, float]:
+            return (sum(self.gemm_fwd[i] for i in idx if i < len(self.gemm_fwd)),
+                    sum(self.gemm_flops[i] for i in idx if i < len(self.gemm_flops)))
+
+        if "core_attn" in mods:
+            t, fl = t + self.core_attn_s, fl + self.core_attn_flops
+        if "layernorm" in mods:
+            t += self.norms_s
+        if "mla_up_proj" in mods:
+            gt, gf = gemms(self.up_proj)
+            t, fl = t + gt, fl + gf
+        if "mlp" in mods:
+            gt, gf = gemms(dense)
+            t, fl = t + gt + self.dense_act_s, fl + gf
+        if "moe" in mods:
+            gt, gf = gemms(list(router_experts) + list(shared_gemms))
+            t += gt + self.moe_memory_s + self.shared_act_s
+            fl += gf - self.routed_excess_flops
+        else:
+            if "moe_act" in mods:
+                t += self.moe_act_s
+            if "shared_experts" in mods:
+                gt, gf = gemms(shared_gemms)
+                t, fl = t + gt + self.shared_act_s, fl + gf
+        return t, fl
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,8 @@ class CostTables:
                 tp_b = overlapped(2 * ar, lw.wgrad_colpar_s, k)
             if rec == 2:
                 tp_b += tp_f
+            else:       # selective recompute of the MLP block repeats its half of them
+                tp_b += tp_f / 2 * self.mlp_recomputed(rec)
         net_f = net_b = 0.0
         if cp > 1:
             fwd, bwd = self.cp_uses(tp, cp, mbs, rec, sp, npn)
@@ -250,12 +252,26 @@ class CostTables:
             per_pass = use.cost.time_s * self.model.moe_share * (2 if use.cost.op ==
                                                                  "all_to_all" else 1)
             ep_f += per_pass
-            ep_b += per_pass * (2 if rec == 2 else 1)
+            ep_b += per_pass * (2 if self.moe_recomputed(rec) else 1)
         if self.training.moe_a2a_overlap and ep_f:
             ep_f, ep_b = 0.0, overlapped(ep_f + ep_b, lw.fwd_s + lw.bwd_s + lw.recompute_s, k)
         hit = self._layer[key] = LayerCost(lw, tp_f, tp_b, cp_f, cp_b, net_f, net_b, ep_f,
                                            ep_b)
         return hit
+
+    def moe_recomputed(self, rec: int) -> bool:
+        """Whether the backward runs a MoE layer's forward again (full recompute, or selective
+        recompute of the module ``moe``): its all-to-alls are repeated."""
+        return RECOMPUTE[rec] == "full" or (
+            RECOMPUTE[rec] == "selective" and "moe" in self.training.recompute_modules)
+
+    def mlp_recomputed(self, rec: int) -> float:
+        """Share of the layers whose MLP block selective recompute runs again (``mlp`` for
+        dense layers, ``moe`` for MoE layers): it repeats that block's TP collectives."""
+        if RECOMPUTE[rec] != "selective":
+            return 0.0
+        mods, phi = self.training.recompute_modules, self.model.moe_share
+        return (1 - phi) * ("mlp" in mods) + phi * ("moe" in mods)
 
     def ep_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int, ep: int,
                 etp: int) -> list[CollectiveUse]:
@@ -270,7 +286,7 @@ class CostTables:
         pairs, _ = moe_tokens(self.model, self.training, shape)
         nbytes = (pairs * self.training.moe_load * self.model.hidden_size
                   * self.training.activation_bytes)
-        passes = 3 if rec == 2 else 2
+        passes = 3 if self.moe_recomputed(rec) else 2
         uses = []
         if ep > 1:
             g = self.group(ep, etp, npn)
@@ -296,7 +312,7 @@ class CostTables:
         tokens = mbs * self.training.seq_length // cp
         nbytes = tokens * self.model.hidden_size * self.training.activation_bytes
         g = self.group(tp, 1, npn)
-        extra = 2 if rec == 2 else 0
+        extra = 2 if rec == 2 else self.mlp_recomputed(rec)
         if sp:
             return [CollectiveUse("TP", self.collective("all_gather", nbytes, g), 6 + extra, g),
                     CollectiveUse("TP", self.collective("reduce_scatter", nbytes, g), 4 + extra,

@@ -81,6 +81,10 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         args += ["--sequence-parallel"]
     if p.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
+        if t.recompute_modules != ("core_attn",):
+            # Megatron-LM examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh passes
+            # "--recompute-modules mlp moe mla_up_proj layernorm".
+            args += ["--recompute-modules", *t.recompute_modules]
     elif p.recompute == "full" and p.recompute_num_layers:
         args += ["--recompute-granularity", "full", "--recompute-method", "block",
                  "--recompute-num-layers", str(p.recompute_num_layers)]
@@ -98,6 +102,10 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         args += ["--fp16"]
     if t.precision == "fp8":
         args += ["--fp8-format", "hybrid"]
+        if p.recompute == "selective" and {"moe_act", "layernorm"} & set(t.recompute_modules):
+            # TransformerConfig refuses moe_act / layernorm recompute under the default
+            # delayed scaling; per-tensor current scaling runs them.
+            args += ["--fp8-recipe", "tensorwise"]
     if t.grad_dtype == "bf16":
         args += ["--grad-reduce-in-bf16"]
     if t.overlap_grad_reduce:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from planner.specs.gpu import Precision
+from planner.vocabulary import RECOMPUTE_MODULES, RecomputeModule
 
 Optimizer = Literal["adam", "adamw", "sgd"]
 GradDtype = Literal["fp32", "bf16", "fp16"]
@@ -35,6 +36,14 @@ class TrainingSpec(BaseModel):
         "streamed through HBM. False models the 2021-era fused-softmax kernels."
     )
     dropout: bool = Field(False, description="Dropout layers are active (stores their masks).")
+    recompute_modules: tuple[RecomputeModule, ...] = Field(
+        ("core_attn",), min_length=1, max_length=7,
+        description="What a plan's 'selective' recompute recomputes in backward (Megatron-LM "
+        "--recompute-granularity selective --recompute-modules, default core_attn): "
+        "core_attn (attention core), mlp (a dense MLP), moe (a whole MoE layer, its "
+        "all-to-alls included), shared_experts, keeping only their inputs; layernorm (both "
+        "norms), moe_act (the experts' activation function) and mla_up_proj (MLA's up "
+        "projections) discard their outputs and recompute them.")
     overlap_grad_reduce: bool = Field(
         True, description="The DP gradient reduction overlaps the backward pass, bucket by bucket."
     )
@@ -81,6 +90,14 @@ class TrainingSpec(BaseModel):
     moe_a2a_overlap: bool = Field(
         False, description="MoE: the EP all-to-alls of one micro-batch overlap another's "
         "compute (Megatron-LM --overlap-moe-expert-parallel-comm --delay-wgrad-compute).")
+
+    @field_validator("recompute_modules")
+    @classmethod
+    def _modules_once(cls, v: tuple[RecomputeModule, ...]) -> tuple[RecomputeModule, ...]:
+        dup = sorted({m for m in v if v.count(m) > 1})
+        if dup:
+            raise ValueError(f"{', '.join(dup)} listed more than once")
+        return tuple(sorted(v, key=RECOMPUTE_MODULES.index))
 
     @property
     def moe_load(self) -> float:
