@@ -168,12 +168,16 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         "the model's own code chooses which layers to checkpoint"),
     },
     "recompute_selective": {
-        "megatron": _s("yes", "--recompute-granularity selective --recompute-modules "
+        "megatron": _s("partial", "--recompute-granularity selective --recompute-modules "
                        "<training.recompute_modules> (default core_attn)",
-                       f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
-        "torchtitan": _s("no", 'activation_checkpoint.mode = "selective"',
-                         f"{TITAN} torchtitan/config/job_config.py",
-                         "per-op checkpointing recomputes other ops than the attention core"),
+                       f"{MEGATRON} megatron/core/transformer/transformer_config.py",
+                       'training.selective_recompute = "modules"'),
+        "torchtitan": _s("partial", 'activation_checkpoint.mode = "selective", '
+                         'selective_ac_option = "op"',
+                         f"{TITAN} torchtitan/config/job_config.py, "
+                         "torchtitan/distributed/activation_checkpoint.py",
+                         'training.selective_recompute = "per_op": keeps the matmul outputs '
+                         "but every second one and the attention kernel's, recomputes the rest"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py"),
     },
     "fp8": {
@@ -267,8 +271,11 @@ def _rules():
          lambda c: (z(c) == 0) & (c["dp"] > 1) & (c["tp"] * c["pp"] * c["cp"] > 1)),
         ("torchtitan", "tensor_parallel", "tensor parallelism without sequence parallelism",
          lambda c: (c["tp"] > 1) & (c["sp"] == 0)),
-        ("torchtitan", "recompute_selective", "selective recompute of the attention core",
-         lambda c: c["rec"] == 1),
+        ("torchtitan", "recompute_selective", "selective recompute of Megatron-LM's modules "
+         "(training.selective_recompute 'modules'; torchtitan runs 'per_op')",
+         lambda c: (c["rec"] == 1) & ~c["per_op"]),
+        ("megatron", "recompute_selective", "torchtitan's per-op selective recompute "
+         "(training.selective_recompute 'per_op')", lambda c: (c["rec"] == 1) & c["per_op"]),
         ("torchtitan", "recompute_partial", "block recompute of the first N layers of each "
          "chunk", lambda c: c["rnl"] > 0),
         ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batch "
@@ -340,6 +347,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False) -> dict:
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_grads": training.grad_dtype == "bf16",
+            "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap)}
 
 

@@ -32,27 +32,35 @@ class SetupRequest(BaseModel):
 
 
     @model_validator(mode="after")
-    def _recompute_modules_fit_the_model(self) -> SetupRequest:
-        reason = recompute_module_problem(self.model, self.training)
-        if reason:
+    def _recompute_fits_the_model(self) -> SetupRequest:
+        problem = recompute_problem(self.model, self.training)
+        if problem:
+            field, reason = problem
             raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
                 type=PydanticCustomError("value_error", reason),
-                loc=("training", "recompute_modules"), input=self.training.recompute_modules)])
+                loc=("training", field), input=getattr(self.training, field))])
         return self
 
 
-def recompute_module_problem(model: ModelSpec, training: TrainingSpec) -> str | None:
-    """Why a module of ``training.recompute_modules`` does not exist in ``model`` (Megatron-LM
-    refuses mla_up_proj without multi-latent attention), or None."""
+def recompute_problem(model: ModelSpec, training: TrainingSpec) -> tuple[str, str] | None:
+    """(training field, reason) when the selective recompute names what ``model`` lacks
+    (Megatron-LM refuses mla_up_proj without multi-latent attention), or None."""
     mods = training.recompute_modules
+    if training.selective_recompute == "per_op":
+        if mods != ("core_attn",):
+            return ("recompute_modules", "recompute_modules are Megatron-LM's; with "
+                    "selective_recompute 'per_op' leave them at the default")
+        if model.is_moe or model.kv_lora_rank is not None:
+            return ("selective_recompute", "'per_op' is costed for dense layers with "
+                    "standard attention (not mixture-of-experts or multi-latent attention)")
     if "mla_up_proj" in mods and model.kv_lora_rank is None:
-        return "mla_up_proj needs multi-latent attention (kv_lora_rank)"
+        return ("recompute_modules", "mla_up_proj needs multi-latent attention (kv_lora_rank)")
     moe_only = [m for m in ("moe", "moe_act", "shared_experts") if m in mods]
     if moe_only and not model.is_moe:
         verb = "needs" if len(moe_only) == 1 else "need"
-        return f"{', '.join(moe_only)} {verb} a mixture-of-experts model"
+        return ("recompute_modules", f"{', '.join(moe_only)} {verb} a mixture-of-experts model")
     if "shared_experts" in mods and not model.shared_ffn:
-        return "shared_experts needs a model with shared experts"
+        return ("recompute_modules", "shared_experts needs a model with shared experts")
     return None
 
 

@@ -17,6 +17,9 @@ RECOMPUTE: tuple[Recompute, ...] = get_args(Recompute)
 RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts",
                           "mla_up_proj"]
 RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
+# Whose selective recompute a plan's "selective" is: Megatron-LM's modules, or torchtitan's
+# per-op policy (activation_checkpoint.selective_ac_option = "op").
+SelectiveRecompute = Literal["modules", "per_op"]
 
 Strategy = Literal["DP", "TP", "PP", "CP", "EP", "ZeRO"]
 

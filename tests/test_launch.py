@@ -271,3 +271,17 @@ def test_megatron_arguments_carry_the_selective_recompute_modules():
     assert "--moe-grouped-gemm" in args       # moe_act recompute needs grouped GEMM
     read = megatron_plan(args, 8)
     assert read["recompute"] == "selective"
+
+
+def test_per_op_selective_recompute_runs_on_torchtitan_not_megatron():
+    model = ModelSpec.from_preset("llama3-8b")
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    plan = ParallelPlan(dp=8, zero_stage=3, recompute="selective")
+    per_op = estimated(model, cluster, TrainingSpec(global_batch_size=8, seq_length=4096,
+                                                    selective_recompute="per_op"), plan)
+    assert "torchtitan" in per_op.frameworks and "megatron" not in per_op.frameworks
+    assert 'selective_ac_option = "op"' in per_op.launch.torchtitan_toml
+    assert "per-op" in " ".join(per_op.launch.not_runnable["megatron"])
+    modules = estimated(model, cluster, TrainingSpec(global_batch_size=8, seq_length=4096),
+                        plan)
+    assert "megatron" in modules.frameworks and "torchtitan" not in modules.frameworks

@@ -355,3 +355,23 @@ def test_moe_recompute_modules_drop_expert_activations_and_repeat_the_all_to_all
     calls = {mods: cost_tables(m, c, tr(*mods), eff).ep_uses(1, 1, 1, 1, 0, 8, 8, 1)[0].calls
              for mods in (("core_attn",), ("core_attn", "moe"))}
     assert calls == {("core_attn",): 4, ("core_attn", "moe"): 6}
+
+
+def test_torchtitan_per_op_recompute_repeats_every_second_matmul_and_the_memory_bound_ops():
+    # Llama 3 8B, 4,096 tokens, no TP: torchtitan's per-op policy counts the block's matmuls
+    # (wq, wk, wv, wo, w1, w3, w2) and recomputes the even ones, wk (N = 1,024), wo and w3
+    # (N = 14,336), with every op that is not a matmul or the attention kernel. It keeps the
+    # block's input and the outputs of wq, wv, attention (and its log-sum-exp), w1 and w2.
+    m = ModelSpec.from_preset("llama3-8b")
+    tr = TrainingSpec(global_batch_size=8, seq_length=4096, selective_recompute="per_op")
+    eff = EfficiencyModel()
+    lw = layer_work(m, tr, LayerShape(recompute="selective"), A100, eff)
+    km = kernel_model(A100, tr, eff)
+    T, h, f, kv = 4096, 4096, 14336, 1024
+    fwd_lin = (km.gemm(T, h + 2 * kv, h) + km.gemm(T, h, h) + km.gemm(T, 2 * f, h)
+               + km.gemm(T, h, f))
+    memory_bound = lw.fwd_s - fwd_lin - lw.attn_core_fwd_s
+    assert lw.recompute_s == pytest.approx(km.gemm(T, kv, h) + km.gemm(T, h, h)
+                                           + km.gemm(T, f, h) + memory_bound)
+    assert lw.recompute_flops == pytest.approx(2 * T * h * (kv + h + f))
+    assert lw.stored_bytes == pytest.approx(2 * T * (2 * h + h + kv + h + f) + 32 * T * 4)

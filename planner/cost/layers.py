@@ -276,8 +276,18 @@ def layer_work(
     bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b
     fwd_flops = linear_flops + model_attn_flops
 
+    per_op = plan.recompute == "selective" and training.selective_recompute == "per_op"
     if plan.recompute == "full":
         recompute_s, recompute_flops = fwd_s, fwd_flops
+    elif per_op:
+        # torchtitan's per-op policy counts a block's matmuls in call order (wq, wk, wv, wo,
+        # w1, w3, w2) and recomputes every second one (wk, wo, w3) with every op that is not a
+        # matmul or the attention kernel: the memory-bound kernels.
+        kv_f = 2 * T * model.kv_width / t * h
+        up_f = 2 * T * f / t * h
+        recompute_s = (km.gemm(T, model.kv_width / t, h) + gemm_fwd[len(attn) - 1]
+                       + km.gemm(T, f / t, h) + elem_f)
+        recompute_flops = kv_f + gemm_flops[len(attn) - 1] + up_f
     elif plan.recompute == "selective":
         parts = _SelectiveParts(
             gemm_fwd, gemm_flops, len(attn), _up_projections(model, attn),
@@ -311,6 +321,11 @@ def layer_work(
     full_layer = replicated_store + split_store + core_store
     if plan.recompute == "full":
         stored = T * h * e / sp_div                          # the layer input only
+    elif per_op:
+        # Kept: the block's input, the outputs of wq, wv, w1 and w2 and of the attention
+        # kernel (with its softmax statistics).
+        stored = e * T * (2 * h / sp_div + (model.q_width + model.kv_width + model.o_width
+                                           + f) / t) + core_store
     elif plan.recompute == "selective":
         mods = training.recompute_modules
         stored = replicated_store + split_store

@@ -236,6 +236,8 @@ class CostTables:
                 tp_b += tp_f
             else:       # selective recompute of the MLP block repeats its half of them
                 tp_b += tp_f / 2 * self.mlp_recomputed(rec)
+                if sp and self.per_op(rec):     # the recomputed norms' outputs re-gathered
+                    tp_b += 2 * t["all_gather"]
         net_f = net_b = 0.0
         if cp > 1:
             fwd, bwd = self.cp_uses(tp, cp, mbs, rec, sp, npn)
@@ -264,6 +266,11 @@ class CostTables:
         recompute of the module ``moe``): its all-to-alls are repeated."""
         return RECOMPUTE[rec] == "full" or (
             RECOMPUTE[rec] == "selective" and "moe" in self.training.recompute_modules)
+
+    def per_op(self, rec: int) -> bool:
+        """Whether the plan's recompute is torchtitan's per-op selective policy: it recomputes
+        the norms (and with sequence parallelism re-gathers their outputs) for wk and w3."""
+        return RECOMPUTE[rec] == "selective" and self.training.selective_recompute == "per_op"
 
     def mlp_recomputed(self, rec: int) -> float:
         """Share of the layers whose MLP block selective recompute runs again (``mlp`` for
@@ -314,7 +321,9 @@ class CostTables:
         g = self.group(tp, 1, npn)
         extra = 2 if rec == 2 else self.mlp_recomputed(rec)
         if sp:
-            return [CollectiveUse("TP", self.collective("all_gather", nbytes, g), 6 + extra, g),
+            regather = 2 if self.per_op(rec) else 0
+            return [CollectiveUse("TP", self.collective("all_gather", nbytes, g),
+                                  6 + extra + regather, g),
                     CollectiveUse("TP", self.collective("reduce_scatter", nbytes, g), 4 + extra,
                                   g)]
         return [CollectiveUse("TP", self.collective("all_reduce", nbytes, g), 4 + extra, g)]

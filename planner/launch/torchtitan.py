@@ -96,6 +96,10 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         "parallelism": parallelism,
         "activation_checkpoint": {"mode": p.recompute},
     }
+    if p.recompute == "selective":
+        # torchtitan's default selective option "2" checkpoints every second block; the plan's
+        # selective recompute is the per-op policy (frameworks refuse any other for torchtitan).
+        sections["activation_checkpoint"]["selective_ac_option"] = "op"
     if t.precision == "fp8":
         sections["model"] = {"converters": ["float8"]}
     lines = [f"# torchtitan (v0.2.2) job config sections for dp={p.dp} tp={p.tp} pp={p.pp} "

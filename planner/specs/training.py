@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from planner.specs.gpu import Precision
-from planner.vocabulary import RECOMPUTE_MODULES, RecomputeModule
+from planner.vocabulary import RECOMPUTE_MODULES, RecomputeModule, SelectiveRecompute
 
 Optimizer = Literal["adam", "adamw", "sgd"]
 GradDtype = Literal["fp32", "bf16", "fp16"]
@@ -44,6 +44,11 @@ class TrainingSpec(BaseModel):
         "all-to-alls included), shared_experts, keeping only their inputs; layernorm (both "
         "norms), moe_act (the experts' activation function) and mla_up_proj (MLA's up "
         "projections) discard their outputs and recompute them.")
+    selective_recompute: SelectiveRecompute = Field(
+        "modules", description="Whose selective recompute a plan's 'selective' is: 'modules' "
+        "(Megatron-LM, recompute_modules) or 'per_op' (torchtitan's activation_checkpoint "
+        "selective_ac_option = \"op\": it keeps the outputs of the matmuls but every second "
+        "one and of the attention kernel, and recomputes everything else; dense models).")
     overlap_grad_reduce: bool = Field(
         True, description="The DP gradient reduction overlaps the backward pass, bucket by bucket."
     )
