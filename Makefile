@@ -27,9 +27,10 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || $(SUDO) apt-get install -y -q chromium >/dev/null \
 	  || { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q chromium >/dev/null; }
 
-# The edit loop: everything but the tests that start processes or a live service.
+# The edit loop: everything but the tests that start processes or a live service, on two
+# worker processes (these tests share no ports, files or database).
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
+	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider -n 2
 
 lint: install
 	$(VENV)/bin/ruff check planner api tests benchmarks docs
