@@ -30,7 +30,6 @@ class SetupRequest(BaseModel):
         None, description="Measured collective fits (from `planner calibrate`) to cost "
         "communication with instead of the cluster spec's links, where they cover an op and tier.")
 
-
     @model_validator(mode="after")
     def _recompute_fits_the_model(self) -> SetupRequest:
         problem = recompute_problem(self.model, self.training)
