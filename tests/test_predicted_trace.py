@@ -145,3 +145,16 @@ def test_schedule_order_and_rank_groups_by_hand():
     assert g["cp"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
     assert g["dp"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
     assert g["pp"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+
+
+def test_1f1b_sends_block_the_sender_so_the_closed_form_holds_with_transfers():
+    # Megatron's 1F1B waits for each batched send/recv: every micro-batch pays two transfers
+    # on every stage, which the closed form charges (2 m c + 2 (p - 1) c). Equal stages of
+    # forward 1 s and backward 2 s, 0.1 s per transfer, 4 stages and 8 micro-batches: the
+    # closed form gives 8 x 3.2 + 9 + 0.6 = 35.2 s and the simulation 34.9 s.
+    from planner.cost.pipeline import makespan
+    sim = simulate([[1.0]] * 4, [[2.0]] * 4, m=8, p2p_s=0.1).makespan
+    assert sim == pytest.approx(34.9)
+    assert float(makespan(3.0, 12.0, 8, 1, 4, 0.1)[0]) == pytest.approx(35.2)
+    # Sends that did not block would leave the steady state at 3 s per micro-batch.
+    assert sim > simulate([[1.0]] * 4, [[2.0]] * 4, m=8, p2p_s=0.0).makespan + 8 * 0.2 - 1e-9

@@ -375,3 +375,29 @@ def test_torchtitan_per_op_recompute_repeats_every_second_matmul_and_the_memory_
                                            + km.gemm(T, f, h) + memory_bound)
     assert lw.recompute_flops == pytest.approx(2 * T * h * (kv + h + f))
     assert lw.stored_bytes == pytest.approx(2 * T * (2 * h + h + kv + h + f) + 32 * T * 4)
+
+
+def test_pipeline_sends_the_whole_activation_unless_sequence_parallelism_splits_it():
+    # Megatron-Core sends [s / cp, b, h] from every TP rank (get_tensor_shapes), split over
+    # the TP ranks only with sequence parallelism; Megatron-LM of 2021 (and DeepSpeed's
+    # pipeline engine) split it anyway. GPT-3 175B, 2,048 tokens, bf16: 2,048 x 12,288 x 2 B.
+    from planner.cost.tables import cost_tables
+    m = ModelSpec.from_preset("gpt3-175b")
+    c = ClusterSpec.from_preset("dgx-a100", num_nodes=4)
+
+    def sent(sp, **kw):
+        tr = TrainingSpec(global_batch_size=8, seq_length=2048, **kw)
+        return cost_tables(m, c, tr, EfficiencyModel()).p2p_use(8, 1, 1, 4, 1, sp).cost \
+            .message_bytes
+
+    whole = 2048 * 12288 * 2
+    assert sent(False) == whole
+    assert sent(True) == whole / 8
+    assert sent(False, p2p_scatter_gather=True) == whole / 8
+    # The step pays it: without sequence parallelism the pipeline's exchanges take longer.
+    tr = TrainingSpec(global_batch_size=64, seq_length=2048)
+    plan = ParallelPlan(tp=8, pp=4, micro_batch_size=1, recompute="full")
+    slow = estimate(m, c, tr, plan)
+    split = estimate(m, c, TrainingSpec(global_batch_size=64, seq_length=2048,
+                                        p2p_scatter_gather=True), plan)
+    assert slow.breakdown["pp_comm"] > split.breakdown["pp_comm"]

@@ -564,10 +564,11 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
 
     (cross,) = _gather(np.stack([pp, tp * cp * dp, npn], 1), cross_row, 1).T
 
-    def p2p_row(t, c, mb, x):
-        return (tables.p2p_time(t, c, mb, bool(x)),)
+    def p2p_row(t, c, mb, x, s):
+        return (tables.p2p_time(t, c, mb, bool(x), bool(s)),)
 
-    (p2p,) = _gather(np.stack([tp, cp, mbs, cross.astype(np.int64)], 1), p2p_row, 1).T
+    (p2p,) = _gather(np.stack([tp, cp, mbs, cross.astype(np.int64), plans.sp], 1), p2p_row,
+                     1).T
     p2p = np.where(pp > 1, p2p, 0.0)
     # Send/recv: 1F1B's blocking exchanges sit on the critical path of every micro-batch;
     # interleaved schedules overlap them (Megatron's overlap_p2p_comm), leaving the fill.

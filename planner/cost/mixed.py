@@ -143,7 +143,7 @@ def mixed_cost(plan: PlanArrays, pool_tables: list[CostTables], stage_pool: np.n
         per_pool[j] = {k: float(v[0]) for k, v in bc.breakdown.items()}
         parts[j] = {k: float(v[0]) for k, v in bc.memory_parts.items()}
         tp, cp, mbs = int(plan.tp[0]), int(plan.cp[0]), int(plan.mbs[0])
-        p2p = max(p2p, pool_tables[j].p2p_time(tp, cp, mbs, True))
+        p2p = max(p2p, pool_tables[j].p2p_time(tp, cp, mbs, True, bool(plan.sp[0])))
     slow = int(stage_pool[int(np.argmax(t))])
     pipe, fill = makespan(t.max(), t.sum(), m, 1, P, 0.0)
     tail_pool = max(per_pool, key=lambda j: sum(per_pool[j][k] for k in TAILS))

@@ -14,7 +14,10 @@ Orders (Narayanan et al. SC'21 section 2.2; Megatron-Core ``schedules.py``):
 Dependencies: the forward of chunk c of micro-batch i on stage s waits for it on stage s - 1
 (and stage 0's chunk c for chunk c - 1 on the last stage), each hop adding one send/recv; the
 backward the other way round; the last chunk's backward on the last stage follows its forward.
-``simulate`` runs these dependencies event by event (sends do not block the sender).
+``simulate`` runs these dependencies event by event. In 1F1B a stage's send blocks it for the
+transfer (Megatron's ``send_forward_recv_backward`` and ``send_backward_recv_forward`` wait for
+their batched isend/irecv); interleaved schedules overlap their sends with compute
+(``overlap_p2p_comm``), so there a send does not block the sender.
 
 ``makespan`` is the closed form used for every plan: with the per-micro-batch time t_s = f_s +
 b_s of each stage (all its chunks) and p2p time c per hop,
@@ -93,7 +96,9 @@ def simulate(fwd: list[list[float]], bwd: list[list[float]], m: int, p2p_s: floa
                     break
                 start = max(free[s], ready)
                 dur = fwd[s][c] if kind == "F" else bwd[s][c]
-                end[kind, s, c, i] = free[s] = start + dur
+                end[kind, s, c, i] = start + dur
+                sends = (s < p - 1) if kind == "F" else (s > 0)
+                free[s] = start + dur + (p2p_s if v == 1 and sends else 0.0)
                 out[s].append((kind, c, i, start, start + dur))
                 pos[s] += 1
                 left -= 1

@@ -80,7 +80,8 @@ def evaluate(
         uses += _shares(tables.zero3_uses(plan.tp, plan.cp, plan.dp, npn, plan.ep, plan.etp),
                         m * n_b, bd["zero_comm"])
     if plan.pp > 1:
-        u = tables.p2p_use(plan.tp, plan.cp, plan.dp, plan.pp, plan.micro_batch_size)
+        u = tables.p2p_use(plan.tp, plan.cp, plan.dp, plan.pp, plan.micro_batch_size,
+                           plan.sequence_parallel)
         uses.append((u, u.calls * plan.vpp * m, bd["pp_comm"]))
     p_stage = tables.largest_stage_params(plan.tp, layout)
     per_mb = m if plan.zero_stage == 2 else 1

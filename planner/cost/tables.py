@@ -406,20 +406,20 @@ class CostTables:
             out += [CollectiveUse("ZeRO", ag, 2 * n, g), CollectiveUse("DP", rs, n, g)]
         return out
 
-    def p2p_use(self, tp: int, cp: int, dp: int, pp: int, mbs: int) -> CollectiveUse:
-        """Pipeline send/recv of one micro-batch's activations, split over the TP ranks
-        (the scatter/gather optimisation, Narayanan et al. section 4.1)."""
+    def p2p_use(self, tp: int, cp: int, dp: int, pp: int, mbs: int, sp: bool
+                ) -> CollectiveUse:
+        """Pipeline send/recv of one micro-batch's activations (``_p2p_bytes``)."""
         pair = self.pair(pp, tp * cp * dp, self.npn(tp * cp * dp * pp))
-        return CollectiveUse("PP", self.collective("send_recv", self._p2p_bytes(tp, cp, mbs),
-                                                   pair), 2, pair)
+        return CollectiveUse("PP", self.collective(
+            "send_recv", self._p2p_bytes(tp, cp, mbs, sp), pair), 2, pair)
 
-    def p2p_time(self, tp: int, cp: int, mbs: int, across_nodes: bool) -> float:
+    def p2p_time(self, tp: int, cp: int, mbs: int, across_nodes: bool, sp: bool) -> float:
         """Seconds of one pipeline send/recv, inside a node or across the network (memoised)."""
-        key = ("p2p", tp, cp, mbs, across_nodes)
+        key = ("p2p", tp, cp, mbs, across_nodes, sp)
         hit = self._p2p.get(key)
         if hit is None:
             hit = self._p2p[key] = self.collective(
-                "send_recv", self._p2p_bytes(tp, cp, mbs),
+                "send_recv", self._p2p_bytes(tp, cp, mbs, sp),
                 self.topology(_pair_span(across_nodes))).time_s
         return hit
 
@@ -455,9 +455,16 @@ class CostTables:
         km = kernel_model(self.cluster.gpu, self.training, self.eff)
         return p * max(self.eff.copy_call_us * 1e-6, km.memory(2 * chunk))
 
-    def _p2p_bytes(self, tp: int, cp: int, mbs: int) -> float:
+    def _p2p_bytes(self, tp: int, cp: int, mbs: int, sp: bool) -> float:
+        """Bytes one rank sends to the next stage per micro-batch: Megatron-Core sends the
+        [s / cp, b, h] activation, split over the TP ranks only when sequence parallelism
+        splits it (``get_tensor_shapes`` in megatron/core/pipeline_parallel/schedules.py);
+        with ``training.p2p_scatter_gather`` every TP rank sends its 1 / tp share (Megatron-LM's
+        2021 scatter/gather, Narayanan et al. SC'21 section 4.1; DeepSpeed's pipeline engine
+        partitions activations alike)."""
         tokens = mbs * self.training.seq_length // cp
-        return tokens * self.model.hidden_size * self.training.activation_bytes / tp
+        split = tp if sp or self.training.p2p_scatter_gather else 1
+        return tokens * self.model.hidden_size * self.training.activation_bytes / split
 
     def dp_costs(self, tp: int, cp: int, dp: int, zero: int, npn: int, stage_params: float,
                  stage_layers: int, ep: int = 1, etp: int = 1

@@ -185,8 +185,10 @@ def _mixed_plans(req: PlanRequest, found: list[PlanEstimate], deadline: float,
                      for f in ("layer", "fixed", "mem_layer", "mem_fixed")}
             inner = cands.dp * cands.tp * cands.cp
             m = req.training.global_batch_size // (cands.dp * cands.mbs)
-            hop = np.array([max(tables[j].p2p_time(int(t), int(c), int(b), True) for j in used)
-                            for t, c, b in zip(cands.tp, cands.cp, cands.mbs, strict=True)])
+            hop = np.array([max(tables[j].p2p_time(int(t), int(c), int(b), True, bool(s))
+                                for j in used)
+                            for t, c, b, s in zip(cands.tp, cands.cp, cands.mbs, cands.sp,
+                                                  strict=True)])
             width = stack["layer"].shape[2]
             col = np.arange(width)
             rows = np.arange(len(cands))[:, None]

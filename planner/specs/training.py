@@ -74,6 +74,13 @@ class TrainingSpec(BaseModel):
         "(all_gather_into_tensor: FSDP, Megatron-FSDP, DeepSpeed since 2022)."
     )
 
+    p2p_scatter_gather: bool = Field(
+        False, description="Pipeline sends split over the TP ranks even without sequence "
+        "parallelism (Megatron-LM's 2021 scatter/gather optimisation, SC'21 section 4.1; "
+        "DeepSpeed's pipeline engine partitions activations alike). False: Megatron-Core "
+        "sends each TP rank's whole [s/cp, b, h] activation unless sequence parallelism "
+        "splits it.")
+
     moe_load_imbalance: float = Field(
         1.1, ge=1.0, le=64.0, description="MoE: tokens the busiest expert-parallel rank "
         "receives over the mean (it sets the pace of the grouped GEMMs and the all-to-all). "

@@ -139,8 +139,8 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         ep_bwd.append([use.cost.op, use.cost.message_bytes, int(use.calls) - per_pass, kind])
     pp_bytes = 0.0
     if est.pp > 1:
-        pp_bytes = tables.p2p_use(est.tp, est.cp, est.dp, est.pp,
-                                  est.micro_batch_size).cost.message_bytes
+        pp_bytes = tables.p2p_use(est.tp, est.cp, est.dp, est.pp, est.micro_batch_size,
+                                  est.sequence_parallel).cost.message_bytes
     T = tokens_per_gpu(shape, training)
     return {
         "ep": est.ep, "etp": est.etp, "moe_share": model.moe_share, "moe_gemms": moe_gemms,
