@@ -98,7 +98,9 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
     },
     "pipeline_parallel": {
         "megatron": _s("yes", "--pipeline-model-parallel-size",
-                       f"{MEGATRON} megatron/core/model_parallel_config.py"),
+                       f"{MEGATRON} megatron/core/model_parallel_config.py",
+                       "sends the whole activation unless sequence parallelism splits it "
+                       "(megatron/core/pipeline_parallel/schedules.py)"),
         "torchtitan": _s("yes", "parallelism.pipeline_parallel_degree",
                          f"{TITAN} torchtitan/config/job_config.py"),
         "deepspeed": _s("partial", 'PipelineModule(num_stages=...); "pipeline": {"stages"}',
@@ -276,6 +278,10 @@ def _rules():
          lambda c: (c["rec"] == 1) & ~c["per_op"]),
         ("megatron", "recompute_selective", "torchtitan's per-op selective recompute "
          "(training.selective_recompute 'per_op')", lambda c: (c["rec"] == 1) & c["per_op"]),
+        ("megatron", "pipeline_parallel", "pipeline sends split over the TP ranks without "
+         "sequence parallelism (training.p2p_scatter_gather; Megatron-Core sends the whole "
+         "activation)", lambda c: c["p2p_split"] & (c["pp"] > 1) & (c["tp"] > 1)
+         & (c["sp"] == 0)),
         ("torchtitan", "recompute_partial", "block recompute of the first N layers of each "
          "chunk", lambda c: c["rnl"] > 0),
         ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batch "
@@ -348,6 +354,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False) -> dict:
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_grads": training.grad_dtype == "bf16",
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
+            "p2p_split": np.full(len(plans), training.p2p_scatter_gather),
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap)}
 
 

@@ -285,3 +285,17 @@ def test_per_op_selective_recompute_runs_on_torchtitan_not_megatron():
     modules = estimated(model, cluster, TrainingSpec(global_batch_size=8, seq_length=4096),
                         plan)
     assert "megatron" in modules.frameworks and "torchtitan" not in modules.frameworks
+
+
+def test_megatron_refuses_pipeline_sends_split_without_sequence_parallelism():
+    # Megatron-Core has no scatter/gather of pipeline sends: a plan costed with them split
+    # over the TP ranks (2021 Megatron-LM) does not run on it as predicted.
+    model = ModelSpec.from_preset("llama3-70b")
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+    plan = ParallelPlan(tp=8, pp=2, recompute="full")
+    split = estimated(model, cluster, TrainingSpec(global_batch_size=16, seq_length=4096,
+                                                   p2p_scatter_gather=True), plan)
+    assert "megatron" not in split.frameworks
+    assert "scatter_gather" in " ".join(split.launch.not_runnable["megatron"])
+    whole = estimated(model, cluster, TrainingSpec(global_batch_size=16, seq_length=4096), plan)
+    assert "megatron" in whole.frameworks
