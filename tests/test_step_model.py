@@ -401,3 +401,20 @@ def test_pipeline_sends_the_whole_activation_unless_sequence_parallelism_splits_
     split = estimate(m, c, TrainingSpec(global_batch_size=64, seq_length=2048,
                                         p2p_scatter_gather=True), plan)
     assert slow.breakdown["pp_comm"] > split.breakdown["pp_comm"]
+
+
+def test_per_op_recompute_without_swiglu_recomputes_the_down_projection():
+    # A GELU MLP has two matmuls (w1, w2): the block's sixth matmul is w2, recomputed, and
+    # its output is not kept. GPT-3 2.7B-like block: h 2560, f 10240, 2,048 tokens.
+    m = ModelSpec(name="g", num_layers=4, hidden_size=2560, num_attention_heads=32,
+                  ffn_type="gelu", vocab_size=50304)
+    tr = TrainingSpec(global_batch_size=8, seq_length=2048, selective_recompute="per_op")
+    eff = EfficiencyModel()
+    lw = layer_work(m, tr, LayerShape(recompute="selective"), A100, eff)
+    km = kernel_model(A100, tr, eff)
+    T, h, f = 2048, 2560, 10240
+    fwd_lin = km.gemm(T, 3 * h, h) + km.gemm(T, h, h) + km.gemm(T, f, h) + km.gemm(T, h, f)
+    memory_bound = lw.fwd_s - fwd_lin - lw.attn_core_fwd_s
+    assert lw.recompute_s == pytest.approx(km.gemm(T, h, h) + km.gemm(T, h, h)
+                                           + km.gemm(T, h, f) + memory_bound)
+    assert lw.stored_bytes == pytest.approx(2 * T * (h + h + h + h + f) + 32 * T * 4)

@@ -281,13 +281,15 @@ def layer_work(
         recompute_s, recompute_flops = fwd_s, fwd_flops
     elif per_op:
         # torchtitan's per-op policy counts a block's matmuls in call order (wq, wk, wv, wo,
-        # w1, w3, w2) and recomputes every second one (wk, wo, w3) with every op that is not a
-        # matmul or the attention kernel: the memory-bound kernels.
-        kv_f = 2 * T * model.kv_width / t * h
-        up_f = 2 * T * f / t * h
-        recompute_s = (km.gemm(T, model.kv_width / t, h) + gemm_fwd[len(attn) - 1]
-                       + km.gemm(T, f / t, h) + elem_f)
-        recompute_flops = kv_f + gemm_flops[len(attn) - 1] + up_f
+        # then w1, w3, w2 with SwiGLU or w1, w2 without) and recomputes every second one (wk,
+        # wo, and w3 or w2) with every op that is not a matmul or the attention kernel: the
+        # memory-bound kernels.
+        sixth = (km.gemm(T, f / t, h) if model.ffn_type == "swiglu"
+                 else gemm_fwd[len(attn) + 1])                 # w3, or the down projection
+        recompute_s = (km.gemm(T, model.kv_width / t, h) + gemm_fwd[len(attn) - 1] + sixth
+                       + elem_f)
+        recompute_flops = (2 * T * model.kv_width / t * h + gemm_flops[len(attn) - 1]
+                           + 2 * T * f / t * h)
     elif plan.recompute == "selective":
         parts = _SelectiveParts(
             gemm_fwd, gemm_flops, len(attn), _up_projections(model, attn),
@@ -322,10 +324,11 @@ def layer_work(
     if plan.recompute == "full":
         stored = T * h * e / sp_div                          # the layer input only
     elif per_op:
-        # Kept: the block's input, the outputs of wq, wv, w1 and w2 and of the attention
-        # kernel (with its softmax statistics).
-        stored = e * T * (2 * h / sp_div + (model.q_width + model.kv_width + model.o_width
-                                           + f) / t) + core_store
+        # Kept: the block's input, the outputs of wq, wv, w1 (and with SwiGLU of w2, the
+        # seventh matmul) and of the attention kernel (with its softmax statistics).
+        kept_down = h / sp_div if model.ffn_type == "swiglu" else 0.0
+        stored = e * T * (h / sp_div + kept_down + (model.q_width + model.kv_width
+                                                     + model.o_width + f) / t) + core_store
     elif plan.recompute == "selective":
         mods = training.recompute_modules
         stored = replicated_store + split_store
