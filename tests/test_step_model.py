@@ -418,3 +418,17 @@ def test_per_op_recompute_without_swiglu_recomputes_the_down_projection():
     assert lw.recompute_s == pytest.approx(km.gemm(T, h, h) + km.gemm(T, h, h)
                                            + km.gemm(T, h, f) + memory_bound)
     assert lw.stored_bytes == pytest.approx(2 * T * (h + h + h + h + f) + 32 * T * 4)
+
+
+def test_a_module_the_model_lacks_changes_nothing_in_the_core():
+    # Requests naming mla_up_proj for a model without multi-latent attention are refused
+    # (422); called directly, the cost model ignores the module instead of removing Q, K, V.
+    m = ModelSpec.from_preset("llama3-8b")
+    shape = LayerShape(tp=2, recompute="selective")
+    base = layer_work(m, TrainingSpec(global_batch_size=8, seq_length=4096), shape, A100,
+                      EfficiencyModel())
+    odd = layer_work(m, TrainingSpec(global_batch_size=8, seq_length=4096,
+                                     recompute_modules=("core_attn", "mla_up_proj", "moe_act")),
+                     shape, A100, EfficiencyModel())
+    assert (odd.stored_bytes, odd.recompute_s, odd.recompute_flops) == (
+        base.stored_bytes, base.recompute_s, base.recompute_flops)

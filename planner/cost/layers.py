@@ -291,17 +291,29 @@ def layer_work(
         recompute_flops = (2 * T * model.kv_width / t * h + gemm_flops[len(attn) - 1]
                            + 2 * T * f / t * h)
     elif plan.recompute == "selective":
-        parts = _SelectiveParts(
-            gemm_fwd, gemm_flops, len(attn), _up_projections(model, attn),
-            attn_f + (km.memory(attn_bytes, kernels=1) if attn_bytes else 0.0),
-            model_attn_flops, km.memory(norm_bytes, kernels=2),
-            km.memory((1 - phi) * T * f / t * e * act_factor, kernels=1),
-            km.memory(phi * (routed + expert_act + router), kernels=4) if phi else 0.0,
-            km.memory(phi * expert_act, kernels=1) if phi else 0.0,
-            km.memory(phi * shared_act, kernels=1) if phi and model.shared_ffn else 0.0,
-            routed_excess)
-        recompute_s, recompute_flops = parts.recompute(training.recompute_modules,
-                                                       bool(model.shared_ffn))
+        # Each of Megatron-LM's modules: (its forward GEMMs, indices into ``gemms``; its
+        # memory-bound forward seconds; model FLOPs beyond its GEMMs'). ``moe`` recomputes the
+        # whole MoE layer, its activation and shared experts included.
+        a = len(attn)
+        shared = tuple(range(a + 5, len(gemms))) if phi and model.shared_ffn else ()
+        shared_act_s = km.memory(phi * shared_act, kernels=1) if shared else 0.0
+        moe_s = (km.memory(phi * (routed + expert_act + router), kernels=4) + shared_act_s
+                 if phi else 0.0)
+        work: dict[str, tuple[tuple[int, ...], float, float]] = {
+            "core_attn": ((), attn_f + (km.memory(attn_bytes, kernels=1) if attn_bytes
+                                        else 0.0), model_attn_flops),
+            "layernorm": ((), km.memory(norm_bytes, kernels=2), 0.0),
+            "mla_up_proj": (_up_projections(model), 0.0, 0.0),
+            "mlp": ((a, a + 1), km.memory((1 - phi) * T * f / t * e * act_factor, kernels=1),
+                    0.0),
+            "moe": ((a + 2, a + 3, a + 4) + shared if phi else (), moe_s, -routed_excess),
+            "moe_act": ((), km.memory(phi * expert_act, kernels=1) if phi else 0.0, 0.0),
+            "shared_experts": (shared, shared_act_s, 0.0),
+        }
+        subsumed = {"moe_act", "shared_experts"} if "moe" in training.recompute_modules else set()
+        again = [work[m] for m in training.recompute_modules if m not in subsumed]
+        recompute_s = sum(sum(gemm_fwd[i] for i in idx) + s_ for idx, s_, _ in again)
+        recompute_flops = sum(sum(gemm_flops[i] for i in idx) + fl for idx, _, fl in again)
     else:
         recompute_s, recompute_flops = 0.0, 0.0
 
@@ -343,7 +355,7 @@ def layer_work(
         else:
             stored -= (moe_act_out if "moe_act" in mods else 0.0) + (
                 moe_shared if "shared_experts" in mods else 0.0)
-        if "mla_up_proj" in mods:           # Q, K, V replaced by the latents they come from
+        if "mla_up_proj" in mods and model.mla:   # Q, K, V replaced by their latents
             stored += T * ((model.q_lora_rank or 0) + (model.kv_lora_rank or 0)
                            + model.qk_rope_head_dim) * e - T * (
                 model.q_width + 2 * model.kv_width) * e / t
@@ -355,68 +367,13 @@ def layer_work(
                      wgrad_colpar_s=sum(wgrad[i] for i in colpar))
 
 
-def _up_projections(model: ModelSpec, attn: list[tuple[float, float, float]]) -> list[int]:
-    """Indices of MLA's up projections among the attention GEMMs (what mla_up_proj recomputes:
-    the query's up projection, or its only projection without a query LoRA, and the key/value
-    up projection); none for other attention."""
-    if model.kv_lora_rank is None:
-        return []
-    if model.q_lora_rank:
-        return [1, 3]
-    return [0, 2]
-
-
-@dataclass(frozen=True)
-class _SelectiveParts:
-    """The forward work each of Megatron-LM's selective recompute modules repeats in the
-    backward (seconds, model FLOPs): ``gemm_fwd`` / ``gemm_flops`` follow ``layer_work``'s
-    GEMM list (attention, then the dense MLP's two, then the router, the experts' two and the
-    shared experts' two)."""
-
-    gemm_fwd: list[float]
-    gemm_flops: list[float]
-    n_attn: int
-    up_proj: list[int]
-    core_attn_s: float
-    core_attn_flops: float
-    norms_s: float
-    dense_act_s: float
-    moe_memory_s: float        # routed tokens' permutes, the experts' activation, the router
-    moe_act_s: float
-    shared_act_s: float
-    routed_excess_flops: float  # the busiest rank's routed GEMM FLOPs above the mean load
-
-    def recompute(self, mods: tuple[str, ...], shared: bool) -> tuple[float, float]:
-        a = self.n_attn
-        dense, router_experts = range(a, a + 2), range(a + 2, a + 5)
-        shared_gemms = range(a + 5, len(self.gemm_fwd)) if shared else range(0)
-        t, fl = 0.0, 0.0
-
-        def gemms(idx) -> tuple[float, float]:
-            return (sum(self.gemm_fwd[i] for i in idx if i < len(self.gemm_fwd)),
-                    sum(self.gemm_flops[i] for i in idx if i < len(self.gemm_flops)))
-
-        if "core_attn" in mods:
-            t, fl = t + self.core_attn_s, fl + self.core_attn_flops
-        if "layernorm" in mods:
-            t += self.norms_s
-        if "mla_up_proj" in mods:
-            gt, gf = gemms(self.up_proj)
-            t, fl = t + gt, fl + gf
-        if "mlp" in mods:
-            gt, gf = gemms(dense)
-            t, fl = t + gt + self.dense_act_s, fl + gf
-        if "moe" in mods:
-            gt, gf = gemms(list(router_experts) + list(shared_gemms))
-            t += gt + self.moe_memory_s + self.shared_act_s
-            fl += gf - self.routed_excess_flops
-        else:
-            if "moe_act" in mods:
-                t += self.moe_act_s
-            if "shared_experts" in mods:
-                gt, gf = gemms(shared_gemms)
-                t, fl = t + gt + self.shared_act_s, fl + gf
-        return t, fl
+def _up_projections(model: ModelSpec) -> tuple[int, ...]:
+    """Indices of MLA's up projections among the attention GEMMs (``attention_gemms``: what
+    mla_up_proj recomputes: the query's up projection, or its only projection without a query
+    LoRA, and the key/value up projection); none for other attention."""
+    if not model.mla:
+        return ()
+    return (1, 3) if model.q_lora_rank else (0, 2)
 
 
 @dataclass(frozen=True)
