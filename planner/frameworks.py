@@ -262,7 +262,16 @@ def capability_matrix() -> dict[str, dict[str, dict]]:
 def _rules():
     def z(c):
         return c["zero"]
+
+    def list_gathers(c):
+        return c["z3_copies"] & (z(c) >= 3)
+
+    copies = ("ZeRO-3 gathers into per-rank views (training.zero3_per_rank_copies: DeepSpeed "
+              "of 2021); it gathers into one flat buffer")
     return [
+        ("megatron", "zero_3", copies, list_gathers),
+        ("torchtitan", "zero_3", copies, list_gathers),
+        ("deepspeed", "zero_3", copies, list_gathers),
         ("megatron", "zero_2", "ZeRO-2/3 (Megatron-FSDP) with pipeline parallelism",
          lambda c: (z(c) >= 2) & (c["pp"] > 1)),
         ("torchtitan", "zero_1", "ZeRO-1 (no optimizer-only sharding in FSDP)",
@@ -355,6 +364,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False) -> dict:
             "bf16_grads": training.grad_dtype == "bf16",
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
             "p2p_split": np.full(len(plans), training.p2p_scatter_gather),
+            "z3_copies": np.full(len(plans), training.zero3_per_rank_copies),
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap)}
 
 

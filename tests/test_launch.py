@@ -299,3 +299,18 @@ def test_megatron_refuses_pipeline_sends_split_without_sequence_parallelism():
     assert "scatter_gather" in " ".join(split.launch.not_runnable["megatron"])
     whole = estimated(model, cluster, TrainingSpec(global_batch_size=16, seq_length=4096), plan)
     assert "megatron" in whole.frameworks
+
+
+def test_no_framework_runs_the_2021_per_rank_zero3_gathers():
+    # Today's Megatron-FSDP, FSDP2 and DeepSpeed gather into one flat buffer: a plan costed
+    # with DeepSpeed-2021's per-rank copies runs faster on them than predicted, so none is
+    # listed and the artifacts are refused with the reason.
+    model = ModelSpec.from_preset("llama3-8b")
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    plan = ParallelPlan(dp=8, zero_stage=3)
+    old = estimated(model, cluster, TrainingSpec(global_batch_size=8, seq_length=4096,
+                                                 zero3_per_rank_copies=True), plan)
+    assert old.frameworks == []
+    assert all("per-rank views" in " ".join(old.launch.not_runnable[f]) for f in FRAMEWORKS)
+    flat = estimated(model, cluster, TrainingSpec(global_batch_size=8, seq_length=4096), plan)
+    assert "torchtitan" in flat.frameworks
