@@ -7,8 +7,8 @@ FLOPS" (stas00/ml-engineering) measures short bursts of the best shape, above wh
 power limit keeps up for minutes. It is fitted here as the value that minimises the median
 absolute throughput error over the fit runs of that GPU and precision, on a grid, bounded above
 by the burst figure. The result is what ``planner/specs/gpu.py``'s presets and
-``EfficiencyModel.microbatch_overhead_us`` carry (today: A100 0.75, H100 0.74, H100 fp8 0.58,
-100 us).
+``EfficiencyModel.microbatch_overhead_us`` carry (today: A100 0.76, H100 0.65, H100 fp8 0.65,
+300 us).
 
     python benchmarks/fit_constants.py [--json fitted.json]
 """

@@ -8,8 +8,8 @@ import pytest
 from planner.collectives import AlphaBeta, GroupTopology, nccl_time
 from planner.cost import EfficiencyModel, estimate
 from planner.cost.batch import zero3_period
-from planner.cost.kernels import WAVE_TAIL, KernelModel
-from planner.cost.layers import LayerShape, kernel_model, layer_work
+from planner.cost.kernels import WAVE_TAIL, KernelModel, attention_head_factor
+from planner.cost.layers import LayerShape, head_work, kernel_model, layer_work
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 
 A100 = GPUSpec.from_preset("a100-80gb")
@@ -162,6 +162,41 @@ def test_ring_attention_on_small_chunks_runs_less_efficiently():
     assert sixteen.attn_core_fwd_s == pytest.approx(attention(16))
     assert sixteen.attn_core_fwd_s * 16 > 1.3 * two.attn_core_fwd_s * 2
     assert math.isfinite(sixteen.fwd_s)
+
+
+def test_small_attention_heads_run_slower_per_flop():
+    # g(d) = (d / (d + 43)) / (128 / (128 + 43)): 64 -> (64/107)/(128/171) = 0.7991; wider
+    # heads than 128 gain nothing.
+    assert attention_head_factor(64) == pytest.approx((64 / 107) / (128 / 171))
+    assert attention_head_factor(64) == pytest.approx(0.799, abs=5e-4)
+    assert attention_head_factor(128) == 1.0 and attention_head_factor(256) == 1.0
+    # Two layers with the same attention FLOPs (32 x 128 = 64 x 64 wide): the 64-wide heads'
+    # core takes 1 / 0.799 as long, less the kernel's fixed cost.
+    tr = TrainingSpec(global_batch_size=1, seq_length=4096)
+    km = kernel_model(A100, tr, EfficiencyModel())
+    works = [layer_work(ModelSpec(name="m", num_layers=1, hidden_size=4096,
+                                  num_attention_heads=heads, vocab_size=32000),
+                        tr, LayerShape(), A100, EfficiencyModel()) for heads in (32, 64)]
+    wide, narrow = (w.attn_core_fwd_s - km.kernel_overhead_s for w in works)
+    assert narrow == pytest.approx(wide / attention_head_factor(64))
+
+
+def test_cross_entropy_moves_the_bytes_of_megatrons_vocab_parallel_loss():
+    # tp2, 4096 tokens, a 32,001 vocabulary (padded to 32,256 = 126 x 256): forward 38 bytes
+    # per logit in six kernels plus the final norm (read + write, 2 bytes) in one, backward 14
+    # bytes in two plus the norm's gradient.
+    m = ModelSpec(name="m", num_layers=1, hidden_size=4096, num_attention_heads=32,
+                  vocab_size=32001)
+    tr = TrainingSpec(global_batch_size=1, seq_length=4096)
+    plan = LayerShape(tp=2)
+    km = kernel_model(A100, tr, EfficiencyModel())
+    hw = head_work(m, tr, plan, A100, EfficiencyModel())
+    logits, norm = 4096 * 32256 / 2, 2 * 4096 * 4096 * 2
+    fwd_loss = (38 * logits + norm) / km.hbm_bytes_per_s + 7 * km.kernel_overhead_s
+    bwd_loss = (14 * logits + norm) / km.hbm_bytes_per_s + 3 * km.kernel_overhead_s
+    assert hw.head_fwd_s == pytest.approx(km.gemm(4096, 32256 / 2, 4096) + fwd_loss)
+    assert hw.head_bwd_s == pytest.approx(km.gemm(4096, 4096, 32256 / 2)
+                                          + km.gemm(4096, 32256 / 2, 4096) + bwd_loss)
 
 
 def _block(n, recompute="full", pp=1, vpp=1, layers=12):

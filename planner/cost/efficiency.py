@@ -20,7 +20,7 @@ Sources of the defaults (measured micro-benchmarks, except the one marked fitted
 - ``copy_call_us`` 6: host time to issue one small device-to-device copy; submitting one
   ``cudaMemcpyAsync`` costs 5-7 us per call (Wu et al., DualPath, arXiv 2602.21548, section
   5.2). Only plans that copy per rank pay it (``TrainingSpec.zero3_per_rank_copies``).
-- ``microbatch_overhead_us`` 100: host work per micro-batch per stage (data, schedule
+- ``microbatch_overhead_us`` 300: host work per micro-batch per stage (data, schedule
   bookkeeping, p2p set-up) that is not hidden behind the GPU; the one value of 100, 300, 1,000
   and 3,000 us that fits the ``fit`` runs best (``benchmarks/fit_constants.py``).
 """
@@ -67,7 +67,7 @@ class EfficiencyModel(BaseModel):
         "out per rank (TrainingSpec.zero3_per_rank_copies)."
     )
     microbatch_overhead_us: float = Field(
-        100.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
+        300.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
         "GPU waits for, us."
     )
     tp_comm_overlap: float = Field(

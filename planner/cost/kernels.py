@@ -24,9 +24,16 @@ than a larger one.
 Fused attention (FlashAttention): the forward of a causal head over s queries and s keys does
 2 * 2 * s^2 * d / 2 FLOPs (QK^T and PV, half the score matrix under the causal mask; Dao,
 FlashAttention-2, 2023, section 4.1 counts them this way) and the backward 2.5 times that (five
-matmuls instead of two). It runs at ``attention_efficiency * s / (s + s_half)`` of the peak: the
-efficiency rises with the sequence (the kernel's work per launch and per tile) and saturates at
-the GPU's value (FlashAttention-2 on A100, cuDNN / FlashAttention-3 kernels on H100).
+matmuls instead of two). It runs at ``attention_efficiency * s / (s + s_half) * g(d)`` of the
+peak: the efficiency rises with the sequence (the kernel's work per launch and per tile) and
+saturates at the GPU's value (FlashAttention-2 on A100, cuDNN / FlashAttention-3 kernels on
+H100), measured at head dimension 128. Smaller heads do less matmul work per byte of Q, K, V
+and per softmax element, so ``g(d) = min(1, (d / (d + d_half)) / (128 / (128 + d_half)))``:
+at long sequences head dim 64 runs at 0.77 (FlashAttention-3), 0.69 (cuDNN) and 0.87
+(FlashAttention-2) of head dim 128 on H100 (Shah et al., FlashAttention-3, 2024, figure 5:
+497 / 648, 413 / 600 and 323 / 370 TFLOP/s at 8-16K), about 0.8 on average, which
+``d_half`` = 43 gives; heads wider than 128 gain nothing (FlashAttention-2 and cuDNN run
+head dim 256 slower than 128 there), so g is capped at 1.
 
 Memory-bound kernels move their bytes at ``hbm_efficiency`` of the HBM bandwidth, plus the
 per-kernel overhead.
@@ -47,6 +54,18 @@ TILES: tuple[tuple[int, int, float], ...] = (
 # (mli/transformers-benchmarks issue 4), which full wave quantisation would put at 0.67.
 WAVE_TAIL = 0.25
 MISALIGNED = 0.7
+# Fused attention's rates are quoted at head dimension 128; ``d_half`` of the head-size factor.
+ATTENTION_REF_HEAD_DIM = 128
+ATTENTION_HALF_HEAD_DIM = 43.0
+
+
+def attention_head_factor(head_dim: float) -> float:
+    """Fused attention's rate at ``head_dim`` relative to head dimension 128 (module docstring):
+    0.80 at 64, 0.92 at 96, 1 from 128 up."""
+    d, d0, ref = head_dim, ATTENTION_HALF_HEAD_DIM, ATTENTION_REF_HEAD_DIM
+    if d <= 0:
+        return 1.0
+    return min(1.0, (d / (d + d0)) / (ref / (ref + d0)))
 
 
 @dataclass(frozen=True)
@@ -82,11 +101,14 @@ class KernelModel:
             best = min(best, waves * 2 * bm * bn * kk / (per_sm * eta))
         return best + self.kernel_overhead_s
 
-    def attention(self, flops: float, seq: float, kernels: float = 1) -> float:
-        """Seconds of fused attention doing ``flops`` on sequences (chunks) of ``seq`` keys."""
+    def attention(self, flops: float, seq: float, kernels: float = 1,
+                  head_dim: float = ATTENTION_REF_HEAD_DIM) -> float:
+        """Seconds of fused attention doing ``flops`` on sequences (chunks) of ``seq`` keys with
+        heads of ``head_dim``."""
         if flops <= 0:
             return 0.0
-        eff = self.attention_efficiency * seq / (seq + self.attention_half_seq)
+        eff = (self.attention_efficiency * seq / (seq + self.attention_half_seq)
+               * attention_head_factor(head_dim))
         return flops / (self.attention_peak_flops * eff) + kernels * self.kernel_overhead_s
 
     def memory(self, num_bytes: float, kernels: float = 1) -> float:

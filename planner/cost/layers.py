@@ -224,8 +224,9 @@ def layer_work(
     model_attn_flops = 2 * b * heads * (s / cp) * model.attention_keys(s) * width
     if training.flash_attention:
         exec_flops = 2 * b * heads * (s / cp) * model.attention_keys(s, causal=True) * width
-        attn_f = k16.attention(exec_flops, s / cp, kernels=cp)
-        attn_b = k16.attention(2.5 * exec_flops, s / cp, kernels=cp)
+        d_attn = width / 2                  # MLA: the mean of its query/key and value heads
+        attn_f = k16.attention(exec_flops, s / cp, kernels=cp, head_dim=d_attn)
+        attn_b = k16.attention(2.5 * exec_flops, s / cp, kernels=cp, head_dim=d_attn)
         attn_bytes = 0.0
     else:
         d = model.d_head
@@ -376,6 +377,10 @@ def _up_projections(model: ModelSpec) -> tuple[int, ...]:
     return (1, 3) if model.q_lora_rank else (0, 2)
 
 
+CE_FWD_BYTES = 38     # bytes moved per logit by the cross-entropy forward (``head_work``)
+CE_BWD_BYTES = 14     # and by its backward
+
+
 @dataclass(frozen=True)
 class HeadWork:
     """The LM head and loss (last stage), and the embedding lookup (first stage)."""
@@ -400,13 +405,20 @@ def head_work(
     gemm_f = km.gemm(T, V / t, h)
     gemm_b = km.gemm(T, h, V / t) + km.gemm(h, V / t, T)
     flops = 2 * T * (V / t) * h
-    # Final norm, and cross-entropy over fp32 logits: write, read for the softmax, write the
-    # gradient (4 bytes each).
-    loss_s = km.memory(3 * 4 * T * V / t + 2 * T * h * training.activation_bytes, kernels=4)
+    # Final norm, and Megatron-Core's vocab-parallel cross-entropy over the logits
+    # (tensor_parallel/cross_entropy.py), bytes per logit: forward, the cast of the 16-bit
+    # logits to fp32 (read 2, write 4), the max (read 4), the in-place subtraction of it, the
+    # exp and the division by the sum (read 4, write 4 each) and the sum (read 4): 38 in six
+    # kernels; backward, the in-place product with the output gradient (read 4, write 4) and
+    # the cast's gradient back to 16 bits (read 4, write 2): 14 in two.
+    logits = T * V / t
+    norm_bytes = 2 * T * h * training.activation_bytes
+    loss_f = km.memory(CE_FWD_BYTES * logits + norm_bytes, kernels=7)
+    loss_b = km.memory(CE_BWD_BYTES * logits + norm_bytes, kernels=3)
     embed_s = km.memory(2 * T * h * training.activation_bytes, kernels=1)
     return HeadWork(
-        head_fwd_s=gemm_f + loss_s,
-        head_bwd_s=gemm_b + loss_s,
+        head_fwd_s=gemm_f + loss_f,
+        head_bwd_s=gemm_b + loss_b,
         head_flops=flops,
         logits_bytes=4 * T * V / t,   # Korthikanti et al.: 4 s b v / t for the fp32 logits
         embed_s=embed_s,
