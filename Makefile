@@ -17,8 +17,10 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/planner serve --host 127.0.0.1 --port 8000
 
+# The whole suite on two worker processes: the tests share no ports, files or databases (each
+# picks a free port and makes its own temporary folder and PostgreSQL database).
 test: install browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
 
 # The explorer's browser tests drive Debian's Chromium (Playwright's own browser download is
 # not reachable from these machines): install it when it is missing.
