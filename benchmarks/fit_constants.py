@@ -1,14 +1,17 @@
-"""Fit the step model's sustained GEMM efficiencies and its per-micro-batch host overhead on
-the ``fit`` runs of ``data/published_runs.json`` (never on ``held_out`` ones), and print them.
+"""Fit the step model's sustained GEMM efficiencies, its per-micro-batch host overhead and its
+GEMM prologue (``matmul_half_dim``) on the ``fit`` runs of ``data/published_runs.json`` (never
+on ``held_out`` ones), and print them.
 
 The one constant per GPU and precision that a micro-benchmark does not give is the fraction of
 the dense peak that large GEMMs *sustain* through a training step: "maximum achievable matmul
 FLOPS" (stas00/ml-engineering) measures short bursts of the best shape, above what a GPU at its
 power limit keeps up for minutes. It is fitted here as the value that minimises the median
 absolute throughput error over the fit runs of that GPU and precision, on a grid, bounded above
-by the burst figure. The result is what ``planner/specs/gpu.py``'s presets and
-``EfficiencyModel.microbatch_overhead_us`` carry (today: A100 0.76, H100 0.65, H100 fp8 0.65,
-300 us).
+by the burst figure, for every pair of the two constants no micro-benchmark gives either (the
+host time per micro-batch and the GEMM prologue in units of K); the pair whose fitted rates
+fit best wins. The result is what ``planner/specs/gpu.py``'s presets and
+``EfficiencyModel.microbatch_overhead_us`` / ``matmul_half_dim`` carry (today: A100 0.72, H100
+0.61, H100 fp8 0.56, 100 us, 128).
 
     python benchmarks/fit_constants.py [--json fitted.json]
 """
@@ -43,21 +46,25 @@ def _gpu_of(run: dict) -> str:
 
 
 OVERHEADS_US = [100, 300, 1000, 3000]
+HALF_DIMS = [64, 128, 256, 512]
 
 
 def fit(runs: list[dict]) -> dict:
-    """Per micro-batch host overhead (one value for every run), and for it each group's GEMM
-    efficiency; the overhead whose fitted groups give the lowest median error wins."""
+    """Per micro-batch host overhead and the GEMM prologue ``matmul_half_dim`` (one value each
+    for every run), and for each pair every group's GEMM efficiency; the pair whose fitted
+    groups give the lowest median error wins."""
     best = None
     for overhead in OVERHEADS_US:
-        groups = _fit_groups(runs, {"microbatch_overhead_us": overhead})
-        rows = evaluate_runs(runs, {"microbatch_overhead_us": overhead})
-        med = statistics.median(abs(r["error_pct"]) for r in rows)
-        if best is None or med < best[0]:
-            best = (med, overhead, groups)
-    _fit_groups(runs, {"microbatch_overhead_us": best[1]})      # leave the winner in place
-    return {"microbatch_overhead_us": {"value": best[1], "runs": len(runs),
-                                       "median_abs_error_pct": round(best[0], 2)},
+        for half_dim in HALF_DIMS:
+            eff = {"microbatch_overhead_us": overhead, "matmul_half_dim": half_dim}
+            groups = _fit_groups(runs, eff)
+            rows = evaluate_runs(runs, eff)
+            med = statistics.median(abs(r["error_pct"]) for r in rows)
+            if best is None or med < best[0]:
+                best = (med, eff, groups)
+    _fit_groups(runs, best[1])      # leave the winner in place
+    return {**{name: {"value": value, "runs": len(runs), "median_abs_error_pct": round(best[0], 2)}
+               for name, value in best[1].items()},
             **best[2]}
 
 

@@ -4,14 +4,17 @@ override any of them (``"efficiency": {...}``); the GPU spec carries the achieve
 (``matmul_efficiency``, ``attention_efficiency``, ``hbm_efficiency``, ``sm_count``), which
 these fields may also override.
 
-Sources of the defaults (measured micro-benchmarks, except the one marked fitted):
+Sources of the defaults (measured micro-benchmarks, except the two marked fitted):
 - ``kernel_overhead_us`` 2.5: back-to-back kernels on one stream, fitted fixed cost 2.55 us on
   A100 and 2.43 us on H200 (RRZE-HPC/gpu-benches, gpu-small-kernels repeated-stream fit).
-- ``matmul_half_dim`` 256: the GEMM main loop's prologue and epilogue, in units of K (the
+- ``matmul_half_dim`` 128: the GEMM main loop's prologue and epilogue, in units of K (the
   reduction dimension) on an A100 SM, scaled by an SM's tensor rate on other GPUs (the fixed
   part takes the same time while the loop runs faster: H100's best-shaped GEMMs need K = 13312
   where A100's peak at K = 5120, stas00/ml-engineering MAMF table); small-K GEMMs lose that
-  share (an assumption on the cited tile mechanism, NVIDIA's matrix multiplication guide).
+  share (the tile mechanism of NVIDIA's matrix multiplication guide). No micro-benchmark
+  isolates its size, so it is fitted: the one value of 64, 128, 256 and 512 that, with the
+  per-micro-batch overhead and the sustained GEMM rates, fits the ``fit`` runs best
+  (``benchmarks/fit_constants.py``).
 - ``attention_half_seq`` 500: fused causal attention reaches half its long-sequence rate at
   about 500 keys (fits of the FlashAttention benchmark figures to s / (s + s0), within 7%).
 - ``overlap_slowdown`` 0.15: compute runs 15% slower while a collective runs beside it
@@ -20,9 +23,9 @@ Sources of the defaults (measured micro-benchmarks, except the one marked fitted
 - ``copy_call_us`` 6: host time to issue one small device-to-device copy; submitting one
   ``cudaMemcpyAsync`` costs 5-7 us per call (Wu et al., DualPath, arXiv 2602.21548, section
   5.2). Only plans that copy per rank pay it (``TrainingSpec.zero3_per_rank_copies``).
-- ``microbatch_overhead_us`` 300: host work per micro-batch per stage (data, schedule
-  bookkeeping, p2p set-up) that is not hidden behind the GPU; the one value of 100, 300, 1,000
-  and 3,000 us that fits the ``fit`` runs best (``benchmarks/fit_constants.py``).
+- ``microbatch_overhead_us`` 100: host work per micro-batch per stage (data, schedule
+  bookkeeping, p2p set-up) that is not hidden behind the GPU; fitted with ``matmul_half_dim``:
+  the one value of 100, 300, 1,000 and 3,000 us that fits the ``fit`` runs best.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ class EfficiencyModel(BaseModel):
         "matmul_efficiency."
     )
     matmul_half_dim: float = Field(
-        256.0, ge=0, le=1e6, description="GEMM prologue and epilogue in units of the reduction "
+        128.0, ge=0, le=1e6, description="GEMM prologue and epilogue in units of the reduction "
         "dimension K: a GEMM costs as if K were K + this (K = this halves a GEMM's rate)."
     )
     attention_fraction: float | None = Field(
@@ -67,7 +70,7 @@ class EfficiencyModel(BaseModel):
         "out per rank (TrainingSpec.zero3_per_rank_copies)."
     )
     microbatch_overhead_us: float = Field(
-        300.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
+        100.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
         "GPU waits for, us."
     )
     tp_comm_overlap: float = Field(
