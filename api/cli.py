@@ -47,6 +47,12 @@ def _settings(database_url: str | None):
     return settings
 
 
+FdOption = Annotated[int | None, typer.Option(
+    min=0, help="Serve on this already listening socket, inherited from the parent process "
+    "(socket activation; the tests' way to a port no other process can take), instead of "
+    "binding host:port.")]
+
+
 @app.command("serve")
 def serve_cmd(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
@@ -54,14 +60,12 @@ def serve_cmd(
     database_url: Annotated[str | None, typer.Option(
         help="SQLAlchemy URL (default: PLANNER_DATABASE_URL or sqlite:///./planner.db).")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    fd: FdOption = None,
 ) -> None:
     """Run the REST service (FastAPI + uvicorn); OpenAPI docs at /docs."""
-    import uvicorn
-
     from api.main import create_app
 
-    settings = _settings(database_url)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+    _run(create_app(_settings(database_url)), host, port, fd, log_level)
 
 
 @app.command("worker")
@@ -74,15 +78,30 @@ def worker_cmd(
         help="SQLAlchemy URL of the database the API replicas queue jobs in (default: "
         "PLANNER_DATABASE_URL).")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    fd: FdOption = None,
 ) -> None:
     """Run queued jobs (plans, calibration sweeps, validations) from the shared database,
     apart from the API replicas (start those with PLANNER_RUN_JOBS=false)."""
-    import uvicorn
-
     from api.main import create_worker_app
 
-    settings = _settings(database_url)
-    uvicorn.run(create_worker_app(settings), host=host, port=port, log_level=log_level)
+    _run(create_worker_app(_settings(database_url)), host, port, fd, log_level)
+
+
+def _run(asgi_app, host: str, port: int, fd: int | None, log_level: str) -> None:
+    """uvicorn on host:port, or on the listening socket ``fd`` handed over by the parent."""
+    import socket
+
+    import uvicorn
+
+    if fd is None:
+        uvicorn.run(asgi_app, host=host, port=port, log_level=log_level)
+        return
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        fail(f"--fd {fd}: not an open socket ({exc.strerror or exc})")
+    config = uvicorn.Config(asgi_app, log_level=log_level)
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 def main() -> None:

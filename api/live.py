@@ -16,12 +16,6 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class LiveServer:
     def __init__(self, database_url: str, env: dict | None = None, log: Path | None = None,
                  command: str = "serve"):
@@ -37,15 +31,24 @@ class LiveServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> LiveServer:
-        self.port = free_port()
+        # The port is bound here and the listening socket handed to the child (``--fd``): no
+        # other process can take the port between choosing it and serving on it, so the
+        # server answering below is this one.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(128)
+        self.port = listener.getsockname()[1]
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         # argv only (no shell); the process group is ours to kill.
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", self.command, "--host", "127.0.0.1",
-             "--port", str(self.port), "--database-url", self.database_url,
-             "--log-level", "warning"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "api.cli", self.command, "--fd", str(listener.fileno()),
+                 "--database-url", self.database_url, "--log-level", "warning"],
+                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                pass_fds=(listener.fileno(),))
+        finally:
+            listener.close()            # the child holds its own copy
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -149,3 +149,17 @@ def test_serve_and_worker_refuse_an_unusable_database_in_one_line(tmp_path):
             assert r.exit_code == 2, (command, url, r.output)
             assert r.output.startswith("error: database ") and says in r.output
             assert "Traceback" not in r.output and "s3cret" not in r.output
+
+
+def test_serve_and_worker_refuse_a_descriptor_that_is_not_a_socket(tmp_path):
+    """``--fd`` names the listening socket a parent hands over; anything else is one
+    ``error:`` line and exit 2, before anything is served."""
+    from api.cli import app as service_cli
+
+    with open(tmp_path / "not-a-socket", "w") as f:      # an open descriptor, of a file
+        for command in ("serve", "worker"):
+            r = runner.invoke(service_cli, [command, "--fd", str(f.fileno()), "--database-url",
+                                            f"sqlite:///{tmp_path / 'p.db'}"])
+            assert r.exit_code == 2, (command, r.output)
+            assert r.output.startswith(f"error: --fd {f.fileno()}: not an open socket")
+            assert "Traceback" not in r.output
