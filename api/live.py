@@ -48,7 +48,9 @@ class LiveServer:
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                 pass_fds=(listener.fileno(),))
         finally:
-            listener.close()            # the child holds its own copy
+            listener.close()            # the child holds its own copies of both
+            if not isinstance(out, int):
+                out.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
