@@ -63,8 +63,6 @@ def attention_head_factor(head_dim: float) -> float:
     """Fused attention's rate at ``head_dim`` relative to head dimension 128 (module docstring):
     0.80 at 64, 0.92 at 96, 1 from 128 up."""
     d, d0, ref = head_dim, ATTENTION_HALF_HEAD_DIM, ATTENTION_REF_HEAD_DIM
-    if d <= 0:
-        return 1.0
     return min(1.0, (d / (d + d0)) / (ref / (ref + d0)))
 
 

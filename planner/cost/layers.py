@@ -420,6 +420,6 @@ def head_work(
         head_fwd_s=gemm_f + loss_f,
         head_bwd_s=gemm_b + loss_b,
         head_flops=flops,
-        logits_bytes=4 * T * V / t,   # Korthikanti et al.: 4 s b v / t for the fp32 logits
+        logits_bytes=4 * logits,      # Korthikanti et al.: 4 s b v / t for the fp32 logits
         embed_s=embed_s,
     )
