@@ -18,7 +18,8 @@ run: install
 	$(VENV)/bin/planner serve --host 127.0.0.1 --port 8000
 
 # The whole suite on two worker processes: the tests share no ports, files or databases (each
-# picks a free port and makes its own temporary folder and PostgreSQL database).
+# live server gets a listening socket its test bound, each test its own temporary folder and
+# PostgreSQL database).
 test: install browser
 	$(PY) -m pytest -n 2
 
