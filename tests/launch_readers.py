@@ -51,6 +51,8 @@ def megatron_parser() -> argparse.ArgumentParser:
     for flag in ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"):
         ap.add_argument(flag, action="store_true")
     ap.add_argument("--moe-router-score-function", choices=["softmax", "sigmoid"])
+    ap.add_argument("--moe-router-num-groups", type=int)
+    ap.add_argument("--moe-router-group-topk", type=int)
     ap.add_argument("--moe-layer-freq")
     ap.add_argument("--moe-expert-capacity-factor", type=float)
     return ap

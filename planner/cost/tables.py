@@ -27,8 +27,9 @@ Exposed communication of a layer (per micro-batch), Megatron-LM's schedule:
   token across the network once per destination node and fans it out over NVLink, so per
   rank and pass the network carries T/tp tokens times the expected number of distinct remote
   nodes its top-k experts fall on, and NVLink the expected distinct GPUs (uniform routing:
-  a node holding E/n of the E experts is hit with probability 1 - C(E - E/n, k) / C(E, k);
-  DeepSeek-V3 report, section 3.2.2; DeepEP's normal kernels).
+  a node holding E/n of the E experts is hit with probability 1 - C(E - E/n, k) / C(E, k),
+  less with group-limited routing, ``routing.py``; DeepSeek-V3 report, section 3.2.2;
+  DeepEP's normal kernels).
 Overlapped collectives slow the compute they hide behind (``overlap_slowdown``).
 """
 
@@ -61,6 +62,7 @@ from planner.cost.layers import (
     moe_tokens,
 )
 from planner.cost.memory import expert_stage_params, stage_params
+from planner.cost.routing import unit_hit_probability
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
 from planner.specs.placement import GroupSpan, group_span, launch_layout
@@ -350,9 +352,10 @@ class CostTables:
         Reported with the plain all-to-all's message size (k copies per token)."""
         E, k = self.model.experts, self.model.top_k
         p, n, g = group.size, group.nodes, group.ranks_per_node
+        G, topg = self.model.router_groups
 
         def hit(holders: int) -> float:     # P(a unit holding E/holders experts gets a copy)
-            return 1.0 - math.comb(E - E // holders, k) / math.comb(E, k)
+            return unit_hit_probability(E, k, E // holders, G, topg)
 
         remote = (n - 1) * hit(n) if n > 1 else 0.0
         gpus = p * hit(p)

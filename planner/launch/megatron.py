@@ -128,6 +128,9 @@ def moe_args(ctx: LaunchContext) -> list[str]:
         args += ["--moe-layer-freq", moe_layer_pattern(m)]
     if m.moe_router_score == "sigmoid":
         args += ["--moe-router-score-function", "sigmoid"]
+    if m.moe_router_num_groups is not None:
+        args += ["--moe-router-num-groups", str(m.moe_router_num_groups),
+                 "--moe-router-group-topk", str(m.moe_router_group_topk)]
     args += ["--expert-model-parallel-size", str(p.ep),
              "--expert-tensor-parallel-size", str(p.etp)]
     if t.moe_dispatcher == "deepep":

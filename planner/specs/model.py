@@ -79,6 +79,7 @@ _MODEL_PRESETS: dict[str, dict[str, Any]] = {
                     "ffn_type": "swiglu", "vocab_size": 129280, "num_experts": 256,
                     "moe_top_k": 8, "moe_ffn_hidden_size": 2048, "num_shared_experts": 1,
                     "first_k_dense_layers": 3, "moe_router_score": "sigmoid",
+                    "moe_router_num_groups": 8, "moe_router_group_topk": 4,
                     "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
                     "v_head_dim": 128},
     "gpt-oss-120b": {"name": "gpt-oss-120b", "num_layers": 36, "hidden_size": 2880,
@@ -147,6 +148,14 @@ class ModelSpec(PresetSpec):
     moe_router_score: Literal["softmax", "sigmoid"] = Field(
         "softmax", description="Router scoring: softmax (Mixtral, Qwen) or sigmoid "
         "(DeepSeek-V3).")
+    moe_router_num_groups: int | None = Field(
+        None, ge=1, le=100_000, description="Group-limited routing: the experts form this "
+        "many groups of consecutive experts (Megatron-LM --moe-router-num-groups, HF n_group; "
+        "DeepSeek-V3: 8, one per node at EP 64). Null: no groups.")
+    moe_router_group_topk: int | None = Field(
+        None, ge=1, le=100_000, description="Group-limited routing: a token's experts come "
+        "from this many groups (Megatron-LM --moe-router-group-topk, HF topk_group; "
+        "DeepSeek-V3: 4).")
 
     @model_validator(mode="before")
     @classmethod
@@ -175,6 +184,7 @@ class ModelSpec(PresetSpec):
             if self.moe_top_k > self.experts:
                 raise ValueError(f"moe_top_k {self.moe_top_k} exceeds num_experts "
                                  f"{self.num_experts}")
+            self._check_groups()
             if self.num_moe_layers == 0:
                 raise ValueError(
                     f"no MoE layer: first_k_dense_layers({self.first_k_dense_layers}) and "
@@ -186,6 +196,28 @@ class ModelSpec(PresetSpec):
         if self.num_sliding_window_layers and self.sliding_window is None:
             raise ValueError("num_sliding_window_layers needs sliding_window")
         return self
+
+    def _check_groups(self) -> None:
+        G, g = self.moe_router_num_groups, self.moe_router_group_topk
+        if (G is None) != (g is None):
+            raise ValueError("moe_router_num_groups and moe_router_group_topk go together "
+                             "(group-limited routing)")
+        if G is None or g is None:
+            return
+        if self.experts % G:
+            raise ValueError(f"moe_router_num_groups {G} does not divide num_experts "
+                             f"{self.experts}")
+        if g > G:
+            raise ValueError(f"moe_router_group_topk {g} exceeds moe_router_num_groups {G}")
+        if self.top_k > g * (self.experts // G):
+            raise ValueError(f"moe_top_k {self.top_k} exceeds the {g * (self.experts // G)} "
+                             f"experts of {g} groups")
+
+    @property
+    def router_groups(self) -> tuple[int, int]:
+        """(groups, groups a token's experts come from); (1, 1) without group-limited
+        routing."""
+        return (self.moe_router_num_groups or 1, self.moe_router_group_topk or 1)
 
     # Derived shapes -------------------------------------------------------------------------
     @property
