@@ -243,6 +243,16 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          f"{TITAN} torchtitan/models/llama3/infra/parallelize.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/moe/layer.py"),
     },
+    "low_precision_optimizer_states": {
+        "megatron": _s("yes", "--use-precision-aware-optimizer --exp-avg-dtype "
+                       "--exp-avg-sq-dtype", f"{MEGATRON} megatron/training/arguments.py",
+                       "Transformer Engine's FusedAdam; fp32 master weights kept"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
+                         "no optimizer-state dtype option"),
+        "deepspeed": _s("no", "bf16.bf16_optimizer_states",
+                        f"{DEEPSPEED} deepspeed/runtime/precision_config.py",
+                        "only with bf16_master_weights_and_grads (bf16 master weights)"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -301,6 +311,11 @@ def _rules():
         ("torchtitan", "fp16", "fp16 training", lambda c: np.full(c["n"], c["fp16"])),
         ("torchtitan", "bf16_gradient_reduce", "bf16 gradient reduction",
          lambda c: np.full(c["n"], c["bf16_grads"])),
+        ("torchtitan", "low_precision_optimizer_states", "optimizer states below fp32 "
+         "(training.optimizer_state_dtype)", lambda c: np.full(c["n"], c["low_states"])),
+        ("deepspeed", "low_precision_optimizer_states", "optimizer states below fp32 beside "
+         "fp32 master weights (training.optimizer_state_dtype)",
+         lambda c: np.full(c["n"], c["low_states"])),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -362,6 +377,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False) -> dict:
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_grads": training.grad_dtype == "bf16",
+            "low_states": training.optimizer_state_dtype != "fp32",
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
             "p2p_split": np.full(len(plans), training.p2p_scatter_gather),
             "z3_copies": np.full(len(plans), training.zero3_per_rank_copies),

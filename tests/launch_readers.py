@@ -52,6 +52,9 @@ def megatron_parser() -> argparse.ArgumentParser:
         ap.add_argument(flag, action="store_true")
     ap.add_argument("--moe-router-score-function", choices=["softmax", "sigmoid"])
     ap.add_argument("--moe-router-num-groups", type=int)
+    ap.add_argument("--use-precision-aware-optimizer", action="store_true")
+    for flag in ("--exp-avg-dtype", "--exp-avg-sq-dtype"):
+        ap.add_argument(flag, choices=["fp32", "fp16", "bf16", "fp8"])
     ap.add_argument("--moe-router-group-topk", type=int)
     ap.add_argument("--moe-layer-freq")
     ap.add_argument("--moe-expert-capacity-factor", type=float)

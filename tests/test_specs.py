@@ -111,6 +111,26 @@ def test_training_optimizer_state_bytes():
     assert TrainingSpec(global_batch_size=8, seq_length=8).optimizer_state_bytes == 12
     assert TrainingSpec(global_batch_size=8, seq_length=8, precision="fp32").optimizer_state_bytes == 8
     assert TrainingSpec(global_batch_size=8, seq_length=8, optimizer="sgd").optimizer_state_bytes == 8
+    # Megatron-LM's precision-aware optimizer: bf16 moments beside the fp32 master weights.
+    low = TrainingSpec(global_batch_size=8, seq_length=8, optimizer_state_dtype="bf16")
+    assert low.optimizer_state_bytes == 4 + 2 * 2
+    fp8 = TrainingSpec(global_batch_size=8, seq_length=8, optimizer_state_dtype="fp8")
+    assert fp8.optimizer_state_bytes == 4 + 2 * 1
+    with pytest.raises(ValidationError, match="needs Adam"):
+        TrainingSpec(global_batch_size=8, seq_length=8, optimizer="sgd",
+                     optimizer_state_dtype="bf16")
+
+
+def test_optimizer_step_bytes_worked_by_hand():
+    t = TrainingSpec(global_batch_size=8, seq_length=8)
+    # Reads the fp32 gradient, master weight and two moments, writes master, moments and the
+    # bf16 working copy: (4 + 4 + 8) + (4 + 8 + 2).
+    assert t.optimizer_step_bytes == 30
+    assert t.model_copy(update={"optimizer_state_dtype": "bf16"}).optimizer_step_bytes == 22
+    assert t.model_copy(update={"grad_dtype": "bf16"}).optimizer_step_bytes == 28
+    # fp32 training: no master copy; the weight itself is read and written.
+    assert TrainingSpec(global_batch_size=8, seq_length=8,
+                        precision="fp32").optimizer_step_bytes == 4 + 16 + 8
 
 
 LLAMA70 = ModelSpec.from_preset("llama3-70b")

@@ -60,10 +60,6 @@ BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_c
 PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl", "ep", "etp")
 # Columns of a layer's row (``compose.layer_row``).
 LAYER_COLUMNS = 15
-# Bytes the optimizer step moves per parameter it updates: mixed-precision Adam reads the fp32
-# gradient, master weight and two moments (16 B) and writes the master weight, the moments and
-# the 16-bit copy (14 B) (research notes; ZeRO paper's K = 12 states plus the copies).
-OPTIMIZER_BYTES_PER_PARAM = 30
 
 
 @dataclass(frozen=True)
@@ -596,7 +592,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     bd["zero_comm"] = bd["zero_comm"] + gather_tail
     opt_params = (p_stage / np.where(zero >= 1, nd, 1)
                   + e_stage / np.where(zero >= 1, edp, 1))
-    bd["optimizer"] = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm
+    bd["optimizer"] = opt_params * training.optimizer_step_bytes / hbm
     step = sum(bd[key] for key in BREAKDOWN_KEYS)
     layer_time = period_f + period_b[:, 0]
     # Any split of the layers over the stages (the same layers in all; an interleaved

@@ -108,6 +108,9 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
             args += ["--fp8-recipe", "tensorwise"]
     if t.grad_dtype == "bf16":
         args += ["--grad-reduce-in-bf16"]
+    if t.optimizer_state_dtype != "fp32":
+        args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", t.optimizer_state_dtype,
+                 "--exp-avg-sq-dtype", t.optimizer_state_dtype]
     if t.overlap_grad_reduce:
         args += ["--overlap-grad-reduce"]
         if t.overlap_param_gather and p.zero_stage >= 1:
