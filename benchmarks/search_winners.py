@@ -104,6 +104,7 @@ def run(model: str, gpu: str, gpus: int) -> dict:
             "memory_gib": round(p.memory_per_gpu_gib, 1), "frameworks": p.frameworks,
             "gap_points": round(100 * (p.mfu - ref_mfu), 1),
             "breakdown": {k: round(v, 3) for k, v in p.breakdown.items() if v > 0},
+            "caveats": p.caveats,
         })
     else:
         row["reason"] = res.infeasible_reasons[0] if res.infeasible_reasons else ""
@@ -116,13 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = [run(m, g, n) for m in MODELS for g in CLUSTERS for n in GPUS]
     print(f"{'model':<12}{'gpu':<6}{'gpus':>7}  {'winner':<50}{'mfu':>6}{'ref':>6}{'gap':>6}"
-          f"{'model on ref':>14}")
+          f"{'model on ref':>14}  caveat")
     for r in rows:
         ref = r["model_on_reference"]
         if "plan" in r:
             print(f"{r['model']:<12}{r['gpu']:<6}{r['gpus']:>7}  {r['plan']:<50}"
                   f"{r['mfu']:>6.3f}{r['reference_mfu']:>6.3f}{r['gap_points']:>+6.1f}"
-                  f"{ref['predicted_mfu']:>7.3f} {ref['error_pct']:>+5.1f}%")
+                  f"{ref['predicted_mfu']:>7.3f} {ref['error_pct']:>+5.1f}%"
+                  f"  {'MFU above published' if any('MFU' in c for c in r['caveats']) else ''}")
         else:
             print(f"{r['model']:<12}{r['gpu']:<6}{r['gpus']:>7}  {r['status']:<46}")
     if args.json:

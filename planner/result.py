@@ -171,6 +171,11 @@ class PlanEstimate(BaseModel):
     communication: list[CommunicationItem]
     frameworks: list[str] = Field(default_factory=list, description="Frameworks that run this "
                                   "plan as predicted: megatron, torchtitan, deepspeed.")
+    caveats: list[str] = Field(
+        default_factory=list, description="Where published runs do not back this prediction "
+        "(an MFU above the best any published dense run measured on the GPU; a fine-grained "
+        "MoE model, on which every published run ran slower than predicted): empty when they "
+        "do.")
     placement: Placement | None = Field(None, description="Which GPUs hold the ranks.")
     parameters: Parameters | None = Field(None, description="The model's total and active "
                                           "parameter counts.")

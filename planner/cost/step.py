@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from planner.calibration.model import CalibrationIn
 from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
+from planner.cost.caveats import caveats
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
@@ -134,7 +135,7 @@ def estimate(
     if tables is None and calibration is not None:
         tables = CostTables(model, cluster, training, eff, calibration)
     ev = evaluate(model, cluster, training, plan, eff, tables)
-    return to_estimate(ev, cluster, training, plan, rank=rank)
+    return to_estimate(ev, model, cluster, training, plan, rank=rank)
 
 
 def on_allocation(est: PlanEstimate, cluster: ClusterSpec, part: UniformSlice) -> PlanEstimate:
@@ -147,8 +148,8 @@ def on_allocation(est: PlanEstimate, cluster: ClusterSpec, part: UniformSlice) -
 
 
 def to_estimate(
-    ev: Evaluation, cluster: ClusterSpec, training: TrainingSpec, plan: ParallelPlan, *,
-    rank: int | None = None,
+    ev: Evaluation, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
+    plan: ParallelPlan, *, rank: int | None = None,
 ) -> PlanEstimate:
     gpus = plan.world_size
     step = ev.step_time_s
@@ -168,6 +169,9 @@ def to_estimate(
     even = ev.layout.kind == "even" if ev.layout else True
     runs = frameworks_for(plan, ev.m, even, training, ev.group, ev.moe)
     lay = launch_layout(gpus, cluster.gpus_per_node)
+    mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
+    chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
+    notes = caveats(model, cluster, training, mfu=mfu)
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(
         rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep, etp=plan.etp,
@@ -176,13 +180,12 @@ def to_estimate(
         recompute_num_layers=plan.recompute_num_layers,
         zero_stage=plan.zero_stage, sequence_parallel=plan.sequence_parallel,
         layers_per_stage=list(ev.layers), gpus_used=gpus, step_time_s=step,
-        layers_per_chunk=[list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1
-        else None,
+        layers_per_chunk=chunks,
         pipeline_layout=ev.layout.kind if ev.layout and plan.pp > 1 else None,
         microbatch_group_size=ev.group,
         tokens_per_s=training.global_batch_size * training.seq_length / step,
         tflops_per_gpu=tflops, hardware_tflops_per_gpu=ev.hardware_flops / step / gpus / 1e12,
-        mfu=tflops * 1e12 / cluster.gpu.peak_flops(training.precision),
+        mfu=mfu,
         memory_per_gpu_gib=total, memory_capacity_gib=cluster.gpu.memory_gib,
         fits_in_memory=total <= cluster.gpu.memory_gib,
         memory=MemoryBreakdown(
@@ -190,7 +193,7 @@ def to_estimate(
             optimizer_gib=mp["optimizer"], activations_gib=mp["activations"],
             zero_buffers_gib=mp["zero_buffers"], reserved_gib=mp["reserved"], total_gib=total,
         ),
-        breakdown=dict(ev.breakdown), communication=comms, frameworks=runs,
+        breakdown=dict(ev.breakdown), communication=comms, frameworks=runs, caveats=notes,
         placement=placement,
         parameters=Parameters(total=ev.params[0], active=ev.params[1]),
     )

@@ -140,7 +140,7 @@ def plan(request: PlanRequest) -> PlanResult:
         if n:
             p = p.model_copy(update={"recompute": "full", "recompute_num_layers": n})
         ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
-        out.append(to_estimate(ev, req.cluster, req.training, p, rank=j + 1))
+        out.append(to_estimate(ev, req.model, req.cluster, req.training, p, rank=j + 1))
     return done(out, status, feasible=feasible)
 
 
