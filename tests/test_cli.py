@@ -163,3 +163,18 @@ def test_serve_and_worker_refuse_a_descriptor_that_is_not_a_socket(tmp_path):
             assert r.exit_code == 2, (command, r.output)
             assert r.output.startswith(f"error: --fd {f.fileno()}: not an open socket")
             assert "Traceback" not in r.output
+
+
+def test_estimate_table_and_json_carry_the_caveats(tmp_path):
+    """A fine-grained MoE estimate carries its caveat to the table and to the JSON."""
+    req = {"model": {"preset": "qwen3-30b-a3b"},
+           "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+           "training": {"global_batch_size": 256, "seq_length": 4096},
+           "plan": {"dp": 16, "ep": 16, "zero_stage": 1}}
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(req))
+    res = runner.invoke(app, ["estimate", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "caveat:" in res.stdout and "fine-grained MoE (128 experts)" in res.stdout
+    body = json.loads(runner.invoke(app, ["estimate", str(path), "--json"]).stdout)
+    assert any("lower bound" in c for c in body["caveats"])

@@ -93,12 +93,19 @@ def communication_table(est: PlanEstimate) -> Table:
     return t
 
 
+def print_caveats(console: Console, est: PlanEstimate) -> None:
+    """Where published runs do not back the prediction (``PlanEstimate.caveats``)."""
+    for note in est.caveats:
+        console.print(f"[yellow]caveat:[/] {escape(note)}", highlight=False)
+
+
 def print_estimate(console: Console, est: PlanEstimate) -> None:
     console.print(plan_summary(est))
     console.print(breakdown_table(est))
     console.print(memory_table(est))
     if est.communication:
         console.print(communication_table(est))
+    print_caveats(console, est)
 
 
 def plans_table(result: PlanResult) -> Table:
@@ -137,6 +144,7 @@ def print_plan_result(console: Console, result: PlanResult) -> None:
         console.print(escape(f"Stages on pools: {best.stage_runs()}"))
     console.print(breakdown_table(best))
     console.print(memory_table(best))
+    print_caveats(console, best)
 
 
 def validation_table(result) -> Table:
