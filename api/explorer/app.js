@@ -412,6 +412,8 @@ async function showDetail(index) {
   const headroom = 1 - p.memory_per_gpu_gib / p.memory_capacity_gib;
   if (headroom < 0.1) why.push("memory is the binding constraint (under 10% headroom)");
   $("#detail-why").textContent = why.join("; ") + ".";
+  // Where published runs do not back the prediction (PlanEstimate.caveats), verbatim.
+  $("#detail-caveats").replaceChildren(...(p.caveats || []).map((c) => el("li", { text: `Caveat: ${c}` })));
   $("#timeline").replaceChildren(el("p", { text: "Loading the predicted timeline..." }));
   $("#launch").replaceChildren();
   // Another plan opened while these requests run makes their answers stale: drop them.

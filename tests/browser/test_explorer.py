@@ -244,3 +244,14 @@ def test_switching_plans_quickly_shows_only_the_last_plans_launch_files(page):
     summaries = page.locator("#launch > details > summary").all_text_contents()
     assert len(summaries) == 7           # one per format, none twice
     assert page.inner_text("#detail-title").startswith("Plan 3")
+
+
+def test_a_plan_above_every_published_run_shows_its_caveat(page):
+    """Llama 3 8B on one DGX A100 node: the winner's predicted MFU is above the best any
+    published dense A100 run measured, and the plan's details say so."""
+    open_explorer(page)
+    fill(page, {**SMALL, "cluster": "dgx-a100", "top_k": "1"})
+    page.click("#plan-button")
+    page.wait_for_selector("#detail-caveats li")
+    note = page.inner_text("#detail-caveats")
+    assert "Caveat: predicted MFU" in note and "korthikanti-1t-selective" in note
