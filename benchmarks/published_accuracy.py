@@ -65,6 +65,21 @@ def predict_run(run: dict, eff_overrides: dict | None = None):
     return best[1], not best[0][0]
 
 
+def replay(runs: list[dict], eff_overrides: dict | None = None
+           ) -> tuple[list[dict], list[dict]]:
+    """(rows of the runs the planner replays, {"id", "reason"} of those it cannot: a request
+    its validation refuses or a corpus entry missing what a run needs). A bad run is reported,
+    never allowed to stop the others."""
+    rows, skipped = [], []
+    for run in runs:
+        try:
+            rows.extend(evaluate_runs([run], eff_overrides))
+        except (ValueError, KeyError, TypeError) as exc:
+            reason = f"{type(exc).__name__}: {exc}".splitlines()
+            skipped.append({"id": run.get("id", "?"), "reason": " ".join(reason)[:500]})
+    return rows, skipped
+
+
 def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[dict]:
     rows = []
     for run in runs:
@@ -123,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="only these runs (default: all)")
     args = ap.parse_args(argv)
     runs = [r for r in load_runs(args.data) if args.split in (None, r["split"])]
-    rows = evaluate_runs(runs)
+    rows, skipped = replay(runs)
     header = (f"{'run':<46}{'split':>9}{'gpus':>7}{'measured s':>12}{'predicted s':>13}"
               f"{'error %':>9}{'mfu':>7}")
     print(header)
@@ -154,10 +169,15 @@ def main(argv: list[str] | None = None) -> int:
         print("\nKendall tau within sweeps:")
         for name, t in taus.items():
             print(f"  {name:<60}{t['runs']:>3} runs  {t['split']:<9} tau {t['kendall_tau']:+.2f}")
+    if skipped:
+        print(f"\n{len(skipped)} runs could not be replayed (left out of every figure above):")
+        for x in skipped:
+            print(f"  {x['id']}: {x['reason']}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"rows": rows, "summary": summary,
-                                         "by_source": by_source, "sweeps": taus}, indent=1))
+                                         "by_source": by_source, "sweeps": taus,
+                                         "skipped": skipped}, indent=1))
     return 0
 
 

@@ -81,6 +81,24 @@ def test_benchmark_writes_the_contract_summary(tmp_path, capsys):
     assert "held_out" in capsys.readouterr().out
 
 
+def test_a_run_the_planner_refuses_is_reported_and_the_others_still_scored(tmp_path, capsys):
+    """A corpus (say, one the model is judged on) with a refused plan, an unknown preset and
+    an entry without a model: each is listed with its reason, the rest are scored."""
+    good = RUNS[0]
+    bad_plan = {**good, "id": "bad-plan", "plan": {**good["plan"], "tp": 3}}
+    bad_preset = {**good, "id": "bad-preset", "model": {"preset": "no-such-model"}}
+    no_model = {k: v for k, v in good.items() if k != "model"} | {"id": "no-model"}
+    data = tmp_path / "runs.json"
+    data.write_text(json.dumps({"runs": [good, bad_plan, bad_preset, no_model]}))
+    out = tmp_path / "acc.json"
+    assert published_accuracy.main(["--data", str(data), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [r["id"] for r in result["rows"]] == [good["id"]]
+    assert [x["id"] for x in result["skipped"]] == ["bad-plan", "bad-preset", "no-model"]
+    assert "no-such-model" in result["skipped"][1]["reason"]
+    assert "3 runs could not be replayed" in capsys.readouterr().out
+
+
 def test_2021_zero3_falls_behind_ptdp_at_384_gpus_as_sc21_measured():
     # SC'21 Table 2 at 384 A100s: ZeRO-3 (DeepSpeed, 2021) 144 TFLOP/s against PTD-P's 153.
     # With DeepSpeed's per-tensor gathers through list all-gathers (per-rank copies), the model
