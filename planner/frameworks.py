@@ -246,7 +246,8 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
     "low_precision_optimizer_states": {
         "megatron": _s("yes", "--use-precision-aware-optimizer --exp-avg-dtype "
                        "--exp-avg-sq-dtype", f"{MEGATRON} megatron/training/arguments.py",
-                       "Transformer Engine's FusedAdam; fp32 master weights kept"),
+                       "Transformer Engine's FusedAdam; fp32 master weights kept; only "
+                       "with the distributed optimizer (megatron/core/optimizer/__init__.py)"),
         "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
                          "no optimizer-state dtype option"),
         "deepspeed": _s("no", "bf16.bf16_optimizer_states",
@@ -311,6 +312,10 @@ def _rules():
         ("torchtitan", "fp16", "fp16 training", lambda c: np.full(c["n"], c["fp16"])),
         ("torchtitan", "bf16_gradient_reduce", "bf16 gradient reduction",
          lambda c: np.full(c["n"], c["bf16_grads"])),
+        ("megatron", "low_precision_optimizer_states", "optimizer states below fp32 without "
+         "the distributed optimizer (Megatron-Core raises '--use-precision-aware-optimizer "
+         "only supported with distributed optimizer')",
+         lambda c: c["low_states"] & (z(c) == 0)),
         ("torchtitan", "low_precision_optimizer_states", "optimizer states below fp32 "
          "(training.optimizer_state_dtype)", lambda c: np.full(c["n"], c["low_states"])),
         ("deepspeed", "low_precision_optimizer_states", "optimizer states below fp32 beside "

@@ -415,3 +415,8 @@ def test_bf16_optimizer_states_let_the_published_deepseek_v3_plan_fit():
                        ).launch.megatron_args
     a = megatron_parser().parse_args(argv)
     assert a.use_precision_aware_optimizer and a.exp_avg_dtype == a.exp_avg_sq_dtype == "bf16"
+    assert a.use_distributed_optimizer
+    # Without the distributed optimizer Megatron-Core refuses the precision-aware optimizer.
+    r = reasons_by_framework(p.model_copy(update={"zero_stage": 0}), 128, True,
+                             t.model_copy(update={"optimizer_state_dtype": "bf16"}), moe=True)
+    assert any("distributed optimizer" in x for x in r["megatron"])
