@@ -99,3 +99,10 @@ def test_deep_interleaving_and_full_memory_are_not_flagged_as_published_runs_ran
                                                      sequence_parallel=True))
     assert deep.layers_per_chunk and max(map(max, deep.layers_per_chunk)) == 1
     assert deep.caveats == []
+    # The same plan on a GPU just large enough to hold it (97% full) carries no caveat either.
+    tight = h100.model_copy(update={"gpu": h100.gpu.model_copy(
+        update={"memory_gib": deep.memory_per_gpu_gib / 0.97})})
+    full = estimate(model, tight, train, ParallelPlan(dp=1, tp=8, pp=4, vpp=20, zero_stage=1,
+                                                      sequence_parallel=True))
+    assert full.fits_in_memory and full.memory_per_gpu_gib > 0.95 * tight.gpu.memory_gib
+    assert full.caveats == []
