@@ -254,6 +254,17 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         f"{DEEPSPEED} deepspeed/runtime/precision_config.py",
                         "only with bf16_master_weights_and_grads (bf16 master weights)"),
     },
+    "multi_token_prediction": {
+        "megatron": _s("yes", "--mtp-num-layers", f"{MEGATRON} "
+                       "megatron/core/transformer/transformer_config.py, "
+                       "megatron/core/transformer/multi_token_prediction.py",
+                       "on the last pipeline stage unless --pipeline-model-parallel-layout "
+                       "places 'm' elsewhere"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/models/deepseek_v3/model.py",
+                         "added after v0.2.2 (torchtitan/models/deepseek_v3/mtp.py)"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "a model-code feature; the engine has no MTP option"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -321,6 +332,10 @@ def _rules():
         ("deepspeed", "low_precision_optimizer_states", "optimizer states below fp32 beside "
          "fp32 master weights (training.optimizer_state_dtype)",
          lambda c: np.full(c["n"], c["low_states"])),
+        ("torchtitan", "multi_token_prediction", "multi-token prediction "
+         "(model.mtp_num_layers)", lambda c: np.full(c["n"], c["mtp"])),
+        ("deepspeed", "multi_token_prediction", "multi-token prediction "
+         "(model.mtp_num_layers)", lambda c: np.full(c["n"], c["mtp"])),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -371,14 +386,16 @@ def refusal_rules() -> list[dict]:
             for fw, cap, message, _ in RULES]
 
 
-def _context(plans, m, even, training, group=None, moe: bool = False) -> dict:
+def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool = False
+             ) -> dict:
     """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
     (default: pp, what the search's plans use wherever torchtitan could run them); ``moe``:
-    the model has expert layers."""
+    the model has expert layers; ``mtp``: multi-token prediction modules."""
     return {"group": plans.pp if group is None else np.asarray(group),
             "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
             "rnl": plans.rnl, "ep": plans.ep, "etp": plans.etp, "moe": bool(moe),
+            "mtp": bool(mtp),
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_grads": training.grad_dtype == "bf16",
@@ -389,9 +406,10 @@ def _context(plans, m, even, training, group=None, moe: bool = False) -> dict:
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap)}
 
 
-def runs_mask(framework: str, plans, m, even, training, moe: bool = False) -> np.ndarray:
+def runs_mask(framework: str, plans, m, even, training, moe: bool = False,
+              mtp: bool = False) -> np.ndarray:
     """For each plan of the arrays: whether ``framework`` runs it as predicted."""
-    ctx = _context(plans, m, even, training, moe=moe)
+    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp)
     ok = np.ones(len(plans), dtype=bool)
     for fw, _, _, pred in RULES:
         if fw == framework:
@@ -400,19 +418,21 @@ def runs_mask(framework: str, plans, m, even, training, moe: bool = False) -> np
 
 
 def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
-                         group: int | None = None, moe: bool = False) -> dict[str, list[str]]:
+                         group: int | None = None, moe: bool = False, mtp: bool = False
+                         ) -> dict[str, list[str]]:
     """For one plan (a ParallelPlan or a PlanEstimate): each framework's missing pieces (an
     empty list: it runs the plan as predicted). ``group``: its interleaved micro-batch group;
-    ``moe``: the model has expert layers."""
+    ``moe``: the model has expert layers; ``mtp``: multi-token prediction modules."""
     ctx = _context(PlanArrays.from_plans([plan]), [grad_accum_steps], [even], training,
-                   None if group is None else [group], moe)
+                   None if group is None else [group], moe, mtp)
     return {fw: [message for f, _, message, pred in RULES
                  if f == fw and bool(np.asarray(pred(ctx), dtype=bool)[0])]
             for fw in FRAMEWORKS}
 
 
 def frameworks_for(plan, grad_accum_steps: int, even: bool, training,
-                   group: int | None = None, moe: bool = False) -> list[str]:
+                   group: int | None = None, moe: bool = False, mtp: bool = False
+                   ) -> list[str]:
     """The frameworks that run one plan as predicted."""
-    reasons = reasons_by_framework(plan, grad_accum_steps, even, training, group, moe)
+    reasons = reasons_by_framework(plan, grad_accum_steps, even, training, group, moe, mtp)
     return [fw for fw in FRAMEWORKS if not reasons[fw]]

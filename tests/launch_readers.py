@@ -25,7 +25,8 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--moe-router-topk", "--moe-ffn-hidden-size",
                  "--moe-shared-expert-intermediate-size", "--expert-model-parallel-size",
                  "--expert-tensor-parallel-size", "--q-lora-rank", "--kv-lora-rank",
-                 "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"):
+                 "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",
+                 "--mtp-num-layers"):
         ap.add_argument(flag, type=int)
     for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights",
                  "--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
@@ -92,6 +93,10 @@ def megatron_plan(argv: list[str], world: int) -> dict:
     if a.pipeline_model_parallel_layout:
         stages = a.pipeline_model_parallel_layout.split("|")
         assert stages[0].startswith("E") and stages[-1].endswith("L")
+        # validate_layer_layout: as many 'm' as --mtp-num-layers, after every decoder layer.
+        flat = "".join(stages)
+        assert flat.count("m") == (a.mtp_num_layers or 0)
+        assert "t" not in flat[flat.index("m"):] if "m" in flat else True
         chunks = _chunks_from_virtual([s.count("t") for s in stages], pp)
     else:
         v = a.num_virtual_stages_per_pipeline_rank or 1

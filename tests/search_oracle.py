@@ -62,7 +62,8 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
                 continue
             # A framework must run it as predicted (the named one, or any).
             even = plan_layout(plan, m).kind == "even"
-            reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr, moe=m.is_moe)
+            reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr, moe=m.is_moe,
+                                           mtp=m.mtp_num_layers > 0)
             if s.framework is not None:
                 reasons = {s.framework: reasons[s.framework]}
             if all(reasons.values()):

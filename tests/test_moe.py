@@ -66,7 +66,8 @@ HF = {
                     "first_k_dense_replace": 3, "moe_layer_freq": 1, "q_lora_rank": 1536,
                     "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
                     "v_head_dim": 128, "scoring_func": "sigmoid", "vocab_size": 129280,
-                    "n_group": 8, "topk_group": 4, "tie_word_embeddings": False},
+                    "n_group": 8, "topk_group": 4, "num_nextn_predict_layers": 1,
+                    "tie_word_embeddings": False},
     "gpt-oss-120b": {"model_type": "gpt_oss", "num_hidden_layers": 36, "hidden_size": 2880,
                      "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
                      "intermediate_size": 2880, "num_local_experts": 128,
@@ -82,7 +83,8 @@ def test_hf_import_of_moe_configs_matches_the_presets(name):
     want = ModelSpec.from_preset(name)
     assert (got.num_params, got.active_params) == (want.num_params, want.active_params)
     for f in ("num_experts", "moe_top_k", "expert_ffn", "shared_ffn", "num_moe_layers",
-              "mla", "num_sliding_window_layers", "moe_router_score", "router_groups"):
+              "mla", "num_sliding_window_layers", "moe_router_score", "router_groups",
+              "mtp_num_layers"):
         assert getattr(got, f) == getattr(want, f), f
 
 
@@ -208,7 +210,7 @@ def test_frameworks_that_cannot_run_a_moe_plan_say_why():
     assert reasons_by_framework(ParallelPlan(dp=4, tp=2), 2, True, TRAIN)["megatron"] == []
 
 
-def random_moe_request(rng: random.Random) -> PlanRequest:
+def random_moe_request(rng: random.Random, mtp: int = 0) -> PlanRequest:
     heads = rng.choice([2, 4])
     layers = rng.randint(2, 6)
     experts = rng.choice([2, 4, 8])
@@ -222,7 +224,8 @@ def random_moe_request(rng: random.Random) -> PlanRequest:
                   "num_attention_heads": heads, "ffn_hidden_size": heads * 32,
                   "ffn_type": "swiglu", "vocab_size": 97, "num_experts": experts,
                   "moe_top_k": rng.randint(1, 2), "moe_ffn_hidden_size": heads * 8,
-                  "first_k_dense_layers": rng.choice([0, 0, 1])},
+                  "first_k_dense_layers": rng.choice([0, 0, 1]),
+                  "mtp_num_layers": mtp},
         "cluster": {"preset": "dgx-a100", "num_nodes": rng.choice([1, 2]), "gpus_per_node": gpn,
                     "gpu": {"preset": "a100-80gb", "memory_gib": rng.uniform(0.002, 0.03)}},
         "training": {"global_batch_size": rng.choice([2, 4, 8]),
@@ -235,7 +238,7 @@ def random_moe_request(rng: random.Random) -> PlanRequest:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_moe_search_equals_exhaustive_enumeration(seed):
-    req = random_moe_request(random.Random(seed))
+    req = random_moe_request(random.Random(seed), mtp=int(seed % 3 == 0))
     assert_equals_oracle(plan(req), enumerate_top_k(req))
 
 

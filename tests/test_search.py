@@ -172,6 +172,8 @@ def uneven_request(seed: int) -> PlanRequest:
         body["search"]["pp"] = {"min": 2}
     body["model"]["num_layers"] = rng.randint(3, 9)
     body["model"]["vocab_size"] = rng.choice([512, 4096, 16384])
+    # Multi-token prediction: fixed layers and head passes on the last stage.
+    body["model"]["mtp_num_layers"] = (0, 0, 1, 2)[seed % 4]
     body["training"]["global_batch_size"] = rng.choice([2, 4, 8])
     return PlanRequest.model_validate(body)
 
@@ -202,6 +204,7 @@ def interleaved_request(seed: int) -> PlanRequest:
                            "vpp": {"min": 2}, "pp": {"min": 2}})
     body["model"]["num_layers"] = rng.randint(6, 14)
     body["model"]["vocab_size"] = rng.choice([4096, 16384, 65536])
+    body["model"]["mtp_num_layers"] = seed % 2
     body["training"]["global_batch_size"] = rng.choice([8, 16, 32])
     body["cluster"].update({"gpus_per_node": 4, "num_nodes": rng.choice([1, 2])})
     body["cluster"]["gpu"]["memory_gib"] = rng.uniform(0.01, 0.06)

@@ -5,6 +5,9 @@ One optimizer step, per pipeline stage s and micro-batch (layers L_s):
 
     forward  F_s = L_s * period_f + embedding (first stage) + LM head and loss (last stage)
     backward B_s = L_s * period_b + the same, backward
+
+where the last stage's L_s counts the k multi-token prediction modules' layers too, and its
+head and loss run 1 + k times, beside each module's own projection (``CostTables.mtp``).
     t_s      = F_s + B_s + host overhead per micro-batch and chunk (+ ZeRO-2's exposed reduce-scatter)
 
 A layer's period is its compute plus the communication it exposes (``tables.LayerCost``: TP's
@@ -58,8 +61,10 @@ from planner.specs.plan import microbatch_group, plan_key
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
                   "pipeline_bubble", "dp_comm", "zero_comm", "optimizer", "overhead")
 PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl", "ep", "etp")
-# Columns of a layer's row (``compose.layer_row``).
+# Columns of a layer's row (``compose.layer_row``), and of the head's: the head and the
+# embedding (``compose.head_row``), then one MTP module's (``CostTables.mtp``).
 LAYER_COLUMNS = 15
+HEAD_COLUMNS = 10
 
 
 @dataclass(frozen=True)
@@ -316,6 +321,10 @@ def compose(plans: PlanArrays, tables: CostTables,
     L, first, last, count, sidx = classes
     present = count > 0
     rows = np.arange(len(plans))
+    # Transformer layers a stage runs: its decoder layers, and on the last stage the
+    # multi-token prediction modules' (Megatron-LM's default place for them).
+    k_mtp = model.mtp_num_layers
+    Lx = L + k_mtp * last
 
     # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
@@ -325,7 +334,7 @@ def compose(plans: PlanArrays, tables: CostTables,
     layer_local = model.nonexpert_params_per_layer / _col(tp)
     per_layer_state = sum(model_state_bytes(layer_local, training, _col(zero), _col(nd)))
     if model.is_moe:     # the routed experts, sharded over the expert data parallel group
-        experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp))
+        experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp), last)
         w_e, g_e, o_e = model_state_bytes(experts_c, training, _col(zero), _col(edp))
         weights, grads, optim = weights + w_e, grads + g_e, optim + o_e
         expert_layer = expert_stage_params(model, 1, _col(plans.ep), _col(plans.etp))
@@ -358,13 +367,16 @@ def compose(plans: PlanArrays, tables: CostTables,
         alive = np.flatnonzero(floor + eff.memory_reserve_gib * GIB <= memory_cap)
 
     LW = np.zeros((len(plans), LAYER_COLUMNS))
-    HW = np.zeros((len(plans), 5))
+    HW = np.zeros((len(plans), HEAD_COLUMNS))
     a_plans = plans.take(alive) if len(alive) < len(plans) else plans
     a_npn = npn[alive]
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
                                   a_plans.sp, a_npn, a_plans.ep, a_plans.etp], 1), layer_row,
                         LAYER_COLUMNS)
-    HW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5)
+    HW[alive, :5] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5)
+    if k_mtp:
+        HW[alive, 5:] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.sp,
+                                          a_npn], 1), tables.mtp, 5)
     # Block recompute of the first rnl layers of each model chunk (Megatron-LM's
     # --recompute-method block): per stage, min(rnl * vpp, layers) layers behave as under full
     # recompute and the rest as without; W is that share per stage class.
@@ -384,8 +396,8 @@ def compose(plans: PlanArrays, tables: CostTables,
     working, logits = LW[:, 6], HW[:, 3]
     stored = _per_layer(LW, LW0, W, 5)
     inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m), _col(grp))
-    acts = (L * stored * inflight
-            + np.where((_col(rec) == 2) & (L > 0), _col(working), 0.0) + last * _col(logits))
+    acts = (Lx * stored * inflight + np.where((_col(rec) == 2) & (Lx > 0), _col(working), 0.0)
+            + (1 + k_mtp) * last * _col(logits))
     reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
     total = weights + grads + optim + zero_buf + acts + reserved
     total = np.where(present, total, -np.inf)
@@ -411,7 +423,8 @@ def compose(plans: PlanArrays, tables: CostTables,
         terms = {"state": per_layer_state[:, 0], "act": stored[:, 0] * frag,
                  "mem_first": (fixed * first).sum(axis=1) + base,
                  "mem_mid": zero_buf[:, 0] + base,
-                 "mem_last": (fixed * last).sum(axis=1) + base + logits * frag}
+                 "mem_last": (fixed * last).sum(axis=1) + base + (1 + k_mtp) * logits * frag
+                 + k_mtp * stored[:, 0] * frag * in_flight_microbatches(pp, v, pp - 1, m, grp)}
         could = np.zeros(len(plans), dtype=bool)
         ask = np.flatnonzero(splittable & (LW[:, 0] > 0) & ~fits)
         if len(ask):
@@ -455,12 +468,15 @@ def compose(plans: PlanArrays, tables: CostTables,
 
     fwd_flops, rec_flops, head_flops = LW[:, 3], LW[:, 4], HW[:, 2]
     scale = (tp * cp).astype(float) * (training.global_batch_size / mbs.astype(float))
-    model_flops = 3 * scale * (model.num_layers * fwd_flops + head_flops)
+    # (The MTP modules' layers, projections and head passes count, as Megatron-LM's
+    # num_floating_point_operations counts them.)
+    model_flops = 3 * scale * ((model.num_layers + k_mtp) * fwd_flops + head_flops
+                               + k_mtp * (head_flops + HW[:, 9]))
     # Recomputed FLOPs: the recomputed share of the layers (all of them but under block
     # recompute, where each stage class counts its share).
     rec_share = 1.0 if W is None else np.where(
         partial, (W * L * count).sum(axis=1) / np.maximum((L * count).sum(axis=1), 1), 1.0)
-    hw_flops = model_flops + scale * model.num_layers * rec_flops * rec_share
+    hw_flops = model_flops + scale * (model.num_layers + k_mtp) * rec_flops * rec_share
     return BatchCost(
         step_time_s=step, breakdown=bd, memory_bytes=memory,
         memory_stage=sidx[rows, pk].astype(int),
@@ -494,6 +510,12 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     ep_f = LW[:, 13]
     head_fwd, head_bwd, embed = HW[:, 0], HW[:, 1], HW[:, 4]
     L, first, last, count, _ = classes
+    # The last stage's multi-token prediction modules: k transformer layers more, and per
+    # module its own work and one more pass through the head and loss (``CostTables.mtp``).
+    k_mtp = tables.model.mtp_num_layers
+    Lx = L + k_mtp * last
+    mtp = k_mtp * last
+    mtp_cf, mtp_cb, mtp_tf, mtp_tb = (_col(HW[:, j]) for j in (5, 6, 7, 8))
     c_f = fwd + tp_f + cp_f + ep_f                    # a layer's forward and backward
     c_b = _col(bwd) + rec_s + tp_b + cp_b + ep_b      # periods, (n, classes)
 
@@ -517,23 +539,26 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     z3_edges = np.where(z3, z3_ag + z3_rs, 0.0)          # first gather, last reduce-scatter
 
     # Per stage class, one micro-batch.
-    compute_c = L * _col(fwd + bwd) + first * _col(2 * embed) + last * _col(head_fwd + head_bwd)
-    recomp_c = L * rec_s
-    tp_c = L * (_col(tp_f) + tp_b)
-    cp_c = L * (_col(cp_f) + cp_b)
-    ep_c = L * (_col(ep_f) + ep_b)
-    zero_c = L * (_col(period_f - c_f) + period_b - c_b) + _col(z3_edges)
+    heads = last + mtp
+    compute_c = (Lx * _col(fwd + bwd) + first * _col(2 * embed)
+                 + heads * _col(head_fwd + head_bwd) + mtp * (mtp_cf + mtp_cb))
+    recomp_c = Lx * rec_s
+    tp_c = Lx * (_col(tp_f) + tp_b) + mtp * (mtp_tf + mtp_tb)
+    cp_c = Lx * (_col(cp_f) + cp_b)
+    ep_c = Lx * (_col(ep_f) + ep_b)
+    zero_c = Lx * (_col(period_f - c_f) + period_b - c_b) + _col(z3_edges)
     # Host work per micro-batch and model chunk: Megatron runs forward_step / backward_step,
     # with their send/recv set-up, once per chunk, so an interleaved stage pays it v times.
     overhead = eff.microbatch_overhead_us * 1e-6 * v
-    F_c = L * _col(period_f) + first * _col(embed) + last * _col(head_fwd)
-    B_c = L * period_b + first * _col(embed) + last * _col(head_bwd)
+    F_c = (Lx * _col(period_f) + first * _col(embed) + heads * _col(head_fwd)
+           + mtp * (mtp_cf + mtp_tf))
+    B_c = Lx * period_b + first * _col(embed) + heads * _col(head_bwd) + mtp * (mtp_cb + mtp_tb)
 
     # Data-parallel reduction and weight gather, sized by the largest stage.
     p_stage = np.where(present, params_c, 0.0).max(axis=1)
     e_stage = np.where(present, experts_c, 0.0).max(axis=1)
 
-    l_stage = np.where(present, L, 0.0).max(axis=1)
+    l_stage = np.where(present, Lx, 0.0).max(axis=1)
 
     def dp_row(t, c, d, z, n, e, et, params, layers):
         return tables.dp_costs(t, c, d, z, n, float(params), int(layers), e, et)
@@ -543,7 +568,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
         np.stack([tp, cp, dp, sharded, npn, plans.ep, plans.etp, np.rint(p_stage),
                   l_stage], 1).astype(np.int64), dp_row, 4).T
     # The last backward's ring-attention exchanges hold the NICs the buckets need.
-    window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, L[:, 0] * cp_net_b[:, 0], 0.0))
+    window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, Lx[:, 0] * cp_net_b[:, 0], 0.0))
     # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
     z2_tail = np.where(zero == 2, bucket_tail(t_grad, n_b, window_b, k), 0.0)
     dpm_c = np.where(present, _col(z2_tail), 0.0)
@@ -611,6 +636,8 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
                             (fixed * last).sum(axis=1), S], 1)
     detail = {"layer_fwd": period_f, "layer_bwd": period_b[:, 0], "embed": embed,
               "head_fwd": head_fwd, "head_bwd": head_bwd, "p2p": p2p,
+              "mtp_fwd": k_mtp * (period_f + head_fwd + HW[:, 5] + HW[:, 7]),
+              "mtp_bwd": k_mtp * (period_b[:, 0] + head_bwd + HW[:, 6] + HW[:, 8]),
               "microbatch_fixed": overhead + z2_tail + z3_edges, "pipeline": pipe,
               "dp_tail": dp_tail, "gather_tail": gather_tail}
     return t_masked, step, layer_time, bd, detail, split_bound, split_times

@@ -423,3 +423,41 @@ def head_work(
         logits_bytes=4 * logits,      # Korthikanti et al.: 4 s b v / t for the fp32 logits
         embed_s=embed_s,
     )
+
+
+@dataclass(frozen=True)
+class MtpWork:
+    """One multi-token prediction module's own work, its transformer layer (costed as the
+    model's mean layer) and its pass through the LM head and loss (``head_work``) apart."""
+
+    fwd_s: float
+    bwd_s: float
+    flops: float
+
+
+MTP_FWD_BYTES = 11    # bytes per hidden value moved by an MTP module's forward (``mtp_work``)
+MTP_BWD_BYTES = 15    # and by its backward
+
+
+def mtp_work(
+    model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape, gpu: GPUSpec,
+    eff: EfficiencyModel,
+) -> MtpWork:
+    """Megatron-LM's ``MultiTokenPredictionLayer._concat_embeddings``: the embedding of the
+    shifted tokens, its norm and the hidden state's (enorm, hnorm), their concatenation, the
+    column-parallel projection eh_proj (T x 2h by 2h x h / t), and the module's final norm.
+    Memory-bound bytes per hidden value (sequence-parallel tokens): forward, the lookup
+    (write 1), two norms (read 1 write 1 each), the concatenation (read 2 write 2) and the
+    final norm (2): 11 in five kernels; backward, three norms' gradients (read 2 write 1 each),
+    the concatenation's split (4) and the embedding gradient's scatter-add (2): 15 in six."""
+    t, h = plan.tp, model.hidden_size
+    T = tokens_per_gpu(plan, training)
+    km = kernel_model(gpu, training, eff)
+    gemm_f = km.gemm(T, h / t, 2 * h)
+    gemm_b = km.gemm(T, 2 * h, h / t) + km.gemm(2 * h, h / t, T)
+    values = (T / t if plan.sequence_parallel else T) * h * training.activation_bytes
+    return MtpWork(
+        fwd_s=gemm_f + km.memory(MTP_FWD_BYTES * values, kernels=5),
+        bwd_s=gemm_b + km.memory(MTP_BWD_BYTES * values, kernels=6),
+        flops=2 * T * (h / t) * 2 * h,
+    )

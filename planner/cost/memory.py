@@ -33,18 +33,30 @@ def stage_params(model: ModelSpec, tp, pp, layers, first, last):
     """Parameters one GPU of a stage holds before ZeRO sharding (TP splits them), the routed
     experts apart (``expert_stage_params``). ``first`` and ``last`` are 0/1: the first stage
     holds the embedding; the last the LM head, or, with tied embeddings across a pipeline, its
-    own copy of the embedding (Megatron keeps both in sync)."""
-    head = np.where(np.asarray(pp) > 1, model.lm_head_params or model.embedding_params,
+    own copy of the embedding (Megatron keeps both in sync), and the multi-token prediction
+    modules (Megatron-LM's default place for them), which need the embedding there too."""
+    pp = np.asarray(pp)
+    head = np.where(pp > 1, model.lm_head_params or model.embedding_params,
                     model.lm_head_params)
+    if model.mtp_num_layers:
+        head = head + model.mtp_nonexpert_params + np.where(pp > 1, model.lm_head_params, 0)
     return (layers * model.nonexpert_params_per_layer + first * model.embedding_params
             + last * head) / tp
 
 
-def expert_stage_params(model: ModelSpec, layers, ep, etp):
-    """Routed-expert parameters one GPU of a stage holds: its layers' experts split over ep
-    ranks, each expert's width over etp (their ZeRO sharding runs over the expert data
-    parallel group, tp cp dp / (ep etp))."""
-    return layers * model.expert_params_per_layer / (np.asarray(ep) * np.asarray(etp))
+def expert_stage_params(model: ModelSpec, layers, ep, etp, last=0):
+    """Routed-expert parameters one GPU of a stage holds: its layers' experts (and on the
+    last stage, ``last`` 1, the MTP modules') split over ep ranks, each expert's width over
+    etp (their ZeRO sharding runs over the expert data parallel group, tp cp dp / (ep etp))."""
+    return ((layers * model.expert_params_per_layer + last * model.mtp_expert_params)
+            / (np.asarray(ep) * np.asarray(etp)))
+
+
+def stage_layer_counts(model: ModelSpec, stages) -> tuple[int, ...]:
+    """Transformer layers each stage runs per micro-batch: its decoder layers, and on the last
+    stage the MTP modules' layers as well."""
+    return tuple(n + (model.mtp_num_layers if i == len(stages) - 1 else 0)
+                 for i, n in enumerate(stages))
 
 
 def model_state_bytes(params, training: TrainingSpec, zero_stage, nd):

@@ -12,7 +12,7 @@ from planner.calibration.model import CalibrationIn
 from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
 from planner.cost.caveats import caveats
 from planner.cost.efficiency import EfficiencyModel
-from planner.cost.memory import GIB
+from planner.cost.memory import GIB, stage_layer_counts
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
 from planner.errors import PlannerInputError
 from planner.frameworks import frameworks_for
@@ -70,7 +70,7 @@ def evaluate(
     key = (plan.tp, plan.cp, plan.micro_batch_size, RECOMPUTE.index(plan.recompute),
            int(plan.sequence_parallel), npn)
     # The bottleneck stage sets the per-micro-batch collectives; count them on it.
-    n_b = max(layout.stages)
+    n_b = max(stage_layer_counts(model, layout.stages))
     uses: list[tuple[CollectiveUse, float, float]] = []
     per_layer = _shares(tables.tp_uses(*key), m * n_b, bd["tp_comm"])
     per_layer += _shares(tables.cp_uses(*key), m * n_b, bd["cp_comm"])
@@ -88,7 +88,7 @@ def evaluate(
     per_mb = m if plan.zero_stage == 2 else 1
     dp_uses = tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage, npn)
     dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, npn,
-                                     max(layout.stages), plan.ep, plan.etp)
+                                     n_b, plan.ep, plan.etp)
     for u in dp_uses:
         exposed = bd["dp_comm"] if u.strategy == "DP" else bd["zero_comm"]
         uses.append((u, u.calls * (per_mb if u.strategy == "DP" else 1), exposed))
@@ -167,7 +167,8 @@ def to_estimate(
     mp = {k: v / GIB for k, v in ev.memory_parts.items()}
     total = ev.memory_bytes / GIB
     even = ev.layout.kind == "even" if ev.layout else True
-    runs = frameworks_for(plan, ev.m, even, training, ev.group, ev.moe)
+    runs = frameworks_for(plan, ev.m, even, training, ev.group, ev.moe,
+                          model.mtp_num_layers > 0)
     lay = launch_layout(gpus, cluster.gpus_per_node)
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)

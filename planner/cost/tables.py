@@ -60,6 +60,7 @@ from planner.cost.layers import (
     kernel_model,
     layer_work,
     moe_tokens,
+    mtp_work,
 )
 from planner.cost.memory import expert_stage_params, stage_params
 from planner.cost.routing import unit_hit_probability
@@ -137,6 +138,7 @@ class CostTables:
         self._work: dict[tuple, LayerWork] = {}
         self._layer: dict[tuple, LayerCost] = {}
         self._head: dict[tuple, HeadWork] = {}
+        self._mtp: dict[tuple, tuple[float, float, float, float, float]] = {}
         self._coll: dict[tuple, CollectiveCost] = {}
         self._topo: dict[GroupSpan, GroupTopology] = {}
         self._stage_params: dict[tuple, float] = {}
@@ -373,6 +375,41 @@ class CostTables:
             self._head[key] = head_work(self.model, self.training, LayerShape(tp, cp, mbs),
                                         self.cluster.gpu, self.eff)
         return self._head[key]
+
+    def mtp(self, tp: int, cp: int, mbs: int, sp: int, npn: int
+            ) -> tuple[float, float, float, float, float]:
+        """One multi-token prediction module's own (forward, backward) compute, its exposed
+        TP (forward, backward) and its FLOPs (``layers.mtp_work``), per micro-batch. TP
+        (Megatron-LM ``_concat_embeddings``), in messages of the layer's size M (T h values),
+        with sequence parallelism: forward, the vocabulary-parallel embedding's
+        reduce-scatter (M), eh_proj's input all-gather (2M) and the all-gather of its output
+        (M); backward, their transposes and eh_proj's input re-gathered for its weight
+        gradient (2M); without: the embedding's all-reduce and the output all-gather forward,
+        the input gradient's all-reduce (2M) backward. Blocking, on the critical path."""
+        key = (tp, cp, mbs, sp, npn)
+        hit = self._mtp.get(key)
+        if hit is None:
+            w = mtp_work(self.model, self.training, LayerShape(tp, cp, mbs, "none", bool(sp)),
+                         self.cluster.gpu, self.eff)
+            tp_f = tp_b = 0.0
+            if tp > 1:
+                msg = mbs * self.training.seq_length // cp * (self.model.hidden_size
+                                                               * self.training.activation_bytes)
+                g = self.group(tp, 1, npn)
+
+                def c(op: str, n: float) -> float:
+                    return self.collective(op, n, g).time_s
+
+                if sp:
+                    tp_f = c("reduce_scatter", msg) + c("all_gather", 2 * msg) + c(
+                        "all_gather", msg)
+                    tp_b = c("all_gather", msg) + c("reduce_scatter", 2 * msg) + c(
+                        "all_gather", msg) + c("all_gather", 2 * msg)
+                else:
+                    tp_f = c("all_reduce", msg) + c("all_gather", msg)
+                    tp_b = c("all_reduce", 2 * msg)
+            hit = self._mtp[key] = (w.fwd_s, w.bwd_s, tp_f, tp_b, w.flops)
+        return hit
 
     def largest_stage_params(self, tp: int, layout: Layout) -> float:
         """Parameters on one GPU of the most loaded stage (what its DP group reduces)."""

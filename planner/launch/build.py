@@ -68,7 +68,8 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
     ctx = LaunchContext(plan=plan, model=model, cluster=cluster, training=training,
                         job_name=job_name or job_name_for(model, plan))
     reasons = reasons_by_framework(plan, plan.grad_accum_steps, ctx.layout.kind == "even",
-                                   training, plan.microbatch_group_size, model.is_moe)
+                                   training, plan.microbatch_group_size, model.is_moe,
+                                   model.mtp_num_layers > 0)
     runs = [f for f in FRAMEWORKS if not reasons[f]]
     notes: list[str] = []
     margs = toml = ds = None

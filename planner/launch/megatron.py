@@ -74,6 +74,8 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
     if p.cp > 1:
         args += ["--cp-comm-type", "p2p"]
     args += moe_args(ctx)
+    if m.mtp_num_layers:      # on the last pipeline stage (Megatron-LM's default)
+        args += ["--mtp-num-layers", str(m.mtp_num_layers)]
     args += _pipeline_layout(ctx)
     args += ["--micro-batch-size", str(p.micro_batch_size),
              "--global-batch-size", str(t.global_batch_size)]
@@ -172,7 +174,8 @@ def _pipeline_layout(ctx: LaunchContext) -> list[str]:
     layout = ctx.layout
     out: list[str] = []
     if layout.kind == "custom":
-        return ["--pipeline-model-parallel-layout", megatron_layout_string(layout)] + (
+        return ["--pipeline-model-parallel-layout",
+                megatron_layout_string(layout, ctx.model.mtp_num_layers)] + (
             _group(ctx))
     if p.vpp > 1:
         out += ["--num-virtual-stages-per-pipeline-rank", str(p.vpp)]

@@ -210,5 +210,6 @@ def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
     even = even_of[inv.reshape(-1)]
     ok = np.zeros(len(plans), dtype=bool)
     for name in names:
-        ok |= runs_mask(name, plans, m, even, training, model.is_moe)
+        ok |= runs_mask(name, plans, m, even, training, model.is_moe,
+                        model.mtp_num_layers > 0)
     return ok

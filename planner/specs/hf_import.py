@@ -18,8 +18,9 @@ Mixture-of-experts configs (field names as in transformers' configuration classe
 - ``deepseek_v3`` (and ``deepseek_v2``): ``n_routed_experts``, ``num_experts_per_tok``,
   ``moe_intermediate_size``, ``n_shared_experts``, ``first_k_dense_replace``,
   ``moe_layer_freq``, ``scoring_func``, group-limited routing's ``n_group`` and
-  ``topk_group``; MLA's ``q_lora_rank``, ``kv_lora_rank``,
-  ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
+  ``topk_group``, multi-token prediction's ``num_nextn_predict_layers``; MLA's
+  ``q_lora_rank``, ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
+  ``v_head_dim``.
 - ``gpt_oss``: ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size`` (expert
   width), ``sliding_window`` on the layers ``layer_types`` marks ``sliding_attention``.
 """
@@ -93,6 +94,8 @@ def moe_fields(config: dict, model_type: str) -> dict[str, Any]:
         if int(config.get("n_group") or 1) > 1:      # group-limited routing
             out |= {"moe_router_num_groups": int(config["n_group"]),
                     "moe_router_group_topk": int(config.get("topk_group") or 1)}
+        if int(config.get("num_nextn_predict_layers") or 0) > 0:   # multi-token prediction
+            out["mtp_num_layers"] = int(config["num_nextn_predict_layers"])
         if config.get("kv_lora_rank"):
             out |= {"kv_lora_rank": config["kv_lora_rank"],
                     "q_lora_rank": config.get("q_lora_rank"),

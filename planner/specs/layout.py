@@ -152,9 +152,11 @@ def explicit_layout(stages: tuple[int, ...], vpp: int = 1) -> Layout:
     return Layout(stages, chunks, kind)
 
 
-def megatron_layout_string(layout: Layout) -> str:
+def megatron_layout_string(layout: Layout, mtp_layers: int = 0) -> str:
     """``--pipeline-model-parallel-layout``: virtual stages in order, separated by '|', each
-    a run of 't' (decoder layers), the embedding 'E' first and the loss 'L' last."""
+    a run of 't' (decoder layers), the embedding 'E' first and the loss 'L' last, after the
+    multi-token prediction modules 'm' (Megatron-LM pipeline_parallel_layer_layout.py: all of
+    them in one virtual stage, after every decoder layer)."""
     stages = layout.virtual_stages()
     parts = []
     for k, n in enumerate(stages):
@@ -162,6 +164,6 @@ def megatron_layout_string(layout: Layout) -> str:
         if k == 0:
             s = "E" + s
         if k == len(stages) - 1:
-            s += "L"
+            s += "m" * mtp_layers + "L"
         parts.append(s)
     return "|".join(parts)

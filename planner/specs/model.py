@@ -18,6 +18,13 @@ experts. The first ``first_k_dense_layers`` layers keep a dense MLP (DeepSeek-V3
 them every ``moe_layer_freq``-th layer is MoE (layer i is when (i + 1) % freq == 0, HF's
 ``decoder_sparse_step``). ``parameters.active`` counts what one token uses: everything but the
 routed experts it does not go to (the embedding included, as Mistral and Qwen count it).
+
+Multi-token prediction (DeepSeek-V3 report, section 2.2; Megatron-LM
+``megatron/core/transformer/multi_token_prediction.py``): each of ``mtp_num_layers`` modules
+normalises the hidden state and the embedding of the next token, projects their concatenation
+(2h x h), runs one transformer layer built like the last decoder layer, and predicts through
+the shared LM head. Its parameters are not in ``parameters.total`` (DeepSeek-V3's 671B leaves
+out its 14B MTP module, shared embedding and head included).
 """
 
 from __future__ import annotations
@@ -81,7 +88,7 @@ _MODEL_PRESETS: dict[str, dict[str, Any]] = {
                     "first_k_dense_layers": 3, "moe_router_score": "sigmoid",
                     "moe_router_num_groups": 8, "moe_router_group_topk": 4,
                     "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
-                    "v_head_dim": 128},
+                    "v_head_dim": 128, "mtp_num_layers": 1},
     "gpt-oss-120b": {"name": "gpt-oss-120b", "num_layers": 36, "hidden_size": 2880,
                      "num_attention_heads": 64, "num_kv_heads": 8, "head_dim": 64,
                      "ffn_hidden_size": 2880, "ffn_type": "swiglu", "vocab_size": 201088,
@@ -156,6 +163,12 @@ class ModelSpec(PresetSpec):
         None, ge=1, le=100_000, description="Group-limited routing: a token's experts come "
         "from this many groups (Megatron-LM --moe-router-group-topk, HF topk_group; "
         "DeepSeek-V3: 4).")
+    # Multi-token prediction.
+    mtp_num_layers: int = Field(
+        0, ge=0, le=100, description="Multi-token prediction depth (DeepSeek-V3 report "
+        "section 2.2; HF num_nextn_predict_layers; Megatron-LM --mtp-num-layers; DeepSeek-V3: "
+        "1): each MTP module adds a transformer layer, a projection and a pass through the "
+        "shared LM head and loss, on the last pipeline stage. 0: none.")
 
     @model_validator(mode="before")
     @classmethod
@@ -364,6 +377,28 @@ class ModelSpec(PresetSpec):
     def lm_head_params(self) -> int:
         """LM head parameters not shared with the embedding (0 when tied)."""
         return 0 if self.tied_embeddings else self.vocab_size * self.hidden_size
+
+    @property
+    def mtp_layer_is_moe(self) -> bool:
+        """An MTP module's transformer layer is built like the last decoder layer (Megatron-LM
+        ``get_gpt_mtp_block_spec``): MoE when that one is."""
+        i = self.num_layers - 1
+        return self.is_moe and i >= self.first_k_dense_layers and (i + 1) % self.moe_layer_freq == 0
+
+    @property
+    def mtp_nonexpert_params(self) -> float:
+        """Parameters of the MTP modules that TP splits, the routed experts and the copy of the
+        embedding apart: per module its transformer layer, the projection of [embedding;
+        hidden] (2h x h) and three norms (embedding, hidden, final)."""
+        h = self.hidden_size
+        mlp = self.moe_shared_params if self.mtp_layer_is_moe else self.dense_mlp_params
+        return self.mtp_num_layers * (self.attention_params + mlp + 2 * h + 2 * h * h + 3 * h)
+
+    @property
+    def mtp_expert_params(self) -> float:
+        """Routed-expert parameters of the MTP modules."""
+        return (self.mtp_num_layers * self.experts * self.expert_params
+                if self.mtp_layer_is_moe else 0.0)
 
     @property
     def num_params(self) -> int:

@@ -24,6 +24,7 @@ from planner.cost.layers import (
     linear_gemms,
     tokens_per_gpu,
 )
+from planner.cost.memory import stage_layer_counts
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.result import PlanEstimate
 from planner.specs.layout import explicit_layout
@@ -130,7 +131,9 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
     dp_ops += [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
                 "edp"]
                for u in tables.expert_dp_uses(est.tp, est.cp, est.dp, est.zero_stage, npn,
-                                              max(layout.stages), est.ep, est.etp)]
+                                              max(stage_layer_counts(tables.model,
+                                                                     layout.stages)),
+                                              est.ep, est.etp)]
     ep_fwd, ep_bwd = [], []
     for use in tables.ep_uses(*key, est.ep, est.etp):
         kind = "ep" if use.cost.op == "all_to_all" else "etp"

@@ -51,8 +51,8 @@ def chunk_times(est: PlanEstimate, tables: CostTables
             f, b = n * d["layer_fwd"], n * d["layer_bwd"]
             if s == 0 and c == 0:
                 f, b = f + d["embed"], b + d["embed"]
-            if s == p - 1 and c == v - 1:
-                f, b = f + d["head_fwd"], b + d["head_bwd"]
+            if s == p - 1 and c == v - 1:     # the head and loss, the MTP modules
+                f, b = f + d["head_fwd"] + d["mtp_fwd"], b + d["head_bwd"] + d["mtp_bwd"]
             fixed = d["microbatch_fixed"] / v       # host work, ZeRO edges: per chunk share
             fwd[s][c], bwd[s][c] = f + fixed / 2, b + fixed / 2
     return fwd, bwd, d["p2p"]
