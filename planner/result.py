@@ -156,6 +156,9 @@ class PlanEstimate(BaseModel):
     microbatch_group_size: int | None = Field(
         None, description="Interleaved plans: micro-batches per group through each model chunk "
         "(Megatron-LM's --microbatch-group-size-per-virtual-pipeline-stage).")
+    mtp_standalone: bool = Field(
+        False, description="The multi-token prediction modules run in the stage before the "
+        "last (its last model chunk), not beside the loss.")
     gpus_used: int
     step_time_s: float
     tokens_per_s: float

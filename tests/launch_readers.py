@@ -132,7 +132,8 @@ def megatron_plan(argv: list[str], world: int) -> dict:
         assert a.moe_token_dispatcher_type in ("alltoall", "flex")
         if a.overlap_moe_expert_parallel_comm:     # transformer_config.py's asserts
             assert ep > 1 and a.recompute_granularity != "full"
-            assert pp == 1 or a.num_virtual_stages_per_pipeline_rank
+            # (A layout string sets the virtual stages too: arguments.py validate_args.)
+            assert pp == 1 or vpp > 1
         assert tp == 1 or a.sequence_parallel       # MoE layers raise otherwise
     return {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "zero_stage": zero,
             "ep": ep, "etp": etp if a.num_experts else 1,

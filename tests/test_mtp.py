@@ -85,12 +85,14 @@ def test_the_last_stage_runs_one_more_layer_and_one_more_head_pass():
     d = _detail(one, tables)
     f_mtp, b_mtp, tp_f, tp_b, _ = tables.mtp(2, 1, 1, 1, 8)
     assert tp_f > 0 and tp_b > tp_f           # eh_proj's TP collectives, exposed
-    assert d["mtp_fwd"] == pytest.approx(d["layer_fwd"] + d["head_fwd"] + f_mtp + tp_f)
-    assert d["mtp_bwd"] == pytest.approx(d["layer_bwd"] + d["head_bwd"] + b_mtp + tp_b)
+    assert d["mtp_fwd"] == pytest.approx(d["layer_fwd"] + f_mtp + tp_f)
+    assert d["mtp_bwd"] == pytest.approx(d["layer_bwd"] + b_mtp + tp_b)
+    assert (d["mtp_heads_fwd"], d["mtp_heads_bwd"]) == (d["head_fwd"], d["head_bwd"])
     (f0, b0), (f1, b1) = stage_times(one, tables)
     (g0, c0), (g1, c1) = stage_times(none, CostTables(DENSE, H100, tr, EfficiencyModel()))
     assert (f0, b0) == pytest.approx((g0, c0))              # the first stage is unchanged
-    assert f1 - g1 == pytest.approx(d["mtp_fwd"]) and b1 - c1 == pytest.approx(d["mtp_bwd"])
+    assert f1 - g1 == pytest.approx(d["mtp_fwd"] + d["head_fwd"])
+    assert b1 - c1 == pytest.approx(d["mtp_bwd"] + d["head_bwd"])
     assert one.step_time_s > none.step_time_s
     # The modules count in the model's FLOPs (as Megatron-LM's formula counts them).
     assert _flops(one) > _flops(none)
@@ -151,7 +153,7 @@ def test_megatron_arguments_and_layout_place_the_modules_last():
     assert a.pipeline_model_parallel_layout.endswith("mmL")
     got = megatron_plan(argv, est.gpus_used)      # checks Megatron's layout rules for 'm'
     assert got["layers_per_stage"] == [3, 5]
-    assert megatron_layout_string(explicit_layout((3, 5), 2), 1) == "Et|ttt|tt|ttmL"
+    assert megatron_layout_string(explicit_layout((3, 5), 2), 1) == "Ett|ttt|t|ttmL"
 
 
 def test_the_search_takes_layers_off_the_stage_with_the_modules():
@@ -177,3 +179,96 @@ def test_trace_of_an_mtp_plan_agrees_with_its_estimate():
     spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     makespan_s = max(e["ts"] + e["dur"] for e in spans) / 1e6
     assert makespan_s == pytest.approx(est.step_time_s, rel=0.02)
+
+
+DSV3 = ModelSpec.from_preset("deepseek-v3")
+H100_1024 = ClusterSpec.from_preset("dgx-h100", num_nodes=128)
+DSV3_TRAINING = TrainingSpec(global_batch_size=8192, seq_length=4096, precision="fp8",
+                             moe_load_imbalance=1.0, moe_dispatcher="deepep",
+                             moe_a2a_overlap=True, optimizer_state_dtype="bf16",
+                             recompute_modules=("mla_up_proj", "mlp"))
+
+
+def _dsv3(stages, standalone=False):
+    return ParallelPlan(dp=64, tp=2, pp=8, vpp=4, ep=64, micro_batch_size=1,
+                        recompute="selective", zero_stage=1, sequence_parallel=True,
+                        layers_per_stage=stages, mtp_standalone=standalone)
+
+
+@pytest.mark.parametrize("stages,standalone,published", [
+    # Megatron-Bridge scripts/performance at fa0315ae2 (the 25.09 table), DeepSeek-V3 on H100.
+    ((7, 8, 8, 8, 8, 8, 8, 6), False, "Et|(tt|)*30mL"),
+    # Megatron Core MoE report (arXiv 2603.07685) section 9.2.2, DeepSeek-V3 on H100.
+    ((9, 8, 8, 8, 8, 8, 6, 6), True, "Et*3|(tt|)*29m|L"),
+])
+def test_published_deepseek_v3_layouts_are_emitted_and_run_as_estimated(stages, standalone,
+                                                                          published):
+    """The two published DeepSeek-V3 layouts come out of their stage splits verbatim, and the
+    event simulation of their schedule agrees with the estimate's closed form."""
+    expanded = {"Et|(tt|)*30mL": "Et|" + "|".join(["tt"] * 30) + "|mL",
+                "Et*3|(tt|)*29m|L": "Ettt|" + "|".join(["tt"] * 29) + "|m|L"}[published]
+    est = estimate(DSV3, H100_1024, DSV3_TRAINING, _dsv3(stages, standalone))
+    argv = with_launch(est, DSV3, H100_1024, DSV3_TRAINING).launch.megatron_args
+    assert argv[argv.index("--pipeline-model-parallel-layout") + 1] == expanded
+    assert megatron_plan(argv, est.gpus_used)["layers_per_stage"] == list(stages)
+    doc = predicted_trace(est, DSV3, H100_1024, DSV3_TRAINING)
+    assert doc["metadata"]["simulated_pipeline_s"] == pytest.approx(
+        est.step_time_s - est.breakdown["dp_comm"] - est.breakdown["zero_comm"]
+        - est.breakdown["optimizer"], rel=0.01)
+
+
+def test_a_heavy_last_chunk_on_the_first_rank_stalls_the_schedule():
+    """Why the first rank's extra layers go to its first chunk: with the report's first rank
+    as 2, 2, 2, 3 instead of 3, 2, 2, 2, the simulated schedule runs longer than the stage
+    totals (all the closed form sees) allow."""
+    from planner.cost.pipeline import makespan, simulate
+    from planner.validation.predicted_trace import chunk_times
+
+    est = estimate(DSV3, H100_1024, DSV3_TRAINING, _dsv3((9, 8, 8, 8, 8, 8, 6, 6), True))
+    assert est.layers_per_chunk[0] == [3, 2, 2, 2]
+    fwd, bwd, p2p = chunk_times(est, CostTables(DSV3, H100_1024, DSV3_TRAINING,
+                                                EfficiencyModel()))
+    m, g = est.grad_accum_steps, est.microbatch_group_size
+    layer_f, layer_b = fwd[1][0] / 2, bwd[1][0] / 2
+    good = simulate(fwd, bwd, m, p2p, g).makespan
+    fwd[0] = [fwd[0][0] - layer_f] + fwd[0][1:3] + [fwd[0][3] + layer_f]
+    bwd[0] = [bwd[0][0] - layer_b] + bwd[0][1:3] + [bwd[0][3] + layer_b]
+    bad = simulate(fwd, bwd, m, p2p, g).makespan
+    totals = [sum(f) + sum(b) for f, b in zip(fwd, bwd, strict=True)]
+    closed = float(makespan(max(totals), sum(totals), m, 4, 8, p2p)[0])
+    assert good == pytest.approx(closed, rel=0.01) and bad > 1.03 * closed
+
+
+def test_standalone_mtp_runs_the_modules_on_the_stage_before_the_last():
+    stages = (9, 8, 8, 8, 8, 8, 6, 6)
+    alone = estimate(DSV3, H100_1024, DSV3_TRAINING, _dsv3(stages, True))
+    beside = estimate(DSV3, H100_1024, DSV3_TRAINING, _dsv3(stages))
+    assert alone.mtp_standalone and alone.pipeline_layout == "custom"
+    assert alone.layers_per_chunk[-1] == [2, 2, 2, 0] and alone.layers_per_chunk[-2][-1] == 0
+    tables = CostTables(DSV3, H100_1024, DSV3_TRAINING, EfficiencyModel())
+    d = _detail(beside, tables)
+    a, b = stage_times(alone, tables), stage_times(beside, tables)
+    # The module's layer and projection move from the last stage to the one before it; both
+    # head passes stay on the last.
+    assert sum(a[6]) - sum(b[6]) == pytest.approx(d["mtp_fwd"] + d["mtp_bwd"])
+    assert sum(b[7]) - sum(a[7]) == pytest.approx(d["mtp_fwd"] + d["mtp_bwd"])
+    # Beside the loss, the last stage (6 layers, the module, two head passes) is the slowest;
+    # alone, the first (9 layers) is.
+    assert alone.step_time_s < 0.92 * beside.step_time_s
+    # Its weights (and an embedding copy) move with it.
+    assert stage_params(DSV3, 2, 8, 6, 0, 0, 1) - stage_params(DSV3, 2, 8, 6, 0, 0) == \
+        pytest.approx((DSV3.mtp_nonexpert_params + DSV3.embedding_params) / 2)
+    assert ParallelPlan.of(alone.model_dump()).mtp_standalone
+
+
+def test_standalone_mtp_needs_interleaving_and_modules():
+    from pydantic import ValidationError
+
+    from planner.specs.plan import plan_violations
+
+    with pytest.raises(ValidationError, match="mtp_standalone needs an interleaved"):
+        ParallelPlan(dp=2, pp=4, mtp_standalone=True)
+    plan = ParallelPlan(dp=1, tp=2, pp=2, vpp=2, sequence_parallel=True, mtp_standalone=True)
+    bad = plan_violations(plan, DENSE, H100, TrainingSpec(global_batch_size=8, seq_length=1024))
+    assert ("plan.mtp_standalone", "mtp_standalone places multi-token prediction modules; "
+            "the model has none (model.mtp_num_layers is 0)") in bad

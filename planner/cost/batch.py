@@ -321,20 +321,23 @@ def compose(plans: PlanArrays, tables: CostTables,
     L, first, last, count, sidx = classes
     present = count > 0
     rows = np.arange(len(plans))
-    # Transformer layers a stage runs: its decoder layers, and on the last stage the
-    # multi-token prediction modules' (Megatron-LM's default place for them).
+    # Transformer layers a stage runs: its decoder layers, and on the stage of the
+    # multi-token prediction modules theirs (the last stage, Megatron-LM's default, or the
+    # one before it in a standalone layout); their head and loss passes run on the last.
     k_mtp = model.mtp_num_layers
-    Lx = L + k_mtp * last
+    mtp_at = (sidx == _col(pp) - 2).astype(float) if layout is not None and \
+        layout.mtp_standalone else last
+    Lx = L + k_mtp * mtp_at
 
     # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
-    params_c = stage_params(model, _col(tp), _col(pp), L, first, last)
+    params_c = stage_params(model, _col(tp), _col(pp), L, first, last, mtp_at)
     edp = dp * tp * cp // (plans.ep * plans.etp)
     weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd))
     layer_local = model.nonexpert_params_per_layer / _col(tp)
     per_layer_state = sum(model_state_bytes(layer_local, training, _col(zero), _col(nd)))
     if model.is_moe:     # the routed experts, sharded over the expert data parallel group
-        experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp), last)
+        experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp), mtp_at)
         w_e, g_e, o_e = model_state_bytes(experts_c, training, _col(zero), _col(edp))
         weights, grads, optim = weights + w_e, grads + g_e, optim + o_e
         expert_layer = expert_stage_params(model, 1, _col(plans.ep), _col(plans.etp))
@@ -458,7 +461,7 @@ def compose(plans: PlanArrays, tables: CostTables,
             sub, tables, layout, lw, HW[sel], tuple(a[sel] for a in classes),
             params_c[sel], experts_c[sel], present[sel], npn[sel],
             lw if W is None else LW0[sel],
-            None if W is None else W[sel])
+            None if W is None else W[sel], mtp_at[sel])
         for k in BREAKDOWN_KEYS:
             bd[k][sel] = sub_bd[k]
         if memory_cap is None:
@@ -492,7 +495,7 @@ def compose(plans: PlanArrays, tables: CostTables,
 
 
 def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, params_c, experts_c,
-           present, npn, LW0, W):
+           present, npn, LW0, W, mtp_at):
     """(class times (n, C), step times, time per added layer, breakdown) of plans whose
     components are given."""
     training, eff = tables.training, tables.eff
@@ -510,11 +513,12 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     ep_f = LW[:, 13]
     head_fwd, head_bwd, embed = HW[:, 0], HW[:, 1], HW[:, 4]
     L, first, last, count, _ = classes
-    # The last stage's multi-token prediction modules: k transformer layers more, and per
-    # module its own work and one more pass through the head and loss (``CostTables.mtp``).
+    # The multi-token prediction modules: k transformer layers more and their own work on
+    # their stage (``mtp_at``), and per module one more pass through the head and loss on the
+    # last (``CostTables.mtp``).
     k_mtp = tables.model.mtp_num_layers
-    Lx = L + k_mtp * last
-    mtp = k_mtp * last
+    Lx = L + k_mtp * mtp_at
+    mtp = k_mtp * mtp_at
     mtp_cf, mtp_cb, mtp_tf, mtp_tb = (_col(HW[:, j]) for j in (5, 6, 7, 8))
     c_f = fwd + tp_f + cp_f + ep_f                    # a layer's forward and backward
     c_b = _col(bwd) + rec_s + tp_b + cp_b + ep_b      # periods, (n, classes)
@@ -539,7 +543,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     z3_edges = np.where(z3, z3_ag + z3_rs, 0.0)          # first gather, last reduce-scatter
 
     # Per stage class, one micro-batch.
-    heads = last + mtp
+    heads = (1 + k_mtp) * last
     compute_c = (Lx * _col(fwd + bwd) + first * _col(2 * embed)
                  + heads * _col(head_fwd + head_bwd) + mtp * (mtp_cf + mtp_cb))
     recomp_c = Lx * rec_s
@@ -636,8 +640,9 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
                             (fixed * last).sum(axis=1), S], 1)
     detail = {"layer_fwd": period_f, "layer_bwd": period_b[:, 0], "embed": embed,
               "head_fwd": head_fwd, "head_bwd": head_bwd, "p2p": p2p,
-              "mtp_fwd": k_mtp * (period_f + head_fwd + HW[:, 5] + HW[:, 7]),
-              "mtp_bwd": k_mtp * (period_b[:, 0] + head_bwd + HW[:, 6] + HW[:, 8]),
+              "mtp_fwd": k_mtp * (period_f + HW[:, 5] + HW[:, 7]),
+              "mtp_bwd": k_mtp * (period_b[:, 0] + HW[:, 6] + HW[:, 8]),
+              "mtp_heads_fwd": k_mtp * head_fwd, "mtp_heads_bwd": k_mtp * head_bwd,
               "microbatch_fixed": overhead + z2_tail + z3_edges, "pipeline": pipe,
               "dp_tail": dp_tail, "gather_tail": gather_tail}
     return t_masked, step, layer_time, bd, detail, split_bound, split_times

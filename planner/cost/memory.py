@@ -25,38 +25,44 @@ from __future__ import annotations
 import numpy as np
 
 from planner.specs import ModelSpec, TrainingSpec
+from planner.specs.layout import Layout
 
 GIB = 2**30
 
 
-def stage_params(model: ModelSpec, tp, pp, layers, first, last):
+def stage_params(model: ModelSpec, tp, pp, layers, first, last, mtp=None):
     """Parameters one GPU of a stage holds before ZeRO sharding (TP splits them), the routed
-    experts apart (``expert_stage_params``). ``first`` and ``last`` are 0/1: the first stage
-    holds the embedding; the last the LM head, or, with tied embeddings across a pipeline, its
-    own copy of the embedding (Megatron keeps both in sync), and the multi-token prediction
-    modules (Megatron-LM's default place for them), which need the embedding there too."""
+    experts apart (``expert_stage_params``). ``first``, ``last`` and ``mtp`` are 0/1: the
+    first stage holds the embedding; the last the LM head, or, with tied embeddings across a
+    pipeline, its own copy of the embedding (Megatron keeps both in sync); the stage of the
+    multi-token prediction modules (default: the last) their weights and, in a pipeline,
+    the embedding they read."""
     pp = np.asarray(pp)
+    mtp = last if mtp is None else mtp
     head = np.where(pp > 1, model.lm_head_params or model.embedding_params,
                     model.lm_head_params)
+    out = layers * model.nonexpert_params_per_layer + first * model.embedding_params + last * head
     if model.mtp_num_layers:
-        head = head + model.mtp_nonexpert_params + np.where(pp > 1, model.lm_head_params, 0)
-    return (layers * model.nonexpert_params_per_layer + first * model.embedding_params
-            + last * head) / tp
+        # Their embedding: the first stage's own, or the last stage's tied copy, or one more.
+        embed = ((pp > 1) * (1 - np.asarray(first)) * model.embedding_params
+                 * (1 - int(model.tied_embeddings) * np.asarray(last)))
+        out = out + mtp * (model.mtp_nonexpert_params + embed)
+    return out / tp
 
 
-def expert_stage_params(model: ModelSpec, layers, ep, etp, last=0):
+def expert_stage_params(model: ModelSpec, layers, ep, etp, mtp=0):
     """Routed-expert parameters one GPU of a stage holds: its layers' experts (and on the
-    last stage, ``last`` 1, the MTP modules') split over ep ranks, each expert's width over
+    stage of the MTP modules, ``mtp`` 1, theirs) split over ep ranks, each expert's width over
     etp (their ZeRO sharding runs over the expert data parallel group, tp cp dp / (ep etp))."""
-    return ((layers * model.expert_params_per_layer + last * model.mtp_expert_params)
+    return ((layers * model.expert_params_per_layer + mtp * model.mtp_expert_params)
             / (np.asarray(ep) * np.asarray(etp)))
 
 
-def stage_layer_counts(model: ModelSpec, stages) -> tuple[int, ...]:
-    """Transformer layers each stage runs per micro-batch: its decoder layers, and on the last
-    stage the MTP modules' layers as well."""
-    return tuple(n + (model.mtp_num_layers if i == len(stages) - 1 else 0)
-                 for i, n in enumerate(stages))
+def stage_layer_counts(model: ModelSpec, layout: Layout) -> tuple[int, ...]:
+    """Transformer layers each stage runs per micro-batch: its decoder layers, and on the
+    stage of the MTP modules theirs as well."""
+    return tuple(n + (model.mtp_num_layers if i == layout.mtp_rank else 0)
+                 for i, n in enumerate(layout.stages))
 
 
 def model_state_bytes(params, training: TrainingSpec, zero_stage, nd):

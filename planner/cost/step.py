@@ -70,7 +70,7 @@ def evaluate(
     key = (plan.tp, plan.cp, plan.micro_batch_size, RECOMPUTE.index(plan.recompute),
            int(plan.sequence_parallel), npn)
     # The bottleneck stage sets the per-micro-batch collectives; count them on it.
-    n_b = max(stage_layer_counts(model, layout.stages))
+    n_b = max(stage_layer_counts(model, layout))
     uses: list[tuple[CollectiveUse, float, float]] = []
     per_layer = _shares(tables.tp_uses(*key), m * n_b, bd["tp_comm"])
     per_layer += _shares(tables.cp_uses(*key), m * n_b, bd["cp_comm"])
@@ -183,7 +183,7 @@ def to_estimate(
         layers_per_stage=list(ev.layers), gpus_used=gpus, step_time_s=step,
         layers_per_chunk=chunks,
         pipeline_layout=ev.layout.kind if ev.layout and plan.pp > 1 else None,
-        microbatch_group_size=ev.group,
+        microbatch_group_size=ev.group, mtp_standalone=plan.mtp_standalone,
         tokens_per_s=training.global_batch_size * training.seq_length / step,
         tflops_per_gpu=tflops, hardware_tflops_per_gpu=ev.hardware_flops / step / gpus / 1e12,
         mfu=mfu,

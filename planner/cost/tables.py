@@ -413,12 +413,13 @@ class CostTables:
 
     def largest_stage_params(self, tp: int, layout: Layout) -> float:
         """Parameters on one GPU of the most loaded stage (what its DP group reduces)."""
-        key = (tp, layout.stages)
+        key = (tp, layout.stages, layout.mtp_rank)
         hit = self._stage_params.get(key)
         if hit is None:
             p = layout.pp
             hit = self._stage_params[key] = max(
-                float(stage_params(self.model, tp, p, n, i == 0, i == p - 1))
+                float(stage_params(self.model, tp, p, n, i == 0, i == p - 1,
+                                   i == layout.mtp_rank))
                 for i, n in enumerate(layout.stages))
         return hit
 

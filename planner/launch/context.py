@@ -62,7 +62,8 @@ class LaunchContext:
 
     @property
     def layout(self) -> Layout:
-        return explicit_layout(tuple(self.plan.layers_per_stage), self.plan.vpp)
+        return explicit_layout(tuple(self.plan.layers_per_stage), self.plan.vpp,
+                               self.plan.mtp_standalone, self.model.mtp_num_layers)
 
     @property
     def shape(self) -> LaunchShape:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import PlannerInputError
 from planner.specs.cluster import ClusterSpec
-from planner.specs.layout import Layout, default_layout, explicit_layout
+from planner.specs.layout import Layout, default_layout, explicit_layout, place_mtp
 from planner.specs.model import ModelSpec
 from planner.specs.placement import launch_layout
 from planner.specs.training import TrainingSpec
@@ -66,6 +66,12 @@ class ParallelPlan(BaseModel):
         "when that divides; else the middle stages hold the same count and the first and last "
         "share the rest (planner.specs.layout)."
     )
+    mtp_standalone: bool = Field(
+        False, description="Multi-token prediction modules in their own virtual stage: the "
+        "last model chunk of the stage before the last, the loss alone in the last stage's "
+        "last chunk (Megatron-LM layout 'm|L', e.g. 'Et*3|(tt|)*29m|L'; Megatron-Bridge "
+        "mtp_standalone). Needs model.mtp_num_layers > 0 and vpp > 1. Default: the modules "
+        "beside the loss on the last stage.")
     microbatch_group_size: int | None = Field(
         None, ge=1, le=100_000_000,
         description="Interleaved 1F1B: micro-batches that go through a model chunk together "
@@ -89,6 +95,9 @@ class ParallelPlan(BaseModel):
                              "each model chunk) needs recompute='full'")
         if self.microbatch_group_size is not None and self.vpp == 1:
             raise ValueError("microbatch_group_size applies to interleaved schedules (vpp > 1)")
+        if self.mtp_standalone and self.vpp == 1:
+            raise ValueError("mtp_standalone needs an interleaved schedule (vpp > 1): the last "
+                             "stage's last chunk holds only the loss")
         return self
 
     @classmethod
@@ -105,7 +114,7 @@ class ParallelPlan(BaseModel):
                    sequence_parallel=fields["sequence_parallel"],
                    layers_per_stage=tuple(fields["layers_per_stage"]) if pp > 1 else None,
                    microbatch_group_size=fields.get("microbatch_group_size") if vpp > 1
-                   else None)
+                   else None, mtp_standalone=bool(fields.get("mtp_standalone", False)))
 
     @property
     def world_size(self) -> int:
@@ -161,6 +170,9 @@ def plan_violations(
                                    f"node on {layout.nnodes} node(s), not a multiple of "
                                    f"tp({plan.tp})"))
     out.extend(moe_violations(plan, model))
+    if plan.mtp_standalone and not model.mtp_num_layers:
+        out.append(("plan.mtp_standalone", "mtp_standalone places multi-token prediction "
+                    "modules; the model has none (model.mtp_num_layers is 0)"))
     if plan.cp > 1 and training.seq_length % (2 * plan.cp):
         out.append(("plan.cp", f"seq_length({training.seq_length}) is not divisible by "
                                f"2 * cp({plan.cp}) = {2 * plan.cp} (load-balanced causal chunks)"))
@@ -243,12 +255,13 @@ def microbatch_group(m: int, pp: int) -> int | None:
 def plan_layout(plan: ParallelPlan, model: ModelSpec) -> Layout:
     """The plan's layers per rank and per chunk (``planner.specs.layout``)."""
     if plan.layers_per_stage is not None:
-        return explicit_layout(plan.layers_per_stage, plan.vpp)
+        return explicit_layout(plan.layers_per_stage, plan.vpp, plan.mtp_standalone,
+                               model.mtp_num_layers)
     layout = default_layout(model.num_layers, plan.pp, plan.vpp)
     if layout is None:
         raise PlannerInputError("plan.pp", f"no layout of num_layers({model.num_layers}) over "
                                 f"pp({plan.pp}) * vpp({plan.vpp}) chunks")
-    return layout
+    return place_mtp(layout, model.mtp_num_layers, plan.mtp_standalone)
 
 
 def stage_layers(plan: ParallelPlan, model: ModelSpec) -> tuple[int, ...]:

@@ -123,7 +123,8 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         groups = ["dp", "dp"] * (est.dp * est.cp > 1) + ["edp", "edp"]   # zero3_uses' order
         zero3 = [[u.cost.op, u.cost.message_bytes, STRATEGY_COMPONENT[u.strategy], kind]
                  for u, kind in zip(uses, groups, strict=False)]
-    layout = explicit_layout(tuple(est.layers_per_stage), est.vpp)
+    layout = explicit_layout(tuple(est.layers_per_stage), est.vpp, est.mtp_standalone,
+                             tables.model.mtp_num_layers)
     p_stage = tables.largest_stage_params(est.tp, layout)
     dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
                "dp"]
@@ -131,8 +132,7 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
     dp_ops += [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
                 "edp"]
                for u in tables.expert_dp_uses(est.tp, est.cp, est.dp, est.zero_stage, npn,
-                                              max(stage_layer_counts(tables.model,
-                                                                     layout.stages)),
+                                              max(stage_layer_counts(tables.model, layout)),
                                               est.ep, est.etp)]
     ep_fwd, ep_bwd = [], []
     for use in tables.ep_uses(*key, est.ep, est.etp):

@@ -24,7 +24,8 @@ from planner.specs.layout import explicit_layout
 
 
 def _detail(est: PlanEstimate, tables: CostTables) -> dict[str, float]:
-    layout = explicit_layout(tuple(est.layers_per_stage), est.vpp)
+    layout = explicit_layout(tuple(est.layers_per_stage), est.vpp, est.mtp_standalone,
+                             tables.model.mtp_num_layers)
     bc = compose(PlanArrays.from_plans([ParallelPlan.of(est.model_dump())]), tables, layout=layout,
                  group=est.microbatch_group_size)
     assert bc.detail is not None          # set whenever no memory cap is given
@@ -40,7 +41,8 @@ def chunk_times(est: PlanEstimate, tables: CostTables
                 ) -> tuple[list[list[float]], list[list[float]], float]:
     """(forward[s][c], backward[s][c], send/recv seconds) of one micro-batch per stage and
     model chunk, from the step model's components."""
-    layout = explicit_layout(tuple(est.layers_per_stage), est.vpp)
+    layout = explicit_layout(tuple(est.layers_per_stage), est.vpp, est.mtp_standalone,
+                             tables.model.mtp_num_layers)
     d = _detail(est, tables)
     p, v = layout.pp, layout.vpp
     fwd = [[0.0] * v for _ in range(p)]
@@ -51,8 +53,11 @@ def chunk_times(est: PlanEstimate, tables: CostTables
             f, b = n * d["layer_fwd"], n * d["layer_bwd"]
             if s == 0 and c == 0:
                 f, b = f + d["embed"], b + d["embed"]
-            if s == p - 1 and c == v - 1:     # the head and loss, the MTP modules
-                f, b = f + d["head_fwd"] + d["mtp_fwd"], b + d["head_bwd"] + d["mtp_bwd"]
+            if s == layout.mtp_rank and c == v - 1:       # the MTP modules
+                f, b = f + d["mtp_fwd"], b + d["mtp_bwd"]
+            if s == p - 1 and c == v - 1:     # the head and loss, once per prediction depth
+                f = f + d["head_fwd"] + d["mtp_heads_fwd"]
+                b = b + d["head_bwd"] + d["mtp_heads_bwd"]
             fixed = d["microbatch_fixed"] / v       # host work, ZeRO edges: per chunk share
             fwd[s][c], bwd[s][c] = f + fixed / 2, b + fixed / 2
     return fwd, bwd, d["p2p"]
