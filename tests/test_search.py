@@ -405,3 +405,17 @@ def test_the_space_is_kept_for_requests_of_the_same_setup():
     assert narrowed is not a and set(narrowed.plans.tp.tolist()) == {2, 4}
     assert build_space(m, c, tr.model_copy(update={"global_batch_size": 128}),
                        SearchSpec()) is not a
+
+
+def test_a_request_whose_degrees_fit_but_whose_vpp_cannot_says_so():
+    """DeepSeek-V3's 61 layers over pp 8 x vpp 4 (Megatron-Bridge's published plan) is a
+    custom layout, which the search does not enumerate: the reason says that, not that no
+    degrees land on the GPUs (they do: dp 64 x tp 2 x pp 8)."""
+    res = plan(PlanRequest.model_validate({
+        "model": {"preset": "deepseek-v3"}, "cluster": {"preset": "dgx-h100", "num_nodes": 128},
+        "training": {"global_batch_size": 8192, "seq_length": 4096, "precision": "fp8"},
+        "search": {"pp": 8, "vpp": 4, "tp": 2}}))
+    assert res.search.status == "INFEASIBLE" and not res.plans
+    text = " ".join(res.infeasible_reasons)
+    assert "land on the GPUs" in text and "lands on" not in text
+    assert "num_layers(61) dividing pp * vpp, or 63" in text and "pp in [8]" in text

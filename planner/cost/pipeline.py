@@ -136,3 +136,29 @@ def makespan(t_max, t_sum, m, v, p, p2p_s):
     fill = np.where(m >= p, (t_sum - t_max) / v, t_sum - t_max)
     hops = np.where(np.asarray(p) > 1, 2 * m * p2p_s + 2 * (np.asarray(p) - 1) * p2p_s / v, 0.0)
     return m * t_max + fill + hops, fill
+
+
+def chunk_times(detail: dict[str, float], layout) -> tuple[list[list[float]], list[list[float]]]:
+    """(forward[s][c], backward[s][c]) of one micro-batch per stage and model chunk, from one
+    plan's step-model components (``batch.compose``'s ``detail``) and its ``Layout``: a
+    chunk's layers' periods, the embedding in the first chunk, the MTP modules in the last
+    chunk of their stage, the head and loss (once per prediction depth) in the last chunk of
+    the last stage, and each chunk's share of the micro-batch's fixed costs."""
+    p, v = layout.pp, layout.vpp
+    fwd = [[0.0] * v for _ in range(p)]
+    bwd = [[0.0] * v for _ in range(p)]
+    d = detail
+    for s in range(p):
+        for c in range(v):
+            n = layout.chunks[s][c]
+            f, b = n * d["layer_fwd"], n * d["layer_bwd"]
+            if s == 0 and c == 0:
+                f, b = f + d["embed"], b + d["embed"]
+            if s == layout.mtp_rank and c == v - 1:
+                f, b = f + d["mtp_fwd"], b + d["mtp_bwd"]
+            if s == p - 1 and c == v - 1:
+                f = f + d["head_fwd"] + d["mtp_heads_fwd"]
+                b = b + d["head_bwd"] + d["mtp_heads_bwd"]
+            fixed = d["microbatch_fixed"] / v       # host work, ZeRO edges: per chunk share
+            fwd[s][c], bwd[s][c] = f + fixed / 2, b + fixed / 2
+    return fwd, bwd

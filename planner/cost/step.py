@@ -13,6 +13,7 @@ from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
 from planner.cost.caveats import caveats
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB, stage_layer_counts
+from planner.cost.pipeline import chunk_times, simulate
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
 from planner.errors import PlannerInputError
 from planner.frameworks import frameworks_for
@@ -51,6 +52,9 @@ class Evaluation:
     group: int | None = None
     params: tuple[int, int] = (0, 0)     # the model's (total, active) parameters
     moe: bool = False                    # the model has expert layers
+    # How much longer the event simulation of the schedule runs than the closed form (custom
+    # interleaved layouts only, whose chunks may hold unequal work; 0 otherwise).
+    schedule_excess: float = 0.0
 
 
 def evaluate(
@@ -66,6 +70,12 @@ def evaluate(
                                            else None)
     bc = compose(PlanArrays.from_plans([plan]), tables, layout=layout, group=group)
     bd = {k: float(v[0]) for k, v in bc.breakdown.items()}
+    excess = 0.0
+    if plan.vpp > 1 and layout.kind == "custom" and bc.detail is not None:
+        detail = {k: float(v[0]) for k, v in bc.detail.items()}
+        fwd, bwd = chunk_times(detail, layout)
+        closed = detail["pipeline"] + bd["pp_comm"]
+        excess = simulate(fwd, bwd, m, detail["p2p"], group).makespan / closed - 1
     npn = tables.npn(plan.world_size)
     key = (plan.tp, plan.cp, plan.micro_batch_size, RECOMPUTE.index(plan.recompute),
            int(plan.sequence_parallel), npn)
@@ -99,7 +109,7 @@ def evaluate(
         breakdown=bd, uses=uses, model_flops=float(bc.model_flops[0]),
         hardware_flops=float(bc.hardware_flops[0]), m=m, layers=layout.stages,
         layout=layout, group=group, params=(model.num_params, model.active_params),
-        moe=model.is_moe,
+        moe=model.is_moe, schedule_excess=excess,
     )
 
 
@@ -172,7 +182,7 @@ def to_estimate(
     lay = launch_layout(gpus, cluster.gpus_per_node)
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
-    notes = caveats(model, cluster, training, mfu=mfu)
+    notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess)
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(
         rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep, etp=plan.etp,

@@ -7,14 +7,16 @@ import numpy as np
 from planner.cost.batch import BatchCost, PlanArrays, compose
 from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, cost_tables
-from planner.search.space import degree_domains
-from planner.search.spec import SearchSpec
+from planner.search.space import degree_domains, equal_work_vpps
+from planner.search.spec import SearchSpec, allows
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, TrainingSpec
 
 
 def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
-                       search: SearchSpec) -> list[str]:
-    """The space is empty before memory is even considered: say which rule empties it."""
+                       search: SearchSpec, lattice_points: int = 0) -> list[str]:
+    """The space is empty before memory is even considered: say which rule empties it.
+    ``lattice_points``: the degree combinations (dp, tp, pp, cp and the expert degrees) that
+    land on the GPUs; when there are some, the other knobs emptied the space."""
     N, G = cluster.num_gpus, cluster.gpus_per_node
     gbs = training.global_batch_size
     dom = degree_domains(model, cluster, training, search)
@@ -32,6 +34,28 @@ def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: Trainin
         out.append(f"no pipeline degree is possible: pp must be at most num_layers"
                    f"({model.num_layers}) and the GPUs ({N}) and satisfy the request "
                    f"({search.pp!r})")
+    if not out and lattice_points:
+        out.append(f"{lattice_points} combinations of dp, tp, pp and cp land on the GPUs, "
+                   "but the request's other restrictions exclude every plan of them"
+                   + (f" (or {search.framework} runs none of them as predicted; the framework "
+                      "capability matrix says why)" if search.framework else ""))
+        if search.vpp is not None and not allows(search.vpp, 1):
+            L = model.num_layers
+            pps = [p for p in dom["pp"] if p > 1]
+            none = [p for p in pps if not equal_work_vpps(L, p, search)]
+            if none:
+                out.append(
+                    f"vpp {search.vpp!r}: the search interleaves only layouts whose model "
+                    f"chunks hold equal work, num_layers({L}) dividing pp * vpp, or {L + 2} "
+                    "doing so with the embedding and the loss standing in for a layer each; "
+                    f"no allowed vpp does at pp in {none[:12]}; estimate such a plan with "
+                    "its layers_per_stage instead")
+            out.append("interleaving also needs grad_accum_steps >= pp")
+        else:
+            out.append("the restrictions on micro_batch_size, grad_accum_steps, vpp, "
+                       "zero_stage, recompute, sequence_parallel, ep or etp exclude every "
+                       "combination; note 1F1B needs grad_accum_steps >= pp")
+        return out
     if not out:
         lo = N if not search.allow_idle_gpus else -(-N // 2)
         out.append(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from planner.cost.batch import PlanArrays, compose
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.pipeline import Timeline, simulate
+from planner.cost.pipeline import chunk_times as pipeline_chunk_times
 from planner.cost.tables import CostTables
 from planner.result import PlanEstimate
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
@@ -44,22 +45,7 @@ def chunk_times(est: PlanEstimate, tables: CostTables
     layout = explicit_layout(tuple(est.layers_per_stage), est.vpp, est.mtp_standalone,
                              tables.model.mtp_num_layers)
     d = _detail(est, tables)
-    p, v = layout.pp, layout.vpp
-    fwd = [[0.0] * v for _ in range(p)]
-    bwd = [[0.0] * v for _ in range(p)]
-    for s in range(p):
-        for c in range(v):
-            n = layout.chunks[s][c]
-            f, b = n * d["layer_fwd"], n * d["layer_bwd"]
-            if s == 0 and c == 0:
-                f, b = f + d["embed"], b + d["embed"]
-            if s == layout.mtp_rank and c == v - 1:       # the MTP modules
-                f, b = f + d["mtp_fwd"], b + d["mtp_bwd"]
-            if s == p - 1 and c == v - 1:     # the head and loss, once per prediction depth
-                f = f + d["head_fwd"] + d["mtp_heads_fwd"]
-                b = b + d["head_bwd"] + d["mtp_heads_bwd"]
-            fixed = d["microbatch_fixed"] / v       # host work, ZeRO edges: per chunk share
-            fwd[s][c], bwd[s][c] = f + fixed / 2, b + fixed / 2
+    fwd, bwd = pipeline_chunk_times(d, layout)
     return fwd, bwd, d["p2p"]
 
 
