@@ -265,6 +265,17 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "a model-code feature; the engine has no MTP option"),
     },
+    "microbatch_gradient_copy": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/tensor_parallel/layers.py",
+                       "gradient accumulation fusion: the weight-gradient GEMMs write into "
+                       "the fp32 main_grad"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/distributed/utils.py",
+                         "autograd accumulates the gradients in place"),
+        "deepspeed": _s("yes", "bf16.enabled (BF16_Optimizer, fp32 grad_accum_dtype)",
+                        f"{DEEPSPEED} deepspeed/runtime/bf16_optimizer.py",
+                        "every micro-batch's bf16 gradients are added into fp32 ones, "
+                        "parameter by parameter (training.microbatch_grad_copy)"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -336,6 +347,13 @@ def _rules():
          "(model.mtp_num_layers)", lambda c: np.full(c["n"], c["mtp"])),
         ("deepspeed", "multi_token_prediction", "multi-token prediction "
          "(model.mtp_num_layers)", lambda c: np.full(c["n"], c["mtp"])),
+        ("megatron", "microbatch_gradient_copy", "a copy of every micro-batch's gradients "
+         "into fp32 (training.microbatch_grad_copy)", lambda c: np.full(c["n"], c["grad_copy"])),
+        ("torchtitan", "microbatch_gradient_copy", "a copy of every micro-batch's gradients "
+         "into fp32 (training.microbatch_grad_copy)", lambda c: np.full(c["n"], c["grad_copy"])),
+        ("deepspeed", "microbatch_gradient_copy", "bf16 with ZeRO 0-1 without "
+         "training.microbatch_grad_copy (its BF16_Optimizer adds every micro-batch's bf16 "
+         "gradients into fp32 ones)", lambda c: c["bf16"] & (z(c) <= 1) & ~c["grad_copy"]),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -399,6 +417,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_grads": training.grad_dtype == "bf16",
+            "bf16": np.full(len(plans), training.precision == "bf16"),
+            "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
             "low_states": training.optimizer_state_dtype != "fp32",
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
             "p2p_split": np.full(len(plans), training.p2p_scatter_gather),

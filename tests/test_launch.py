@@ -136,7 +136,10 @@ def random_plan(rng: random.Random):
         cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=nodes, gpus_per_node=gpn)
         training = TrainingSpec(global_batch_size=rng.choice([16, 32, 48, 64, 96, 128]),
                                 seq_length=rng.choice([1024, 2048, 4096]),
-                                precision=rng.choice(["bf16", "bf16", "fp8", "fp16"]))
+                                precision=rng.choice(["bf16", "bf16", "fp8", "fp16"]),
+                                # (DeepSpeed's bf16 optimizer copies every micro-batch's
+                                # gradients into fp32; half the models train that way.)
+                                microbatch_grad_copy=layers % 2 == 0)
         tp, pp, cp = rng.choice([1, 2, 4]), rng.choice([1, 2, 3, 4, 8]), rng.choice([1, 1, 2])
         n = cluster.num_gpus
         if n % (tp * pp * cp):
@@ -182,6 +185,8 @@ def launcher_program(est) -> list[str]:
     assert fw == est.frameworks[0]
     if fw == "megatron":
         return ["pretrain_gpt.py", *est.launch.megatron_args]
+    if fw == "deepspeed":
+        return ["train.py", "--deepspeed_config", "ds_config.json"]
     return ["-m", "torchtitan.train", "--job.config_file", "plan.toml"]
 
 

@@ -61,6 +61,12 @@ from planner.specs.plan import microbatch_group, plan_key
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
                   "pipeline_bubble", "dp_comm", "zero_comm", "optimizer", "overhead")
 PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl", "ep", "etp")
+# ``microbatch_grad_copy``: bytes a parameter (read the 16-bit gradient, write and read its
+# fp32 cast, read and write the fp32 main gradient) and the parameter tensors of a GPT layer
+# (weights and biases of the fused QKV, the output projection, the two MLP GEMMs and the two
+# layer norms), two kernels each (the cast and the add).
+GRAD_COPY_BYTES = 18
+LAYER_PARAM_TENSORS = 12
 # Columns of a layer's row (``compose.layer_row``), and of the head's: the head and the
 # embedding (``compose.head_row``), then one MTP module's (``CostTables.mtp``).
 LAYER_COLUMNS = 15
@@ -458,7 +464,7 @@ def compose(plans: PlanArrays, tables: CostTables,
         lw = LW[sel]
         (t_masked[sel], step[sel], layer_time[sel], sub_bd, sub_detail, split_bound[sel],
          split_times[sel]) = _times(
-            sub, tables, layout, lw, HW[sel], tuple(a[sel] for a in classes),
+            sub, tables, layout, lw, HW[sel], tuple(a[sel] for a in classes), layer_local[sel],
             params_c[sel], experts_c[sel], present[sel], npn[sel],
             lw if W is None else LW0[sel],
             None if W is None else W[sel], mtp_at[sel])
@@ -494,8 +500,8 @@ def compose(plans: PlanArrays, tables: CostTables,
     )
 
 
-def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, params_c, experts_c,
-           present, npn, LW0, W, mtp_at):
+def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer_params,
+           params_c, experts_c, present, npn, LW0, W, mtp_at):
     """(class times (n, C), step times, time per added layer, breakdown) of plans whose
     components are given."""
     training, eff = tables.training, tables.eff
@@ -557,6 +563,16 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     F_c = (Lx * _col(period_f) + first * _col(embed) + heads * _col(head_fwd)
            + mtp * (mtp_cf + mtp_tf))
     B_c = Lx * period_b + first * _col(embed) + heads * _col(head_bwd) + mtp * (mtp_cb + mtp_tb)
+    # Each micro-batch's copy of the 16-bit gradients into fp32 (``microbatch_grad_copy``),
+    # per layer and for the rest of the stage (embedding, head, MTP modules).
+    copy_layer = np.zeros(len(plans))
+    copy_c = np.zeros_like(L)
+    if training.microbatch_grad_copy:
+        launch = 2 * LAYER_PARAM_TENSORS * eff.kernel_overhead_us * 1e-6
+        copy_layer = layer_params[:, 0] * GRAD_COPY_BYTES / hbm + launch
+        copy_c = np.where(present, (params_c + experts_c) * GRAD_COPY_BYTES / hbm
+                          + Lx * launch, 0.0)
+        B_c = B_c + copy_c
 
     # Data-parallel reduction and weight gather, sized by the largest stage.
     p_stage = np.where(present, params_c, 0.0).max(axis=1)
@@ -604,7 +620,8 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
         "tp_comm": m * tp_c[rows, b], "cp_comm": m * cp_c[rows, b],
         "ep_comm": m * ep_c[rows, b],
         "zero_comm": m * zero_c[rows, b], "dp_comm": m * dpm_c[rows, b],
-        "overhead": m * overhead, "pipeline_bubble": bubble, "pp_comm": hops * p2p,
+        "overhead": m * (overhead + copy_c[rows, b]), "pipeline_bubble": bubble,
+        "pp_comm": hops * p2p,
     }
     once = (zero <= 1)
     if training.overlap_grad_reduce:
@@ -623,7 +640,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
                   + e_stage / np.where(zero >= 1, edp, 1))
     bd["optimizer"] = opt_params * training.optimizer_step_bytes / hbm
     step = sum(bd[key] for key in BREAKDOWN_KEYS)
-    layer_time = period_f + period_b[:, 0]
+    layer_time = period_f + period_b[:, 0] + copy_layer
     # Any split of the layers over the stages (the same layers in all; an interleaved
     # stage's spread evenly over its chunks): the stages' times add up to S, whatever the
     # split, but for ZeRO-2's per-micro-batch reduction (>= 0, dropped); the slowest stage
@@ -638,7 +655,11 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, param
     fixed_mid = overhead + z3_edges
     split_times = np.stack([layer_time, (fixed * first).sum(axis=1), fixed_mid,
                             (fixed * last).sum(axis=1), S], 1)
-    detail = {"layer_fwd": period_f, "layer_bwd": period_b[:, 0], "embed": embed,
+    copy_rest = np.where(present, copy_c - L * _col(copy_layer), 0.0)
+    detail = {"layer_fwd": period_f, "layer_bwd": period_b[:, 0] + copy_layer, "embed": embed,
+              "copy_first": (copy_rest * first).sum(axis=1),
+              "copy_last": (copy_rest * last * (1 - first)).sum(axis=1),
+              "copy_mtp": (copy_rest * mtp_at * (1 - last) * (1 - first)).sum(axis=1),
               "head_fwd": head_fwd, "head_bwd": head_bwd, "p2p": p2p,
               "mtp_fwd": k_mtp * (period_f + HW[:, 5] + HW[:, 7]),
               "mtp_bwd": k_mtp * (period_b[:, 0] + HW[:, 6] + HW[:, 8]),

@@ -153,12 +153,14 @@ def chunk_times(detail: dict[str, float], layout) -> tuple[list[list[float]], li
             n = layout.chunks[s][c]
             f, b = n * d["layer_fwd"], n * d["layer_bwd"]
             if s == 0 and c == 0:
-                f, b = f + d["embed"], b + d["embed"]
+                f, b = f + d["embed"], b + d["embed"] + d["copy_first"]
             if s == layout.mtp_rank and c == v - 1:
                 f, b = f + d["mtp_fwd"], b + d["mtp_bwd"]
+                if s not in (0, p - 1):         # its parameters' gradient copy (standalone)
+                    b = b + d["copy_mtp"]
             if s == p - 1 and c == v - 1:
                 f = f + d["head_fwd"] + d["mtp_heads_fwd"]
-                b = b + d["head_bwd"] + d["mtp_heads_bwd"]
+                b = b + d["head_bwd"] + d["mtp_heads_bwd"] + d["copy_last"]
             fixed = d["microbatch_fixed"] / v       # host work, ZeRO edges: per chunk share
             fwd[s][c], bwd[s][c] = f + fixed / 2, b + fixed / 2
     return fwd, bwd

@@ -79,6 +79,15 @@ class TrainingSpec(BaseModel):
         "(EfficiencyModel.copy_call_us). False: one flat output buffer "
         "(all_gather_into_tensor: FSDP, Megatron-FSDP, DeepSpeed since 2022)."
     )
+    microbatch_grad_copy: bool = Field(
+        False, description="After every micro-batch's backward each parameter's 16-bit "
+        "gradient is added into its fp32 main gradient, one parameter at a time: DeepSpeed's "
+        "BF16_Optimizer (bf16 with fp32 gradient accumulation, ZeRO 0-1; "
+        "deepspeed/runtime/bf16_optimizer.py `hp_grad.add_(lp.grad.to(fp32))`, per "
+        "micro-batch from the pipeline engine since 2022, from grad hooks with "
+        "`immediate_grad_update`), 18 bytes of HBM traffic a parameter and two kernels a "
+        "parameter tensor. False: the weight-gradient GEMMs accumulate into the main "
+        "gradients (Megatron-LM's gradient accumulation fusion) or autograd in place.")
 
     p2p_scatter_gather: bool = Field(
         False, description="Pipeline sends split over the TP ranks even without sequence "
