@@ -354,6 +354,9 @@ def _rules():
         ("deepspeed", "microbatch_gradient_copy", "bf16 with ZeRO 0-1 without "
          "training.microbatch_grad_copy (its BF16_Optimizer adds every micro-batch's bf16 "
          "gradients into fp32 ones)", lambda c: c["bf16"] & (z(c) <= 1) & ~c["grad_copy"]),
+        ("deepspeed", "microbatch_gradient_copy", "training.microbatch_grad_copy where "
+         "DeepSpeed makes no such copy (only its bf16 optimizer does, with ZeRO 0-1; fp16 and "
+         "ZeRO-2/3 accumulate otherwise)", lambda c: c["grad_copy"] & ~(c["bf16"] & (z(c) <= 1))),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",

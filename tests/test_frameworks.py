@@ -68,6 +68,9 @@ def test_deepspeed_runs_bf16_zero_0_1_plans_with_their_gradient_copy(plan_fields
         m * (params * 18 / h100 + kernels), rel=0.02)
     fp16 = estimate(M8, C16, TR.model_copy(update={"precision": "fp16"}), p)
     assert "deepspeed" in fp16.frameworks
+    # A copy DeepSpeed would not make (fp16 here) is charged by no framework's run.
+    fp16_copy = estimate(M8, C16, copy.model_copy(update={"precision": "fp16"}), p)
+    assert fp16_copy.frameworks == []
 
 
 def test_search_restricted_to_one_framework_returns_only_its_plans():
