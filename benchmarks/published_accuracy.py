@@ -92,7 +92,7 @@ def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[d
             "tokens": run["training"]["global_batch_size"] * run["training"]["seq_length"],
             "plan": {k: getattr(est, k) for k in ("dp", "tp", "pp", "cp", "ep", "etp", "vpp",
                                                   "micro_batch_size", "recompute",
-                                                  "zero_stage")},
+                                                  "recompute_num_layers", "zero_stage")},
             "moe": est.parameters is not None and est.parameters.active < est.parameters.total,
             "measured_step_s": measured, "predicted_step_s": round(est.step_time_s, 4),
             "error_pct": round(100 * err, 2), "fits_in_memory": fits,
