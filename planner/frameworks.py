@@ -265,6 +265,18 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "a model-code feature; the engine has no MTP option"),
     },
+    "blocking_tp_allreduce": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/tensor_parallel/layers.py",
+                       "the input gradient's all-reduce is issued async_op=True before the "
+                       "weight-gradient GEMM and waited for after it (no flag turns it off)"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
+                         "tensor parallelism always runs with sequence parallelism"),
+        "deepspeed": _s("yes", "tensor_parallel.autotp_size",
+                        f"{DEEPSPEED} deepspeed/module_inject/layers.py",
+                        "AutoTP's ColumnParallel.backward all-reduces the input gradient "
+                        "synchronously, after the layer's weight gradient "
+                        "(training.async_tensor_model_parallel_allreduce false)"),
+    },
     "microbatch_gradient_copy": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/tensor_parallel/layers.py",
                        "gradient accumulation fusion: the weight-gradient GEMMs write into "
@@ -357,6 +369,14 @@ def _rules():
         ("deepspeed", "microbatch_gradient_copy", "training.microbatch_grad_copy where "
          "DeepSpeed makes no such copy (only its bf16 optimizer does, with ZeRO 0-1; fp16 and "
          "ZeRO-2/3 accumulate otherwise)", lambda c: c["grad_copy"] & ~(c["bf16"] & (z(c) <= 1))),
+        ("megatron", "blocking_tp_allreduce", "a blocking backward TP all-reduce "
+         "(training.async_tensor_model_parallel_allreduce false; Megatron-Core overlaps it "
+         "with the weight-gradient GEMM)",
+         lambda c: ~c["async_ar"] & (c["tp"] > 1) & (c["sp"] == 0)),
+        ("deepspeed", "blocking_tp_allreduce", "tensor parallelism with the backward "
+         "all-reduce overlapped (AutoTP all-reduces the input gradient synchronously: "
+         "training.async_tensor_model_parallel_allreduce false)",
+         lambda c: c["async_ar"] & (c["tp"] > 1) & (c["sp"] == 0)),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -422,6 +442,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "bf16_grads": training.grad_dtype == "bf16",
             "bf16": np.full(len(plans), training.precision == "bf16"),
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
+            "async_ar": np.full(len(plans), training.async_tensor_model_parallel_allreduce),
             "low_states": training.optimizer_state_dtype != "fp32",
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
             "p2p_split": np.full(len(plans), training.p2p_scatter_gather),

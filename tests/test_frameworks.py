@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from planner.cli.main import app
-from planner.cost import estimate
+from planner.cost import EfficiencyModel, estimate
 from planner.errors import PlannerInputError
 from planner.request import EstimateRequest, parse_request
 from planner.search import PlanRequest, plan
@@ -57,8 +57,10 @@ def test_deepspeed_runs_bf16_zero_0_1_plans_with_their_gradient_copy(plan_fields
     18 bytes a parameter per micro-batch over HBM; fp16 plans are untouched (FP16 and ZeRO
     stage 1 accumulate in place)."""
     p = ParallelPlan(micro_batch_size=1, **plan_fields)
-    copy = TR.model_copy(update={"microbatch_grad_copy": True})
-    fused, copied = estimate(M8, C16, TR, p), estimate(M8, C16, copy, p)
+    # (AutoTP's backward all-reduce blocks: a TP plan runs on DeepSpeed only costed so.)
+    base = TR.model_copy(update={"async_tensor_model_parallel_allreduce": p.tp == 1})
+    copy = base.model_copy(update={"microbatch_grad_copy": True})
+    fused, copied = estimate(M8, C16, base, p), estimate(M8, C16, copy, p)
     assert copied.frameworks == ["deepspeed"] and "deepspeed" not in fused.frameworks
     m = fused.grad_accum_steps
     h100 = C16.gpu.memory_bandwidth_gb_per_s * 1e9 * C16.gpu.hbm_efficiency
@@ -66,11 +68,40 @@ def test_deepspeed_runs_bf16_zero_0_1_plans_with_their_gradient_copy(plan_fields
     kernels = 2 * 12 * 32 * 2.5e-6             # two kernels for each of a layer's 12 tensors
     assert copied.step_time_s - fused.step_time_s == pytest.approx(
         m * (params * 18 / h100 + kernels), rel=0.02)
-    fp16 = estimate(M8, C16, TR.model_copy(update={"precision": "fp16"}), p)
+    fp16 = estimate(M8, C16, base.model_copy(update={"precision": "fp16"}), p)
     assert "deepspeed" in fp16.frameworks
     # A copy DeepSpeed would not make (fp16 here) is charged by no framework's run.
     fp16_copy = estimate(M8, C16, copy.model_copy(update={"precision": "fp16"}), p)
     assert fp16_copy.frameworks == []
+
+
+def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only():
+    """Without sequence parallelism the backward all-reduce of a column-parallel layer's input
+    gradient either runs beside the weight-gradient GEMM (Megatron-Core's async all-reduce)
+    or blocks (DeepSpeed AutoTP's ColumnParallel.backward, Megatron-LM of 2021): the blocking
+    one costs its whole time, per layer and micro-batch twice (QKV and MLP-up), and only
+    DeepSpeed runs that plan as predicted; with sequence parallelism the flag changes nothing."""
+    from planner.cost.tables import cost_tables, overlapped
+
+    p = ParallelPlan(dp=4, tp=4, micro_batch_size=1, zero_stage=1)
+    blocking = TR.model_copy(update={"async_tensor_model_parallel_allreduce": False,
+                                     "microbatch_grad_copy": True})
+    overlap = blocking.model_copy(update={"async_tensor_model_parallel_allreduce": True})
+    a, b = estimate(M8, C16, overlap, p), estimate(M8, C16, blocking, p)
+    assert "deepspeed" not in a.frameworks and b.frameworks == ["deepspeed"]
+    assert "megatron" not in b.frameworks
+    t_a, t_b = (cost_tables(M8, C16, tr, EfficiencyModel(), None) for tr in (overlap, blocking))
+    npn = C16.gpus_per_node
+    (ar,) = [u.cost.time_s for u in t_a.tp_uses(4, 1, 1, 0, 0, npn) if u.cost.op == "all_reduce"]
+    la, lb = t_a.layer(4, 1, 1, 0, 0, npn), t_b.layer(4, 1, 1, 0, 0, npn)
+    k = EfficiencyModel().overlap_slowdown
+    assert la.tp_bwd == pytest.approx(overlapped(2 * ar, la.work.wgrad_colpar_s, k))
+    assert lb.tp_bwd == pytest.approx(2 * ar) and lb.tp_bwd > la.tp_bwd
+    m = a.grad_accum_steps
+    assert b.step_time_s - a.step_time_s == pytest.approx(
+        m * M8.num_layers * (lb.tp_bwd - la.tp_bwd), rel=0.02)
+    sp = ParallelPlan(dp=4, tp=4, micro_batch_size=1, zero_stage=1, sequence_parallel=True)
+    assert estimate(M8, C16, overlap, sp).step_time_s == estimate(M8, C16, blocking, sp).step_time_s
 
 
 def test_search_restricted_to_one_framework_returns_only_its_plans():

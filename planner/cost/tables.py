@@ -235,7 +235,8 @@ class CostTables:
             else:
                 ar = t["all_reduce"]
                 tp_f = (1 - ov) * 2 * ar + overlapped(ov * 2 * ar, lw.fwd_s, k)
-                tp_b = overlapped(2 * ar, lw.wgrad_colpar_s, k)
+                tp_b = (overlapped(2 * ar, lw.wgrad_colpar_s, k)
+                        if self.training.async_tensor_model_parallel_allreduce else 2 * ar)
             if rec == 2:
                 tp_b += tp_f
             else:       # selective recompute of the MLP block repeats its half of them

@@ -89,6 +89,14 @@ class TrainingSpec(BaseModel):
         "parameter tensor. False: the weight-gradient GEMMs accumulate into the main "
         "gradients (Megatron-LM's gradient accumulation fusion) or autograd in place.")
 
+    async_tensor_model_parallel_allreduce: bool = Field(
+        True, description="Without sequence parallelism, TP's backward all-reduce of each "
+        "column-parallel layer's input gradient runs beside that layer's weight-gradient GEMM "
+        "(Megatron-LM's LinearWithGradAccumulationAndAsyncAllreduce, "
+        "--async-tensor-model-parallel-allreduce; Megatron-Core always). False: it blocks "
+        "the backward (ColumnParallelLinear's copy_to_tensor_model_parallel_region before "
+        "F.linear: Megatron-LM of 2021, the SC'21 runs, and the Megatron-DeepSpeed forks "
+        "that trained MT-NLG and BLOOM).")
     p2p_scatter_gather: bool = Field(
         False, description="Pipeline sends split over the TP ranks even without sequence "
         "parallelism (Megatron-LM's 2021 scatter/gather optimisation, SC'21 section 4.1; "
