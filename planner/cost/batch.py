@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.cost.keyed import gather_rows as _gather
 from planner.cost.memory import (
     GIB,
     expert_stage_params,
@@ -146,52 +147,6 @@ class BatchCost:
     # memory (first, middle, last) bytes; "total" is all stages' times together, "extra" the
     # send/recv.
     split_terms: dict[str, np.ndarray] | None = None
-
-
-def _gather(keys: np.ndarray, fn, width: int) -> np.ndarray:
-    """fn(*unique key row) -> ``width`` floats, evaluated once per distinct row of ``keys``."""
-    keys = np.asarray(keys, dtype=np.int64)
-    if len(keys) == 1:                          # one plan (estimate): no grouping to do
-        return np.array([fn(*map(int, keys[0]))], dtype=float).reshape(1, width)
-    if len(keys) == 0:
-        return np.zeros((0, width))
-    # Each column as dense indices into its distinct values, then one mixed-radix code per row.
-    values, dense = [], []
-    for j in range(keys.shape[1]):
-        col = keys[:, j]
-        top = int(col.max(initial=0))
-        low = int(col.min(initial=0))
-        if 0 <= low and top < 64:                 # small values index themselves
-            values.append(np.arange(top + 1))
-            dense.append(col)
-            continue
-        if 0 <= low and top < 4 * len(col) + 100_000:
-            v = np.flatnonzero(np.bincount(col, minlength=top + 1))
-            dense.append(np.searchsorted(v, col))
-        else:
-            v, d = np.unique(col, return_inverse=True)
-            dense.append(d.reshape(-1))
-        values.append(v)
-    radix = [len(v) for v in values]
-    size = np.prod(radix, dtype=float)
-    if size < 2**62:
-        code = np.zeros(len(keys), dtype=np.int64)
-        for d, r in zip(dense, radix, strict=True):
-            code = code * r + d
-        if size <= 4 * len(keys) + 1_000_000:  # small code space: count, no sort
-            uniq = np.flatnonzero(np.bincount(code, minlength=int(size)))
-            inv = np.searchsorted(uniq, code)
-        else:
-            uniq, inv = np.unique(code, return_inverse=True)
-        rows = np.empty((len(uniq), len(radix)), dtype=np.int64)
-        rest = uniq.copy()
-        for j in range(len(radix) - 1, -1, -1):
-            rest, idx = np.divmod(rest, radix[j])
-            rows[:, j] = values[j][idx]
-    else:                                       # would overflow int64: unique over rows
-        rows, inv = np.unique(keys, axis=0, return_inverse=True)
-    vals = np.array([fn(*r) for r in rows.tolist()], dtype=float).reshape(len(rows), width)
-    return vals[inv.reshape(-1)]
 
 
 def _layout_rows(layout: Layout) -> list[tuple]:
@@ -381,11 +336,13 @@ def compose(plans: PlanArrays, tables: CostTables,
     a_npn = npn[alive]
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
                                   a_plans.sp, a_npn, a_plans.ep, a_plans.etp], 1), layer_row,
-                        LAYER_COLUMNS)
-    HW[alive, :5] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5)
+                        LAYER_COLUMNS, tables.row_memo("layer"))
+    HW[alive, :5] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5,
+                            tables.row_memo("head"))
     if k_mtp:
         HW[alive, 5:] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.sp,
-                                          a_npn], 1), tables.mtp, 5)
+                                          a_npn], 1), tables.mtp, 5,
+                                  tables.row_memo("mtp"))
     # Block recompute of the first rnl layers of each model chunk (Megatron-LM's
     # --recompute-method block): per stage, min(rnl * vpp, layers) layers behave as under full
     # recompute and the rest as without; W is that share per stage class.
@@ -398,7 +355,7 @@ def compose(plans: PlanArrays, tables: CostTables,
         LW0[a_part] = _gather(np.stack([pp_plans.tp, pp_plans.cp, pp_plans.mbs,
                                         np.zeros_like(pp_plans.rec), pp_plans.sp, npn[a_part],
                                         pp_plans.ep, pp_plans.etp], 1), layer_row,
-                              LAYER_COLUMNS)
+                              LAYER_COLUMNS, tables.row_memo("layer"))
         share = np.minimum(_col(plans.rnl * v), L) / np.maximum(L, 1)
         W = np.where(_col(partial), share, 1.0)
 
@@ -537,7 +494,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
         return tables.zero3_times(t, c, d, n, e, et) if flag else (0.0, 0.0, 0.0)
 
     z3_ag, z3_rs, z3_net = _gather(np.stack([z3, tp, cp, dp, npn, plans.ep, plans.etp], 1),
-                                   z3_row, 3).T
+                                   z3_row, 3, tables.row_memo("zero3")).T
     # Concurrent groups that cross nodes share the NICs: a layer's ZeRO-3 traffic waits for
     # the NIC time its ring-attention exchanges take.
     shared = z3_net > 0
@@ -586,7 +543,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     sharded = np.where(zero >= 3, 3, zero) * ((nd > 1) | (edp > 1))
     n_b, t_grad, t_gather, dp_net = _gather(
         np.stack([tp, cp, dp, sharded, npn, plans.ep, plans.etp, np.rint(p_stage),
-                  l_stage], 1).astype(np.int64), dp_row, 4).T
+                  l_stage], 1).astype(np.int64), dp_row, 4, tables.row_memo("dp")).T
     # The last backward's ring-attention exchanges hold the NICs the buckets need.
     window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, Lx[:, 0] * cp_net_b[:, 0], 0.0))
     # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
@@ -603,13 +560,14 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     def cross_row(p, stride, n):
         return (float(group_span(p, stride, n).neighbours_cross) if p > 1 else 0.0,)
 
-    (cross,) = _gather(np.stack([pp, tp * cp * dp, npn], 1), cross_row, 1).T
+    (cross,) = _gather(np.stack([pp, tp * cp * dp, npn], 1), cross_row, 1,
+                       tables.row_memo("cross")).T
 
     def p2p_row(t, c, mb, x, s):
         return (tables.p2p_time(t, c, mb, bool(x), bool(s)),)
 
     (p2p,) = _gather(np.stack([tp, cp, mbs, cross.astype(np.int64), plans.sp], 1), p2p_row,
-                     1).T
+                     1, tables.row_memo("p2p")).T
     p2p = np.where(pp > 1, p2p, 0.0)
     # Send/recv: 1F1B's blocking exchanges sit on the critical path of every micro-batch;
     # interleaved schedules overlap them (Megatron's overlap_p2p_comm), leaving the fill.

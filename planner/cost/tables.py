@@ -52,6 +52,7 @@ from planner.collectives import (
     nccl_time,
 )
 from planner.cost.efficiency import EfficiencyModel
+from planner.cost.keyed import RowMemo
 from planner.cost.layers import (
     HeadWork,
     LayerShape,
@@ -146,10 +147,15 @@ class CostTables:
         self._p2p: dict[tuple, float] = {}
         self._z3: dict[tuple, tuple[float, float, float]] = {}
         self._memos: dict[str, dict] = {}
+        self._row_memos: dict[str, RowMemo] = {}
 
     def memo(self, name: str) -> dict:
         """A named dictionary for callers' derived values (they live as long as the tables)."""
         return self._memos.setdefault(name, {})
+
+    def row_memo(self, name: str) -> RowMemo:
+        """A named ``RowMemo`` for one function of key rows (it lives as long as the tables)."""
+        return self._row_memos.setdefault(name, RowMemo())
 
     # -- topology and collectives ---------------------------------------------------------
     def npn(self, world: int) -> int:
