@@ -7,7 +7,7 @@ these fields may also override.
 Sources of the defaults (measured micro-benchmarks, except the two marked fitted):
 - ``kernel_overhead_us`` 2.5: back-to-back kernels on one stream, fitted fixed cost 2.55 us on
   A100 and 2.43 us on H200 (RRZE-HPC/gpu-benches, gpu-small-kernels repeated-stream fit).
-- ``matmul_half_dim`` 128: the GEMM main loop's prologue and epilogue, in units of K (the
+- ``matmul_half_dim`` 256: the GEMM main loop's prologue and epilogue, in units of K (the
   reduction dimension) on an A100 SM, scaled by an SM's tensor rate on other GPUs (the fixed
   part takes the same time while the loop runs faster: H100's best-shaped GEMMs need K = 13312
   where A100's peak at K = 5120, stas00/ml-engineering MAMF table); small-K GEMMs lose that
@@ -42,7 +42,7 @@ class EfficiencyModel(BaseModel):
         "matmul_efficiency."
     )
     matmul_half_dim: float = Field(
-        128.0, ge=0, le=1e6, description="GEMM prologue and epilogue in units of the reduction "
+        256.0, ge=0, le=1e6, description="GEMM prologue and epilogue in units of the reduction "
         "dimension K: a GEMM costs as if K were K + this (K = this halves a GEMM's rate)."
     )
     attention_fraction: float | None = Field(
