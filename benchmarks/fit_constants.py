@@ -13,7 +13,10 @@ fit best wins. The result is what ``planner/specs/gpu.py``'s presets and
 ``EfficiencyModel.microbatch_overhead_us`` / ``matmul_half_dim`` carry (today: A100 0.75, H100
 0.61, H100 fp8 0.61, 100 us, 256).
 
-    python benchmarks/fit_constants.py [--json fitted.json]
+    python benchmarks/fit_constants.py [--json fitted.json] [--grid]
+
+``--grid`` also prints, for every pair of the two discrete constants, the fit runs' median and
+mean absolute error with that pair's fitted rates (how well the fit tells the pairs apart).
 """
 
 from __future__ import annotations
@@ -49,17 +52,22 @@ OVERHEADS_US = [100, 300, 1000, 3000]
 HALF_DIMS = [64, 128, 256, 512]
 
 
-def fit(runs: list[dict]) -> dict:
+def fit(runs: list[dict], grid: list | None = None) -> dict:
     """Per micro-batch host overhead and the GEMM prologue ``matmul_half_dim`` (one value each
     for every run), and for each pair every group's GEMM efficiency; the pair whose fitted
-    groups give the lowest median error wins."""
+    groups give the lowest median error wins. ``grid``, when given, receives one row per pair:
+    (overhead, half_dim, median |error|, mean |error|, fitted rates)."""
     best = None
     for overhead in OVERHEADS_US:
         for half_dim in HALF_DIMS:
             eff = {"microbatch_overhead_us": overhead, "matmul_half_dim": half_dim}
             groups = _fit_groups(runs, eff)
             rows = evaluate_runs(runs, eff)
-            med = statistics.median(abs(r["error_pct"]) for r in rows)
+            errors = [abs(r["error_pct"]) for r in rows]
+            med = statistics.median(errors)
+            if grid is not None:
+                grid.append((overhead, half_dim, med, statistics.mean(errors),
+                             {name: g["value"] for name, g in groups.items()}))
             if best is None or med < best[0]:
                 best = (med, eff, groups)
     _fit_groups(runs, best[1])      # leave the winner in place
@@ -101,9 +109,19 @@ def _fit_groups(runs: list[dict], eff: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--grid", action="store_true",
+                    help="print every pair of the discrete constants with its fit errors")
     args = ap.parse_args(argv)
     runs = [r for r in load_runs() if r["split"] == "fit"]
-    result = fit(runs)
+    grid: list = []
+    result = fit(runs, grid)
+    if args.grid:
+        print(f"{'overhead us':>11} {'half_dim':>8} {'median %':>8} {'mean %':>7}  fitted rates")
+        for overhead, half_dim, med, mean, rates in grid:
+            print(f"{overhead:>11} {half_dim:>8} {med:>8.2f} {mean:>7.2f}  "
+                  + ", ".join(f"{name.split()[0]} {name.split()[1]} {v:g}"
+                              for name, v in rates.items()))
+        print()
     for name, x in result.items():
         extra = (f", signed {x['median_signed_error_pct']:+.1f}%; burst {x['burst_bound']}"
                  if "burst_bound" in x else "")

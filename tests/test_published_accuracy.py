@@ -125,3 +125,40 @@ def test_megatron_runs_that_overlap_pipeline_sends_search_their_interleaving():
         assert run["tune"]["vpp"] == [v for v in range(1, per_stage + 1) if per_stage % v == 0]
     interleaved = [published_accuracy.predict_run(r)[0].vpp for r in readme]
     assert any(v > 1 for v in interleaved)
+
+
+def test_the_fit_picks_the_pair_of_discrete_constants_with_the_lowest_median_and_lists_all():
+    """``fit_constants.fit`` on two A100 fit runs: one grid row per (overhead, prologue) pair,
+    each row's median the one its fitted rate gives, and the winner the row of least median.
+    (The fit writes the GPU presets; they are put back afterwards.)"""
+    import copy
+    import statistics
+
+    import fit_constants
+
+    from planner.cost.tables import cost_tables
+    from planner.specs import gpu as gpu_specs
+
+    saved = copy.deepcopy(gpu_specs._GPU_PRESETS)
+    runs = [r for r in RUNS if r["id"] in ("korthikanti-22b-full", "korthikanti-22b-selective")]
+    try:
+        grid: list = []
+        result = fit_constants.fit(runs, grid)
+        assert len(grid) == len(fit_constants.OVERHEADS_US) * len(fit_constants.HALF_DIMS)
+        assert {(o, h) for o, h, *_ in grid} == {
+            (o, h) for o in fit_constants.OVERHEADS_US for h in fit_constants.HALF_DIMS}
+        best = min(grid, key=lambda row: row[2])
+        assert (result["microbatch_overhead_us"]["value"],
+                result["matmul_half_dim"]["value"]) == best[:2]
+        # The winner's rate is in the presets: replaying gives the winner's median again.
+        (rate,) = best[4].values()
+        assert gpu_specs._GPU_PRESETS["a100-80gb"]["matmul_efficiency"] == rate
+        rows = published_accuracy.evaluate_runs(
+            runs, {"microbatch_overhead_us": best[0], "matmul_half_dim": best[1]})
+        assert statistics.median(abs(r["error_pct"]) for r in rows) == pytest.approx(best[2])
+        assert all(row[3] >= 0 for row in grid)
+    finally:
+        for name, preset in saved.items():
+            gpu_specs._GPU_PRESETS[name].clear()
+            gpu_specs._GPU_PRESETS[name].update(preset)
+        cost_tables.cache_clear()
