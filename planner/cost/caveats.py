@@ -35,9 +35,9 @@ FINE_GRAINED_ERRORS = (10, 3, 19, 186)
 # A100 and 512 H100, torchtitan's Llama 3 8B with selective recompute on 64 A100) measured
 # slower than the model predicts: (runs, least, median, most) of measured / predicted - 1, in
 # percent. The same frameworks' runs that recompute every layer land within
-# SHARDED_FULL_RECOMPUTE_MAX percent either way (-1% to +7%).
-SHARDED_PARTIAL_RECOMPUTE_ERRORS = (10, 7, 16, 25)
-SHARDED_FULL_RECOMPUTE_MAX = 7
+# SHARDED_FULL_RECOMPUTE_MAX percent either way (-1% to +8%).
+SHARDED_PARTIAL_RECOMPUTE_ERRORS = (10, 8, 16, 25)
+SHARDED_FULL_RECOMPUTE_MAX = 8
 
 # Custom interleaved layouts: the closed form the estimate and the search use sees each
 # stage's total; where the event simulation (``cost.pipeline.simulate``) of the schedule runs
