@@ -86,6 +86,10 @@ def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[d
         est, fits = predict_run(run, eff_overrides)
         measured = run["measured"]["step_time_s"]
         err = measured / est.step_time_s - 1
+        # What the model misses per micro-batch a GPU runs, and per layer of a (mean) stage.
+        m = run["training"]["global_batch_size"] // (est.dp * est.micro_batch_size)
+        gap_ms = 1e3 * (measured - est.step_time_s) / m
+        layers = ModelSpec.model_validate(run["model"]).num_layers / est.pp
         rows.append({
             "id": run["id"], "source": run["source"], "split": run["split"],
             "sweep": run.get("sweep"), "gpus": est.gpus_used,
@@ -95,7 +99,9 @@ def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[d
                                                   "recompute_num_layers", "zero_stage")},
             "moe": est.parameters is not None and est.parameters.active < est.parameters.total,
             "measured_step_s": measured, "predicted_step_s": round(est.step_time_s, 4),
-            "error_pct": round(100 * err, 2), "fits_in_memory": fits,
+            "error_pct": round(100 * err, 2), "microbatches": m,
+            "gap_ms_per_microbatch": round(gap_ms, 2),
+            "gap_ms_per_layer_microbatch": round(gap_ms / layers, 3), "fits_in_memory": fits,
             "memory_gib": round(est.memory_per_gpu_gib, 1), "mfu": round(est.mfu, 4),
         })
     return rows

@@ -162,3 +162,15 @@ def test_the_fit_picks_the_pair_of_discrete_constants_with_the_lowest_median_and
             gpu_specs._GPU_PRESETS[name].clear()
             gpu_specs._GPU_PRESETS[name].update(preset)
         cost_tables.cache_clear()
+
+
+def test_rows_give_what_the_model_misses_per_micro_batch_and_per_layer():
+    """BLOOM's 181B at pp 12 with micro-batches of 1: 2048 / (4 x 1) = 512 micro-batches a GPU
+    runs, 72 / 12 = 6 layers a stage; the row's gaps are (measured - predicted) over those."""
+    run = next(r for r in RUNS if r["id"] == "bloom-prequel-181b-tp8pp12-mbs1")
+    (row,) = published_accuracy.evaluate_runs([run])
+    assert row["microbatches"] == 512
+    gap = (row["measured_step_s"] - row["predicted_step_s"]) * 1e3 / 512
+    assert row["gap_ms_per_microbatch"] == pytest.approx(gap, abs=0.01)
+    assert row["gap_ms_per_layer_microbatch"] == pytest.approx(gap / 6, abs=0.001)
+    assert row["gap_ms_per_microbatch"] > 0          # the model is optimistic on BLOOM
