@@ -136,6 +136,45 @@ def sweep_taus(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+def plan_key(run: dict) -> str:
+    """The model, the GPUs and the published degrees of a run (not its batch, precision or
+    software): runs sharing it ran the same plan on the same hardware."""
+    m, c, p = run["model"], run["cluster"], run["plan"]
+    shape = m.get("preset") or [m.get(k) for k in ("num_layers", "hidden_size",
+                                                  "ffn_hidden_size", "num_attention_heads",
+                                                  "num_kv_heads", "vocab_size")]
+    hardware = [c.get("preset"), c.get("gpu"), c.get("num_nodes")]
+    degrees = [p.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep")]
+    return json.dumps([shape, hardware, run["training"]["seq_length"], degrees])
+
+
+def same_plan_groups(rows: list[dict], runs: list[dict]) -> list[dict]:
+    """Runs of different sources that ran one plan (``plan_key``) on the same GPUs: how much
+    slower per token each measured than the group's fastest, and how much of that the model
+    predicts from their published settings (batch, precision, overlap, dispatcher, ...). What
+    it does not predict is the software (or the runs' descriptions), not the plan."""
+    by_id = {r["id"]: r for r in rows}
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        if run["id"] in by_id:
+            groups.setdefault(plan_key(run), []).append(by_id[run["id"]])
+    out = []
+    for members in groups.values():
+        if len({r["source"] for r in members}) < 2:
+            continue
+        per_token = sorted(((r["measured_step_s"] / r["tokens"],
+                             r["predicted_step_s"] / r["tokens"], r) for r in members),
+                           key=lambda x: x[0])
+        m0, p0, base = per_token[0]
+        out.append({"reference": base["id"], "runs": [
+            {"id": r["id"], "source": r["source"],
+             "measured_slowdown_pct": round(100 * (m / m0 - 1), 1),
+             "predicted_slowdown_pct": round(100 * (p / p0 - 1), 1),
+             "unexplained_pct": round(100 * ((m / m0) / (p / p0) - 1), 1)}
+            for m, p, r in per_token[1:]]})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
@@ -175,6 +214,15 @@ def main(argv: list[str] | None = None) -> int:
         print("\nKendall tau within sweeps:")
         for name, t in taus.items():
             print(f"  {name:<60}{t['runs']:>3} runs  {t['split']:<9} tau {t['kendall_tau']:+.2f}")
+    pairs = same_plan_groups(rows, runs)
+    if pairs:
+        print("\nsame plan on the same GPUs, other sources (per token, against the fastest):")
+        for g in pairs:
+            for x in g["runs"]:
+                print(f"  {x['id'][:44]:<45} vs {g['reference'][:44]:<45} measured "
+                      f"{x['measured_slowdown_pct']:>+6.1f}%  predicted "
+                      f"{x['predicted_slowdown_pct']:>+6.1f}%  unexplained "
+                      f"{x['unexplained_pct']:>+6.1f}%")
     if skipped:
         print(f"\n{len(skipped)} runs could not be replayed (left out of every figure above):")
         for x in skipped:
@@ -183,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"rows": rows, "summary": summary,
                                          "by_source": by_source, "sweeps": taus,
-                                         "skipped": skipped}, indent=1))
+                                         "same_plan": pairs, "skipped": skipped}, indent=1))
     return 0
 
 

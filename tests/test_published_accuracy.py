@@ -75,6 +75,7 @@ def test_benchmark_writes_the_contract_summary(tmp_path, capsys):
         assert {"rows", "sources", "median_abs_error_pct", "max_abs_error_pct"} <= set(s)
         assert s["rows"] == sum(r["split"] == split for r in RUNS)
     assert all(-1 <= t["kendall_tau"] <= 1 for t in result["sweeps"].values())
+    assert any(g["reference"] == "sc21-t2-mtnlg-530b-ptdp-2240" for g in result["same_plan"])
     # The constants were fitted on the fit split: a change to the model that moves it away
     # shows up here (the held-out figures are reported, not asserted).
     assert result["summary"]["fit"]["median_abs_error_pct"] <= 5.0
@@ -174,3 +175,43 @@ def test_rows_give_what_the_model_misses_per_micro_batch_and_per_layer():
     assert row["gap_ms_per_microbatch"] == pytest.approx(gap, abs=0.01)
     assert row["gap_ms_per_layer_microbatch"] == pytest.approx(gap / 6, abs=0.001)
     assert row["gap_ms_per_microbatch"] > 0          # the model is optimistic on BLOOM
+
+
+def test_same_plan_runs_of_two_sources_split_into_what_the_model_predicts_and_what_it_does_not():
+    """Two sources, one plan, one cluster: B measured 30% slower per token than A (1.3 s for
+    the same tokens against 1.0 s), the model predicts 10% (1.1 against 1.0), so 1.3 / 1.1 - 1
+    = 18.2% is not the plan. A third run with other degrees stays out, and so does a group
+    of one source."""
+    base = RUNS[0]
+    a = {**base, "id": "a", "source": "s1"}
+    b = {**base, "id": "b", "source": "s2"}
+    c = {**base, "id": "c", "source": "s2", "plan": {**base["plan"], "dp": base["plan"]["dp"] * 2}}
+    d = {**c, "id": "d", "source": "s2"}
+    rows = [{"id": "a", "source": "s1", "tokens": 100, "measured_step_s": 1.0,
+             "predicted_step_s": 1.0},
+            {"id": "b", "source": "s2", "tokens": 100, "measured_step_s": 1.3,
+             "predicted_step_s": 1.1},
+            {"id": "c", "source": "s2", "tokens": 100, "measured_step_s": 9.0,
+             "predicted_step_s": 1.0},
+            {"id": "d", "source": "s2", "tokens": 100, "measured_step_s": 9.0,
+             "predicted_step_s": 1.0}]
+    (group,) = published_accuracy.same_plan_groups(rows, [a, b, c, d])
+    assert group["reference"] == "a"
+    (x,) = group["runs"]
+    assert (x["id"], x["measured_slowdown_pct"], x["predicted_slowdown_pct"],
+            x["unexplained_pct"]) == ("b", 30.0, 10.0, 18.2)
+
+
+def test_mt_nlg_ran_sc21s_530b_plan_on_the_same_gpus_a_quarter_slower_than_the_model_explains():
+    """SC'21 Table 2's PTD-P row (Megatron-LM) and MT-NLG's first (Megatron-DeepSpeed): the same
+    530B model, tp 8, pp 35, dp 8 on 2,240 A100; batches 2,240 and 1,920. The model predicts
+    the smaller batch's longer bubble; the rest of the 26% is the software."""
+    ids = {"sc21-t2-mtnlg-530b-ptdp-2240", "mtnlg-530b-2240"}
+    runs = [r for r in RUNS if r["id"] in ids]
+    rows = published_accuracy.evaluate_runs(runs)
+    group = next(g for g in published_accuracy.same_plan_groups(rows, runs))
+    assert group["reference"] == "sc21-t2-mtnlg-530b-ptdp-2240"
+    (x,) = group["runs"]
+    assert x["measured_slowdown_pct"] == pytest.approx(26.5, abs=0.1)   # 60.1/1920 : 55.45/2240
+    assert 0 < x["predicted_slowdown_pct"] < 5
+    assert x["unexplained_pct"] > 20
