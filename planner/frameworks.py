@@ -24,6 +24,10 @@ from planner.cost.batch import PlanArrays
 
 Framework = Literal["megatron", "torchtitan", "deepspeed"]
 FRAMEWORKS: tuple[Framework, ...] = ("megatron", "torchtitan", "deepspeed")
+# What a search may ask for: one framework, or "any" plan the step model costs, whether or not
+# a framework of today runs it as predicted (to replay published runs of older software).
+ANY_FRAMEWORK = "any"
+FrameworkChoice = Framework | Literal["any"]
 
 MEGATRON = "NVIDIA/Megatron-LM"
 TITAN = "pytorch/torchtitan v0.2.2"

@@ -64,7 +64,9 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
             even = plan_layout(plan, m).kind == "even"
             reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr, moe=m.is_moe,
                                            mtp=m.mtp_num_layers > 0)
-            if s.framework is not None:
+            if s.any_framework:
+                reasons = {"any": []}
+            elif s.framework is not None:
                 reasons = {s.framework: reasons[s.framework]}
             if all(reasons.values()):
                 continue
@@ -72,7 +74,7 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
             # Block recompute of the first n layers of each chunk, n below the largest chunk
             # (Megatron-LM only).
             if (rec == 2 and s.partial_recompute and s.allows_recompute("none")
-                    and (s.framework in (None, "megatron")) and not reasons["megatron"]):
+                    and s.megatron_allowed and not reasons.get("megatron")):
                 most = max(max(ch) for ch in plan_layout(plan, m).chunks)
                 plans += [plan.model_copy(update={"recompute_num_layers": n})
                           for n in range(1, most)]

@@ -419,3 +419,42 @@ def test_a_request_whose_degrees_fit_but_whose_vpp_cannot_says_so():
     text = " ".join(res.infeasible_reasons)
     assert "land on the GPUs" in text and "lands on" not in text
     assert "num_layers(61) dividing pp * vpp, or 63" in text and "pp in [8]" in text
+
+
+def software_2021_request(seed: int) -> PlanRequest:
+    """A random small request described as 2021 software runs (TP all-reduce not overlapped,
+    DeepSpeed ZeRO-3's per-rank gather copies, pipeline scatter/gather), which no framework
+    of today runs as predicted, searched with ``framework: "any"``."""
+    rng = random.Random(9000 + seed)
+    body = random_request(rng).model_dump(mode="json")
+    body["training"].update({"async_tensor_model_parallel_allreduce": False,
+                             "zero3_per_rank_copies": rng.random() < 0.5,
+                             "p2p_scatter_gather": rng.random() < 0.5})
+    body["search"]["framework"] = "any"
+    return PlanRequest.model_validate(body)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_any_framework_searches_every_plan_exactly(seed):
+    req = software_2021_request(seed)
+    assert_equals_oracle(plan(req), enumerate_top_k(req))
+
+
+def test_any_framework_admits_plans_no_framework_of_today_runs():
+    """tp 2 x pp 2 without sequence parallelism, with a blocking TP all-reduce (Megatron-LM
+    before 2021-09): Megatron-LM of today always overlaps it and DeepSpeed's pipeline engine
+    takes no TP, so the default search finds nothing and says why, while 'any' costs those
+    plans and lists no framework for them."""
+    body = {"model": {"name": "tiny", "num_layers": 4, "hidden_size": 64,
+                      "num_attention_heads": 4, "ffn_hidden_size": 256, "vocab_size": 512},
+            "cluster": {"preset": "dgx-a100", "num_nodes": 1, "gpus_per_node": 4},
+            "training": {"global_batch_size": 8, "seq_length": 64,
+                         "async_tensor_model_parallel_allreduce": False},
+            "search": {"tp": 2, "pp": 2, "sequence_parallel": False}}
+    default = plan(PlanRequest.model_validate(body))
+    assert default.search.status == "INFEASIBLE" and not default.plans
+    assert "'any'" in default.infeasible_reasons[0]
+    body["search"]["framework"] = "any"
+    free = plan(PlanRequest.model_validate(body))
+    assert free.search.status == "OPTIMAL"
+    assert all((p.tp, p.pp, p.frameworks) == (2, 2, []) for p in free.plans)

@@ -37,10 +37,12 @@ def _max_chunk_layers(plans: PlanArrays, num_layers: int) -> np.ndarray:
 
 
 def block_recompute(plans: PlanArrays, tables: CostTables, bc: BatchCost, fits: np.ndarray,
-                    capacity: float, bar: float) -> list[tuple[float, float, int, int]]:
+                    capacity: float, bar: float, any_framework: bool = False
+                    ) -> list[tuple[float, float, int, int]]:
     """[(step time, memory, plan index, N)] of the block-recompute variants that fit and may
     beat ``bar`` (the k-th best step time so far), one per plan without recompute that does
-    not fit but whose model states do."""
+    not fit but whose model states do; only those Megatron-LM runs as predicted, unless
+    ``any_framework``."""
     parts = bc.memory_parts
     states = parts["weights"] + parts["gradients"] + parts["optimizer"] + parts["zero_buffers"]
     # A plan's time without recompute bounds its block-recompute variants from below.
@@ -51,8 +53,10 @@ def block_recompute(plans: PlanArrays, tables: CostTables, bc: BatchCost, fits: 
     sub = plans.take(cand)
     cmax = _max_chunk_layers(sub, tables.model.num_layers)
     # One layer per chunk: block recompute is full. Only Megatron-LM runs block recompute.
-    keep = (cmax > 1) & runs_on(_with(sub, np.ones(len(sub), dtype=np.int64)), tables.model,
-                                tables.training, ["megatron"])
+    keep = cmax > 1
+    if not any_framework:
+        keep &= runs_on(_with(sub, np.ones(len(sub), dtype=np.int64)), tables.model,
+                        tables.training, ["megatron"])
     cand, sub, cmax = cand[keep], sub.take(np.flatnonzero(keep)), cmax[keep]
     if not len(cand):
         return []

@@ -101,7 +101,7 @@ def plan_on_pools(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanResult
     space = 0
     skipped: list[str] = []
     complete = True
-    if len(pools) > 1 and req.search.framework in (None, "megatron"):
+    if len(pools) > 1 and req.search.megatron_allowed:
         mixed, bound, space, complete = _mixed_plans(req, found, deadline, skipped)
         found = sorted(found + mixed, key=_order)
     top = [p.model_copy(update={"rank": i + 1}) for i, p in enumerate(found[:k])]

@@ -125,11 +125,12 @@ def plan(request: PlanRequest) -> PlanResult:
             status = "FEASIBLE"      # the time limit cut the uneven-split pass short
     if (search.partial_recompute and search.allows_recompute("full")
             and search.allows_recompute("none")
-            and search.framework in (None, "megatron")):
+            and search.megatron_allowed):
         times = sorted(r[0] for r in results)
         bar = times[k - 1] if len(times) >= k else np.inf
         results += [(t, mem, _key(plans, i, n), i, None, n)
-                    for t, mem, i, n in block_recompute(plans, tables, bc, fits, capacity, bar)]
+                    for t, mem, i, n in block_recompute(plans, tables, bc, fits, capacity, bar,
+                                                       search.any_framework)]
     results.sort(key=lambda r: (round(r[0] * 1e6), round(r[1]), r[2]))
     top = results[:k]
     if not top:

@@ -198,7 +198,10 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
 
 def framework_mask(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
                    search: SearchSpec) -> np.ndarray:
-    """Plans the requested framework runs as predicted (any framework when none is named)."""
+    """Plans the requested framework runs as predicted (any framework when none is named;
+    every plan with ``"any"``)."""
+    if search.any_framework:
+        return np.ones(len(plans), dtype=bool)
     names = [search.framework] if search.framework else list(FRAMEWORKS)
     return runs_on(plans, model, training, names)
 

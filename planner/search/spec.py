@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from planner.frameworks import Framework
+from planner.frameworks import ANY_FRAMEWORK, FrameworkChoice
 from planner.specs.plan import Recompute
 
 
@@ -96,9 +96,12 @@ class SearchSpec(BaseModel):
         "model chunk (Megatron-LM's --recompute-method block --recompute-num-layers N), with "
         "the fewest N that fits, for plans that do not fit without recompute (when the search "
         "allows both 'none' and 'full'). Only Megatron-LM runs such plans.")
-    framework: Framework | None = Field(
+    framework: FrameworkChoice | None = Field(
         None, description="Only plans this framework runs as predicted (megatron, torchtitan, "
-        "deepspeed). Default: plans at least one of them runs.")
+        "deepspeed). Default: plans at least one of them runs. 'any': every plan the step "
+        "model costs, whether or not a framework of today runs it as predicted (to replay "
+        "published runs of older software, such as DeepSpeed's ZeRO-3 of 2021 or Megatron-LM "
+        "before its TP all-reduce overlap); such plans list no framework in 'frameworks'.")
     dp: IntChoice | None = None
     tp: IntChoice | None = None
     pp: IntChoice | None = None
@@ -111,6 +114,17 @@ class SearchSpec(BaseModel):
     zero_stage: IntChoice | None = None
     recompute: Recompute | list[Recompute] | None = None
     sequence_parallel: bool | list[bool] | None = None
+
+    @property
+    def any_framework(self) -> bool:
+        """Whether the search skips the frameworks' capability filter."""
+        return self.framework == ANY_FRAMEWORK
+
+    @property
+    def megatron_allowed(self) -> bool:
+        """Whether plans only Megatron-LM runs (block recompute, pipelines over GPU pools) may
+        be offered."""
+        return self.framework in (None, "megatron", ANY_FRAMEWORK)
 
     def allows_recompute(self, mode: str) -> bool:
         r = self.recompute
