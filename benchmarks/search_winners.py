@@ -39,9 +39,9 @@ GPUS = (64, 1024, 16384)
 # The best published bf16/fp16 dense run of each class (model size, GPU), as MFU with the
 # Megatron-LM/PaLM model-FLOPs convention (non-causal attention, no recompute).
 REFERENCES = {
-    ("gpt3-175b", "a100"): (0.514, "korthikanti-175b-selective",
-                           "Korthikanti et al. MLSys'23: 175B on 64 A100 (tp8 pp8 vpp3, "
-                           "selective recompute + SP), 51.4% MFU"),
+    ("gpt3-175b", "a100"): (0.556, "nemo-megatron-2022-07-175b-128",
+                           "NeMo Megatron README (July 2022): 175B on 128 A100 (tp8 pp8, "
+                           "micro-batch 2, selective recompute + SP), 55.6% MFU"),
     ("gpt3-175b", "h100"): (0.438, "megatron-readme-177b",
                            "Megatron-LM README: 177B on 2,304 H100 (tp8 pp6), 432.8 TFLOP/s, "
                            "43.8% MFU"),

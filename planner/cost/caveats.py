@@ -17,7 +17,7 @@ from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 # precision group (16-bit or fp8), in the planner's own FLOPs convention (the model's FLOPs
 # of the run over its measured step time): (MFU, corpus run id, runs of that class).
 BEST_DENSE_MFU: dict[tuple[str, str], tuple[float, str, int]] = {
-    ("a100", "16-bit"): (0.563, "korthikanti-1t-selective", 57),
+    ("a100", "16-bit"): (0.563, "korthikanti-1t-selective", 78),
     ("h100", "16-bit"): (0.494, "megatron-readme-16b", 18),
     ("h100", "fp8"): (0.449, "nemo2407-gpt3-175b-512", 17),
 }
