@@ -38,9 +38,10 @@ def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: Trainin
         out.append(f"{lattice_points} combinations of dp, tp, pp and cp land on the GPUs, "
                    "but the request's other restrictions exclude every plan of them"
                    + ("" if search.any_framework else
-                      f" (or {search.framework or 'no framework'} runs none of them as "
-                      "predicted: the framework capability matrix says why, and search."
-                      "framework 'any' searches them all)"))
+                      (f" (or {search.framework} runs none of them" if search.framework
+                       else " (or no framework runs any of them")
+                      + " as predicted: the framework capability matrix says why, and "
+                      "search.framework 'any' searches them all)"))
         if search.vpp is not None and not allows(search.vpp, 1):
             L = model.num_layers
             pps = [p for p in dom["pp"] if p > 1]
