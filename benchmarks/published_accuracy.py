@@ -136,6 +136,14 @@ def sweep_taus(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+def over_memory(rows: list[dict]) -> list[dict]:
+    """The published runs (which ran) whose best candidate the model puts over the GPU's
+    memory: where the memory model is conservative, and a search would refuse a plan that
+    was run."""
+    return [{"id": r["id"], "memory_gib": r["memory_gib"], "split": r["split"]}
+            for r in rows if not r["fits_in_memory"]]
+
+
 def plan_key(run: dict) -> str:
     """The model, the GPUs and the published degrees of a run (not its batch, precision or
     software): runs sharing it ran the same plan on the same hardware."""
@@ -214,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\nKendall tau within sweeps:")
         for name, t in taus.items():
             print(f"  {name:<60}{t['runs']:>3} runs  {t['split']:<9} tau {t['kendall_tau']:+.2f}")
+    over = over_memory(rows)
+    if over:
+        print(f"\n{len(over)} of {len(rows)} runs ran where the model puts them over the GPU's "
+              "memory: " + ", ".join(f"{x['id']} ({x['memory_gib']:.1f} GiB)" for x in over))
     pairs = same_plan_groups(rows, runs)
     if pairs:
         print("\nsame plan on the same GPUs, other sources (per token, against the fastest):")
@@ -231,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"rows": rows, "summary": summary,
                                          "by_source": by_source, "sweeps": taus,
-                                         "same_plan": pairs, "skipped": skipped}, indent=1))
+                                         "same_plan": pairs, "over_memory": over,
+                                         "skipped": skipped}, indent=1))
     return 0
 
 

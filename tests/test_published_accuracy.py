@@ -76,6 +76,10 @@ def test_benchmark_writes_the_contract_summary(tmp_path, capsys):
         assert s["rows"] == sum(r["split"] == split for r in RUNS)
     assert all(-1 <= t["kendall_tau"] <= 1 for t in result["sweeps"].values())
     assert any(g["reference"] == "sc21-t2-mtnlg-530b-ptdp-2240" for g in result["same_plan"])
+    # Every run that ran but that the model puts over memory is listed, with its footprint.
+    over = {x["id"]: x["memory_gib"] for x in result["over_memory"]}
+    assert over == {r["id"]: r["memory_gib"] for r in result["rows"] if not r["fits_in_memory"]}
+    assert over and all(gib >= 80 for gib in over.values())   # 80 GiB GPUs, rounded
     # The constants were fitted on the fit split: a change to the model that moves it away
     # shows up here (the held-out figures are reported, not asserted).
     assert result["summary"]["fit"]["median_abs_error_pct"] <= 5.0
