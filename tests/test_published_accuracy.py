@@ -249,3 +249,23 @@ def test_a_search_with_sc21s_2021_software_picks_pipelined_tp_plans_not_zero3():
     flat = {**training, "zero3_per_rank_copies": False, "zero3_prefetch_layers": 1.0,
             "zero3_gathers_per_layer": 1}
     assert best(flat)[0].zero_stage == 3
+
+
+def test_sc21_software_replay_ranks_pipelined_plans_first_from_39b_to_1t(tmp_path):
+    """``benchmarks/search_sc21_software.py``: for each SC'21 Table 1 model from 39.1B up, the
+    search with 2021's software picks a pipelined plan without ZeRO-3, and the best ZeRO-3
+    plan without pipelining takes longer (by 30% or more from 145.6B up, as Table 2 found it
+    falling behind with scale); its JSON has one row per Table 1 model."""
+    import search_sc21_software
+    out = tmp_path / "sc21.json"
+    assert search_sc21_software.main(["--json", str(out)]) == 0
+    rows = {r["run"]: r for r in json.loads(out.read_text())}
+    assert len(rows) == sum(r["id"].startswith("sc21-t1-") for r in RUNS) == 10
+    big = [r for r in rows.values() if r["gpus"] >= 512]
+    assert len(big) == 6
+    for r in big:
+        winner, zero3 = r["winner"], r["zero3_no_pipeline"]
+        assert " pp1 " not in winner["plan"] and "zero3" not in winner["plan"], r["run"]
+        assert zero3["step_s"] > winner["step_s"], r["run"]
+        if r["gpus"] >= 1536:
+            assert zero3["step_s"] > 1.3 * winner["step_s"], r["run"]
