@@ -454,6 +454,8 @@ def test_any_framework_admits_plans_no_framework_of_today_runs():
     default = plan(PlanRequest.model_validate(body))
     assert default.search.status == "INFEASIBLE" and not default.plans
     assert "'any'" in default.infeasible_reasons[0]
+    assert "plans satisfy the request, but no framework runs any of them" in (
+        default.infeasible_reasons[0])
     body["search"]["framework"] = "any"
     free = plan(PlanRequest.model_validate(body))
     assert free.search.status == "OPTIMAL"

@@ -13,10 +13,13 @@ from planner.specs import ClusterSpec, GPUSpec, ModelSpec, TrainingSpec
 
 
 def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
-                       search: SearchSpec, lattice_points: int = 0) -> list[str]:
+                       search: SearchSpec, lattice_points: int = 0,
+                       unfiltered: int = 0) -> list[str]:
     """The space is empty before memory is even considered: say which rule empties it.
     ``lattice_points``: the degree combinations (dp, tp, pp, cp and the expert degrees) that
-    land on the GPUs; when there are some, the other knobs emptied the space."""
+    land on the GPUs; when there are some, the other knobs emptied the space. ``unfiltered``:
+    the plans the request allows before the framework filter; when there are some, the
+    filter emptied it."""
     N, G = cluster.num_gpus, cluster.gpus_per_node
     gbs = training.global_batch_size
     dom = degree_domains(model, cluster, training, search)
@@ -34,14 +37,15 @@ def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: Trainin
         out.append(f"no pipeline degree is possible: pp must be at most num_layers"
                    f"({model.num_layers}) and the GPUs ({N}) and satisfy the request "
                    f"({search.pp!r})")
+    if not out and unfiltered:
+        who = f"{search.framework} runs none" if search.framework else "no framework runs any"
+        out.append(f"{unfiltered} plans satisfy the request, but {who} of them as predicted "
+                   "(the framework capability matrix, GET /v1/frameworks, says why); "
+                   "search.framework 'any' searches them all")
+        return out
     if not out and lattice_points:
         out.append(f"{lattice_points} combinations of dp, tp, pp and cp land on the GPUs, "
-                   "but the request's other restrictions exclude every plan of them"
-                   + ("" if search.any_framework else
-                      (f" (or {search.framework} runs none of them" if search.framework
-                       else " (or no framework runs any of them")
-                      + " as predicted: the framework capability matrix says why, and "
-                      "search.framework 'any' searches them all)"))
+                   "but the request's other restrictions exclude every plan of them")
         if search.vpp is not None and not allows(search.vpp, 1):
             L = model.num_layers
             pps = [p for p in dom["pp"] if p > 1]

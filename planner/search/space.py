@@ -50,6 +50,8 @@ class Space:
     domains: dict[str, list[int]] = field(default_factory=dict)
     world_sizes: tuple[int, int] = (0, 0)
     lattice_points: int = 0
+    # Plans of the request's restrictions before the framework filter (``framework_mask``).
+    unfiltered: int = 0
 
     @property
     def size(self) -> int:
@@ -192,8 +194,10 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
     arr = (np.concatenate(blocks) if blocks
            else np.empty((0, len(PLAN_FIELDS)), dtype=np.int64))
     plans = PlanArrays(**{f: arr[:, i] for i, f in enumerate(PLAN_FIELDS)})
+    unfiltered = len(plans)
     plans = plans.take(np.flatnonzero(framework_mask(plans, model, training, search)))
-    return Space(plans=plans, domains=dom, world_sizes=(lo, N), lattice_points=lattice)
+    return Space(plans=plans, domains=dom, world_sizes=(lo, N), lattice_points=lattice,
+                 unfiltered=unfiltered)
 
 
 def framework_mask(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
