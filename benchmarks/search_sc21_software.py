@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from published_accuracy import load_runs  # noqa: E402
+from search_winners import plan_label  # noqa: E402
 
 from planner.search import PlanRequest, plan  # noqa: E402
 
@@ -38,8 +39,8 @@ def best(run: dict, training: dict, **only) -> dict | None:
     if not res.plans:
         return None
     p = res.plans[0]
-    return {"plan": f"dp{p.dp} tp{p.tp} pp{p.pp} vpp{p.vpp} mbs{p.micro_batch_size} "
-                    f"zero{p.zero_stage}", "step_s": round(p.step_time_s, 2)}
+    return {"plan": plan_label(p), "pp": p.pp, "zero_stage": p.zero_stage,
+            "step_s": round(p.step_time_s, 2)}
 
 
 def rows() -> list[dict]:
@@ -71,12 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     def cell(x: dict | None) -> str:
         return f"{x['plan']} {x['step_s']:.1f} s" if x else "none fits"
 
-    print(f"{'run':<22}{'gpus':>6}  {'published (measured)':<26}{'winner (2021 software)':<40}"
-          f"{'best ZeRO-3, no pipeline':<40}{'winner, flat ZeRO-3 gathers'}")
+    print(f"{'run':<22}{'gpus':>6}  {'published (measured)':<26}{'winner (2021 software)':<48}"
+          f"{'best ZeRO-3, no pipeline':<48}{'winner, flat ZeRO-3 gathers'}")
     for r in out:
         published = f"{r['published']} {r['measured_s']:.1f} s"
         print(f"{r['run']:<22}{r['gpus']:>6}  {published:<26}"
-              f"{cell(r['winner']):<40}{cell(r['zero3_no_pipeline']):<40}"
+              f"{cell(r['winner']):<48}{cell(r['zero3_no_pipeline']):<48}"
               f"{cell(r['winner_flat_zero3'])}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

@@ -65,6 +65,14 @@ REFERENCES = {
 }
 
 
+def plan_label(p) -> str:
+    """A plan's degrees and knobs in one line: dp, tp, pp, cp, vpp, micro-batch, recompute
+    (with its block size), ZeRO stage, sequence parallelism."""
+    block = f"/{p.recompute_num_layers}" if p.recompute_num_layers else ""
+    return (f"dp{p.dp} tp{p.tp} pp{p.pp} cp{p.cp} vpp{p.vpp} mbs{p.micro_batch_size} "
+            f"{p.recompute}{block} zero{p.zero_stage}" + (" sp" if p.sequence_parallel else ""))
+
+
 def model_on_reference(run_id: str) -> dict:
     """The step model on the published run itself (from the accuracy corpus): its predicted
     MFU and its error on that run, to tell a better plan from an optimistic model."""
@@ -97,9 +105,7 @@ def run(model: str, gpu: str, gpus: int) -> dict:
     if res.plans:
         p = res.plans[0]
         row.update({
-            "plan": f"dp{p.dp} tp{p.tp} pp{p.pp} cp{p.cp} vpp{p.vpp} mbs{p.micro_batch_size} "
-                    f"{p.recompute}{'/' + str(p.recompute_num_layers) if p.recompute_num_layers else ''} "
-                    f"zero{p.zero_stage}" + (" sp" if p.sequence_parallel else ""),
+            "plan": plan_label(p),
             "mfu": round(p.mfu, 3), "step_time_s": round(p.step_time_s, 3),
             "memory_gib": round(p.memory_per_gpu_gib, 1), "frameworks": p.frameworks,
             "gap_points": round(100 * (p.mfu - ref_mfu), 1),

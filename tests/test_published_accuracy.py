@@ -265,7 +265,7 @@ def test_sc21_software_replay_ranks_pipelined_plans_first_from_39b_to_1t(tmp_pat
     assert len(big) == 6
     for r in big:
         winner, zero3 = r["winner"], r["zero3_no_pipeline"]
-        assert " pp1 " not in winner["plan"] and "zero3" not in winner["plan"], r["run"]
+        assert winner["pp"] > 1 and winner["zero_stage"] < 3, r["run"]
         assert zero3["step_s"] > winner["step_s"], r["run"]
         if r["gpus"] >= 1536:
             assert zero3["step_s"] > 1.3 * winner["step_s"], r["run"]
