@@ -12,12 +12,13 @@ from api.schemas import ClusterRef
 from planner.calibration.model import CalibrationIn
 from planner.cost import estimate
 from planner.cost.tables import cost_tables
+from planner.errors import PlannerInputError
 from planner.kept import Kept
 from planner.launch import build_launch, with_launch
-from planner.request import EstimateRequest
+from planner.request import EstimateRequest, attention_kernel_problem
 from planner.result import LaunchSpec, PlanEstimate
 from planner.search import PlanRequest, PlanResult, plan, with_launches
-from planner.specs import ClusterSpec
+from planner.specs import ClusterSpec, TrainingSpec
 
 
 def attached_calibration(body: Any, *, engine: Engine | None) -> CalibrationIn | None:
@@ -33,7 +34,10 @@ def attached_calibration(body: Any, *, engine: Engine | None) -> CalibrationIn |
     return None
 
 
-def resolve_cluster(cluster: Any, *, engine: Engine | None) -> ClusterSpec:
+def resolve_cluster(cluster: Any, training: TrainingSpec, *, engine: Engine | None
+                    ) -> ClusterSpec:
+    """The request's cluster, a stored one read by its id; its GPUs checked against the
+    request's training (what the request schema checks of a cluster given in full)."""
     if isinstance(cluster, ClusterRef):
         assert engine is not None, "a stored cluster is read from the database"
         row = store.get_cluster(engine=engine, cluster_id=cluster.id)
@@ -42,12 +46,15 @@ def resolve_cluster(cluster: Any, *, engine: Engine | None) -> ClusterSpec:
                              f"{cluster.id!r}", type_="/problems/invalid-request",
                              errors=[{"pointer": "#/cluster/id", "field": "cluster.id",
                                       "detail": "unknown cluster id"}])
-        return ClusterSpec.model_validate(row["spec"])
+        cluster = ClusterSpec.model_validate(row["spec"])
+        problem = attention_kernel_problem(cluster, training)
+        if problem:
+            raise PlannerInputError(f"training.{problem[0]}", problem[1])
     return cluster
 
 
 def to_plan_request(body: Any, *, engine: Engine, max_time_limit_ms: int) -> PlanRequest:
-    cluster = resolve_cluster(body.cluster, engine=engine)
+    cluster = resolve_cluster(body.cluster, body.training, engine=engine)
     search = body.search
     if search.time_limit_ms > max_time_limit_ms:
         search = search.model_copy(update={"time_limit_ms": max_time_limit_ms})
@@ -87,7 +94,7 @@ def stored_launch(row: dict, rank: int) -> LaunchSpec:
 def estimate_request(body: Any, *, engine: Engine | None) -> EstimateRequest:
     """The request with its stored cluster and calibration resolved (``engine`` may be None
     when the body references nothing stored: ``reads_store``)."""
-    cluster = resolve_cluster(body.cluster, engine=engine)
+    cluster = resolve_cluster(body.cluster, body.training, engine=engine)
     return EstimateRequest(model=body.model, cluster=cluster, training=body.training,
                            plan=body.plan, efficiency=body.efficiency,
                            calibration=attached_calibration(body, engine=engine))

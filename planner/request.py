@@ -32,7 +32,10 @@ class SetupRequest(BaseModel):
 
     @model_validator(mode="after")
     def _recompute_fits_the_model(self) -> SetupRequest:
-        problem = recompute_problem(self.model, self.training)
+        # A cluster given by reference (the API's stored clusters) is checked once resolved.
+        problem = recompute_problem(self.model, self.training) or (
+            attention_kernel_problem(self.cluster, self.training)
+            if isinstance(self.cluster, ClusterSpec) else None)
         if problem:
             field, reason = problem
             raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
@@ -60,6 +63,18 @@ def recompute_problem(model: ModelSpec, training: TrainingSpec) -> tuple[str, st
         return ("recompute_modules", f"{', '.join(moe_only)} {verb} a mixture-of-experts model")
     if "shared_experts" in mods and not model.shared_ffn:
         return ("recompute_modules", "shared_experts needs a model with shared experts")
+    return None
+
+
+def attention_kernel_problem(cluster: ClusterSpec, training: TrainingSpec
+                             ) -> tuple[str, str] | None:
+    """("attention_kernel", reason) when a GPU of the cluster (of any of its pools) has no
+    rate for the named attention kernel, or None."""
+    for pool in cluster.pools or (cluster,):
+        try:
+            pool.gpu.attention_rate(training.attention_kernel)
+        except ValueError as exc:
+            return ("attention_kernel", str(exc))
     return None
 
 

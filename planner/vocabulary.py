@@ -20,6 +20,10 @@ RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = get_args(RecomputeModule)
 # Whose selective recompute a plan's "selective" is: Megatron-LM's modules, or torchtitan's
 # per-op policy (activation_checkpoint.selective_ac_option = "op").
 SelectiveRecompute = Literal["modules", "per_op"]
+# Which fused attention kernel the software runs: the GPU's default (its attention_efficiency),
+# or a named one whose published rates the GPU spec carries (GPUSpec.attention_kernels).
+AttentionKernel = Literal["default", "flash1", "flash2", "flash_triton"]
+ATTENTION_KERNELS: tuple[AttentionKernel, ...] = get_args(AttentionKernel)
 
 Strategy = Literal["DP", "TP", "PP", "CP", "EP", "ZeRO"]
 

@@ -59,10 +59,11 @@ ATTENTION_REF_HEAD_DIM = 128
 ATTENTION_HALF_HEAD_DIM = 43.0
 
 
-def attention_head_factor(head_dim: float) -> float:
+def attention_head_factor(head_dim: float, d_half: float = ATTENTION_HALF_HEAD_DIM) -> float:
     """Fused attention's rate at ``head_dim`` relative to head dimension 128 (module docstring):
-    0.80 at 64, 0.92 at 96, 1 from 128 up."""
-    d, d0, ref = head_dim, ATTENTION_HALF_HEAD_DIM, ATTENTION_REF_HEAD_DIM
+    with the default ``d_half`` 0.80 at 64, 0.92 at 96, 1 from 128 up; a kernel that runs
+    head dim 64 no slower has ``d_half`` 0."""
+    d, d0, ref = head_dim, d_half, ATTENTION_REF_HEAD_DIM
     return min(1.0, (d / (d + d0)) / (ref / (ref + d0)))
 
 
@@ -79,6 +80,10 @@ class KernelModel:
     sm_count: int | None            # None: no tile or wave quantisation (a CPU, a measurement)
     k_overhead: float               # k0: the GEMM main loop's fixed cost, in units of K
     kernel_overhead_s: float        # per kernel
+    attention_head_half: float = ATTENTION_HALF_HEAD_DIM   # d_half of the head-size factor
+    # The backward pass's own rate and half sequence (None: the forward's).
+    attention_bwd_efficiency: float | None = None
+    attention_bwd_half_seq: float | None = None
 
     def gemm(self, m: float, n: float, k: float, count: float = 1) -> float:
         """Seconds for ``count`` independent GEMMs of shape (m, n, k) in one (batched) kernel."""
@@ -100,13 +105,17 @@ class KernelModel:
         return best + self.kernel_overhead_s
 
     def attention(self, flops: float, seq: float, kernels: float = 1,
-                  head_dim: float = ATTENTION_REF_HEAD_DIM) -> float:
+                  head_dim: float = ATTENTION_REF_HEAD_DIM, backward: bool = False) -> float:
         """Seconds of fused attention doing ``flops`` on sequences (chunks) of ``seq`` keys with
-        heads of ``head_dim``."""
+        heads of ``head_dim``, in the forward or the ``backward`` pass."""
         if flops <= 0:
             return 0.0
-        eff = (self.attention_efficiency * seq / (seq + self.attention_half_seq)
-               * attention_head_factor(head_dim))
+        rate, half = self.attention_efficiency, self.attention_half_seq
+        if backward:
+            rate = self.attention_bwd_efficiency or rate
+            half = self.attention_half_seq if self.attention_bwd_half_seq is None else (
+                self.attention_bwd_half_seq)
+        eff = rate * seq / (seq + half) * attention_head_factor(head_dim, self.attention_head_half)
         return flops / (self.attention_peak_flops * eff) + kernels * self.kernel_overhead_s
 
     def memory(self, num_bytes: float, kernels: float = 1) -> float:

@@ -165,12 +165,22 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
     k0 = eff.matmul_half_dim
     if gpu.sm_count:
         k0 *= (peak / gpu.sm_count) / (312e12 / 108)
+    # The attention kernel: the GPU's default (its attention_efficiency, the efficiency model's
+    # half sequence and head-size curve) or a named one's published rates.
+    kernel = gpu.attention_rate(training.attention_kernel)
+    attention = (
+        {"attention_efficiency": eff.attention_fraction or gpu.attention_efficiency,
+         "attention_half_seq": eff.attention_half_seq} if kernel is None else
+        {"attention_efficiency": eff.attention_fraction or kernel.forward,
+         "attention_half_seq": kernel.forward_half_seq,
+         "attention_bwd_efficiency": eff.attention_fraction or kernel.backward,
+         "attention_bwd_half_seq": kernel.backward_half_seq,
+         "attention_head_half": kernel.head_dim_half})
     return KernelModel(
         peak_flops=peak,
         attention_peak_flops=gpu.peak_flops(attn_prec),
         matmul_efficiency=matmul,
-        attention_efficiency=eff.attention_fraction or gpu.attention_efficiency,
-        attention_half_seq=eff.attention_half_seq,
+        **attention,
         hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * (eff.hbm_efficiency
                                                              or gpu.hbm_efficiency),
         sm_count=gpu.sm_count,
@@ -226,7 +236,8 @@ def layer_work(
         exec_flops = 2 * b * heads * (s / cp) * model.attention_keys(s, causal=True) * width
         d_attn = width / 2                  # MLA: the mean of its query/key and value heads
         attn_f = k16.attention(exec_flops, s / cp, kernels=cp, head_dim=d_attn)
-        attn_b = k16.attention(2.5 * exec_flops, s / cp, kernels=cp, head_dim=d_attn)
+        attn_b = k16.attention(2.5 * exec_flops, s / cp, kernels=cp, head_dim=d_attn,
+                               backward=True)
         attn_bytes = 0.0
     else:
         d = model.d_head

@@ -25,15 +25,37 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   0.50 with a 10% derate from benchmark to training; FlashAttention-2 on H100 reaches only 0.34.
 - ``hbm_efficiency``: streaming kernels' share of the HBM bandwidth (RRZE-HPC/gpu-benches
   gpu-stream: A100 80GB 1776-1894 of 2039 GB/s, 0.87; H100 about 0.90).
+- ``attention_kernels``: named fused attention kernels older or other software runs
+  (``TrainingSpec.attention_kernel``), each pass (forward, backward) as its long-sequence
+  fraction of the 16-bit peak (causal, head dim 128) and the keys at which it runs at half
+  that, plus its rate at head dim 64 relative to 128: least-squares fits of
+  r(s) = e s / (s + s_half) to the FlashAttention-2 paper's benchmark charts (Dao 2023, arXiv
+  2307.08691, causal, sequence 512-16k). A100 80GB SXM4, figures 5 (forward) and 6 (backward),
+  TFLOP/s at 512 / 2k / 16k keys, head dim 128:
+  FlashAttention-2 forward 132 / 187 / 197 (0.666, 275), backward 90 / 145 / 186 (0.606, 570);
+  FlashAttention v1 forward 49 / 65 / 71 (0.232, 240), backward 59 / 71 / 89 (0.278, 290);
+  FlashAttention in Triton forward 89 / 126 / 148 (0.472, 345), backward 43 / 58 / 67
+  (0.217, 300). Forward + backward (figure 4) at 16k: head dim 64 against 128, 171 / 189 for
+  FlashAttention-2 (0.91), 97 / 83 and 80 / 80 for v1 and Triton (no slower: 1). H100 80GB
+  SXM5, figure 7 gives forward + backward only, used for both passes: FlashAttention-2
+  163 / 265 / 328 (0.337, 530; head dim 64 284 at 16k, 0.87), v1 98 / 108 / 137 (0.134, 210;
+  head dim 64 faster, 1); no H100 figure for the Triton kernel. The Triton kernel is what
+  MosaicML's MPT ran as ``attn_impl: triton`` (flash_attn_triton.py, whose author's docstring
+  says what figures 5-6 show: "Triton forward is generally faster than CUDA forward, while
+  Triton backward is generally slower than CUDA backward. Overall Triton forward + backward is
+  slightly slower than CUDA forward + backward"). The A100's ``attention_efficiency`` (its
+  default kernel, 0.62 with half rate at 500 keys for both passes) is FlashAttention-2's
+  forward + backward fit (0.620, 485).
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from planner.specs._preset import PresetSpec
+from planner.vocabulary import ATTENTION_KERNELS, AttentionKernel
 
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 
@@ -49,6 +71,24 @@ class PeakTflops(PresetSpec):
     fp8: float | None = Field(None, ge=1e-6, le=1e6, description="Dense FP8 peak, TFLOP/s.")
 
 
+# Named attention kernels' rates per GPU (module docstring); H200 has the H100's compute.
+_ATTENTION_KERNELS: dict[str, dict[str, dict[str, float]]] = {
+    "a100": {
+        "flash1": {"forward": 0.232, "forward_half_seq": 240, "backward": 0.278,
+                   "backward_half_seq": 290, "head_dim_64": 1.0},
+        "flash2": {"forward": 0.666, "forward_half_seq": 275, "backward": 0.606,
+                   "backward_half_seq": 570, "head_dim_64": 0.91},
+        "flash_triton": {"forward": 0.472, "forward_half_seq": 345, "backward": 0.217,
+                         "backward_half_seq": 300, "head_dim_64": 1.0},
+    },
+    "h100": {
+        "flash1": {"forward": 0.134, "forward_half_seq": 210, "backward": 0.134,
+                   "backward_half_seq": 210, "head_dim_64": 1.0},
+        "flash2": {"forward": 0.337, "forward_half_seq": 530, "backward": 0.337,
+                   "backward_half_seq": 530, "head_dim_64": 0.87},
+    },
+}
+
 _GPU_PRESETS: dict[str, dict[str, Any]] = {
     "v100-32gb": {
         "name": "v100-32gb", "memory_gib": 32, "memory_bandwidth_gb_per_s": 900,
@@ -59,11 +99,13 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
         "name": "a100-40gb", "memory_gib": 40, "memory_bandwidth_gb_per_s": 1555,
         "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
         "matmul_efficiency": 0.75, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
+        "attention_kernels": _ATTENTION_KERNELS["a100"],
     },
     "a100-80gb": {
         "name": "a100-80gb", "memory_gib": 80, "memory_bandwidth_gb_per_s": 2039,
         "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
         "matmul_efficiency": 0.75, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
+        "attention_kernels": _ATTENTION_KERNELS["a100"],
     },
     "h100-sxm": {
         "name": "h100-sxm", "memory_gib": 80, "memory_bandwidth_gb_per_s": 3350,
@@ -71,6 +113,7 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
                         "fp8": 1978.9}, "sm_count": 132,
         "matmul_efficiency": 0.61, "fp8_matmul_efficiency": 0.61,
         "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
+        "attention_kernels": _ATTENTION_KERNELS["h100"],
     },
     "h200-sxm": {
         "name": "h200-sxm", "memory_gib": 141, "memory_bandwidth_gb_per_s": 4800,
@@ -78,6 +121,7 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
                         "fp8": 1978.9}, "sm_count": 132,
         "matmul_efficiency": 0.61, "fp8_matmul_efficiency": 0.61,
         "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
+        "attention_kernels": _ATTENTION_KERNELS["h100"],
     },
     "cpu": {
         "name": "cpu", "memory_gib": 8, "memory_bandwidth_gb_per_s": 20,
@@ -85,6 +129,40 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
         "matmul_efficiency": 0.75, "attention_efficiency": 0.5, "hbm_efficiency": 0.8,
     },
 }
+
+
+class AttentionRate(BaseModel):
+    """A fused attention kernel's published rate on one GPU, causal, per pass."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    forward: float = Field(ge=1e-3, le=1, description="Forward pass: long-sequence fraction of "
+                           "the 16-bit peak at head dimension 128.")
+    forward_half_seq: float = Field(ge=0, le=1e8, description="Keys per chunk at which the "
+                                    "forward pass runs at half its long-sequence rate.")
+    backward: float = Field(ge=1e-3, le=1, description="Backward pass: the same.")
+    backward_half_seq: float = Field(ge=0, le=1e8, description="Backward pass: the same.")
+    head_dim_64: float = Field(1.0, gt=0.5, le=1, description="Its rate at head dimension 64 "
+                               "relative to 128 (1: no slower).")
+
+    @property
+    def head_dim_half(self) -> float:
+        """d_half of ``kernels.attention_head_factor`` that gives ``head_dim_64`` at 64:
+        (64 / (64 + d)) / (128 / (128 + d)) = r  =>  d = 128 (1 - r) / (2 r - 1)."""
+        r = self.head_dim_64
+        return 128 * (1 - r) / (2 * r - 1)
+
+
+class AttentionKernels(BaseModel):
+    """The named attention kernels' rates one GPU has published figures for."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    flash1: AttentionRate | None = Field(None, description="FlashAttention v1 (flash-attn "
+                                         "1.x).")
+    flash2: AttentionRate | None = Field(None, description="FlashAttention-2.")
+    flash_triton: AttentionRate | None = Field(None, description="FlashAttention in Triton "
+                                               "(2022-23; MPT's attn_impl 'triton').")
 
 
 class GPUSpec(PresetSpec):
@@ -118,6 +196,26 @@ class GPUSpec(PresetSpec):
     hbm_efficiency: float = Field(
         0.85, ge=1e-3, le=1, description="Fraction of HBM bandwidth memory-bound kernels reach."
     )
+    attention_kernels: AttentionKernels = Field(
+        default_factory=lambda: AttentionKernels(), description="Named fused attention "
+        "kernels' rates on this GPU (training.attention_kernel other than 'default'): presets "
+        "carry FlashAttention v1, v2 and in Triton from the FlashAttention-2 paper's benchmark "
+        "figures."
+    )
+
+    def attention_rate(self, kernel: AttentionKernel) -> AttentionRate | None:
+        """The named kernel's rate (None for 'default': ``attention_efficiency``); raises
+        ValueError if this GPU has no figure for it."""
+        if kernel == "default":
+            return None
+        rate: AttentionRate | None = getattr(self.attention_kernels, kernel)
+        if rate is None:
+            have = ", ".join(k for k in ATTENTION_KERNELS[1:]
+                             if getattr(self.attention_kernels, k) is not None) or "none"
+            raise ValueError(f"GPU {self.name!r} has no rate for attention kernel {kernel!r} "
+                             f"(it has: {have}); give its rates in "
+                             f"gpu.attention_kernels.{kernel}")
+        return rate
 
     def peak_flops(self, precision: Precision) -> float:
         """Dense peak in FLOP/s for ``precision``; raises ValueError if the GPU lacks it."""

@@ -7,7 +7,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.specs.gpu import Precision
-from planner.vocabulary import RECOMPUTE_MODULES, RecomputeModule, SelectiveRecompute
+from planner.vocabulary import (
+    RECOMPUTE_MODULES,
+    AttentionKernel,
+    RecomputeModule,
+    SelectiveRecompute,
+)
 
 Optimizer = Literal["adam", "adamw", "sgd"]
 GradDtype = Literal["fp32", "bf16", "fp16"]
@@ -41,6 +46,14 @@ class TrainingSpec(BaseModel):
         True, description="Fused attention (FlashAttention): no s x s score matrix is stored or "
         "streamed through HBM. False models the 2021-era fused-softmax kernels."
     )
+    attention_kernel: AttentionKernel = Field(
+        "default", description="Which fused attention kernel runs (with flash_attention): "
+        "'default', the GPU's attention_efficiency (FlashAttention-2 on A100, cuDNN's fused "
+        "attention as Transformer Engine runs it on H100/H200); 'flash2', FlashAttention-2 "
+        "(flash-attn 2.x, PyTorch's SDPA flash backend); 'flash1', FlashAttention v1 "
+        "(flash-attn 1.x); 'flash_triton', FlashAttention in Triton (2022-23, MPT's attn_impl "
+        "'triton'). v1 and Triton run forward + backward at under half of FlashAttention-2's "
+        "rate on A100. Named kernels take the GPU's attention_kernels rates.")
     dropout: bool = Field(False, description="Dropout layers are active (stores their masks).")
     recompute_modules: tuple[RecomputeModule, ...] = Field(
         ("core_attn",), min_length=1, max_length=7,

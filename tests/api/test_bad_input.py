@@ -61,6 +61,8 @@ CASES = [
      "training.precision"),
     ("POST", "/v1/estimates", with_(with_(EST, ["cluster", "gpu"], "v100-32gb"),
                                     ["training", "precision"], "bf16"), 422, "no bf16 peak"),
+    ("POST", "/v1/plans", with_(OK, ["training", "attention_kernel"], "flash_triton"), 422,
+     "training.attention_kernel: GPU 'h100-sxm' has no rate for attention kernel"),
     ("POST", "/v1/clusters", {"preset": "dgx-h100", "num_nodes": 0}, 422, "num_nodes"),
     ("POST", "/v1/jobs", {"kind": "sleep", "request": OK}, 422, "kind"),
     ("POST", "/v1/jobs", {"kind": "plan", "request": {**OK, "validation": {}}}, 422,
@@ -169,3 +171,19 @@ def test_sweeps_are_bounded_and_can_be_switched_off(shared_server):
         assert r.status_code == 422 and "sweep.nproc" in r.json()["detail"]
         r = c.post(url, json={"source": "sweep"})
         assert r.status_code == 403 and "PLANNER_ALLOW_LOCAL_SWEEPS" in r.json()["detail"]
+
+
+def test_a_stored_clusters_gpu_is_checked_against_the_attention_kernel(shared_server):
+    """A cluster given by id is resolved after the body is validated; its GPU is then held to
+    the same rule as one given in full: no figure for the named kernel, a 422 naming it."""
+    with shared_server.client() as c:
+        cid = c.post("/v1/clusters", json={"preset": "dgx-h100", "num_nodes": 1}).json()["id"]
+        body = with_(with_(OK, ["cluster"], {"id": cid}), ["training", "attention_kernel"],
+                     "flash_triton")
+        for url, payload in (("/v1/plans", body), ("/v1/estimates", {**body, "plan": {"dp": 8}})):
+            r = c.post(url, json=payload)
+            assert r.status_code == 422, r.text
+            assert r.headers["content-type"] == "application/problem+json"
+            assert r.json()["detail"].startswith("training.attention_kernel: GPU 'h100-sxm'")
+        body["training"]["attention_kernel"] = "flash2"            # a kernel it has a rate for
+        assert c.post("/v1/estimates", json={**body, "plan": {"dp": 8}}).status_code == 200
