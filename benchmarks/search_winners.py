@@ -118,7 +118,6 @@ def run(model: str, gpu: str, gpus: int) -> dict:
 
 
 CAVEAT_LABELS = (("MFU", "MFU above published"),
-                 ("without full recompute", "sharded, activations kept"),
                  ("fine-grained MoE", "fine-grained MoE"),
                  ("event simulation", "unequal chunks"))
 

@@ -12,10 +12,7 @@ from planner.cost.caveats import (
     BEST_DENSE_MFU,
     FINE_GRAINED_ERRORS,
     FINE_GRAINED_EXPERTS,
-    SHARDED_FULL_RECOMPUTE_MAX,
-    SHARDED_PARTIAL_RECOMPUTE_ERRORS,
     precision_group,
-    sharded_without_full_recompute,
 )
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 
@@ -56,42 +53,43 @@ def test_fine_grained_moe_errors_are_the_corpus_errors(replayed):
         statistics.median(errors)), round(max(errors)))
 
 
-def test_sharded_runs_keeping_activations_errors_are_the_corpus_errors(replayed):
-    """Every published dense run of ZeRO-2/3 that keeps some layer's activations ran slower
-    than predicted, by what the caveat quotes; those of the same frameworks (llm-foundry,
-    torchtitan) that recompute every layer landed within SHARDED_FULL_RECOMPUTE_MAX percent, and
-    the bound is tight."""
-    kept, full = [], []
+def _keeps_activations(plan: ParallelPlan) -> bool:
+    """Some layer's activations are kept (no, selective or block recompute)."""
+    return not (plan.recompute == "full" and not plan.recompute_num_layers)
+
+
+def test_sharded_runs_keeping_activations_land_on_both_sides_of_the_prediction(replayed):
+    """Why no caveat reads sharded plans that keep activations as a lower bound (caveats.py's
+    closing comment, quoted in the README): costed with the attention kernel they ran,
+    llm-foundry's A100 runs of that kind land from 13% faster to 6% slower than predicted, and
+    only torchtitan's eager FSDP2 runs of April 2024 are all slower (12-20%; its full-recompute
+    70B runs 6-7%)."""
+    kept: dict[tuple[str, str], list[float]] = {}
+    titan_full = []
     for run, row in replayed:
-        if row["moe"] or row["plan"]["zero_stage"] < 2:
+        if row["moe"] or row["plan"]["zero_stage"] < 2 or row["plan"]["dp"] < 2:
             continue
         plan = ParallelPlan.model_validate(row["plan"])
-        if sharded_without_full_recompute(plan):
-            kept.append(row["error_pct"])
-        elif run["source"] in ("llm-foundry", "torchtitan"):
-            full.append(row["error_pct"])
-    assert all(e > 0 for e in kept)
-    assert SHARDED_PARTIAL_RECOMPUTE_ERRORS == (len(kept), round(min(kept)), round(
-        statistics.median(kept)), round(max(kept)))
-    assert len(full) == 8, full                                            # the README's 8
-    assert round(max(abs(e) for e in full)) == SHARDED_FULL_RECOMPUTE_MAX, full
+        if _keeps_activations(plan):
+            kept.setdefault((run["source"], _gpu_family(run)), []).append(row["error_pct"])
+        elif run["source"] == "torchtitan":
+            titan_full.append(row["error_pct"])
+    every = [e for errs in kept.values() for e in errs]
+    assert min(every) < 0 < max(every)
+    foundry = kept[("llm-foundry", "a100")]
+    assert len(foundry) == 13 and (round(min(foundry)), round(max(foundry))) == (-13, 6)
+    titan = kept[("torchtitan", "a100")]
+    assert len(titan) == 6 and (round(min(titan)), round(max(titan))) == (12, 20)
+    assert len(titan_full) == 2 and (round(min(titan_full)), round(max(titan_full))) == (6, 7)
 
 
-def test_a_sharded_plan_without_full_recompute_says_so_and_a_recomputing_one_does_not():
+def test_a_sharded_plan_keeping_activations_carries_no_caveat_of_its_own():
     model, training = ModelSpec.from_preset("llama3-8b"), TrainingSpec(
         global_batch_size=512, seq_length=8192)
-    kept = estimate(model, A100x8, training, ParallelPlan(dp=64, zero_stage=3))
-    (note,) = [c for c in kept.caveats if "ZeRO-3 without full recompute" in c]
-    n, lo, _, hi = SHARDED_PARTIAL_RECOMPUTE_ERRORS
-    assert f"all {n} published runs" in note and f"{lo}-{hi}% slower" in note
-    for plan in (ParallelPlan(dp=64, zero_stage=3, recompute="full"),
-                 ParallelPlan(dp=64, zero_stage=1),
-                 ParallelPlan(dp=8, tp=8, zero_stage=3, recompute="full")):
+    for plan in (ParallelPlan(dp=64, zero_stage=3), ParallelPlan(dp=64, zero_stage=2,
+                 recompute="full", recompute_num_layers=16)):
         est = estimate(model, A100x8, training, plan)
-        assert not any("without full recompute" in c for c in est.caveats), plan
-    block = estimate(model, A100x8, training, ParallelPlan(
-        dp=64, zero_stage=2, recompute="full", recompute_num_layers=16))
-    assert any("ZeRO-2 without full recompute" in c for c in block.caveats)
+        assert not any("ZeRO" in c for c in est.caveats), est.caveats
 
 
 def test_published_dense_runs_the_mfu_caveat_flags_ran_slower_than_predicted(replayed):
@@ -111,14 +109,16 @@ A100x8 = ClusterSpec.from_preset("dgx-a100", num_nodes=8)
 
 
 def test_an_a100_plan_above_every_published_run_says_so():
-    """Llama 3 8B on 64 A100 without recompute: the free search's winner, 70% MFU, 14 points
-    above Korthikanti et al.'s 1T run, the best any published dense A100 run measured."""
+    """Llama 3 8B on 64 A100 without recompute: the free search's winner, 71% MFU, 7 points
+    above llm-foundry's MPT-7B on 8 A100 80GB (64.1%), the best any published dense A100 run
+    measured."""
     est = estimate(ModelSpec.from_preset("llama3-8b"), A100x8,
                    TrainingSpec(global_batch_size=512, seq_length=8192),
                    ParallelPlan(dp=64, zero_stage=2))
     (note,) = [c for c in est.caveats if "MFU" in c]
-    assert est.mfu > 0.563 + 0.03
-    assert "korthikanti-1t-selective" in note and f"{100 * est.mfu:.1f}%" in note
+    best, run_id, _ = BEST_DENSE_MFU[("a100", "16-bit")]
+    assert est.mfu > best + 0.03
+    assert run_id in note and f"{100 * est.mfu:.1f}%" in note
 
 
 def test_fine_grained_moe_is_flagged_and_coarse_moe_is_not():

@@ -182,8 +182,7 @@ def to_estimate(
     lay = launch_layout(gpus, cluster.gpus_per_node)
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
-    notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess,
-                    plan=plan)
+    notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess)
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(
         rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep, etp=plan.etp,

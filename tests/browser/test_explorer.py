@@ -5,6 +5,8 @@ import re
 
 import pytest
 
+from planner.cost.caveats import BEST_DENSE_MFU
+
 pytestmark = pytest.mark.slow
 
 SMALL = {"model": "llama3-8b", "cluster": "dgx-h100", "num_nodes": "1",
@@ -254,4 +256,4 @@ def test_a_plan_above_every_published_run_shows_its_caveat(page):
     page.click("#plan-button")
     page.wait_for_selector("#detail-caveats li")
     note = page.inner_text("#detail-caveats")
-    assert "Caveat: predicted MFU" in note and "korthikanti-1t-selective" in note
+    assert "Caveat: predicted MFU" in note and BEST_DENSE_MFU[("a100", "16-bit")][1] in note
