@@ -253,6 +253,15 @@ def test_torchrun_starts_torchtitan_when_megatron_cannot_run_the_plan():
         "pipeline" in " ".join(est.launch.not_runnable["megatron"])
 
 
+def test_torchtitan_runs_the_plan_compiled():
+    """torchtitan v0.2.2 runs eager unless compile.enable (torchtitan/config/job_config.py,
+    ``class Compile``: enable False, components ["model", "loss"]); the step model's memory-bound
+    kernels are fused ones, so the artifact turns compilation on for the model and the loss."""
+    import tomllib
+    cfg = tomllib.loads(_fsdp_tp_pp(3).launch.torchtitan_toml)
+    assert cfg["compile"] == {"enable": True, "components": ["model", "loss"]}
+
+
 def test_a_plan_no_framework_runs_refuses_every_artifact():
     # ZeRO-2 with pipeline parallelism and several micro-batches: Megatron-FSDP is not
     # documented with PP, torchtitan's ZeRO-2 regathers every micro-batch, DeepSpeed's pipeline

@@ -1,6 +1,8 @@
-"""The [training], [parallelism] and [activation_checkpoint] sections of a torchtitan job
-config (TOML, the ``JobConfig`` of torchtitan's last release, v0.2.2) for a plan it runs as
-predicted.
+"""The [training], [parallelism], [activation_checkpoint] and [compile] sections of a
+torchtitan job config (TOML, the ``JobConfig`` of torchtitan's last release, v0.2.2) for a plan
+it runs as predicted. torch.compile is on (``compile.enable``, v0.2.2's ``Compile`` dataclass:
+``enable`` false by default, ``components`` ["model", "loss"]): the step model costs the norms,
+activations and residual adds as fused kernels, which eager PyTorch runs one op at a time.
 
 ZeRO maps onto FSDP2: zero_stage 0 is DDP (``data_parallel_replicate_degree``, only when nothing
 else is parallel), 3 is FSDP resharding after forward (``data_parallel_shard_degree``,
@@ -95,6 +97,9 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         },
         "parallelism": parallelism,
         "activation_checkpoint": {"mode": p.recompute},
+        # The step model costs fused memory-bound kernels (norms, activations, residual adds),
+        # which torchtitan runs only under torch.compile (v0.2.2's compile.enable is false).
+        "compile": {"enable": True, "components": ["model", "loss"]},
     }
     if p.recompute == "selective":
         # torchtitan's default selective option "2" checkpoints every second block; the plan's
