@@ -43,8 +43,9 @@ SCHEDULE_MARGIN = 0.03
 # DeepSeek-V3 ran where the model puts them at 95-98%), and sharded data parallelism that
 # keeps activations: once llm-foundry's runs are costed with the attention kernel they ran
 # (TrainingSpec.attention_kernel), such runs land on both sides of the prediction (llm-foundry's
-# A100 runs without recompute from 13% faster to 6% slower; torchtitan's eager FSDP2 runs of
-# April 2024 12-20% slower, whatever their recompute: its full-recompute 70B runs 6-7%).
+# A100 runs without recompute from 13% faster to 6% slower; its H100 runs at 512 GPUs 16-19%
+# slower and torchtitan's eager FSDP2 runs of April 2024 12-20%; torchtitan's full-recompute
+# 70B runs 6-7%).
 
 
 def precision_group(training: TrainingSpec) -> str:
