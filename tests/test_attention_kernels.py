@@ -111,6 +111,11 @@ def test_an_efficiency_override_applies_to_both_passes_of_a_named_kernel():
     km = kernel_model(A100, tr, EfficiencyModel(attention_fraction=0.4))
     assert km.attention_efficiency == km.attention_bwd_efficiency == 0.4
     assert km.attention_half_seq == 240 and km.attention_bwd_half_seq == 290
+    # The half sequence only where the request sets it (its default, 500, is the default
+    # kernel's): then for both passes too.
+    km = kernel_model(A100, tr, EfficiencyModel(attention_half_seq=1000))
+    assert km.attention_half_seq == km.attention_bwd_half_seq == 1000
+    assert (km.attention_efficiency, km.attention_bwd_efficiency) == (0.232, 0.278)
 
 
 def test_a_gpu_without_the_kernels_figure_is_refused_naming_the_field():

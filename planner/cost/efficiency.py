@@ -16,7 +16,8 @@ Sources of the defaults (measured micro-benchmarks, except the two marked fitted
   per-micro-batch overhead and the sustained GEMM rates, fits the ``fit`` runs best
   (``benchmarks/fit_constants.py``).
 - ``attention_half_seq`` 500: fused causal attention reaches half its long-sequence rate at
-  about 500 keys (fits of the FlashAttention benchmark figures to s / (s + s0), within 7%).
+  about 500 keys (fits of the FlashAttention benchmark figures to s / (s + s0), within 7%);
+  a named kernel (``TrainingSpec.attention_kernel``) has its own per pass.
 - ``overlap_slowdown`` 0.15: compute runs 15% slower while a collective runs beside it
   (communication kernels take SMs and HBM bandwidth; 18.9% average, 40% maximum measured on
   A100/H100 by arXiv 2507.03114; NCCL and Transformer Engine reserve 8-24 of 132 SMs).
@@ -31,6 +32,8 @@ Sources of the defaults (measured micro-benchmarks, except the two marked fitted
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_ATTENTION_HALF_SEQ = 500.0
 
 
 class EfficiencyModel(BaseModel):
@@ -49,9 +52,10 @@ class EfficiencyModel(BaseModel):
         None, ge=1e-3, le=1, description="Fused attention's long-sequence fraction of the "
         "16-bit peak. Default: the GPU's attention_efficiency."
     )
-    attention_half_seq: float = Field(
-        500.0, ge=0, le=1e8, description="Keys per chunk at which fused attention runs at half "
-        "its long-sequence rate."
+    attention_half_seq: float | None = Field(
+        None, ge=0, le=1e8, description="Keys per chunk at which fused attention runs at half "
+        "its long-sequence rate. Default: 500 for the GPU's default kernel, a named kernel's "
+        "own (training.attention_kernel)."
     )
     hbm_efficiency: float | None = Field(
         None, ge=1e-3, le=1, description="Fraction of HBM bandwidth memory-bound kernels reach. "

@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from planner.cost.efficiency import EfficiencyModel
+from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
 from planner.cost.kernels import KernelModel
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.gpu import Precision
@@ -166,15 +166,18 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
     if gpu.sm_count:
         k0 *= (peak / gpu.sm_count) / (312e12 / 108)
     # The attention kernel: the GPU's default (its attention_efficiency, the efficiency model's
-    # half sequence and head-size curve) or a named one's published rates.
+    # half sequence and head-size curve) or a named one's published rates, which the efficiency
+    # model's fields override for both passes where a request sets them.
     kernel = gpu.attention_rate(training.attention_kernel)
+    half = eff.attention_half_seq
     attention = (
         {"attention_efficiency": eff.attention_fraction or gpu.attention_efficiency,
-         "attention_half_seq": eff.attention_half_seq} if kernel is None else
+         "attention_half_seq": DEFAULT_ATTENTION_HALF_SEQ if half is None else half}
+        if kernel is None else
         {"attention_efficiency": eff.attention_fraction or kernel.forward,
-         "attention_half_seq": kernel.forward_half_seq,
+         "attention_half_seq": kernel.forward_half_seq if half is None else half,
          "attention_bwd_efficiency": eff.attention_fraction or kernel.backward,
-         "attention_bwd_half_seq": kernel.backward_half_seq,
+         "attention_bwd_half_seq": kernel.backward_half_seq if half is None else half,
          "attention_head_half": kernel.head_dim_half})
     return KernelModel(
         peak_flops=peak,
