@@ -3,11 +3,11 @@ FlashAttention-2 paper's charts worked by hand, the passes costed apart, the def
 and a clear refusal where a GPU has no figure for the kernel."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+from typer.testing import CliRunner
 
+from planner.cli.main import app
 from planner.cost import EfficiencyModel
 from planner.cost.kernels import attention_head_factor
 from planner.cost.layers import LayerShape, kernel_model, layer_work
@@ -142,7 +142,6 @@ def test_the_cli_refuses_it_with_a_message_and_exit_status_2(tmp_path):
         "model": {"preset": "llama3-8b"}, "cluster": {"preset": "local-cpu", "num_nodes": 1},
         "training": {"global_batch_size": 8, "seq_length": 512, "attention_kernel": "flash2"},
         "plan": {"dp": 1}}))
-    out = subprocess.run([sys.executable, "-m", "api.cli", "estimate", str(req)],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2
-    assert "training.attention_kernel" in out.stderr and "Traceback" not in out.stderr
+    res = CliRunner().invoke(app, ["estimate", str(req)])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert "training.attention_kernel" in res.stderr and "Traceback" not in res.stderr
