@@ -13,13 +13,22 @@ from __future__ import annotations
 
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 
-# The best model-FLOPs utilisation measured by a published dense run, per GPU family and
+# The best model-FLOPs utilisation measured by published dense runs, per GPU family and
 # precision group (16-bit or fp8), in the planner's own FLOPs convention (the model's FLOPs
-# of the run over its measured step time): (MFU, corpus run id, runs of that class).
-BEST_DENSE_MFU: dict[tuple[str, str], tuple[float, str, int]] = {
-    ("a100", "16-bit"): (0.641, "llmfoundry-mpt-7b-a100-80gb-8-seq2048-mbs6", 98),
-    ("h100", "16-bit"): (0.494, "megatron-readme-16b", 18),
-    ("h100", "fp8"): (0.449, "nemo2407-gpt3-175b-512", 17),
+# of the run over its measured step time), for models of at least a given size: small models
+# reach MFUs no large one has (no pipeline or tensor parallelism to pay for), so a plan is
+# held to the best run of a model as large as its own or larger. Each entry is a step of that
+# staircase, by size: (parameters, MFU, corpus run id) -- the best of the runs of at least
+# that many parameters -- and the number of runs of the class.
+BEST_DENSE_MFU: dict[tuple[str, str], tuple[tuple[tuple[float, float, str], ...], int]] = {
+    ("a100", "16-bit"): (((6.65e9, 0.641, "llmfoundry-mpt-7b-a100-80gb-8-seq2048-mbs6"),
+                          (13.02e9, 0.604, "torchtitan-a100-llama2-13b-none"),
+                          (1007.95e9, 0.563, "korthikanti-1t-selective")), 98),
+    ("h100", "16-bit"): (((16.11e9, 0.494, "megatron-readme-16b"),
+                          (313.54e9, 0.48, "megatron-readme-314b"),
+                          (461.44e9, 0.465, "megatron-readme-462b")), 18),
+    ("h100", "fp8"): (((175.18e9, 0.449, "nemo2407-gpt3-175b-512"),
+                       (405.85e9, 0.433, "bridge-llama-3.1-405b-1024-gbs1536")), 17),
 }
 # Points of MFU above that best before a plan is flagged (the issue's "within 3 points").
 MFU_MARGIN = 0.03
@@ -52,6 +61,18 @@ def precision_group(training: TrainingSpec) -> str:
     return "fp8" if training.precision == "fp8" else "16-bit"
 
 
+def best_dense_mfu(family: str, group: str, params: float) -> tuple[float, str, int] | None:
+    """(MFU, run id, runs of the class): the best published dense run on this GPU family and
+    precision group of a model with at least ``params`` parameters (the largest model's, for a
+    model larger than any published), or None for a class without published runs."""
+    entry = BEST_DENSE_MFU.get((family, group))
+    if entry is None:
+        return None
+    steps, runs = entry
+    _, mfu, run_id = next((x for x in steps if x[0] >= params), steps[-1])
+    return mfu, run_id, runs
+
+
 def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, mfu: float,
             schedule_excess: float = 0.0) -> list[str]:
     """The notes for one plan (empty when published runs back it). ``schedule_excess``: how
@@ -65,12 +86,13 @@ def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, m
             "ones); read the step time as a lower bound, or split the layers so that no "
             "chunk outweighs the others")
     family = cluster.gpu.name.split("-")[0]
-    best = BEST_DENSE_MFU.get((family, precision_group(training)))
+    best = best_dense_mfu(family, precision_group(training), model.num_params)
     if best is not None and not model.is_moe and mfu > best[0] + MFU_MARGIN:
+        mfu_best, run_id, runs = best
         out.append(
-            f"predicted MFU {100 * mfu:.1f}% is {100 * (mfu - best[0]):.1f} points above the "
-            f"best of {best[2]} published dense {family.upper()} "
-            f"{precision_group(training)} runs ({100 * best[0]:.1f}%, {best[1]}): no "
+            f"predicted MFU {100 * mfu:.1f}% is {100 * (mfu - mfu_best):.1f} points above the "
+            f"best of {runs} published dense {family.upper()} {precision_group(training)} "
+            f"runs for a model this large ({100 * mfu_best:.1f}%, {run_id}): no "
             "published run confirms it; read it as an upper bound")
     if model.is_moe and model.experts >= FINE_GRAINED_EXPERTS:
         n, lo, med, hi = FINE_GRAINED_ERRORS
