@@ -292,6 +292,18 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         "every micro-batch's bf16 gradients are added into fp32 ones, "
                         "parameter by parameter (training.microbatch_grad_copy)"),
     },
+    "attention_kernel": {
+        "megatron": _s("partial", "--attention-backend flash",
+                       f"{MEGATRON} megatron/training/arguments.py",
+                       "FlashAttention through Transformer Engine for training.attention_kernel "
+                       "'flash2' (auto, the GPU's default kernel, otherwise); no FlashAttention "
+                       "v1 or Triton kernel"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/models/attention.py",
+                         "SDPA with its cuDNN, flash and math backends in that order: the GPU's "
+                         "default kernel"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "the attention kernel is the model code's, not the engine's"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -381,6 +393,15 @@ def _rules():
          "all-reduce overlapped (AutoTP all-reduces the input gradient synchronously: "
          "training.async_tensor_model_parallel_allreduce false)",
          lambda c: c["async_ar"] & (c["tp"] > 1) & (c["sp"] == 0)),
+        ("megatron", "attention_kernel", "FlashAttention v1 or the Triton FlashAttention "
+         "(training.attention_kernel, to replay older software)",
+         lambda c: np.full(c["n"], c["kernel"] in ("flash1", "flash_triton"))),
+        ("torchtitan", "attention_kernel", "a named attention kernel (training.attention_kernel; "
+         "torchtitan runs SDPA's, cuDNN first: the 'default' kernel)",
+         lambda c: np.full(c["n"], c["kernel"] != "default")),
+        ("deepspeed", "attention_kernel", "a named attention kernel (training.attention_kernel; "
+         "DeepSpeed leaves attention to the model code)",
+         lambda c: np.full(c["n"], c["kernel"] != "default")),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -451,7 +472,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
             "p2p_split": np.full(len(plans), training.p2p_scatter_gather),
             "z3_copies": np.full(len(plans), training.zero3_per_rank_copies),
-            "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap)}
+            "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap),
+            "kernel": training.attention_kernel}
 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False,

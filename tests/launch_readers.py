@@ -58,6 +58,7 @@ def megatron_parser() -> argparse.ArgumentParser:
         ap.add_argument(flag, choices=["fp32", "fp16", "bf16", "fp8"])
     ap.add_argument("--moe-router-group-topk", type=int)
     ap.add_argument("--moe-layer-freq")
+    ap.add_argument("--attention-backend", choices=["flash", "fused", "unfused", "local", "auto"])
     ap.add_argument("--moe-expert-capacity-factor", type=float)
     return ap
 

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from planner.cli.main import app
 from planner.cost import EfficiencyModel, estimate
 from planner.errors import PlannerInputError
+from planner.launch import with_launch
 from planner.request import EstimateRequest, parse_request
 from planner.search import PlanRequest, plan
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
@@ -117,6 +118,34 @@ def test_search_restricted_to_one_framework_returns_only_its_plans():
     titan = plan(PlanRequest.model_validate({**body, "search": {"framework": "torchtitan"}}))
     assert all(p.sequence_parallel or p.tp == 1 for p in titan.plans)
     assert all(p.zero_stage != 1 for p in titan.plans)
+
+
+def test_a_named_attention_kernel_runs_only_where_a_framework_ships_it():
+    """FlashAttention v1 and the Triton kernel replay older software: no framework of today runs
+    them, so the default search finds nothing and says why, and 'any' costs them. FlashAttention-2
+    is Megatron-LM's --attention-backend flash (megatron/training/arguments.py); torchtitan runs
+    SDPA's kernels and DeepSpeed the model code's, so neither is listed for it."""
+    plan_ = ParallelPlan(dp=8, zero_stage=3, micro_batch_size=1)
+    tr = TrainingSpec(global_batch_size=64, seq_length=4096)
+    c8 = ClusterSpec.from_preset("dgx-a100", num_nodes=1)
+    default = estimate(M8, c8, tr, plan_)
+    assert set(default.frameworks) == {"megatron", "torchtitan", "deepspeed"}
+    fa2_training = tr.model_copy(update={"attention_kernel": "flash2"})
+    fa2 = with_launch(estimate(M8, c8, fa2_training, plan_), M8, c8, fa2_training)
+    assert fa2.frameworks == ["megatron"]
+    args = fa2.launch.megatron_args
+    assert args[args.index("--attention-backend") + 1] == "flash"
+    for old in ("flash1", "flash_triton"):
+        est = estimate(M8, c8, tr.model_copy(update={"attention_kernel": old}), plan_)
+        assert est.frameworks == []
+    body = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+            "training": {"global_batch_size": 64, "seq_length": 4096,
+                         "attention_kernel": "flash_triton"}}
+    refused = plan(PlanRequest.model_validate(body))
+    assert refused.search.status == "INFEASIBLE"
+    assert "search.framework 'any'" in " ".join(refused.infeasible_reasons)
+    replay = plan(PlanRequest.model_validate({**body, "search": {"framework": "any"}}))
+    assert replay.plans and replay.plans[0].frameworks == []
 
 
 OLMOE = {"model_type": "olmoe", "num_hidden_layers": 16, "hidden_size": 2048,

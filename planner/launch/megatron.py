@@ -108,6 +108,8 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
             # TransformerConfig refuses moe_act / layernorm recompute under the default
             # delayed scaling; per-tensor current scaling runs them.
             args += ["--fp8-recipe", "tensorwise"]
+    if t.attention_kernel == "flash2":
+        args += ["--attention-backend", "flash"]
     if t.grad_dtype == "bf16":
         args += ["--grad-reduce-in-bf16"]
     if t.optimizer_state_dtype != "fp32":
