@@ -20,13 +20,18 @@ def wait_job(client, location, timeout=60):
 
 
 def start_long_job(client, timeout=30):
-    """A calibration sweep with a 60 s budget on a new local cluster, returned (its Location)
-    once some process runs it."""
+    """A calibration sweep on a new local cluster, returned (its Location) once some process
+    runs it. A sweep stops once every size's interval is tight, which small sizes on a quiet
+    machine reach in seconds, so the time budget alone does not make it long: its 64 MiB
+    all-reduce (about 100 ms a call on two gloo ranks here), timed in 6 batches a pass of up to
+    2 s (at most 50 calls) over the two passes a sweep always makes, keeps it running about
+    25 s, well past the tests' checks (about 8 s after it starts), and the 20 s budget ends it
+    soon after (the sweeps of SIGKILLed processes run to their end)."""
     cid = client.post("/v1/clusters", json={"preset": "local-cpu"}).json()["id"]
     r = client.post(f"/v1/clusters/{cid}/calibrations", json={
         "source": "sweep", "sweep": {"nproc": 2, "ops": ["all_reduce"],
-                                     "sizes": [4096, 65536, 1048576],
-                                     "budget_s": 60, "min_batch_ms": 5}})
+                                     "sizes": [4096, 1048576, 64 * 2**20],
+                                     "repeats": 6, "budget_s": 20, "min_batch_ms": 2000}})
     assert r.status_code == 202, r.text
     job = r.headers["location"]
     deadline = time.monotonic() + timeout
