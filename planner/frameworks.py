@@ -78,7 +78,9 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                        "optim_grads_params", f"{MEGATRON} megatron/training/arguments.py",
                        "Megatron-FSDP is documented without pipeline parallelism"),
         "torchtitan": _s("yes", 'parallelism.data_parallel_shard_degree, '
-                         'fsdp_reshard_after_forward = "always"', f"{TITAN} torchtitan/config/job_config.py"),
+                         'fsdp_reshard_after_forward = "always"', f"{TITAN} torchtitan/config/job_config.py",
+                         "FSDP2 shards each parameter: its gathers and reduce-scatters copy "
+                         "on the compute stream (training.zero3_per_parameter)"),
         "deepspeed": _s("partial", "zero_optimization.stage = 3",
                         f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
                         "not with the pipeline engine; with AutoTP from 0.19.4"),
@@ -162,6 +164,24 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          f"{TITAN} torchtitan/config/job_config.py"),
         "deepspeed": _s("yes", "activation_checkpointing + deepspeed.checkpointing.checkpoint",
                         f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py"),
+    },
+    "recompute_early_stop": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/tensor_parallel/random.py",
+                       "CheckpointFunction reruns the whole forward (reentrant)"),
+        "torchtitan": _s("yes", "activation_checkpoint.early_stop = true",
+                         f"{TITAN} torchtitan/config/job_config.py",
+                         "false by default since August 2025 (torchtitan#1580)"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/"
+                        "checkpointing.py", "CheckpointFunction reruns the whole forward"),
+    },
+    "eager_elementwise": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/training/arguments.py",
+                       "RoPE and SwiGLU run fused (--no-rope-fusion and --no-bias-swiglu-fusion "
+                       "unfuse them into other kernels than torchtitan's eager ones)"),
+        "torchtitan": _s("yes", "compile.enable = false", f"{TITAN} torchtitan/config/job_config.py",
+                         "the model code's ops one kernel at a time"),
+        "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "the model code's kernels, whichever they are"),
     },
     "recompute_partial": {
         "megatron": _s("yes", "--recompute-granularity full --recompute-method block "
@@ -324,6 +344,10 @@ def _rules():
     def z(c):
         return c["zero"]
 
+    def sharded(c):
+        return (z(c) >= 2) & ((c["nd"] > 1) | (c["moe"] & (c["dp"] * c["tp"] * c["cp"]
+                                                            > c["ep"] * c["etp"])))
+
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)
 
@@ -333,6 +357,20 @@ def _rules():
         ("megatron", "zero_3", copies, list_gathers),
         ("torchtitan", "zero_3", copies, list_gathers),
         ("deepspeed", "zero_3", copies, list_gathers),
+        ("torchtitan", "zero_3", "ZeRO-2/3 without FSDP2's per-parameter copies "
+         "(training.zero3_per_parameter)", lambda c: sharded(c) & ~c["per_param"]),
+        ("megatron", "zero_3", "FSDP2's per-parameter copies (training.zero3_per_parameter; "
+         "its buffers are flat)", lambda c: sharded(c) & c["per_param"]),
+        ("deepspeed", "zero_3", "FSDP2's per-parameter copies (training.zero3_per_parameter; "
+         "its buffers are flat)", lambda c: sharded(c) & c["per_param"]),
+        ("megatron", "recompute_early_stop", "a full recompute that stops early "
+         "(training.recompute_early_stop; its checkpoint function reruns the whole layer)",
+         lambda c: c["early_stop"] & ((c["rec"] == 2) | (c["rnl"] > 0))),
+        ("deepspeed", "recompute_early_stop", "a full recompute that stops early "
+         "(training.recompute_early_stop; its checkpoint function reruns the whole layer)",
+         lambda c: c["early_stop"] & ((c["rec"] == 2) | (c["rnl"] > 0))),
+        ("megatron", "eager_elementwise", "torchtitan's eager elementwise kernels "
+         "(training.eager_elementwise)", lambda c: np.full(c["n"], c["eager"])),
         ("megatron", "zero_2", "ZeRO-2/3 (Megatron-FSDP) with pipeline parallelism",
          lambda c: (z(c) >= 2) & (c["pp"] > 1)),
         ("torchtitan", "zero_1", "ZeRO-1 (no optimizer-only sharding in FSDP)",
@@ -472,6 +510,9 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
             "p2p_split": np.full(len(plans), training.p2p_scatter_gather),
             "z3_copies": np.full(len(plans), training.zero3_per_rank_copies),
+            "per_param": np.full(len(plans), training.zero3_per_parameter),
+            "early_stop": np.full(len(plans), training.recompute_early_stop),
+            "eager": training.eager_elementwise,
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap),
             "kernel": training.attention_kernel}
 

@@ -18,34 +18,50 @@ C16 = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
 TR = TrainingSpec(global_batch_size=64, seq_length=4096)
 
 
-@pytest.mark.parametrize("plan_fields,frameworks", [
+FSDP2 = {"zero3_per_parameter": True}
+
+
+@pytest.mark.parametrize("plan_fields,training,frameworks", [
     # Plain data parallelism: every framework, but DeepSpeed, whose bf16 optimizer copies
     # every micro-batch's gradients into fp32 (see the next test).
-    (dict(dp=16, zero_stage=0), ["megatron", "torchtitan"]),
+    (dict(dp=16, zero_stage=0), {}, ["megatron", "torchtitan"]),
     # ZeRO-1 is Megatron's distributed optimizer and DeepSpeed stage 1; FSDP has no ZeRO-1.
-    (dict(dp=16, zero_stage=1), ["megatron"]),
-    # ZeRO-3 without model parallelism: all three.
-    (dict(dp=16, zero_stage=3, recompute="full"), ["megatron", "torchtitan", "deepspeed"]),
+    (dict(dp=16, zero_stage=1), {}, ["megatron"]),
+    # ZeRO-3 without model parallelism: Megatron-FSDP and DeepSpeed with flat buffers;
+    # torchtitan's FSDP2 when costed with its per-parameter copies, and then only torchtitan
+    # (its full recompute stops early or not, activation_checkpoint.early_stop).
+    (dict(dp=16, zero_stage=3, recompute="full"), {}, ["megatron", "deepspeed"]),
+    (dict(dp=16, zero_stage=3, recompute="full"), FSDP2, ["torchtitan"]),
+    (dict(dp=16, zero_stage=3, recompute="full"), {**FSDP2, "recompute_early_stop": True},
+     ["torchtitan"]),
+    (dict(dp=16, zero_stage=3, recompute="full"), {"recompute_early_stop": True}, []),
     # TP with sequence parallelism and pipelines: Megatron; torchtitan's TP always shards the
     # sequence, but ZeRO-1 is not FSDP; DeepSpeed has neither.
-    (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True), ["megatron"]),
-    (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), ["torchtitan"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True), {}, ["megatron"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), FSDP2, ["torchtitan"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), {}, []),
     # TP without sequence parallelism, no pipeline: Megatron (and DeepSpeed's AutoTP, below).
-    (dict(dp=4, tp=4, zero_stage=1), ["megatron"]),
+    (dict(dp=4, tp=4, zero_stage=1), {}, ["megatron"]),
     # Context parallelism: ring attention in Megatron and torchtitan, not DeepSpeed.
-    (dict(dp=8, cp=2, zero_stage=3), ["megatron", "torchtitan"]),
+    (dict(dp=8, cp=2, zero_stage=3), {}, ["megatron"]),
+    (dict(dp=8, cp=2, zero_stage=3), FSDP2, ["torchtitan"]),
     # Selective recompute of the attention core: Megatron only.
-    (dict(dp=16, zero_stage=0, recompute="selective"), ["megatron"]),
+    (dict(dp=16, zero_stage=0, recompute="selective"), {}, ["megatron"]),
     # Interleaved FSDP + TP + PP: torchtitan, whose Interleaved1F1B runs rounds of pp
     # micro-batches; a micro-batch group of 2 pp is a schedule it does not run.
-    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True), ["torchtitan"]),
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True), FSDP2,
+     ["torchtitan"]),
     (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True,
-          microbatch_group_size=8), []),
+          microbatch_group_size=8), FSDP2, []),
     # Block recompute of the first layers of each chunk: Megatron only.
-    (dict(dp=16, zero_stage=0, recompute="full", recompute_num_layers=4), ["megatron"]),
+    (dict(dp=16, zero_stage=0, recompute="full", recompute_num_layers=4), {}, ["megatron"]),
+    # torchtitan's eager model code (compile off): torchtitan, and DeepSpeed, which runs the
+    # model code's kernels; Megatron fuses RoPE and SwiGLU.
+    (dict(dp=16, zero_stage=0), {"eager_elementwise": True}, ["torchtitan"]),
 ])
-def test_frameworks_of_a_plan(plan_fields, frameworks):
-    est = estimate(M8, C16, TR, ParallelPlan(micro_batch_size=1, **plan_fields))
+def test_frameworks_of_a_plan(plan_fields, training, frameworks):
+    est = estimate(M8, C16, TR.model_copy(update=training),
+                   ParallelPlan(micro_batch_size=1, **plan_fields))
     assert est.frameworks == frameworks
 
 
@@ -129,7 +145,9 @@ def test_a_named_attention_kernel_runs_only_where_a_framework_ships_it():
     tr = TrainingSpec(global_batch_size=64, seq_length=4096)
     c8 = ClusterSpec.from_preset("dgx-a100", num_nodes=1)
     default = estimate(M8, c8, tr, plan_)
-    assert set(default.frameworks) == {"megatron", "torchtitan", "deepspeed"}
+    assert set(default.frameworks) == {"megatron", "deepspeed"}
+    fsdp2 = estimate(M8, c8, tr.model_copy(update={"zero3_per_parameter": True}), plan_)
+    assert fsdp2.frameworks == ["torchtitan"]
     fa2_training = tr.model_copy(update={"attention_kernel": "flash2"})
     fa2 = with_launch(estimate(M8, c8, fa2_training, plan_), M8, c8, fa2_training)
     assert fa2.frameworks == ["megatron"]

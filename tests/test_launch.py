@@ -232,11 +232,13 @@ def test_sbatch_script_is_valid_bash_with_the_plan_shape(name, tmp_path):
     assert f"--nproc-per-node={est.launch.nproc_per_node}" in argv
 
 
-def _fsdp_tp_pp(zero_stage: int):
-    """Llama 3 8B on 16 H100s as dp4 tp2 pp2 with sequence parallelism and this ZeRO stage."""
+def _fsdp_tp_pp(zero_stage: int, **training):
+    """Llama 3 8B on 16 H100s as dp4 tp2 pp2 with sequence parallelism and this ZeRO stage,
+    costed with FSDP2's per-parameter copies (as torchtitan shards)."""
     return estimated(ModelSpec.from_preset("llama3-8b"),
                      ClusterSpec.from_preset("dgx-h100", num_nodes=2),
-                     TrainingSpec(global_batch_size=64, seq_length=4096),
+                     TrainingSpec(global_batch_size=64, seq_length=4096,
+                                  zero3_per_parameter=True, **training),
                      ParallelPlan(dp=4, tp=2, pp=2, zero_stage=zero_stage,
                                   sequence_parallel=True, micro_batch_size=1))
 
@@ -260,6 +262,21 @@ def test_torchtitan_runs_the_plan_compiled():
     import tomllib
     cfg = tomllib.loads(_fsdp_tp_pp(3).launch.torchtitan_toml)
     assert cfg["compile"] == {"enable": True, "components": ["model", "loss"]}
+    assert "early_stop" not in cfg["activation_checkpoint"]
+    # A plan costed with torchtitan's eager kernels runs uncompiled, one costed with the
+    # recompute's early stop (recompute full) sets activation_checkpoint.early_stop.
+    eager = _fsdp_tp_pp(3, eager_elementwise=True, recompute_early_stop=True)
+    assert eager.frameworks == ["torchtitan"]
+    cfg = tomllib.loads(eager.launch.torchtitan_toml)
+    assert cfg["compile"] == {"enable": False}
+    assert "early_stop" not in cfg["activation_checkpoint"]      # no recompute in this plan
+    full = estimated(ModelSpec.from_preset("llama3-8b"),
+                     ClusterSpec.from_preset("dgx-h100", num_nodes=1),
+                     TrainingSpec(global_batch_size=8, seq_length=4096, zero3_per_parameter=True,
+                                  recompute_early_stop=True),
+                     ParallelPlan(dp=8, zero_stage=3, recompute="full"))
+    cfg = tomllib.loads(full.launch.torchtitan_toml)
+    assert cfg["activation_checkpoint"] == {"mode": "full", "early_stop": True}
 
 
 def test_a_plan_no_framework_runs_refuses_every_artifact():
@@ -299,7 +316,8 @@ def test_per_op_selective_recompute_runs_on_torchtitan_not_megatron():
     cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
     plan = ParallelPlan(dp=8, zero_stage=3, recompute="selective")
     per_op = estimated(model, cluster, TrainingSpec(global_batch_size=8, seq_length=4096,
-                                                    selective_recompute="per_op"), plan)
+                                                    selective_recompute="per_op",
+                                                    zero3_per_parameter=True), plan)
     assert "torchtitan" in per_op.frameworks and "megatron" not in per_op.frameworks
     assert 'selective_ac_option = "op"' in per_op.launch.torchtitan_toml
     assert "per-op" in " ".join(per_op.launch.not_runnable["megatron"])
@@ -334,4 +352,7 @@ def test_no_framework_runs_the_2021_per_rank_zero3_gathers():
     assert old.frameworks == []
     assert all("per-rank views" in " ".join(old.launch.not_runnable[f]) for f in FRAMEWORKS)
     flat = estimated(model, cluster, TrainingSpec(global_batch_size=8, seq_length=4096), plan)
-    assert "torchtitan" in flat.frameworks
+    assert "megatron" in flat.frameworks
+    fsdp2 = estimated(model, cluster, TrainingSpec(global_batch_size=8, seq_length=4096,
+                                                   zero3_per_parameter=True), plan)
+    assert "torchtitan" in fsdp2.frameworks

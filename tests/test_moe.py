@@ -185,8 +185,12 @@ def test_zero3_of_a_moe_model_gathers_the_experts_over_the_expert_data_parallel_
     nonexpert = 4 * dense + 2 * 1000 * h
     assert est.memory.weights_gib * GIB == pytest.approx(
         2 * (nonexpert / 8 + 4 * experts / 2), rel=1e-9)
-    # torchtitan shards experts with FSDP over dp_shard * cp * tp / ep: it runs this plan.
-    assert "torchtitan" in est.frameworks
+    # torchtitan shards experts with FSDP2 over dp_shard * cp * tp / ep: it runs this plan,
+    # costed with FSDP2's per-parameter copies.
+    fsdp2 = TRAIN.model_copy(update={"zero3_per_parameter": True})
+    assert "torchtitan" not in est.frameworks
+    assert "torchtitan" in estimate(TINY, NODE, fsdp2, ParallelPlan(dp=8, ep=4, zero_stage=3)
+                                    ).frameworks
 
 
 def test_expert_degrees_need_a_moe_model():

@@ -309,7 +309,7 @@ def test_mpt_sequence_sweeps_are_ordered_and_within_14_percent():
 def test_the_attention_kernel_marks_move_the_figures_the_readme_quotes():
     """README: llm-foundry's 15 earlier runs go from a median |error| of 7.7% (costed with the
     default FlashAttention-2) to 3.2% with the kernels they ran, and the 92 runs held out before
-    the 20 that joined with the change from 10.4% to 9.1% (dense 8.8% to 6.4%)."""
+    the 20 that joined with the change from 10.4% to 9.1% (dense 9.0% to 6.4%)."""
     runs = published_accuracy.load_runs()
     joined = [r for r in runs if r["id"].startswith("torchtitan-a100-llama2-")
               or "-a100-80gb-8-" in r["id"]]
@@ -327,5 +327,5 @@ def test_the_attention_kernel_marks_move_the_figures_the_readme_quotes():
     assert median([r for r in rows if not r["moe"]])["median_abs_error_pct"] == 6.43
     unmarked = published_accuracy.evaluate_runs(
         [{**r, "training": {**r["training"], "attention_kernel": "default"}} for r in before])
-    assert median(unmarked)["median_abs_error_pct"] == 10.44
-    assert median([r for r in unmarked if not r["moe"]])["median_abs_error_pct"] == 8.79
+    assert median(unmarked)["median_abs_error_pct"] == 10.39
+    assert median([r for r in unmarked if not r["moe"]])["median_abs_error_pct"] == 8.98

@@ -483,12 +483,23 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     Lx = L + k_mtp * mtp_at
     mtp = k_mtp * mtp_at
     mtp_cf, mtp_cb, mtp_tf, mtp_tb = (_col(HW[:, j]) for j in (5, 6, 7, 8))
-    c_f = fwd + tp_f + cp_f + ep_f                    # a layer's forward and backward
-    c_b = _col(bwd) + rec_s + tp_b + cp_b + ep_b      # periods, (n, classes)
-
     # ZeRO-3: per-layer gathers and reduce-scatters on the communication stream.
     edp = dp * tp * cp // (plans.ep * plans.etp)
-    z3 = (zero >= 3) & ((nd > 1) | ((edp > 1) & tables.model.is_moe))
+    sharding = (nd > 1) | ((edp > 1) & tables.model.is_moe)
+    z3 = (zero >= 3) & sharding
+    # FSDP2's per-parameter copies on the compute stream (``zero3_per_parameter``): each
+    # gather's copy-out (forward, and again in backward where ZeRO-3 resharded the layer),
+    # each reduce-scatter's copy-in.
+    fsdp2 = (zero >= 2) & sharding if training.zero3_per_parameter else np.zeros(len(plans), bool)
+    pb = training.param_bytes
+    launch1 = eff.kernel_overhead_us * 1e-6
+    copy_out = np.where(fsdp2, layer_params[:, 0] * 2 * pb / hbm + launch1, 0.0)
+    copy_in = np.where(fsdp2, layer_params[:, 0] * (pb + training.grad_bytes) / hbm + launch1,
+                       0.0)
+    fsdp_f = copy_out
+    fsdp_b = np.where(z3, copy_out, 0.0) + copy_in
+    c_f = fwd + tp_f + cp_f + ep_f + fsdp_f           # a layer's forward and backward
+    c_b = _col(bwd + fsdp_b) + rec_s + tp_b + cp_b + ep_b    # periods, (n, classes)
 
     def z3_row(flag, t, c, d, n, e, et):
         return tables.zero3_times(t, c, d, n, e, et) if flag else (0.0, 0.0, 0.0)
@@ -513,7 +524,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     tp_c = Lx * (_col(tp_f) + tp_b) + mtp * (mtp_tf + mtp_tb)
     cp_c = Lx * (_col(cp_f) + cp_b)
     ep_c = Lx * (_col(ep_f) + ep_b)
-    zero_c = Lx * (_col(period_f - c_f) + period_b - c_b) + _col(z3_edges)
+    zero_c = Lx * (_col(period_f - c_f + fsdp_f + fsdp_b) + period_b - c_b) + _col(z3_edges)
     # Host work per micro-batch and model chunk: Megatron runs forward_step / backward_step,
     # with their send/recv set-up, once per chunk, so an interleaved stage pays it v times.
     overhead = eff.microbatch_overhead_us * 1e-6 * v

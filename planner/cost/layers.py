@@ -284,8 +284,10 @@ def layer_work(
     elem_bytes = norm_bytes + residual_bytes + act_bytes + dropout_bytes + attn_bytes + cast_bytes
     elem_kernels = 5 + (4 if fp8 else 0) + (2 if not training.flash_attention else 0) + (
         6 * phi)
-    elem_f = km.memory(elem_bytes, kernels=elem_kernels)
-    elem_b = km.memory(2 * elem_bytes, kernels=2 * elem_kernels)
+    eager_f, eager_b, eager_k = (eager_elementwise_bytes(model, T, t, e, phi, expert_act)
+                                 if training.eager_elementwise else (0.0, 0.0, 0))
+    elem_f = km.memory(elem_bytes + eager_f, kernels=elem_kernels + eager_k)
+    elem_b = km.memory(2 * elem_bytes + eager_b, kernels=2 * (elem_kernels + eager_k))
 
     fwd_s = fwd_lin + attn_f + elem_f
     bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b
@@ -294,6 +296,15 @@ def layer_work(
     per_op = plan.recompute == "selective" and training.selective_recompute == "per_op"
     if plan.recompute == "full":
         recompute_s, recompute_flops = fwd_s, fwd_flops
+        if training.recompute_early_stop:
+            # Nothing the backward reads comes after the MLP's input to its down projection
+            # (``TrainingSpec.recompute_early_stop``): the second residual add is not rerun,
+            # nor, where no dropout mask follows it, the dense MLP's down projection.
+            recompute_s -= km.memory(residual_bytes / 2, kernels=1)
+            if not training.dropout:
+                down = len(attn) + 1
+                recompute_s -= gemm_fwd[down]
+                recompute_flops -= gemm_flops[down]
     elif per_op:
         # torchtitan's per-op policy counts a block's matmuls in call order (wq, wk, wv, wo,
         # then w1, w3, w2 with SwiGLU or w1, w2 without) and recomputes every second one (wk,
@@ -380,6 +391,42 @@ def layer_work(
                      full_layer, elem_bytes, attn_core_bwd_s=attn_b,
                      dgrad_colpar_s=sum(dgrad[i] for i in colpar),
                      wgrad_colpar_s=sum(wgrad[i] for i in colpar))
+
+
+def eager_elementwise_bytes(model: ModelSpec, T: float, t: int, e: int, phi: float,
+                            expert_act: float) -> tuple[float, float, int]:
+    """HBM bytes (forward, backward) and kernels (per pass) that eager PyTorch's elementwise
+    ops move beyond the fused kernels the layer is otherwise costed with
+    (``TrainingSpec.eager_elementwise``), as torchtitan's Llama code runs them uncompiled:
+
+    - rotary embeddings (``apply_rotary_emb``): ``x.float()`` (read e, write 4 bytes), the
+      complex product with the frequencies (read 4, write 4), ``type_as`` back (read 4,
+      write e), on every element of Q and K; autograd runs the same three backward. Fused
+      kernels are not charged for the rotation at all, so all of it is extra. MLA rotates
+      only its rotary part (qk_rope_head_dim per query head and one shared key head).
+    - SwiGLU (``w2(F.silu(w1(x)) * w3(x))``): SiLU (read e, write e) and the product (read 2e,
+      write e) instead of one fused kernel (read 2e, write e): 2e more an element forward;
+      backward the product's two gradients (read 2e, write e each) and SiLU's (read 2e,
+      write e), 9e against the fused 6e. Dense MLP, routed and shared experts alike.
+    - grouped-query attention (``repeat_kv``): K and V expanded to every query head and
+      copied (read the kv heads, write all heads); backward sums the copies back."""
+    if model.mla:
+        rope = T * model.qk_rope_head_dim * (model.num_attention_heads / t + 1)
+        repeat = 0.0
+    else:
+        rope = T * model.d_head * (model.num_attention_heads + model.kv_heads) / t
+        repeat = (2 * T * model.d_head * (model.num_attention_heads + model.kv_heads) / t * e
+                  if model.kv_heads < model.num_attention_heads else 0.0)
+    rope_bytes = rope * (2 * e + 16)
+    swiglu = 0.0
+    if model.ffn_type == "swiglu":
+        swiglu = (1 - phi) * T * model.ffn / t + phi * expert_act / (3 * e)
+        if phi and model.shared_ffn:
+            swiglu += phi * T * model.shared_ffn / t
+    fwd = rope_bytes + 2 * e * swiglu + repeat
+    bwd = rope_bytes + 3 * e * swiglu + repeat
+    kernels = 6 + (1 if swiglu else 0) + (2 if repeat else 0)
+    return fwd, bwd, kernels
 
 
 def _up_projections(model: ModelSpec) -> tuple[int, ...]:

@@ -2,7 +2,10 @@
 torchtitan job config (TOML, the ``JobConfig`` of torchtitan's last release, v0.2.2) for a plan
 it runs as predicted. torch.compile is on (``compile.enable``, v0.2.2's ``Compile`` dataclass:
 ``enable`` false by default, ``components`` ["model", "loss"]): the step model costs the norms,
-activations and residual adds as fused kernels, which eager PyTorch runs one op at a time.
+activations and residual adds as fused kernels, which eager PyTorch runs one op at a time; a
+plan costed with the eager kernels (``training.eager_elementwise``) gets ``enable = false``. A
+full recompute costed to stop early (``training.recompute_early_stop``) sets
+``activation_checkpoint.early_stop`` (v0.2.2's default is false).
 
 ZeRO maps onto FSDP2: zero_stage 0 is DDP (``data_parallel_replicate_degree``, only when nothing
 else is parallel), 3 is FSDP resharding after forward (``data_parallel_shard_degree``,
@@ -98,9 +101,13 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         "parallelism": parallelism,
         "activation_checkpoint": {"mode": p.recompute},
         # The step model costs fused memory-bound kernels (norms, activations, residual adds),
-        # which torchtitan runs only under torch.compile (v0.2.2's compile.enable is false).
-        "compile": {"enable": True, "components": ["model", "loss"]},
+        # which torchtitan runs only under torch.compile (v0.2.2's compile.enable is false),
+        # unless the plan was costed with its eager ones (training.eager_elementwise).
+        "compile": ({"enable": False} if t.eager_elementwise
+                    else {"enable": True, "components": ["model", "loss"]}),
     }
+    if t.recompute_early_stop and p.recompute == "full":
+        sections["activation_checkpoint"]["early_stop"] = True
     if p.recompute == "selective":
         # torchtitan's default selective option "2" checkpoints every second block; the plan's
         # selective recompute is the per-op policy (frameworks refuse any other for torchtitan).

@@ -92,6 +92,34 @@ class TrainingSpec(BaseModel):
         "(EfficiencyModel.copy_call_us). False: one flat output buffer "
         "(all_gather_into_tensor: FSDP, Megatron-FSDP, DeepSpeed since 2022)."
     )
+    zero3_per_parameter: bool = Field(
+        False, description="ZeRO-2/3 shards every parameter on its own (PyTorch FSDP2's "
+        "fully_shard, what torchtitan runs): each gather is copied out of the flat all-gather "
+        "buffer into the parameters (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py "
+        "`foreach_all_gather_copy_out`, split_with_sizes_copy) and each reduce-scatter's "
+        "input is copied from the gradients into the reduce dtype "
+        "(`foreach_reduce_scatter_copy_in`, chunk_cat), both on the compute stream: 4 bytes "
+        "of HBM traffic a 16-bit parameter per gather and 2 + grad_dtype bytes per "
+        "reduce-scatter. False: collectives read and write flat buffers in place (Megatron-LM's "
+        "distributed optimizer and Megatron-FSDP, FSDP1's flat parameters, DeepSpeed).")
+    recompute_early_stop: bool = Field(
+        False, description="Full recompute stops once every tensor the backward needs is "
+        "rebuilt (PyTorch's non-reentrant torch.utils.checkpoint, early stop on by default "
+        "since PyTorch 2.1; torchtitan's activation_checkpoint.early_stop, its default before "
+        "August 2025): a layer's last ops, the residual add and, without dropout, the MLP's "
+        "down projection, whose outputs no backward reads, are not run again. False: the "
+        "whole layer forward reruns (Megatron-LM's and DeepSpeed's reentrant checkpoint "
+        "functions, torchtitan since then).")
+    eager_elementwise: bool = Field(
+        False, description="The model code's elementwise work runs as PyTorch eager kernels, "
+        "one op at a time (torchtitan without torch.compile; torchtitan/models/llama "
+        "`apply_rotary_emb`, `FeedForward.forward`, `repeat_kv`): rotary embeddings through "
+        "fp32 complex tensors (a cast, a complex product, a cast back: 20 bytes of HBM "
+        "traffic per element of Q and K in each pass), SwiGLU's SiLU and product as two "
+        "kernels (10 bytes an element forward, 18 backward, against 6 and 12 fused), and "
+        "grouped-query K and V copied out to every head. False: fused kernels (Transformer "
+        "Engine's and Megatron-LM's fused RoPE and SwiGLU, torch.compile). Norms are costed "
+        "as fused kernels either way.")
     microbatch_grad_copy: bool = Field(
         False, description="After every micro-batch's backward each parameter's 16-bit "
         "gradient is added into its fp32 main gradient, one parameter at a time: DeepSpeed's "
