@@ -196,3 +196,32 @@ def test_cli_prints_the_capability_matrix():
                for r in body["rules"])
     res = runner.invoke(app, ["frameworks"])
     assert res.exit_code == 0 and "--use-distributed-optimizer" in res.stdout
+
+
+def test_a_torchtitan_search_costs_fsdp2s_copies_unless_told_otherwise():
+    """search.framework 'torchtitan' costs ZeRO-2/3 as FSDP2 runs it (training's unset
+    zero3_per_parameter becomes true): its FSDP plans are found and priced with the copies; a
+    request that sets the switch keeps it, and no other search changes it."""
+    body = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+            "training": {"global_batch_size": 64, "seq_length": 4096},
+            "search": {"framework": "torchtitan", "top_k": 2}}
+    req = PlanRequest.model_validate(body)
+    assert req.training.zero3_per_parameter
+    best = plan(req).plans[0]
+    assert best.zero_stage == 3 and best.frameworks == ["torchtitan"]
+    again = estimate(M8, C16, req.training, ParallelPlan(
+        dp=best.dp, tp=best.tp, pp=best.pp, cp=best.cp, micro_batch_size=best.micro_batch_size,
+        recompute=best.recompute, zero_stage=3, sequence_parallel=best.sequence_parallel))
+    assert again.step_time_s == pytest.approx(best.step_time_s, rel=1e-9)
+    flat = estimate(M8, C16, TR.model_copy(update={"global_batch_size": 64}), ParallelPlan(
+        dp=best.dp, tp=best.tp, micro_batch_size=best.micro_batch_size, zero_stage=3))
+    assert best.step_time_s > flat.step_time_s
+    told = {**body, "training": {**body["training"], "zero3_per_parameter": False}}
+    assert not PlanRequest.model_validate(told).training.zero3_per_parameter
+    assert not PlanRequest.model_validate({**body, "search": {"top_k": 2}}
+                                          ).training.zero3_per_parameter
+    # A TrainingSpec object in the request is treated alike.
+    obj = PlanRequest(model=M8, cluster=C16, training=TrainingSpec(global_batch_size=64,
+                                                                   seq_length=4096),
+                      search={"framework": "torchtitan"})
+    assert obj.training.zero3_per_parameter

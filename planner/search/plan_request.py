@@ -5,16 +5,44 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, model_validator
 
 from planner.request import SetupRequest
 from planner.search.spec import SearchSpec
+from planner.specs import TrainingSpec
+
+# What a named framework's execution implies for the training switches a request leaves unset:
+# torchtitan shards with FSDP2, whose gathers and reduce-scatters copy per parameter.
+FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {"torchtitan": {"zero3_per_parameter": True}}
 
 
 class PlanRequest(SetupRequest):
     """Find the best plans: ``planner plan`` and ``POST /v1/plans``."""
 
     search: SearchSpec = Field(default_factory=SearchSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _framework_execution(cls, data: Any) -> Any:
+        """A search for one framework costs what that framework runs: training switches the
+        request leaves unset take the framework's (``FRAMEWORK_TRAINING``)."""
+        if not isinstance(data, dict):
+            return data
+        search = data.get("search")
+        name = (search.get("framework") if isinstance(search, dict)
+                else getattr(search, "framework", None))
+        implied = FRAMEWORK_TRAINING.get(name) if isinstance(name, str) else None
+        training = data.get("training")
+        if not implied or training is None:
+            return data
+        if isinstance(training, TrainingSpec):
+            unset = {k: v for k, v in implied.items() if k not in training.model_fields_set}
+            return {**data, "training": training.model_copy(update=unset)} if unset else data
+        if isinstance(training, dict):
+            return {**data, "training": {**implied, **training}}
+        return data
 
     def request_id(self) -> str:
         """Same request, same id: a hash of the canonical (fully expanded) request."""

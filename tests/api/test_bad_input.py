@@ -34,6 +34,12 @@ CASES = [
     ("POST", "/v1/plans", with_(OK, ["search"], {"tp": {"min": 8, "max": 2}}), 422,
      "min(8) > max(2)"),
     ("POST", "/v1/plans", with_(OK, ["surprise"], 1), 422, "surprise"),
+    # A framework name that is not a string reaches the framework's implied training switches
+    # before validation names it.
+    ("POST", "/v1/plans", with_(OK, ["search"], {"framework": ["torchtitan"]}), 422,
+     "search.framework"),
+    ("POST", "/v1/plans", with_(OK, ["search"], {"framework": {"x": 1}}), 422,
+     "search.framework"),
     ("POST", "/v1/plans", with_(OK, ["search"], {"ep": [2, -3]}), 422, "search.ep: -3 is negative"),
     ("POST", "/v1/plans", with_(OK, ["search"], {"tp": -8}), 422, "search.tp"),
     ("POST", "/v1/plans", with_(OK, ["cluster", "free_gpus_per_node"], [-1]), 422,
