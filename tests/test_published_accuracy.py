@@ -310,7 +310,7 @@ def test_the_attention_kernel_marks_move_the_figures_the_readme_quotes():
     """README: with today's model, costing llm-foundry's 15 earlier runs with FlashAttention-2
     instead of the kernels they ran puts them at 10.0% rather than 3.7%, and the 92 runs held
     out before the 20 that joined with the change at 10.4% rather than 9.1% (dense 9.3% rather
-    than 6.9%, signed +8.7% rather than +6.0%)."""
+    than 6.9%, signed +8.7% rather than +6.1%)."""
     runs = published_accuracy.load_runs()
     joined = [r for r in runs if r["id"].startswith("torchtitan-a100-llama2-")
               or "-a100-80gb-8-" in r["id"]]
@@ -326,7 +326,7 @@ def test_the_attention_kernel_marks_move_the_figures_the_readme_quotes():
     rows = published_accuracy.evaluate_runs(before)
     assert median(rows)["median_abs_error_pct"] == 9.12
     assert median([r for r in rows if not r["moe"]])["median_abs_error_pct"] == 6.85
-    assert median(rows)["median_signed_error_pct"] == 5.99
+    assert median(rows)["median_signed_error_pct"] == 6.06
     unmarked = published_accuracy.evaluate_runs(
         [{**r, "training": {**r["training"], "attention_kernel": "default"}} for r in before])
     assert median(unmarked)["median_abs_error_pct"] == 10.39
@@ -417,3 +417,25 @@ def test_llm_foundrys_pytorch_2_1_runs_recompute_with_early_stop_as_the_readme_s
     assert (span(before, "7b-a100-80gb"), span(after, "7b-a100-80gb")) == ((-13, -11), (-10, -5))
     assert (span(before, "1b-a100-80gb"), span(after, "1b-a100-80gb")) == ((-13, -13), (-13, -13))
     assert (span(before, "h100-512"), span(after, "h100-512")) == ((-4, 0), (4, 8))
+
+
+def test_nemo_july_2022_rows_carry_fused_adam_and_september_distributed_adam():
+    """The launcher configs of the two commits differ in the optimizer: July's (d4317ddd)
+    fused_adam, no optimizer sharding, with NeMo v1.10 all-reducing the fp32 main gradients
+    during the backward without a pipeline and after it with one; September's (3579cdb3)
+    Apex's DistributedFusedAdam (ZeRO-1). The model costs September's a little faster, so the
+    optimizer does not explain September's 28-38% longer steps."""
+    july = [r for r in RUNS if r["source"] == "nemo-megatron-2022-07"]
+    sept = [r for r in RUNS if r["source"] == "nemo-megatron-2022-09"]
+    assert len(july) == 10 and len(sept) == 11
+    for r in july:
+        assert r["plan"]["zero_stage"] == 0
+        assert r["training"]["overlap_grad_reduce"] == (r["plan"]["pp"] == 1)
+        assert any("fused_adam" in a and "d4317ddd" in a for a in r["assumed"])
+    assert all(r["plan"]["zero_stage"] == 1 for r in sept)
+    rows = {r["id"]: r for r in published_accuracy.evaluate_runs(july + sept)}
+    for nodes in (16, 32, 128):
+        j, s = (rows[f"nemo-megatron-2022-{m}-175b-{8 * nodes}"] for m in ("07", "09"))
+        per_token = [x["predicted_step_s"] / x["tokens"] for x in (j, s)]
+        measured = [x["measured_step_s"] / x["tokens"] for x in (j, s)]
+        assert per_token[1] < per_token[0] and measured[1] > 1.28 * measured[0]
