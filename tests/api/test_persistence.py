@@ -172,6 +172,25 @@ def test_launch_artifacts_download(server):
         assert set(body["missing"]) <= lacks
 
 
+def test_a_torchtitan_search_over_http_costs_fsdp2_and_serves_its_toml(server):
+    """search.framework 'torchtitan' costs FSDP as FSDP2 runs it: its FSDP plans are found and
+    list torchtitan, and their TOML downloads; told zero3_per_parameter false, torchtitan is
+    left only what it runs without FSDP."""
+    body = {**PLAN, "search": {"top_k": 2, "framework": "torchtitan"}}
+    with server.client() as c:
+        r = c.post("/v1/plans", json=body)
+        assert r.status_code == 201, r.text
+        result = r.json()
+        assert all(p["frameworks"] == ["torchtitan"] for p in result["plans"])
+        assert result["plans"][0]["zero_stage"] == 3
+        r = c.get(f"/v1/plans/{result['id']}/launch/torchtitan")
+        assert r.status_code == 200 and 'fsdp_reshard_after_forward = "always"' in r.text
+        flat = {**body, "training": {**body["training"], "zero3_per_parameter": False}}
+        r = c.post("/v1/plans", json=flat)
+        assert r.status_code == 201, r.text
+        assert all(p["zero_stage"] < 2 for p in r.json()["plans"])
+
+
 def test_predicted_trace_download(server):
     with server.client() as c:
         pid = c.post("/v1/plans", json=PLAN).json()["id"]
