@@ -207,9 +207,11 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py"),
     },
     "fp8": {
-        "megatron": _s("yes", "--fp8-format hybrid",
+        "megatron": _s("yes", "--fp8-format hybrid --fp8-recipe delayed|tensorwise|blockwise",
                        f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
-        "torchtitan": _s("yes", 'model.converters = ["float8"]', f"{TITAN} torchtitan/config/job_config.py"),
+        "torchtitan": _s("yes", 'model.converters = ["float8"]', f"{TITAN} torchtitan/config/job_config.py",
+                         "torchao scales each tensor by its current amax (delayed scaling was "
+                         "removed, pytorch/ao#1680): training.fp8_recipe 'tensorwise'"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py", "no fp8 in the engine"),
     },
     "fp16": {
@@ -371,6 +373,12 @@ def _rules():
          lambda c: c["early_stop"] & ((c["rec"] == 2) | (c["rnl"] > 0))),
         ("megatron", "eager_elementwise", "torchtitan's eager elementwise kernels "
          "(training.eager_elementwise)", lambda c: np.full(c["n"], c["eager"])),
+        ("torchtitan", "fp8", "an fp8 recipe other than per-tensor current scaling (torchao's "
+         "float8 training scales by the current amax: training.fp8_recipe 'tensorwise')",
+         lambda c: np.full(c["n"], c["fp8"] and c["fp8_recipe"] != "tensorwise")),
+        ("megatron", "fp8", "recompute of layernorm or moe_act under fp8 with delayed scaling "
+         "(TransformerConfig refuses it: training.fp8_recipe 'tensorwise' or 'blockwise')",
+         lambda c: (c["rec"] == 1) & ~c["per_op"] & np.full(c["n"], c["fp8_modules"])),
         ("megatron", "zero_2", "ZeRO-2/3 (Megatron-FSDP) with pipeline parallelism",
          lambda c: (z(c) >= 2) & (c["pp"] > 1)),
         ("torchtitan", "zero_1", "ZeRO-1 (no optimizer-only sharding in FSDP)",
@@ -513,6 +521,9 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "per_param": np.full(len(plans), training.zero3_per_parameter),
             "early_stop": np.full(len(plans), training.recompute_early_stop),
             "eager": training.eager_elementwise,
+            "fp8_recipe": training.fp8_recipe,
+            "fp8_modules": (training.precision == "fp8" and training.fp8_recipe == "delayed"
+                            and bool({"moe_act", "layernorm"} & set(training.recompute_modules))),
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap),
             "kernel": training.attention_kernel}
 

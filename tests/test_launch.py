@@ -141,9 +141,14 @@ def random_plan(rng: random.Random):
         # bf16 models train that way.
         # ... and its AutoTP all-reduces the backward's input gradients synchronously: a third
         # of the models are costed with that blocking all-reduce.
+        # Half the models shard with FSDP2's per-parameter copies (torchtitan's FSDP), and half
+        # the fp8 ones scale per tensor by the current amax (torchao's float8, Megatron-LM's
+        # tensorwise recipe).
         training = training.model_copy(update={
             "microbatch_grad_copy": layers % 2 == 0 and training.precision == "bf16",
-            "async_tensor_model_parallel_allreduce": layers % 3 != 0})
+            "async_tensor_model_parallel_allreduce": layers % 3 != 0,
+            "zero3_per_parameter": heads != 16,
+            "fp8_recipe": "tensorwise" if layers % 2 else "delayed"})
         tp, pp, cp = rng.choice([1, 2, 4]), rng.choice([1, 2, 3, 4, 8]), rng.choice([1, 1, 2])
         n = cluster.num_gpus
         if n % (tp * pp * cp):
@@ -302,6 +307,12 @@ def test_megatron_arguments_carry_the_selective_recompute_modules():
     assert "--recompute-modules" not in default and "selective" in default
     tr = TrainingSpec(global_batch_size=8, seq_length=4096, precision="fp8",
                       recompute_modules=("moe_act", "layernorm"))
+    # TransformerConfig refuses them under the default delayed scaling: Megatron-LM does not
+    # run that plan as costed.
+    delayed = estimated(model, cluster, tr, plan)
+    assert "megatron" not in delayed.frameworks
+    assert "delayed scaling" in " ".join(delayed.launch.not_runnable["megatron"])
+    tr = tr.model_copy(update={"fp8_recipe": "tensorwise"})
     args = estimated(model, cluster, tr, plan).launch.megatron_args
     i = args.index("--recompute-modules")
     assert args[i + 1:i + 3] == ["layernorm", "moe_act"]

@@ -407,6 +407,7 @@ def test_bf16_optimizer_states_let_the_published_deepseek_v3_plan_fit():
     m = ModelSpec.from_preset("deepseek-v3")
     c = ClusterSpec.from_preset("dgx-h100", num_nodes=128)
     t = TrainingSpec(global_batch_size=8192, seq_length=4096, precision="fp8",
+                     fp8_recipe="blockwise",
                      moe_load_imbalance=1.0, moe_dispatcher="deepep", moe_a2a_overlap=True,
                      recompute_modules=("layernorm", "moe_act", "mla_up_proj", "mlp"))
     p = ParallelPlan(dp=64, tp=2, pp=8, vpp=4, ep=64, micro_batch_size=1,

@@ -224,7 +224,11 @@ def layer_work(
     linear_flops, fwd_lin = sum(gemm_flops), sum(gemm_fwd)
     dgrad = [w * km.gemm(m, k, n, c) for m, n, k, c, w in gemms]
     wgrad = [w * km.gemm(k, n, m, c) for m, n, k, c, w in gemms]
-    cast_bytes = 3 * sum(w * m * k * c for m, _, k, c, w in gemms) if fp8 else 0.0
+    # fp8 casts of the GEMM inputs: read 2 bytes, write 1; per-tensor current scaling reads
+    # them once more for the amax (``TrainingSpec.fp8_recipe`` 'tensorwise').
+    current = fp8 and training.fp8_recipe == "tensorwise"
+    cast_bytes = ((5 if current else 3) * sum(w * m * k * c for m, _, k, c, w in gemms)
+                  if fp8 else 0.0)
     routed_excess = 0.0
     if phi:   # model FLOPs count the mean routed load, the kernels the busiest rank's
         pairs, m_e = moe_tokens(model, training, plan)
@@ -282,7 +286,8 @@ def layer_work(
                      + moe_act_out + moe_shared)
     dropout_bytes = 2 * hidden * 1 if training.dropout else 0.0   # masks, 1 byte each
     elem_bytes = norm_bytes + residual_bytes + act_bytes + dropout_bytes + attn_bytes + cast_bytes
-    elem_kernels = 5 + (4 if fp8 else 0) + (2 if not training.flash_attention else 0) + (
+    elem_kernels = 5 + (4 if fp8 else 0) + (4 if current else 0) + (
+        2 if not training.flash_attention else 0) + (
         6 * phi)
     eager_f, eager_b, eager_k = (eager_elementwise_bytes(model, T, t, e, phi, expert_act)
                                  if training.eager_elementwise else (0.0, 0.0, 0))

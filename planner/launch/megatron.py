@@ -104,10 +104,10 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         args += ["--fp16"]
     if t.precision == "fp8":
         args += ["--fp8-format", "hybrid"]
-        if p.recompute == "selective" and {"moe_act", "layernorm"} & set(t.recompute_modules):
-            # TransformerConfig refuses moe_act / layernorm recompute under the default
-            # delayed scaling; per-tensor current scaling runs them.
-            args += ["--fp8-recipe", "tensorwise"]
+        if t.fp8_recipe != "delayed":
+            # Megatron-LM's default recipe is delayed scaling; TransformerConfig refuses
+            # moe_act / layernorm recompute with it (planner.frameworks does too).
+            args += ["--fp8-recipe", t.fp8_recipe]
     if t.attention_kernel == "flash2":
         args += ["--attention-backend", "flash"]
     if t.grad_dtype == "bf16":

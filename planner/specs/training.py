@@ -32,6 +32,17 @@ class TrainingSpec(BaseModel):
         "bf16", description="Math precision of the matmuls. bf16/fp16/fp8 imply mixed precision "
         "(16-bit weights, fp32 master weights and optimizer states); fp32/tf32 keep fp32 weights."
     )
+    fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] = Field(
+        "delayed", description="fp8 scaling recipe (Megatron-LM --fp8-recipe, Transformer "
+        "Engine's recipes). 'delayed': the scale comes from the amax history, one read of each "
+        "tensor to quantise it. 'tensorwise': per-tensor current scaling (Float8CurrentScaling, "
+        "Megatron-Bridge's H100 'FP8-CS' recipes, torchao's float8 training), which reads each "
+        "tensor twice, once for its amax and once to cast (Transformer Engine, 'FP8 Delayed "
+        "Scaling': 'FP8 Current Scaling requires two tensor reads per quantization'): 2 more "
+        "bytes a 16-bit element and one more kernel a cast. 'blockwise': 1x128 / 128x128 block "
+        "scales (DeepSeek-V3's recipe), costed as one read (the block amax is taken in the "
+        "quantising pass). Megatron-LM recomputes layernorm and moe_act under fp8 only with a "
+        "recipe other than delayed.")
     optimizer: Optimizer = Field("adamw", description="adam/adamw: 2 fp32 states; sgd: 1 (momentum).")
     grad_dtype: GradDtype = Field(
         "fp32", description="Gradient accumulation and reduction dtype (Megatron keeps fp32 main "
