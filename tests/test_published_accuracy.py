@@ -439,3 +439,35 @@ def test_nemo_july_2022_rows_carry_fused_adam_and_september_distributed_adam():
         per_token = [x["predicted_step_s"] / x["tokens"] for x in (j, s)]
         measured = [x["measured_step_s"] / x["tokens"] for x in (j, s)]
         assert per_token[1] < per_token[0] and measured[1] > 1.28 * measured[0]
+
+
+def test_the_per_source_rows_and_fp8_recipe_moves_the_readme_quotes():
+    """README's per-source table for the sources this change touched (median |error|, median
+    signed), and 'The fp8 recipe': marked as current scaling, the nine rows move from
+    -10..+186% to -13..+173%, the Qwen3 MoE ones 0.4-13 points closer, the dense ones
+    2.2-2.5 points more pessimistic; Megatron-Bridge's dense rows -8.6% with delayed scaling."""
+    rows = published_accuracy.evaluate_runs(RUNS)
+    table = {}
+    for source in ("megatron-bridge-perf", "torchtitan", "llm-foundry", "nemo-megatron-2022-07"):
+        s = published_accuracy.summarize([r for r in rows if r["source"] == source])
+        table[source] = (s["rows"], round(s["median_abs_error_pct"], 1),
+                         round(s["median_signed_error_pct"], 1))
+    assert table == {"megatron-bridge-perf": (5, 10.8, -10.8), "torchtitan": (8, 9.1, 9.1),
+                     "llm-foundry": (30, 5.9, -2.8), "nemo-megatron-2022-07": (10, 2.6, 1.9)}
+    tensorwise = [r for r in RUNS if r["training"].get("fp8_recipe") == "tensorwise"]
+    assert len(tensorwise) == 9
+    delayed = [{**r, "training": {k: v for k, v in r["training"].items() if k != "fp8_recipe"}}
+               for r in tensorwise]
+    before = {x["id"]: x["error_pct"] for x in published_accuracy.evaluate_runs(delayed)}
+    after = {x["id"]: x["error_pct"] for x in published_accuracy.evaluate_runs(tensorwise)}
+    assert (round(min(before.values())), round(max(before.values()))) == (-10, 186)
+    assert (round(min(after.values())), round(max(after.values()))) == (-13, 173)
+    moe = {r["id"] for r in tensorwise if r["model"].get("preset", "").startswith("qwen3")}
+    assert len(moe) == 4
+    closer = [before[i] - after[i] for i in moe]
+    pessimistic = [before[i] - after[i] for i in before if i not in moe]
+    assert (round(min(closer), 1), round(max(closer))) == (0.4, 13)
+    assert (round(min(pessimistic), 1), round(max(pessimistic), 1)) == (2.2, 2.5)
+    bridge = [r for r in delayed if r["source"] == "megatron-bridge-perf"]
+    assert round(published_accuracy.summarize(published_accuracy.evaluate_runs(bridge))[
+        "median_signed_error_pct"], 1) == -8.6
