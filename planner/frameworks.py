@@ -347,8 +347,14 @@ def _rules():
         return c["zero"]
 
     def sharded(c):
-        return (z(c) >= 2) & ((c["nd"] > 1) | (c["moe"] & (c["dp"] * c["tp"] * c["cp"]
-                                                            > c["ep"] * c["etp"])))
+        return (z(c) >= 2) & c["sharded"]
+
+    def early_stop(c):
+        return c["early_stop"] & ((c["rec"] == 2) | (c["rnl"] > 0))
+
+    reentrant = ("a full recompute that stops early (training.recompute_early_stop; its "
+                 "checkpoint function reruns the whole layer)")
+    flat = "FSDP2's per-parameter copies (training.zero3_per_parameter; its buffers are flat)"
 
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)
@@ -361,16 +367,10 @@ def _rules():
         ("deepspeed", "zero_3", copies, list_gathers),
         ("torchtitan", "zero_3", "ZeRO-2/3 without FSDP2's per-parameter copies "
          "(training.zero3_per_parameter)", lambda c: sharded(c) & ~c["per_param"]),
-        ("megatron", "zero_3", "FSDP2's per-parameter copies (training.zero3_per_parameter; "
-         "its buffers are flat)", lambda c: sharded(c) & c["per_param"]),
-        ("deepspeed", "zero_3", "FSDP2's per-parameter copies (training.zero3_per_parameter; "
-         "its buffers are flat)", lambda c: sharded(c) & c["per_param"]),
-        ("megatron", "recompute_early_stop", "a full recompute that stops early "
-         "(training.recompute_early_stop; its checkpoint function reruns the whole layer)",
-         lambda c: c["early_stop"] & ((c["rec"] == 2) | (c["rnl"] > 0))),
-        ("deepspeed", "recompute_early_stop", "a full recompute that stops early "
-         "(training.recompute_early_stop; its checkpoint function reruns the whole layer)",
-         lambda c: c["early_stop"] & ((c["rec"] == 2) | (c["rnl"] > 0))),
+        ("megatron", "zero_3", flat, lambda c: sharded(c) & c["per_param"]),
+        ("deepspeed", "zero_3", flat, lambda c: sharded(c) & c["per_param"]),
+        ("megatron", "recompute_early_stop", reentrant, early_stop),
+        ("deepspeed", "recompute_early_stop", reentrant, early_stop),
         ("megatron", "eager_elementwise", "torchtitan's eager elementwise kernels "
          "(training.eager_elementwise)", lambda c: np.full(c["n"], c["eager"])),
         ("torchtitan", "fp8", "an fp8 recipe other than per-tensor current scaling (torchao's "
@@ -519,6 +519,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "p2p_split": np.full(len(plans), training.p2p_scatter_gather),
             "z3_copies": np.full(len(plans), training.zero3_per_rank_copies),
             "per_param": np.full(len(plans), training.zero3_per_parameter),
+            "sharded": plans.data_sharded(bool(moe)),
             "early_stop": np.full(len(plans), training.recompute_early_stop),
             "eager": training.eager_elementwise,
             "fp8_recipe": training.fp8_recipe,

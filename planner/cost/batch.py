@@ -103,6 +103,13 @@ class PlanArrays:
                 cols[f].append(v)
         return cls(**{f: np.asarray(v, dtype=np.int64) for f, v in cols.items()})
 
+    def data_sharded(self, moe: bool) -> np.ndarray:
+        """Plans whose weights ZeRO can shard: more than one data-parallel replica of the
+        dense part (dp x cp), or, in a MoE model, of the experts (the expert data parallel
+        group dp x tp x cp / (ep x etp))."""
+        return (self.dp * self.cp > 1) | (moe & (self.dp * self.tp * self.cp
+                                                 > self.ep * self.etp))
+
     def take(self, idx: np.ndarray) -> PlanArrays:
         return PlanArrays(**{f: getattr(self, f)[idx] for f in PLAN_FIELDS})
 
@@ -485,7 +492,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     mtp_cf, mtp_cb, mtp_tf, mtp_tb = (_col(HW[:, j]) for j in (5, 6, 7, 8))
     # ZeRO-3: per-layer gathers and reduce-scatters on the communication stream.
     edp = dp * tp * cp // (plans.ep * plans.etp)
-    sharding = (nd > 1) | ((edp > 1) & tables.model.is_moe)
+    sharding = plans.data_sharded(tables.model.is_moe)
     z3 = (zero >= 3) & sharding
     # FSDP2's per-parameter copies on the compute stream (``zero3_per_parameter``): each
     # gather's copy-out (forward, and again in backward where ZeRO-3 resharded the layer),
