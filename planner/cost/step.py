@@ -179,7 +179,7 @@ def to_estimate(
     even = ev.layout.kind == "even" if ev.layout else True
     runs = frameworks_for(plan, ev.m, even, training, ev.group, ev.moe,
                           model.mtp_num_layers > 0)
-    lay = launch_layout(gpus, cluster.gpus_per_node)
+    lay = launch_layout(gpus, cluster.host_gpus)
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
     notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess)

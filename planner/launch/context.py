@@ -44,13 +44,13 @@ class LaunchContext:
     def nproc_per_node(self) -> int:
         if self.hosts:
             return len(self.hosts[0][1])
-        return launch_layout(self.plan.gpus_used, self.cluster.gpus_per_node).nproc_per_node
+        return launch_layout(self.plan.gpus_used, self.cluster.host_gpus).nproc_per_node
 
     @property
     def nnodes(self) -> int:
         if self.hosts:
             return len(self.hosts)
-        return launch_layout(self.plan.gpus_used, self.cluster.gpus_per_node).nnodes
+        return launch_layout(self.plan.gpus_used, self.cluster.host_gpus).nnodes
 
     @property
     def hosts(self) -> tuple[tuple[str | None, tuple[int, ...]], ...]:

@@ -4,7 +4,9 @@ Link conventions (the same as DESIGN.md's JSON contract):
 - ``intra_node.bandwidth_gb_per_s`` is per GPU, one direction (NVLink 3 on A100: 600 GB/s
   bidirectional = 300 GB/s each way; NVLink 4 on H100/H200: 450 GB/s each way).
 - ``inter_node.bandwidth_gb_per_s`` is per node, one direction, all NICs together (DGX A100:
-  8 x 200 Gb/s HDR = 200 GB/s; DGX H100/H200: 8 x 400 Gb/s NDR = 400 GB/s).
+  8 x 200 Gb/s HDR = 200 GB/s; DGX H100/H200/B200: 8 x 400 Gb/s NDR = 400 GB/s).
+- A node is one NVLink domain: 8 GPUs on a DGX, 72 on a GB200 NVL72 rack, whose hosts hold 4
+  GPUs each (``gpus_per_host``, what launch files use).
 - ``efficiency`` is the fraction of that bandwidth a large collective actually achieves (its
   nccl-tests bus bandwidth over the link rate). Defaults per link kind come from published
   nccl-tests runs: all_reduce busbw of about 230-240 GB/s on 300 GB/s A100 NVSwitch (0.8),
@@ -78,6 +80,25 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
         "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 400, "latency_us": 5.0,
                        "nics_per_node": 8},
     },
+    # DGX B200: NVLink 5, 1.8 TB/s per GPU bidirectional (900 GB/s each way); 8 single-port
+    # ConnectX-7 at 400 Gb/s for the compute fabric (DGX B200 datasheet), as on DGX H100.
+    "dgx-b200": {
+        "name": "dgx-b200", "num_nodes": 1, "gpus_per_node": 8, "gpu": "b200-sxm",
+        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 900, "latency_us": 1.0},
+        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 400, "latency_us": 5.0,
+                       "nics_per_node": 8},
+    },
+    # GB200 NVL72: one NVLink domain of 72 GPUs (18 compute trays of 4 GPUs, NVLink 5 at
+    # 1.8 TB/s per GPU through the rack's NVLink switches; GB200 NVL72 specifications) is one
+    # "node" of the cost model; each tray is a host of 4 GPUs (gpus_per_host) for torchrun,
+    # Slurm and Kubernetes, with one 400 Gb/s ConnectX-7 per GPU (72 x 50 GB/s a rack).
+    "gb200-nvl72": {
+        "name": "gb200-nvl72", "num_nodes": 1, "gpus_per_node": 72, "gpus_per_host": 4,
+        "gpu": "gb200",
+        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 900, "latency_us": 1.0},
+        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 3600, "latency_us": 5.0,
+                       "nics_per_node": 72},
+    },
     "dgx-h200": {
         "name": "dgx-h200", "num_nodes": 1, "gpus_per_node": 8, "gpu": "h200-sxm",
         "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 450, "latency_us": 1.0},
@@ -123,6 +144,11 @@ class ClusterSpec(PresetSpec):
     name: str = Field("cluster", min_length=1, max_length=200, description="Label shown in results.")
     num_nodes: int = Field(ge=1, le=100_000, description="Number of nodes.")
     gpus_per_node: int = Field(ge=1, le=1024, description="GPUs (ranks) per node.")
+    gpus_per_host: int | None = Field(
+        None, ge=1, le=1024, description="GPUs per host (operating-system node) where one "
+        "NVLink domain, the cost model's node, spans several hosts: GB200 NVL72 is 72 GPUs per "
+        "node and 4 per host. Launch files (torchrun, Slurm, Kubernetes) place ranks this many "
+        "to a host. Default: gpus_per_node.")
     gpu: GPUSpec = Field(description="GPU preset name or explicit GPU spec.")
     intra_node: LinkSpec = Field(description="Link between GPUs of one node (per GPU).")
     inter_node: LinkSpec = Field(description="Network between nodes (per node, all NICs).")
@@ -220,6 +246,24 @@ class ClusterSpec(PresetSpec):
         if not any(n.gpus for n in free):
             raise ValueError("the allocation has no free GPU")
         return self
+
+    @model_validator(mode="after")
+    def _hosts(self) -> ClusterSpec:
+        h = self.gpus_per_host
+        if h is None:
+            return self
+        if self.gpus_per_node % h:
+            raise ValueError(f"gpus_per_host ({h}) must divide gpus_per_node "
+                             f"({self.gpus_per_node}): an NVLink domain is whole hosts")
+        if self.free_gpus_per_node is not None or self.free_gpus is not None:
+            raise ValueError("a fragmented allocation (free_gpus / free_gpus_per_node) is given "
+                             "per node of gpus_per_node GPUs; leave gpus_per_host out")
+        return self
+
+    @property
+    def host_gpus(self) -> int:
+        """GPUs per host: what launch files put on one machine."""
+        return self.gpus_per_host or self.gpus_per_node
 
     @property
     def free_nodes(self) -> tuple[FreeNode, ...] | None:

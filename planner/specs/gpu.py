@@ -5,6 +5,13 @@ Preset numbers are the vendors' datasheet figures for dense (not 2:4 sparse) mat
 - A100 SXM4 40/80 GB: 312 bf16/fp16, 156 tf32, 19.5 fp32; 1,555 / 2,039 GB/s (no fp8).
 - H100 SXM5 80 GB: 989 bf16/fp16, 1,979 fp8, 494.7 tf32, 66.9 fp32; 3,350 GB/s.
 - H200 SXM 141 GB: the H100's compute; 4,800 GB/s HBM3e.
+- B200 SXM 180 GB (DGX B200, 1,000 W): 2,250 bf16/fp16, 4,500 fp8, 1,125 tf32, 80 fp32;
+  8,000 GB/s HBM3e; 148 SMs (74 of 80 per die enabled, Chips and Cheese, "Nvidia's B200:
+  Keeping the CUDA Juggernaut Rolling"). Peaks: DGX B200 datasheet as tabulated by
+  stas00/ml-engineering compute/accelerator/README.md.
+- GB200 (one Blackwell GPU of a GB200 NVL72 rack): 2,500 bf16/fp16, 5,000 fp8, 1,250 tf32,
+  80 fp32 (the same table: the NVL72 figures per GPU); 186 GB and 8,000 GB/s (13.4 TB and
+  576 TB/s of HBM3e over 72 GPUs, GB200 NVL72 specifications); B200's 148 SMs (the same die).
 - ``cpu``: a two-core development VM running gloo, so that plans for this machine's loopback
   cluster can be estimated and probed (rough, documented guesses, meant to be calibrated).
 
@@ -16,15 +23,28 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   H200 the same; H100 SXM fp8 1402.6 of 1979 = 0.709), which bounds the sustained value from
   above; the sustained values are the one fitted constant per GPU and precision, chosen on the
   ``fit`` runs of ``benchmarks/data/published_runs.json`` by ``benchmarks/fit_constants.py``
-  and never on its held-out runs. Ordinary shapes lose more to tile and wave quantisation
-  (``sm_count``: 108 on A100, 132 on H100/H200, 80 on V100).
+  and never on its held-out runs. No fit run is on Blackwell, so B200's and GB200's sustained
+  values are *derived*, not fitted: their maximum achievable matmul FLOPS (the same table: B200
+  bf16 1745 of 2250 = 0.776, fp8 3432.5 of 4500 = 0.763; GB200 bf16 1822 of 2500 = 0.729, fp8
+  3615.6 of 5000 = 0.723) times the sustained / achievable ratio fitted on H100 for the same
+  precision (bf16 0.61 / 0.803 = 0.760, fp8 0.61 / 0.709 = 0.860; Hopper and Blackwell run the
+  same cuBLASLt and Transformer Engine generation): B200 0.59 bf16 and 0.66 fp8, GB200 0.55
+  and 0.62. Their held-out Megatron-Bridge runs test that derivation. Ordinary shapes lose
+  more to tile and wave quantisation (``sm_count``: 108 on A100, 132 on H100/H200, 148 on
+  B200/GB200, 80 on V100).
 - ``attention_efficiency``: fused attention forward + backward at long sequences, head dim 128,
   causal, as a fraction of the bf16 peak: A100 FlashAttention-2 194 TFLOP/s (0.62; the
   FlashAttention repository's benchmark figures); H100 cuDNN fused attention (what Transformer
   Engine runs) about 559 forward and 539 backward TFLOP/s (FlashAttention-3 paper, figures 5-6),
   0.50 with a 10% derate from benchmark to training; FlashAttention-2 on H100 reaches only 0.34.
+  B200: FlashAttention-4 reaches up to 1,613 TFLOP/s forward in bf16, "up to 1.3x" cuDNN 9.13
+  (FlashAttention-4 paper, 2026, abstract), so cuDNN's fused attention, what Transformer Engine
+  runs, is about 1,240 TFLOP/s = 0.55 of 2,250; the same 10% derate gives 0.50, taken for
+  GB200 too (the same kernel on the same SMs; its exponential units, the forward's bottleneck,
+  scale with the clock as its tensor peak does).
 - ``hbm_efficiency``: streaming kernels' share of the HBM bandwidth (RRZE-HPC/gpu-benches
-  gpu-stream: A100 80GB 1776-1894 of 2039 GB/s, 0.87; H100 about 0.90).
+  gpu-stream: A100 80GB 1776-1894 of 2039 GB/s, 0.87; H100 about 0.90; B200 and GB200: no
+  published stream figure was found, H100's 0.90 is assumed).
 - ``attention_kernels``: named fused attention kernels older or other software runs
   (``TrainingSpec.attention_kernel``), each pass (forward, backward) as its long-sequence
   fraction of the 16-bit peak (causal, head dim 128) and the keys at which it runs at half
@@ -122,6 +142,18 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
         "matmul_efficiency": 0.61, "fp8_matmul_efficiency": 0.61,
         "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
         "attention_kernels": _ATTENTION_KERNELS["h100"],
+    },
+    "b200-sxm": {
+        "name": "b200-sxm", "memory_gib": 180, "memory_bandwidth_gb_per_s": 8000,
+        "peak_tflops": {"fp32": 80, "tf32": 1125, "bf16": 2250, "fp16": 2250, "fp8": 4500},
+        "sm_count": 148, "matmul_efficiency": 0.59, "fp8_matmul_efficiency": 0.66,
+        "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
+    },
+    "gb200": {
+        "name": "gb200", "memory_gib": 186, "memory_bandwidth_gb_per_s": 8000,
+        "peak_tflops": {"fp32": 80, "tf32": 1250, "bf16": 2500, "fp16": 2500, "fp8": 5000},
+        "sm_count": 148, "matmul_efficiency": 0.55, "fp8_matmul_efficiency": 0.62,
+        "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
     },
     "cpu": {
         "name": "cpu", "memory_gib": 8, "memory_bandwidth_gb_per_s": 20,

@@ -1,0 +1,88 @@
+"""Blackwell presets: B200 and GB200 GPUs, DGX B200 and GB200 NVL72 clusters. The GEMM rates are
+derived (no Blackwell run is in the fit), an NVL72 rack is one NVLink domain of 72 GPUs whose
+hosts hold 4, and launch files place ranks per host."""
+
+import pytest
+from pydantic import ValidationError
+
+from planner.cost import estimate
+from planner.launch import render, with_launch
+from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+# Maximum achievable matmul FLOPS (stas00/ml-engineering compute/accelerator/README.md), the
+# best-shape TFLOP/s of a brute-force search: (bf16, fp8) per GPU.
+MAMF = {"h100-sxm": (794.5, 1402.6), "b200-sxm": (1745.0, 3432.5), "gb200": (1822.0, 3615.6)}
+
+
+def test_blackwell_gemm_rates_are_h100s_fitted_share_of_the_achievable_peak():
+    """Worked by hand: B200 bf16 1745 / 2250 = 0.7756, times H100's 0.61 / (794.5 / 989.4) =
+    0.7596, is 0.589 -> 0.59; fp8 3432.5 / 4500 x 0.61 / (1402.6 / 1978.9) = 0.656 -> 0.66;
+    GB200 1822 / 2500 x 0.7596 = 0.554 -> 0.55 and 3615.6 / 5000 x 0.8606 = 0.622 -> 0.62."""
+    h100 = GPUSpec.from_preset("h100-sxm")
+    ratio_bf16 = h100.matmul_efficiency / (MAMF["h100-sxm"][0] / 989.4)
+    ratio_fp8 = h100.fp8_matmul_efficiency / (MAMF["h100-sxm"][1] / 1978.9)
+    assert (round(ratio_bf16, 4), round(ratio_fp8, 4)) == (0.7596, 0.8606)
+    for name, want in (("b200-sxm", (0.59, 0.66)), ("gb200", (0.55, 0.62))):
+        gpu = GPUSpec.from_preset(name)
+        bf16 = MAMF[name][0] / gpu.peak_tflops.bf16 * ratio_bf16
+        fp8 = MAMF[name][1] / gpu.peak_tflops.fp8 * ratio_fp8
+        assert (round(bf16, 2), round(fp8, 2)) == want
+        assert (gpu.matmul_efficiency, gpu.fp8_matmul_efficiency) == want
+        assert gpu.sm_count == 148 and gpu.memory_bandwidth_gb_per_s == 8000
+
+
+def test_blackwell_peaks_and_memory():
+    b200, gb200 = GPUSpec.from_preset("b200-sxm"), GPUSpec.from_preset("gb200")
+    assert b200.peak_flops("bf16") == pytest.approx(2250e12)
+    assert b200.peak_flops("fp8") == pytest.approx(4500e12)
+    assert gb200.peak_flops("bf16") == pytest.approx(2500e12)
+    assert gb200.peak_flops("fp8") == pytest.approx(5000e12)
+    assert (b200.memory_gib, gb200.memory_gib) == (180, 186)
+
+
+def test_cluster_presets_dgx_b200_and_gb200_nvl72():
+    dgx = ClusterSpec.model_validate({"preset": "dgx-b200", "num_nodes": 2})
+    assert (dgx.num_gpus, dgx.host_gpus, dgx.gpu.name) == (16, 8, "b200-sxm")
+    assert dgx.intra_node.bandwidth_gb_per_s == 900           # NVLink 5, each way
+    assert dgx.inter_node.bandwidth_gb_per_s == 400           # 8 x 400 Gb/s
+    rack = ClusterSpec.model_validate({"preset": "gb200-nvl72", "num_nodes": 2})
+    assert (rack.num_gpus, rack.gpus_per_node, rack.host_gpus) == (144, 72, 4)
+    assert rack.inter_node.bandwidth_gb_per_s == 72 * 50      # one 400 Gb/s NIC per GPU
+
+
+@pytest.mark.parametrize("fields, msg", [
+    ({"gpus_per_host": 5}, "gpus_per_host \\(5\\) must divide gpus_per_node \\(72\\)"),
+    ({"gpus_per_host": 0}, "greater than or equal to 1"),
+    ({"free_gpus_per_node": [72, 64]}, "leave gpus_per_host out"),
+])
+def test_gpus_per_host_is_checked(fields, msg):
+    with pytest.raises(ValidationError, match=msg):
+        ClusterSpec.model_validate({"preset": "gb200-nvl72", "num_nodes": 2, **fields})
+
+
+MODEL = ModelSpec.model_validate({"preset": "llama3-70b"})
+TRAINING = TrainingSpec.model_validate({"global_batch_size": 144, "seq_length": 8192,
+                                        "precision": "bf16"})
+PLAN = ParallelPlan.model_validate({"dp": 9, "tp": 8, "pp": 2, "micro_batch_size": 1,
+                                    "recompute": "full", "zero_stage": 1,
+                                    "sequence_parallel": True})
+
+
+def test_nvl72_keeps_tensor_parallelism_on_nvlink_across_trays_and_launches_per_tray():
+    """tp 8 spans two 4-GPU trays of one rack: on the rack's NVLink (intra_node), not the
+    network; the same GPUs described as 4-GPU nodes put it on the network and run slower.
+    torchrun, Slurm and Kubernetes get 4 ranks per host, 36 hosts."""
+    rack = ClusterSpec.model_validate({"preset": "gb200-nvl72", "num_nodes": 2})
+    est = with_launch(estimate(MODEL, rack, TRAINING, PLAN), MODEL, rack, TRAINING)
+    tp = [c for c in est.communication if c.strategy == "TP"]
+    assert tp and {c.tier for c in tp} == {"intra_node"}
+    assert (est.placement.nnodes, est.placement.nproc_per_node) == (36, 4)
+    assert "--nnodes=36" in render(est.launch, "torchrun")
+    assert "--nproc-per-node=4" in render(est.launch, "torchrun")
+    assert "#SBATCH --gpus-per-node=4" in render(est.launch, "sbatch")
+    trays = ClusterSpec.model_validate({"preset": "gb200-nvl72", "num_nodes": 36,
+                                        "gpus_per_node": 4, "gpus_per_host": None,
+                                        "inter_node": {"bandwidth_gb_per_s": 200}})
+    split = estimate(MODEL, trays, TRAINING, PLAN)
+    assert {c.tier for c in split.communication if c.strategy == "TP"} == {"inter_node"}
+    assert split.step_time_s > est.step_time_s
