@@ -174,6 +174,17 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/"
                         "checkpointing.py", "CheckpointFunction reruns the whole forward"),
     },
+    "cpu_offload": {
+        "megatron": _s("yes", "--cpu-offloading-num-layers N",
+                       f"{MEGATRON} megatron/core/transformer/transformer_config.py",
+                       "Transformer Engine's CPU offload of the first N layers' activations; "
+                       "no pipeline parallelism, no recompute"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
+                         "activation checkpointing only; no activation offloading"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/"
+                        "config.py", "cpu_checkpointing offloads checkpoints under recompute, "
+                        "not a layer's activations without it"),
+    },
     "eager_elementwise": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/training/arguments.py",
                        "RoPE and SwiGLU run fused (--no-rope-fusion and --no-bias-swiglu-fusion "
@@ -355,6 +366,7 @@ def _rules():
     reentrant = ("a full recompute that stops early (training.recompute_early_stop; its "
                  "checkpoint function reruns the whole layer)")
     flat = "FSDP2's per-parameter copies (training.zero3_per_parameter; its buffers are flat)"
+    offload = "activations offloaded to host memory (plan.cpu_offload_layers)"
 
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)
@@ -371,6 +383,8 @@ def _rules():
         ("deepspeed", "zero_3", flat, lambda c: sharded(c) & c["per_param"]),
         ("megatron", "recompute_early_stop", reentrant, early_stop),
         ("deepspeed", "recompute_early_stop", reentrant, early_stop),
+        ("torchtitan", "cpu_offload", offload, lambda c: c["off"] > 0),
+        ("deepspeed", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("megatron", "eager_elementwise", "torchtitan's eager elementwise kernels "
          "(training.eager_elementwise)", lambda c: np.full(c["n"], c["eager"])),
         ("torchtitan", "fp8", "an fp8 recipe other than per-tensor current scaling (torchao's "
@@ -506,7 +520,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
     return {"group": plans.pp if group is None else np.asarray(group),
             "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
-            "rnl": plans.rnl, "ep": plans.ep, "etp": plans.etp, "moe": bool(moe),
+            "rnl": plans.rnl, "off": plans.off, "ep": plans.ep, "etp": plans.etp, "moe": bool(moe),
             "mtp": bool(mtp),
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",

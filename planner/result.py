@@ -145,6 +145,9 @@ class PlanEstimate(BaseModel):
     recompute_num_layers: int | None = Field(
         None, description="Full recompute of only the first N layers of each model chunk "
         "(Megatron-LM --recompute-method block); null: every layer (or no full recompute).")
+    cpu_offload_layers: int = Field(
+        0, description="Transformer layers whose activations go to host memory between the "
+        "forward and the backward (Megatron-Core --cpu-offloading-num-layers); 0: none.")
     zero_stage: int
     sequence_parallel: bool
     layers_per_stage: list[int]

@@ -26,7 +26,7 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--moe-shared-expert-intermediate-size", "--expert-model-parallel-size",
                  "--expert-tensor-parallel-size", "--q-lora-rank", "--kv-lora-rank",
                  "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",
-                 "--mtp-num-layers"):
+                 "--mtp-num-layers", "--cpu-offloading-num-layers"):
         ap.add_argument(flag, type=int)
     for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights",
                  "--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
@@ -123,6 +123,9 @@ def megatron_plan(argv: list[str], world: int) -> dict:
                 "no_shard": 0}[a.data_parallel_sharding_strategy]
     else:
         zero = 1 if a.use_distributed_optimizer else 0
+    if a.cpu_offloading_num_layers:      # TransformerConfig.__post_init__'s rules
+        assert 0 < a.cpu_offloading_num_layers < L and pp == 1
+        assert a.recompute_granularity is None
     m = a.global_batch_size // (a.micro_batch_size * dp)
     vpp = len(chunks[0])
     ep = a.expert_model_parallel_size or 1
@@ -141,6 +144,7 @@ def megatron_plan(argv: list[str], world: int) -> dict:
             "micro_batch_size": a.micro_batch_size, "grad_accum_steps": m,
             "sequence_parallel": a.sequence_parallel,
             "recompute": a.recompute_granularity or "none",
+            "cpu_offload_layers": a.cpu_offloading_num_layers or 0,
             "recompute_num_layers": a.recompute_num_layers
             if a.recompute_method == "block" else None,
             "layers_per_stage": [sum(c) for c in chunks], "layers_per_chunk": chunks,
@@ -193,6 +197,7 @@ def torchtitan_plan(text: str, num_layers: int) -> dict:
     return {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": len(chunks[0]), "zero_stage": zero,
             "ep": ep, "etp": etp, "micro_batch_size": mbs, "grad_accum_steps": m, "sequence_parallel": tp > 1,
             "recompute": cfg["activation_checkpoint"]["mode"],
+            "cpu_offload_layers": 0,           # torchtitan offloads no activations
             "layers_per_stage": [sum(c) for c in chunks], "layers_per_chunk": chunks}
 
 
@@ -209,5 +214,5 @@ def deepspeed_plan(cfg: dict, world: int, num_layers: int) -> dict:
     # No expert parallelism in the config: DeepSpeed's is set in the model code.
     return {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": 1, "ep": 1, "etp": 1,
             "zero_stage": cfg["zero_optimization"]["stage"], "micro_batch_size": mbs,
-            "grad_accum_steps": m, "sequence_parallel": False,
+            "grad_accum_steps": m, "sequence_parallel": False, "cpu_offload_layers": 0,
             "layers_per_stage": [num_layers // pp] * pp}

@@ -1,7 +1,8 @@
 """Exhaustive enumeration for the search tests: every integer combination of the plan
 variables, validated with the estimate path's own checks, costed with the cost model; with
 ``search.rebalance_stages``, every first/last split of each pipelined plan without
-interleaving or block recompute, each costed on its own through the single-plan layout path."""
+interleaving or block recompute, each costed on its own through the single-plan layout path;
+block recompute and CPU offloading of every layer count, the fewest that fits offered."""
 
 from __future__ import annotations
 
@@ -78,6 +79,11 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
                 most = max(max(ch) for ch in plan_layout(plan, m).chunks)
                 plans += [plan.model_copy(update={"recompute_num_layers": n})
                           for n in range(1, most)]
+            # CPU offloading of the first n layers, n below the layers (Megatron-LM only).
+            if (rec == 0 and pp == 1 and s.cpu_offload and c.host_link_gb_per_s is not None
+                    and s.megatron_allowed and not reasons.get("megatron")):
+                plans += [plan.model_copy(update={"cpu_offload_layers": n})
+                          for n in range(1, L)]
     if not plans:
         return []
     arrays = PlanArrays.from_plans(plans)
@@ -89,18 +95,21 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
     def tuple_of(p):
         return (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, p.zero_stage,
                 p.sequence_parallel, p.ep, p.etp)
-    none_fits = {tuple_of(p): fits[i] for i, p in enumerate(plans) if p.recompute == "none"}
+    none_fits = {tuple_of(p): fits[i] for i, p in enumerate(plans)
+                 if p.recompute == "none" and not p.cpu_offload_layers}
     fewest: dict = {}
     for i, p in enumerate(plans):
-        if p.recompute_num_layers and fits[i] and not none_fits.get(tuple_of(p), False):
-            t = tuple_of(p)
-            if t not in fewest or p.recompute_num_layers < plans[fewest[t]].recompute_num_layers:
+        n = p.recompute_num_layers or p.cpu_offload_layers
+        if n and fits[i] and not none_fits.get(tuple_of(p), False):
+            t = (tuple_of(p), bool(p.cpu_offload_layers))
+            if t not in fewest or n < (plans[fewest[t]].recompute_num_layers
+                                       or plans[fewest[t]].cpu_offload_layers):
                 fewest[t] = i
     offered = set(fewest.values())
     tables = CostTables(m, c, tr, req.efficiency)
     rows = []
     for i, p in enumerate(plans):
-        if p.recompute_num_layers and i not in offered:
+        if (p.recompute_num_layers or p.cpu_offload_layers) and i not in offered:
             continue
         key = plan_key(p)
         # (time us, memory, layers) of the default layout, then of every other split.

@@ -39,7 +39,7 @@ def random_request(rng: random.Random) -> PlanRequest:
         search["allow_cross_node_tp"] = True
     elif extra < 0.7:
         search["tp"] = rng.choice([1, 2, [1, 2]])
-    return PlanRequest.model_validate({
+    body = {
         "model": {"name": "tiny", "num_layers": layers, "hidden_size": heads * head_dim,
                   "num_attention_heads": heads, "num_kv_heads": kv,
                   "ffn_hidden_size": heads * head_dim * rng.choice([2, 4]),
@@ -52,7 +52,14 @@ def random_request(rng: random.Random) -> PlanRequest:
                      "flash_attention": rng.random() < 0.5},
         "search": search,
         "efficiency": {"memory_reserve_gib": 0.0},
-    })
+    }
+    # A host link (activations may be offloaded to the CPU), drawn from a copy of the
+    # generator so that callers drawing more from ``rng`` get what they got before.
+    fork = random.Random()
+    fork.setstate(rng.getstate())
+    if fork.random() < 0.3:
+        body["cluster"]["host_link_gb_per_s"] = fork.choice([0.05, 1.0, 50.0])
+    return PlanRequest.model_validate(body)
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -330,6 +337,34 @@ def test_the_exhaustive_comparison_covers_block_recompute():
     hits = sum(any(p.recompute_num_layers for p in plan(random_request(random.Random(s))).plans)
                for s in range(200))
     assert hits >= 5
+
+
+def offload_request(seed: int) -> PlanRequest:
+    """A random small request on a cluster with a host link, without recompute: plans that do
+    not fit must offload activations to the CPU (``cpu_offload_layers``)."""
+    rng = random.Random(9000 + seed)
+    body = random_request(rng).model_dump(mode="json")
+    body["search"].update({"recompute": "none", "top_k": rng.randint(2, 6)})
+    if seed % 2:
+        body["search"]["pp"] = 1        # then only offloading makes a tight plan fit
+    body["cluster"]["host_link_gb_per_s"] = rng.choice([0.02, 0.2, 2.0, 50.0])
+    body["model"]["num_layers"] = rng.randint(4, 12)
+    return PlanRequest.model_validate(body)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cpu_offloading_is_searched_exactly(seed):
+    """The fewest offloaded layers that fit, for every plan without pipelining: the top k
+    equal brute force over every plan and every number of offloaded layers."""
+    req = offload_request(seed)
+    assert_equals_oracle(plan(req), enumerate_top_k(req))
+
+
+def test_the_offload_comparison_covers_offloading_winners():
+    # The requests above must put offloading plans in the top k often enough for the
+    # comparison to check the fewest-layers rule (their copies exposed beyond their windows).
+    got = [p for s in range(40) for p in plan(offload_request(s)).plans if p.cpu_offload_layers]
+    assert len(got) >= 5 and all(p.breakdown["offload"] > 0 for p in got)
 
 
 def test_the_smallest_footprint_named_is_the_true_minimum():

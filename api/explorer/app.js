@@ -11,6 +11,7 @@ const STEP_PARTS = [
   ["pp_comm", "PP", "#e45756"], ["pipeline_bubble", "bubble", "#bab0ac"],
   ["dp_comm", "DP", "#54a24b"], ["zero_comm", "ZeRO", "#88d27a"],
   ["optimizer", "optimizer", "#72b7b2"], ["overhead", "overhead", "#79706e"],
+  ["offload", "CPU offload", "#9d7660"],
 ];
 const MEMORY_PARTS = [
   ["weights_gib", "weights", "#4c78a8"], ["gradients_gib", "gradients", "#f58518"],

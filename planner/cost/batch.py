@@ -60,8 +60,9 @@ from planner.specs.placement import group_span, launch_layout
 from planner.specs.plan import microbatch_group, plan_key
 
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
-                  "pipeline_bubble", "dp_comm", "zero_comm", "optimizer", "overhead")
-PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl", "ep", "etp")
+                  "pipeline_bubble", "dp_comm", "zero_comm", "optimizer", "overhead", "offload")
+PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl", "ep", "etp",
+               "off")
 # ``microbatch_grad_copy``: bytes a parameter (read the 16-bit gradient, write and read its
 # fp32 cast, read and write the fp32 main gradient) and the parameter tensors of a GPT layer
 # (weights and biases of the fused QKV, the output projection, the two MLP GEMMs and the two
@@ -77,7 +78,8 @@ HEAD_COLUMNS = 10
 @dataclass(frozen=True)
 class PlanArrays:
     """Plans as parallel integer arrays (rec: 0 none, 1 selective, 2 full; sp: 0/1; rnl: with
-    full recompute, the layers recomputed per model chunk, 0 for all of them)."""
+    full recompute, the layers recomputed per model chunk, 0 for all of them; off: layers whose
+    activations are offloaded to host memory)."""
 
     dp: np.ndarray
     tp: np.ndarray
@@ -91,6 +93,7 @@ class PlanArrays:
     rnl: np.ndarray
     ep: np.ndarray
     etp: np.ndarray
+    off: np.ndarray
 
     def __len__(self) -> int:
         return len(self.dp)
@@ -120,7 +123,7 @@ class PlanArrays:
             recompute=RECOMPUTE[int(self.rec[i])], zero_stage=int(self.zero[i]),
             sequence_parallel=bool(self.sp[i]), layers_per_stage=layers_per_stage,
             recompute_num_layers=int(self.rnl[i]) or None, ep=int(self.ep[i]),
-            etp=int(self.etp[i]),
+            etp=int(self.etp[i]), cpu_offload_layers=int(self.off[i]),
         )
 
 
@@ -369,7 +372,11 @@ def compose(plans: PlanArrays, tables: CostTables,
     working, logits = LW[:, 6], HW[:, 3]
     stored = _per_layer(LW, LW0, W, 5)
     inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m), _col(grp))
-    acts = (Lx * stored * inflight + np.where((_col(rec) == 2) & (Lx > 0), _col(working), 0.0)
+    # CPU offloading (pp 1): the offloaded layers' activations live in host memory but for
+    # the one layer in transit (Transformer Engine's offload handler stages a layer at a time).
+    off = _col(plans.off)
+    held = Lx - off + (off > 0)
+    acts = (held * stored * inflight + np.where((_col(rec) == 2) & (Lx > 0), _col(working), 0.0)
             + (1 + k_mtp) * last * _col(logits))
     reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
     total = weights + grads + optim + zero_buf + acts + reserved
@@ -431,7 +438,7 @@ def compose(plans: PlanArrays, tables: CostTables,
             sub, tables, layout, lw, HW[sel], tuple(a[sel] for a in classes), layer_local[sel],
             params_c[sel], experts_c[sel], present[sel], npn[sel],
             lw if W is None else LW0[sel],
-            None if W is None else W[sel], mtp_at[sel])
+            None if W is None else W[sel], mtp_at[sel], stored[sel])
         for k in BREAKDOWN_KEYS:
             bd[k][sel] = sub_bd[k]
         if memory_cap is None:
@@ -464,8 +471,31 @@ def compose(plans: PlanArrays, tables: CostTables,
     )
 
 
+def offload_exposed(off, layers, stored, period_f, period_b, host_gb_per_s):
+    """(forward, backward) seconds per micro-batch that CPU offloading adds, per stage class.
+
+    Megatron-Core's --cpu-offloading-num-layers N runs Transformer Engine's
+    AsyncDoubleBufferGroupOffloadHandler: the activations of each of the first N layers go to
+    host memory on a copy stream after that layer's forward, and the handler waits for that
+    copy floor(L / N) - 1 layers later (its offload windows are spread evenly over the L
+    layers); the backward reloads each a window ahead of its use. TE's docstring: the copies
+    are "completely hidden behind computation if computation time of a layer is longer than
+    host-device communication time". So each offloaded layer exposes what its copy
+    (stored bytes / host bandwidth) takes beyond its window of compute, in each pass:
+    N max(0, t_x - (floor(L / N) - 1) t_layer)."""
+    off = _col(np.asarray(off, dtype=float))
+    if not off.any() or host_gb_per_s is None:
+        zero = np.zeros(np.shape(layers))
+        return zero, zero
+    t_x = stored / (host_gb_per_s * 1e9)
+    window = np.floor(layers / np.maximum(off, 1)) - 1
+    fwd = off * np.maximum(0.0, t_x - window * _col(period_f))
+    bwd = off * np.maximum(0.0, t_x - window * period_b)
+    return fwd, bwd
+
+
 def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer_params,
-           params_c, experts_c, present, npn, LW0, W, mtp_at):
+           params_c, experts_c, present, npn, LW0, W, mtp_at, stored):
     """(class times (n, C), step times, time per added layer, breakdown) of plans whose
     components are given."""
     training, eff = tables.training, tables.eff
@@ -549,6 +579,10 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
                           + Lx * launch, 0.0)
         B_c = B_c + copy_c
 
+    offload_c = offload_exposed(plans.off, Lx, stored, period_f, period_b,
+                                tables.cluster.host_link_gb_per_s)
+    F_c, B_c = F_c + offload_c[0], B_c + offload_c[1]
+
     # Data-parallel reduction and weight gather, sized by the largest stage.
     p_stage = np.where(present, params_c, 0.0).max(axis=1)
     e_stage = np.where(present, experts_c, 0.0).max(axis=1)
@@ -598,6 +632,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
         "zero_comm": m * zero_c[rows, b], "dp_comm": m * dpm_c[rows, b],
         "overhead": m * (overhead + copy_c[rows, b]), "pipeline_bubble": bubble,
         "pp_comm": hops * p2p,
+        "offload": m * (offload_c[0] + offload_c[1])[rows, b],
     }
     once = (zero <= 1)
     if training.overlap_grad_reduce:

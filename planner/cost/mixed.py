@@ -33,7 +33,8 @@ from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
 from planner.cost.pipeline import makespan
 from planner.cost.tables import CostTables
 
-PER_MICROBATCH = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "overhead")
+PER_MICROBATCH = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "overhead",
+                  "offload")
 TAILS = ("dp_comm", "zero_comm", "optimizer")
 
 

@@ -189,6 +189,7 @@ def to_estimate(
         vpp=plan.vpp,
         micro_batch_size=plan.micro_batch_size, grad_accum_steps=ev.m, recompute=plan.recompute,
         recompute_num_layers=plan.recompute_num_layers,
+        cpu_offload_layers=plan.cpu_offload_layers,
         zero_stage=plan.zero_stage, sequence_parallel=plan.sequence_parallel,
         layers_per_stage=list(ev.layers), gpus_used=gpus, step_time_s=step,
         layers_per_chunk=chunks,

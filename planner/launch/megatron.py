@@ -93,6 +93,9 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
     elif p.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform",
                  "--recompute-num-layers", "1"]
+    if p.cpu_offload_layers:
+        # TransformerConfig.cpu_offloading_num_layers; validate_args turns on cpu_offloading.
+        args += ["--cpu-offloading-num-layers", str(p.cpu_offload_layers)]
     if p.zero_stage >= 1:
         args += ["--use-distributed-optimizer"]
     if p.zero_stage >= 2:

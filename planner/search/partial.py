@@ -83,17 +83,25 @@ def block_recompute(plans: PlanArrays, tables: CostTables, bc: BatchCost, fits: 
     if not alive.any():
         return []
     idx = np.flatnonzero(alive)
-    cand, sub, cmax = cand[idx], sub.take(idx), cmax[idx]
-    n = n_star[idx].astype(np.int64)
+    return fewest_that_fit(_with, sub.take(idx), cand[idx], n_star[idx].astype(np.int64),
+                           cmax[idx], tables, capacity, bar)
+
+
+def fewest_that_fit(variant, sub: PlanArrays, cand: np.ndarray, n: np.ndarray,
+                    limit: np.ndarray, tables: CostTables, capacity: float, bar: float
+                    ) -> list[tuple[float, float, int, int]]:
+    """[(step time, memory, plan index, N)] of ``variant(sub, n)`` (plans with N layers
+    recomputed or offloaded) that fit and beat ``bar``, N the count memory's affine form gave;
+    where rounding left one over memory, one more layer, below ``limit``, up to three tries."""
     out = []
-    for _ in range(3):                          # rounding: one more layer where it overflows
-        res = compose(_with(sub, n), tables)
+    for _ in range(3):
+        res = compose(variant(sub, n), tables)
         fit = res.memory_bytes <= capacity
         for j in np.flatnonzero(fit & (res.step_time_s < bar)):
             out.append((float(res.step_time_s[j]), float(res.memory_bytes[j]),
                         int(cand[j]), int(n[j])))
-        retry = np.flatnonzero(~fit & (n + 1 < cmax))
+        retry = np.flatnonzero(~fit & (n + 1 < limit))
         if not len(retry):
             break
-        cand, sub, cmax, n = cand[retry], sub.take(retry), cmax[retry], n[retry] + 1
+        cand, sub, limit, n = cand[retry], sub.take(retry), limit[retry], n[retry] + 1
     return out

@@ -34,6 +34,7 @@ from planner.cost.tables import cost_tables
 from planner.launch import with_launch
 from planner.search.explain import memory_reasons, structural_reasons
 from planner.search.frontier import space_sample
+from planner.search.offload import cpu_offload
 from planner.search.partial import block_recompute
 from planner.search.plan_request import PlanRequest
 from planner.search.plan_result import PlanResult, SearchStats, SpacePoint
@@ -43,12 +44,19 @@ from planner.specs.layout import interleaved_splits
 SPLIT_BATCH_ROWS = 60_000   # (plan, split) rows costed per round of the uneven-split pass
 
 
-def _key(plans: PlanArrays, i: int, block: int = 0) -> tuple:
-    """The degrees of plan i (under block recompute of ``block`` layers when > 0), the last
-    tie-break of the ranking (as the brute force's)."""
+# A candidate plan: (step time, memory, degrees, plan index, layers per stage or None for
+# the default layout, the changes to the plan: block recompute or CPU offloading, or none).
+Candidate = tuple[float, float, tuple, int, tuple[int, ...] | None, dict]
+
+
+def _key(plans: PlanArrays, i: int, block: int = 0, off: int = 0) -> tuple:
+    """The degrees of plan i (under block recompute of ``block`` layers when > 0, with the
+    activations of ``off`` layers offloaded), the last tie-break of the ranking (as the brute
+    force's)."""
     return (int(plans.dp[i]), int(plans.tp[i]), int(plans.pp[i]), int(plans.cp[i]),
             int(plans.vpp[i]), int(plans.mbs[i]), 2 if block else int(plans.rec[i]),
-            int(plans.zero[i]), int(plans.sp[i]), block, int(plans.ep[i]), int(plans.etp[i]))
+            int(plans.zero[i]), int(plans.sp[i]), block, int(plans.ep[i]), int(plans.etp[i]),
+            off or int(plans.off[i]))
 
 
 def _best(plans: PlanArrays, bc: BatchCost, fits: np.ndarray, keep: int) -> np.ndarray:
@@ -115,9 +123,9 @@ def plan(request: PlanRequest) -> PlanResult:
     status = "OPTIMAL"
 
     # Candidates as (step, memory, degrees, plan index, layers or None for the default
-    # layout, block-recomputed layers per chunk or 0).
-    results = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), _key(plans, i), i, None, 0)
-               for i in chosen]
+    # layout, the plan's changes: block recompute or CPU offloading, or none).
+    results: list[Candidate] = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]),
+                                 _key(plans, i), i, None, {}) for i in chosen]
     if search.rebalance_stages:
         results, complete = _uneven_splits(tables, plans, bc, results, k, capacity, deadline,
                                            search.rebalance_interleaved)
@@ -128,19 +136,26 @@ def plan(request: PlanRequest) -> PlanResult:
             and search.megatron_allowed):
         times = sorted(r[0] for r in results)
         bar = times[k - 1] if len(times) >= k else np.inf
-        results += [(t, mem, _key(plans, i, n), i, None, n)
+        results += [(t, mem, _key(plans, i, n), i, None,
+                     {"recompute": "full", "recompute_num_layers": n})
                     for t, mem, i, n in block_recompute(plans, tables, bc, fits, capacity, bar,
                                                        search.any_framework)]
+    if search.cpu_offload and search.allows_recompute("none") and search.megatron_allowed:
+        times = sorted(r[0] for r in results)
+        bar = times[k - 1] if len(times) >= k else np.inf
+        results += [(t, mem, _key(plans, i, off=n), i, None, {"cpu_offload_layers": n})
+                    for t, mem, i, n in cpu_offload(plans, tables, bc, fits, capacity, bar,
+                                                    search.any_framework)]
     results.sort(key=lambda r: (round(r[0] * 1e6), round(r[1]), r[2]))
     top = results[:k]
     if not top:
         return done([], "INFEASIBLE", feasible=feasible,
                     reasons=memory_reasons(req, plans, bc, capacity))
     out = []
-    for j, (_, _, _, i, layers, n) in enumerate(top):
+    for j, (_, _, _, i, layers, change) in enumerate(top):
         p = plans.plan(i, layers)
-        if n:
-            p = p.model_copy(update={"recompute": "full", "recompute_num_layers": n})
+        if change:
+            p = p.model_copy(update=change)
         ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
         out.append(to_estimate(ev, req.model, req.cluster, req.training, p, rank=j + 1))
     return done(out, status, feasible=feasible)
@@ -252,8 +267,8 @@ def _uneven_splits(tables, plans: PlanArrays, bc: BatchCost, results: list, k: i
             row = int(ok[j])
             i = owner[row]
             layers = tuple(int(x) for x in stages[row, :int(plans.pp[i])])
-            r = (float(sub.step_time_s[row]), float(sub.memory_bytes[row]), _key(plans, i), i,
-                 layers, 0)
+            r: Candidate = (float(sub.step_time_s[row]), float(sub.memory_bytes[row]),
+                            _key(plans, i), i, layers, {})
             got[i] = int(us[j])
             if i not in best or _order(r) < _order(best[i]):
                 best[i] = r

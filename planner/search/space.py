@@ -108,7 +108,8 @@ MAX_PLANS = 1_500_000   # ~1.5 GB of arrays while costing; the largest benchmark
 
 # Fields of the search that do not change the space (they rank, sample or bound the search).
 _NOT_THE_SPACE = {"top_k", "time_limit_ms", "memory_headroom", "space_sample",
-                  "rebalance_stages", "rebalance_interleaved", "partial_recompute"}
+                  "rebalance_stages", "rebalance_interleaved", "partial_recompute",
+                  "cpu_offload"}
 _SPACES: Kept[Space] = Kept(16)
 
 

@@ -96,6 +96,11 @@ class SearchSpec(BaseModel):
         "model chunk (Megatron-LM's --recompute-method block --recompute-num-layers N), with "
         "the fewest N that fits, for plans that do not fit without recompute (when the search "
         "allows both 'none' and 'full'). Only Megatron-LM runs such plans.")
+    cpu_offload: bool = Field(
+        True, description="On clusters with cluster.host_link_gb_per_s (gb200-nvl72), also "
+        "consider offloading the activations of the first N layers to host memory (Megatron-"
+        "Core's --cpu-offloading-num-layers N), with the fewest N that fits, for plans without "
+        "pipelining or recompute that do not fit otherwise. Only Megatron-LM runs such plans.")
     framework: FrameworkChoice | None = Field(
         None, description="Only plans this framework runs as predicted (megatron, torchtitan, "
         "deepspeed). Default: plans at least one of them runs. 'any': every plan the step "

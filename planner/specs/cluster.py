@@ -67,44 +67,32 @@ class LinkSpec(PresetSpec):
         return self.latency_us * 1e-6
 
 
+def _nvswitch_nodes(name: str, gpu: str, nvlink_gb_per_s: float, network_gb_per_s: float,
+                    gpus: int = 8, **more: Any) -> dict[str, Any]:
+    """A preset of NVSwitch nodes on InfiniBand: NVLink per GPU and direction, the network
+    per node and direction (all NICs, one per GPU)."""
+    return {"name": name, "num_nodes": 1, "gpus_per_node": gpus, "gpu": gpu, **more,
+            "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": nvlink_gb_per_s,
+                           "latency_us": 1.0},
+            "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": network_gb_per_s,
+                           "latency_us": 5.0, "nics_per_node": gpus}}
+
+
 _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
-    "dgx-a100": {
-        "name": "dgx-a100", "num_nodes": 1, "gpus_per_node": 8, "gpu": "a100-80gb",
-        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 300, "latency_us": 1.0},
-        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 200, "latency_us": 5.0,
-                       "nics_per_node": 8},
-    },
-    "dgx-h100": {
-        "name": "dgx-h100", "num_nodes": 1, "gpus_per_node": 8, "gpu": "h100-sxm",
-        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 450, "latency_us": 1.0},
-        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 400, "latency_us": 5.0,
-                       "nics_per_node": 8},
-    },
+    "dgx-a100": _nvswitch_nodes("dgx-a100", "a100-80gb", 300, 200),
+    "dgx-h100": _nvswitch_nodes("dgx-h100", "h100-sxm", 450, 400),
+    "dgx-h200": _nvswitch_nodes("dgx-h200", "h200-sxm", 450, 400),
     # DGX B200: NVLink 5, 1.8 TB/s per GPU bidirectional (900 GB/s each way); 8 single-port
     # ConnectX-7 at 400 Gb/s for the compute fabric (DGX B200 datasheet), as on DGX H100.
-    "dgx-b200": {
-        "name": "dgx-b200", "num_nodes": 1, "gpus_per_node": 8, "gpu": "b200-sxm",
-        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 900, "latency_us": 1.0},
-        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 400, "latency_us": 5.0,
-                       "nics_per_node": 8},
-    },
+    "dgx-b200": _nvswitch_nodes("dgx-b200", "b200-sxm", 900, 400),
     # GB200 NVL72: one NVLink domain of 72 GPUs (18 compute trays of 4 GPUs, NVLink 5 at
     # 1.8 TB/s per GPU through the rack's NVLink switches; GB200 NVL72 specifications) is one
     # "node" of the cost model; each tray is a host of 4 GPUs (gpus_per_host) for torchrun,
-    # Slurm and Kubernetes, with one 400 Gb/s ConnectX-7 per GPU (72 x 50 GB/s a rack).
-    "gb200-nvl72": {
-        "name": "gb200-nvl72", "num_nodes": 1, "gpus_per_node": 72, "gpus_per_host": 4,
-        "gpu": "gb200",
-        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 900, "latency_us": 1.0},
-        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 3600, "latency_us": 5.0,
-                       "nics_per_node": 72},
-    },
-    "dgx-h200": {
-        "name": "dgx-h200", "num_nodes": 1, "gpus_per_node": 8, "gpu": "h200-sxm",
-        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 450, "latency_us": 1.0},
-        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 400, "latency_us": 5.0,
-                       "nics_per_node": 8},
-    },
+    # Slurm and Kubernetes, with one 400 Gb/s ConnectX-7 per GPU (72 x 50 GB/s a rack). Each
+    # Grace CPU reaches its two GPUs over NVLink-C2C, 900 GB/s both ways together (GB200
+    # NVL72 specifications): 225 GB/s per GPU and direction to host memory.
+    "gb200-nvl72": _nvswitch_nodes("gb200-nvl72", "gb200", 900, 72 * 50, gpus=72,
+                                   gpus_per_host=4, host_link_gb_per_s=225),
     # This development machine: 4 gloo ranks over loopback TCP. Alpha and bandwidth are the
     # order of magnitude measured with gloo on a 2-core VM (research/collectives.md section 5:
     # all_reduce alpha 0.3-0.6 ms, busbw 0.6-0.9 GB/s); calibration refines them.
@@ -149,6 +137,11 @@ class ClusterSpec(PresetSpec):
         "NVLink domain, the cost model's node, spans several hosts: GB200 NVL72 is 72 GPUs per "
         "node and 4 per host. Launch files (torchrun, Slurm, Kubernetes) place ranks this many "
         "to a host. Default: gpus_per_node.")
+    host_link_gb_per_s: float | None = Field(
+        None, ge=1e-3, le=1e6, description="Bandwidth between one GPU and host memory, GB/s "
+        "one direction, for activations offloaded to the CPU (plan.cpu_offload_layers). "
+        "gb200-nvl72: 225 (NVLink-C2C, 900 GB/s both ways per Grace and its two GPUs). Null: "
+        "offloading is not planned (PCIe hosts: give it, e.g. about 50 for PCIe 5.0 x16).")
     gpu: GPUSpec = Field(description="GPU preset name or explicit GPU spec.")
     intra_node: LinkSpec = Field(description="Link between GPUs of one node (per GPU).")
     inter_node: LinkSpec = Field(description="Network between nodes (per node, all NICs).")

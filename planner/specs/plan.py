@@ -57,6 +57,13 @@ class ParallelPlan(BaseModel):
         "each model chunk and keep the others' activations (Megatron-LM's --recompute-method "
         "block --recompute-num-layers N). Default: every layer."
     )
+    cpu_offload_layers: int = Field(
+        0, ge=0, le=1_000_000,
+        description="Offload the activations of the first N transformer layers to host memory "
+        "in the forward and reload them for the backward (Megatron-Core's "
+        "--cpu-offloading-num-layers N, through Transformer Engine's CPU offload), instead of "
+        "recomputing them. Needs pp 1, no recompute, N < num_layers (Megatron-Core's rules) "
+        "and cluster.host_link_gb_per_s. Default 0.")
     zero_stage: int = Field(0, ge=0, le=3, description="0 plain DP, 1 optimizer states sharded "
                             "(distributed optimizer), 2 + gradients, 3 + parameters (FSDP).")
     sequence_parallel: bool = Field(False, description="Megatron sequence parallelism in TP.")
@@ -93,6 +100,12 @@ class ParallelPlan(BaseModel):
         if self.recompute_num_layers is not None and self.recompute != "full":
             raise ValueError("recompute_num_layers (block recompute of the first N layers of "
                              "each model chunk) needs recompute='full'")
+        if self.cpu_offload_layers and self.pp > 1:
+            raise ValueError("cpu_offload_layers needs pp=1: Megatron-Core has no CPU "
+                             "offloading with pipeline parallelism (TransformerConfig)")
+        if self.cpu_offload_layers and self.recompute != "none":
+            raise ValueError("cpu_offload_layers needs recompute='none': Megatron-Core's CPU "
+                             "offloading does not work with activation recomputation")
         if self.microbatch_group_size is not None and self.vpp == 1:
             raise ValueError("microbatch_group_size applies to interleaved schedules (vpp > 1)")
         if self.mtp_standalone and self.vpp == 1:
@@ -109,6 +122,7 @@ class ParallelPlan(BaseModel):
         return cls(dp=fields["dp"], tp=fields["tp"], pp=pp, cp=fields["cp"], vpp=vpp,
                    micro_batch_size=fields["micro_batch_size"], recompute=fields["recompute"],
                    recompute_num_layers=fields.get("recompute_num_layers"),
+                   cpu_offload_layers=fields.get("cpu_offload_layers") or 0,
                    zero_stage=fields["zero_stage"], ep=fields.get("ep", 1),
                    etp=fields.get("etp", 1),
                    sequence_parallel=fields["sequence_parallel"],
@@ -177,6 +191,15 @@ def plan_violations(
         out.append(("plan.cp", f"seq_length({training.seq_length}) is not divisible by "
                                f"2 * cp({plan.cp}) = {2 * plan.cp} (load-balanced causal chunks)"))
     L = model.num_layers
+    if plan.cpu_offload_layers:
+        if plan.cpu_offload_layers >= L:
+            out.append(("plan.cpu_offload_layers",
+                        f"cpu_offload_layers({plan.cpu_offload_layers}) must be below "
+                        f"num_layers({L}) (Megatron-Core offloads fewer layers than it runs)"))
+        if cluster.host_link_gb_per_s is None:
+            out.append(("plan.cpu_offload_layers",
+                        "CPU offloading needs the bandwidth between a GPU and host memory: set "
+                        "cluster.host_link_gb_per_s (gb200-nvl72 has it: NVLink-C2C)"))
     chunks = plan.pp * plan.vpp
     if plan.layers_per_stage is not None:
         if sum(plan.layers_per_stage) != L or min(plan.layers_per_stage) < 1:
@@ -284,4 +307,5 @@ def plan_key(p: Any) -> tuple[int, ...]:
     (``planner.cost.batch.PLAN_FIELDS``): the tie-break order of every ranking. ``p`` is a
     ``ParallelPlan`` or a ``PlanEstimate`` (both carry these fields)."""
     return (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute),
-            p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp)
+            p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp,
+            p.cpu_offload_layers)

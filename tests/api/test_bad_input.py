@@ -59,6 +59,9 @@ CASES = [
     ("POST", "/v1/estimates", with_(EST, ["plan", "tp"], 16), 422,
      "dp(8) * tp(16) * pp(1) * cp(1) = 128 > GPUs(8)"),
     ("POST", "/v1/estimates", with_(EST, ["plan", "dp"], 0), 422, "plan.dp"),
+    ("POST", "/v1/estimates", with_(EST, ["plan", "cpu_offload_layers"], 4), 422,
+     "plan.cpu_offload_layers: CPU offloading needs the bandwidth between a GPU and host "
+     "memory"),
     ("POST", "/v1/estimates", with_(EST, ["training", "recompute_modules"], ["moe_act"]), 422,
      "training.recompute_modules: moe_act needs a mixture-of-experts model"),
     ("POST", "/v1/plans", with_(OK, ["training", "recompute_modules"], ["mlp", "mlp"]), 422,
