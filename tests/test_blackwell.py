@@ -11,7 +11,8 @@ from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, Trainin
 
 # Maximum achievable matmul FLOPS (stas00/ml-engineering compute/accelerator/README.md), the
 # best-shape TFLOP/s of a brute-force search: (bf16, fp8) per GPU.
-MAMF = {"h100-sxm": (794.5, 1402.6), "b200-sxm": (1745.0, 3432.5), "gb200": (1822.0, 3615.6)}
+MAMF = {"h100-sxm": (794.5, 1402.6), "b200-sxm": (1745.0, 3432.5), "gb200": (1822.0, 3615.6),
+        "b300-sxm": (1769.0, 3353.3)}
 
 
 def test_blackwell_gemm_rates_are_h100s_fitted_share_of_the_achievable_peak():
@@ -22,13 +23,18 @@ def test_blackwell_gemm_rates_are_h100s_fitted_share_of_the_achievable_peak():
     ratio_bf16 = h100.matmul_efficiency / (MAMF["h100-sxm"][0] / 989.4)
     ratio_fp8 = h100.fp8_matmul_efficiency / (MAMF["h100-sxm"][1] / 1978.9)
     assert (round(ratio_bf16, 4), round(ratio_fp8, 4)) == (0.7596, 0.8606)
-    for name, want in (("b200-sxm", (0.59, 0.66)), ("gb200", (0.55, 0.62))):
+    for name, want, sms in (("b200-sxm", (0.59, 0.66), 148), ("gb200", (0.55, 0.62), 148),
+                            ("b300-sxm", (0.60, 0.64), 160)):
         gpu = GPUSpec.from_preset(name)
         bf16 = MAMF[name][0] / gpu.peak_tflops.bf16 * ratio_bf16
         fp8 = MAMF[name][1] / gpu.peak_tflops.fp8 * ratio_fp8
         assert (round(bf16, 2), round(fp8, 2)) == want
         assert (gpu.matmul_efficiency, gpu.fp8_matmul_efficiency) == want
-        assert gpu.sm_count == 148 and gpu.memory_bandwidth_gb_per_s == 8000
+        assert gpu.sm_count == sms and gpu.memory_bandwidth_gb_per_s == 8000
+    # GB300 has no figure of its own: B300's share of its own peak.
+    gb300, b300 = GPUSpec.from_preset("gb300"), GPUSpec.from_preset("b300-sxm")
+    assert (gb300.matmul_efficiency, gb300.fp8_matmul_efficiency) == (
+        b300.matmul_efficiency, b300.fp8_matmul_efficiency)
 
 
 def test_blackwell_peaks_and_memory():
@@ -38,6 +44,9 @@ def test_blackwell_peaks_and_memory():
     assert gb200.peak_flops("bf16") == pytest.approx(2500e12)
     assert gb200.peak_flops("fp8") == pytest.approx(5000e12)
     assert (b200.memory_gib, gb200.memory_gib) == (180, 186)
+    b300, gb300 = GPUSpec.from_preset("b300-sxm"), GPUSpec.from_preset("gb300")
+    assert (b300.peak_flops("fp8"), gb300.peak_flops("fp8")) == pytest.approx((4500e12, 5000e12))
+    assert (b300.memory_gib, gb300.memory_gib) == (288, 288)
 
 
 def test_cluster_presets_dgx_b200_and_gb200_nvl72():
@@ -48,6 +57,11 @@ def test_cluster_presets_dgx_b200_and_gb200_nvl72():
     rack = ClusterSpec.model_validate({"preset": "gb200-nvl72", "num_nodes": 2})
     assert (rack.num_gpus, rack.gpus_per_node, rack.host_gpus) == (144, 72, 4)
     assert rack.inter_node.bandwidth_gb_per_s == 72 * 50      # one 400 Gb/s NIC per GPU
+    ultra = ClusterSpec.model_validate({"preset": "gb300-nvl72", "num_nodes": 1})
+    assert (ultra.gpu.name, ultra.host_gpus, ultra.host_link_gb_per_s) == ("gb300", 4, 225)
+    assert ultra.inter_node.bandwidth_gb_per_s == 72 * 100    # one 800 Gb/s ConnectX-8 each
+    b300 = ClusterSpec.model_validate({"preset": "dgx-b300", "num_nodes": 1})
+    assert (b300.gpu.name, b300.inter_node.bandwidth_gb_per_s) == ("b300-sxm", 800)
 
 
 @pytest.mark.parametrize("fields, msg", [

@@ -4,9 +4,10 @@ Link conventions (the same as DESIGN.md's JSON contract):
 - ``intra_node.bandwidth_gb_per_s`` is per GPU, one direction (NVLink 3 on A100: 600 GB/s
   bidirectional = 300 GB/s each way; NVLink 4 on H100/H200: 450 GB/s each way).
 - ``inter_node.bandwidth_gb_per_s`` is per node, one direction, all NICs together (DGX A100:
-  8 x 200 Gb/s HDR = 200 GB/s; DGX H100/H200/B200: 8 x 400 Gb/s NDR = 400 GB/s).
-- A node is one NVLink domain: 8 GPUs on a DGX, 72 on a GB200 NVL72 rack, whose hosts hold 4
-  GPUs each (``gpus_per_host``, what launch files use).
+  8 x 200 Gb/s HDR = 200 GB/s; DGX H100/H200/B200: 8 x 400 Gb/s NDR = 400 GB/s; DGX B300:
+  8 x 800 Gb/s = 800 GB/s).
+- A node is one NVLink domain: 8 GPUs on a DGX, 72 on a GB200 or GB300 NVL72 rack, whose
+  hosts hold 4 GPUs each (``gpus_per_host``, what launch files use).
 - ``efficiency`` is the fraction of that bandwidth a large collective actually achieves (its
   nccl-tests bus bandwidth over the link rate). Defaults per link kind come from published
   nccl-tests runs: all_reduce busbw of about 230-240 GB/s on 300 GB/s A100 NVSwitch (0.8),
@@ -92,6 +93,11 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
     # Grace CPU reaches its two GPUs over NVLink-C2C, 900 GB/s both ways together (GB200
     # NVL72 specifications): 225 GB/s per GPU and direction to host memory.
     "gb200-nvl72": _nvswitch_nodes("gb200-nvl72", "gb200", 900, 72 * 50, gpus=72,
+                                   gpus_per_host=4, host_link_gb_per_s=225),
+    # DGX B300 and GB300 NVL72: the same NVLink 5 and NVLink-C2C, ConnectX-8 at 800 Gb/s per
+    # GPU (DGX B300 datasheet: 8 OSFP ports; GB300 NVL72: 72 ConnectX-8, 4 a tray).
+    "dgx-b300": _nvswitch_nodes("dgx-b300", "b300-sxm", 900, 800),
+    "gb300-nvl72": _nvswitch_nodes("gb300-nvl72", "gb300", 900, 72 * 100, gpus=72,
                                    gpus_per_host=4, host_link_gb_per_s=225),
     # This development machine: 4 gloo ranks over loopback TCP. Alpha and bandwidth are the
     # order of magnitude measured with gloo on a 2-core VM (research/collectives.md section 5:

@@ -12,6 +12,12 @@ Preset numbers are the vendors' datasheet figures for dense (not 2:4 sparse) mat
 - GB200 (one Blackwell GPU of a GB200 NVL72 rack): 2,500 bf16/fp16, 5,000 fp8, 1,250 tf32,
   80 fp32 (the same table: the NVL72 figures per GPU); 186 GB and 8,000 GB/s (13.4 TB and
   576 TB/s of HBM3e over 72 GPUs, GB200 NVL72 specifications); B200's 148 SMs (the same die).
+- B300 SXM 288 GB (DGX B300, Blackwell Ultra): 2,250 bf16/fp16, 4,500 fp8, 1,125 tf32, 80
+  fp32 (the same table, DGX B300 datasheet); 288 GB (2.3 TB over 8 GPUs) at 8,000 GB/s; 160
+  SMs (Blackwell Ultra enables all 160 of its two dies: 20,480 CUDA cores, 128 a SM).
+- GB300 (one Blackwell Ultra GPU of a GB300 NVL72 rack): 2,500 bf16/fp16, 5,000 fp8, 1,250
+  tf32, 80 fp32 (the same table); 288 GB and 8,000 GB/s (20.7 TB and 576 TB/s over 72 GPUs,
+  GB300 NVL72 specifications); B300's 160 SMs.
 - ``cpu``: a two-core development VM running gloo, so that plans for this machine's loopback
   cluster can be estimated and probed (rough, documented guesses, meant to be calibrated).
 
@@ -29,9 +35,13 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   3615.6 of 5000 = 0.723) times the sustained / achievable ratio fitted on H100 for the same
   precision (bf16 0.61 / 0.803 = 0.760, fp8 0.61 / 0.709 = 0.860; Hopper and Blackwell run the
   same cuBLASLt and Transformer Engine generation): B200 0.59 bf16 and 0.66 fp8, GB200 0.55
-  and 0.62. Their held-out Megatron-Bridge runs test that derivation. Ordinary shapes lose
+  and 0.62; B300 (1769 of 2250 = 0.786, 3353.3 of 4500 = 0.745) 0.60 and 0.64. GB300 has no
+  published figure: it is taken as B300's share of its own peak, 0.60 and 0.64 (the other
+  reading, B300's scaled down as GB200's is B200's, gives 0.56 and 0.61 and GB300's runs 4-5
+  points slower still). Their held-out Megatron-Bridge runs test that derivation; GB300's
+  land 13-21% slow (the README's Blackwell section). Ordinary shapes lose
   more to tile and wave quantisation (``sm_count``: 108 on A100, 132 on H100/H200, 148 on
-  B200/GB200, 80 on V100).
+  B200/GB200, 160 on B300/GB300, 80 on V100).
 - ``attention_efficiency``: fused attention forward + backward at long sequences, head dim 128,
   causal, as a fraction of the bf16 peak: A100 FlashAttention-2 194 TFLOP/s (0.62; the
   FlashAttention repository's benchmark figures); H100 cuDNN fused attention (what Transformer
@@ -41,10 +51,11 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   (FlashAttention-4 paper, 2026, abstract), so cuDNN's fused attention, what Transformer Engine
   runs, is about 1,240 TFLOP/s = 0.55 of 2,250; the same 10% derate gives 0.50, taken for
   GB200 too (the same kernel on the same SMs; its exponential units, the forward's bottleneck,
-  scale with the clock as its tensor peak does).
+  scale with the clock as its tensor peak does), and for B300 and GB300, whose doubled
+  exponential rate ("2x attention performance") no published kernel figure yet quantifies.
 - ``hbm_efficiency``: streaming kernels' share of the HBM bandwidth (RRZE-HPC/gpu-benches
   gpu-stream: A100 80GB 1776-1894 of 2039 GB/s, 0.87; H100 about 0.90; B200 and GB200: no
-  published stream figure was found, H100's 0.90 is assumed).
+  published stream figure was found, H100's 0.90 is assumed, as for B300 and GB300).
 - ``attention_kernels``: named fused attention kernels older or other software runs
   (``TrainingSpec.attention_kernel``), each pass (forward, backward) as its long-sequence
   fraction of the 16-bit peak (causal, head dim 128) and the keys at which it runs at half
@@ -109,6 +120,17 @@ _ATTENTION_KERNELS: dict[str, dict[str, dict[str, float]]] = {
     },
 }
 
+def _blackwell(name: str, memory_gib: float, bf16: float, sms: int, matmul: float,
+               fp8_matmul: float) -> dict[str, Any]:
+    """A Blackwell preset (module docstring): 8 TB/s of HBM3e, fp8 at twice and tf32 at half
+    the bf16 peak, 80 TFLOP/s fp32, cuDNN attention at 0.50, H100's HBM efficiency."""
+    return {"name": name, "memory_gib": memory_gib, "memory_bandwidth_gb_per_s": 8000,
+            "peak_tflops": {"fp32": 80, "tf32": bf16 / 2, "bf16": bf16, "fp16": bf16,
+                            "fp8": 2 * bf16},
+            "sm_count": sms, "matmul_efficiency": matmul, "fp8_matmul_efficiency": fp8_matmul,
+            "attention_efficiency": 0.50, "hbm_efficiency": 0.90}
+
+
 _GPU_PRESETS: dict[str, dict[str, Any]] = {
     "v100-32gb": {
         "name": "v100-32gb", "memory_gib": 32, "memory_bandwidth_gb_per_s": 900,
@@ -143,18 +165,10 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
         "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
         "attention_kernels": _ATTENTION_KERNELS["h100"],
     },
-    "b200-sxm": {
-        "name": "b200-sxm", "memory_gib": 180, "memory_bandwidth_gb_per_s": 8000,
-        "peak_tflops": {"fp32": 80, "tf32": 1125, "bf16": 2250, "fp16": 2250, "fp8": 4500},
-        "sm_count": 148, "matmul_efficiency": 0.59, "fp8_matmul_efficiency": 0.66,
-        "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
-    },
-    "gb200": {
-        "name": "gb200", "memory_gib": 186, "memory_bandwidth_gb_per_s": 8000,
-        "peak_tflops": {"fp32": 80, "tf32": 1250, "bf16": 2500, "fp16": 2500, "fp8": 5000},
-        "sm_count": 148, "matmul_efficiency": 0.55, "fp8_matmul_efficiency": 0.62,
-        "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
-    },
+    "b200-sxm": _blackwell("b200-sxm", 180, 2250, 148, 0.59, 0.66),
+    "gb200": _blackwell("gb200", 186, 2500, 148, 0.55, 0.62),
+    "b300-sxm": _blackwell("b300-sxm", 288, 2250, 160, 0.60, 0.64),
+    "gb300": _blackwell("gb300", 288, 2500, 160, 0.60, 0.64),
     "cpu": {
         "name": "cpu", "memory_gib": 8, "memory_bandwidth_gb_per_s": 20,
         "peak_tflops": {"fp32": 0.1, "bf16": 0.05, "fp16": 0.05},
