@@ -119,6 +119,23 @@ def test_full_mode_refuses_a_plan_larger_than_the_ranks():
 
 
 @pytest.mark.slow
+def test_cluster_validation_jobs_take_the_clusters_hosts_by_default(tmp_path):
+    """Without --gpus-per-node the jobs place ranks as the request's cluster hosts them:
+    gpus_per_host 2 (an NVLink domain of 4 over hosts of 2) runs the 4-rank TP stage probe
+    on 2 hosts of 2 (the old default, 8 a node, put it on one)."""
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({**EIGHT, "cluster": {**EIGHT["cluster"], "gpus_per_host": 2},
+                               "search": {**EIGHT["search"], "tp": 4, "pp": 1}}))
+    job = tmp_path / "job"
+    proc = subprocess.run([sys.executable, "-m", "planner.cli.main", "validate", str(req),
+                           "--nproc", "4", "--top-k", "1", "--launcher", "slurm",
+                           "--job-dir", str(job)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={"PATH": ""})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = (job / "plan1-stage.sbatch").read_text()
+    assert "#SBATCH --gpus-per-node=2" in text and "#SBATCH --nodes=2" in text
+
+
 @pytest.mark.parametrize("launcher", ["slurm", "kubernetes"])
 def test_cluster_validation_written_then_imported(tmp_path, launcher):
     """The CLI writes one job per probe run (the worker on nccl); results a cluster would

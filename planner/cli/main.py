@@ -185,7 +185,9 @@ def validate_cmd(
                                           "validate-import).")] = "local",
     job_dir: Annotated[Path | None, typer.Option(help="Cluster launchers: the job folder.")] =
         None,
-    gpus_per_node: Annotated[int, typer.Option(min=1, max=64, help="Cluster launchers.")] = 8,
+    gpus_per_node: Annotated[int | None, typer.Option(
+        min=1, max=1024, help="Cluster launchers: GPUs per host. Default: the request "
+        "cluster's (gpus_per_host where set, 4 on an NVL72 rack; else gpus_per_node).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result JSON.")] = False,
 ) -> None:
     """Run the top plans as short torch.distributed probe jobs, compare, re-rank."""
@@ -207,7 +209,7 @@ def validate_cmd(
         _fail(f"{exc.field}: {exc.reason}")
     if launcher != "local":
         write_cluster_validation(launcher, req, job_dir, nproc=nproc, top_k=top_k, mode=mode,
-                                 steps=steps, gpus_per_node=gpus_per_node)
+                                 steps=steps, gpus_per_node=gpus_per_node or req.cluster.host_gpus)
         return
     if trace_dir is not None:
         trace_dir.mkdir(parents=True, exist_ok=True)
