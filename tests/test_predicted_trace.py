@@ -93,6 +93,21 @@ def test_trace_of_a_plan_agrees_with_its_estimate(tmp_path):
     json.dumps(doc)     # serialisable
 
 
+def test_trace_of_a_plan_that_offloads_activations_agrees_with_its_estimate():
+    """An FSDP plan on a GB200 rack with 60 of 80 layers offloaded, whose copies outlast
+    their windows: the trace's micro-batches carry the exposed copies, so it ends where the
+    estimate's step does."""
+    m = ModelSpec.from_preset("llama3-70b")
+    c = ClusterSpec.from_preset("gb200-nvl72", num_nodes=1)
+    tr = TrainingSpec(global_batch_size=128, seq_length=8192, precision="fp8")
+    est = estimate(m, c, tr, ParallelPlan(dp=64, zero_stage=3, cpu_offload_layers=60))
+    assert est.breakdown["offload"] > 0.1 * est.step_time_s
+    doc = predicted_trace(est, m, c, tr)
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    makespan_s = max(e["ts"] + e["dur"] for e in spans) / 1e6
+    assert makespan_s == pytest.approx(est.step_time_s, rel=0.01)
+
+
 def test_trace_of_an_interleaved_plan_with_an_embedding_and_loss_layout():
     # Llama 3 405B's 126 layers on 16 stages of 8 chunks: the embedding and the loss take a
     # layer's place, so the first and last stage hold 7 layers and one chunk each is empty.

@@ -676,5 +676,6 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
               "mtp_bwd": k_mtp * (period_b[:, 0] + HW[:, 6] + HW[:, 8]),
               "mtp_heads_fwd": k_mtp * head_fwd, "mtp_heads_bwd": k_mtp * head_bwd,
               "microbatch_fixed": overhead + z2_tail + z3_edges, "pipeline": pipe,
+              "offload_fwd": offload_c[0][:, 0], "offload_bwd": offload_c[1][:, 0],
               "dp_tail": dp_tail, "gather_tail": gather_tail}
     return t_masked, step, layer_time, bd, detail, split_bound, split_times
