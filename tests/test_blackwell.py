@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from planner.cost import estimate
 from planner.launch import render, with_launch
+from planner.search import PlanRequest, plan
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 
 # Maximum achievable matmul FLOPS (stas00/ml-engineering compute/accelerator/README.md), the
@@ -100,3 +101,17 @@ def test_nvl72_keeps_tensor_parallelism_on_nvlink_across_trays_and_launches_per_
     split = estimate(MODEL, trays, TRAINING, PLAN)
     assert {c.tier for c in split.communication if c.strategy == "TP"} == {"inter_node"}
     assert split.step_time_s > est.step_time_s
+
+
+def test_one_nvl72_rack_searched_whole_or_as_nvidia_runs_it():
+    """README: on one GB200 NVL72 rack the search uses all 72 GPUs unless idle GPUs are
+    allowed, and 72 = 8 x 9 forces odd splits: Llama 3 8B then runs pp 9; with
+    search.allow_idle_gpus it runs on 64, as NVIDIA's runs do, and faster."""
+    body = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "gb200-nvl72", "num_nodes": 1},
+            "training": {"global_batch_size": 128, "seq_length": 8192, "precision": "fp8"},
+            "search": {"top_k": 1}}
+    whole = plan(PlanRequest.model_validate(body)).plans[0]
+    assert (whole.gpus_used, whole.pp) == (72, 9)
+    body["search"]["allow_idle_gpus"] = True
+    some = plan(PlanRequest.model_validate(body)).plans[0]
+    assert some.gpus_used == 64 and some.step_time_s < whole.step_time_s
