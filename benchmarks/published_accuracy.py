@@ -80,11 +80,40 @@ def replay(runs: list[dict], eff_overrides: dict | None = None
     return rows, skipped
 
 
+# Published throughput metrics that give the step time without a FLOPs convention: seconds
+# per step from (value, tokens per step, sequences per step, GPUs).
+_STEP_FROM_METRIC = {
+    "step_time_s": lambda v, tokens, seqs, gpus: v,
+    "tokens_per_s": lambda v, tokens, seqs, gpus: tokens / v,
+    "tokens_per_s_per_gpu": lambda v, tokens, seqs, gpus: tokens / (v * gpus),
+    "samples_per_s": lambda v, tokens, seqs, gpus: seqs / v,
+}
+
+
+def measured_step_time(run: dict, gpus: int) -> float:
+    """The run's measured step time: ``measured.step_time_s``, or, where a corpus gives only
+    the published figure, derived from a metric that needs no FLOPs convention (step time,
+    tokens per second overall or per GPU, samples per second). TFLOP/s and MFU figures need
+    the source's own FLOP count, so such a run must carry ``step_time_s``."""
+    measured = run["measured"]
+    if "step_time_s" in measured:
+        return float(measured["step_time_s"])
+    metric, value = measured.get("metric"), measured.get("value")
+    derive = _STEP_FROM_METRIC.get(metric)
+    if derive is None or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"measured.step_time_s is missing and measured.metric {metric!r} with "
+                       f"value {value!r} does not give it (derivable from: "
+                       f"{', '.join(_STEP_FROM_METRIC)})")
+    t = run["training"]
+    seqs = t["global_batch_size"]
+    return float(derive(value, seqs * t["seq_length"], seqs, gpus))
+
+
 def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[dict]:
     rows = []
     for run in runs:
         est, fits = predict_run(run, eff_overrides)
-        measured = run["measured"]["step_time_s"]
+        measured = measured_step_time(run, est.gpus_used)
         err = measured / est.step_time_s - 1
         # What the model misses per micro-batch a GPU runs, and per layer of a (mean) stage.
         m = run["training"]["global_batch_size"] // (est.dp * est.micro_batch_size)

@@ -121,6 +121,37 @@ def test_a_run_the_planner_refuses_is_reported_and_the_others_still_scored(tmp_p
     assert "3 runs could not be replayed" in capsys.readouterr().out
 
 
+def test_a_corpus_giving_only_the_published_throughput_is_replayed_where_it_can_be(tmp_path):
+    """A corpus entry may give the published figure without the step time: tokens per second
+    (overall or per GPU), samples per second and the step time itself give it without a FLOP
+    count; TFLOP/s or MFU do not, and such an entry is skipped naming the field it lacks."""
+    def bare(run):
+        return {**run, "measured": {k: v for k, v in run["measured"].items()
+                                    if k != "step_time_s"}}
+    derivable = [r for r in RUNS if r["measured"]["metric"] in (
+        "tokens_per_s_per_gpu", "tokens_per_s", "step_time_s")]
+    assert len(derivable) >= 100
+    # Every such corpus entry's step time is what its published figure gives.
+    stored = {x["id"]: x["measured_step_s"] for x in published_accuracy.evaluate_runs(derivable)}
+    derived = {x["id"]: x["measured_step_s"]
+               for x in published_accuracy.evaluate_runs([bare(r) for r in derivable])}
+    assert all(abs(derived[i] / stored[i] - 1) < 2e-3 for i in stored)
+    titan = next(r for r in derivable if r["id"] == "torchtitan-h100-8b-8-cp8")
+    assert titan["training"]["global_batch_size"] == 1
+    assert derived[titan["id"]] == pytest.approx(262144 / (548 * 8))
+    samples = {**bare(titan), "id": "as-samples",
+               "measured": {"metric": "samples_per_s", "value": 1 / 59.796}}
+    tflops = next(r for r in RUNS if r["measured"]["metric"] == "tflops_per_gpu")
+    data = tmp_path / "runs.json"
+    data.write_text(json.dumps({"runs": [samples, bare(tflops)]}))
+    rows, skipped = published_accuracy.replay(json.loads(data.read_text())["runs"])
+    assert [r["id"] for r in rows] == ["as-samples"]
+    assert rows[0]["measured_step_s"] == pytest.approx(59.796)
+    assert [x["id"] for x in skipped] == [tflops["id"]]
+    assert "measured.step_time_s is missing" in skipped[0]["reason"]
+    assert "'tflops_per_gpu'" in skipped[0]["reason"]
+
+
 def test_2021_zero3_falls_behind_ptdp_at_384_gpus_as_sc21_measured():
     # SC'21 Table 2 at 384 A100s: ZeRO-3 (DeepSpeed, 2021) 144 TFLOP/s against PTD-P's 153.
     # With DeepSpeed's per-tensor gathers through list all-gathers (per-rank copies), the model
