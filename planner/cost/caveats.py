@@ -26,9 +26,10 @@ BEST_DENSE_MFU: dict[tuple[str, str], tuple[tuple[tuple[float, float, str], ...]
                           (1007.95e9, 0.563, "korthikanti-1t-selective")), 102),
     ("h100", "16-bit"): (((16.11e9, 0.494, "megatron-readme-16b"),
                           (313.54e9, 0.48, "megatron-readme-314b"),
-                          (461.44e9, 0.465, "megatron-readme-462b")), 31),
-    ("h100", "fp8"): (((175.18e9, 0.449, "nemo2407-gpt3-175b-512"),
-                       (405.85e9, 0.432, "bridge-llama-3.1-405b-1024-gbs1536")), 43),
+                          (461.44e9, 0.465, "megatron-readme-462b")), 37),
+    ("h100", "fp8"): (((174.57e9, 0.471, "nemo2502-h100-gpt3-175b-512"),
+                       (175.18e9, 0.449, "nemo2407-gpt3-175b-512"),
+                       (405.85e9, 0.432, "bridge-llama-3.1-405b-1024-gbs1536")), 44),
 }
 # Points of MFU above that best before a plan is flagged (the "within 3 points").
 MFU_MARGIN = 0.03
