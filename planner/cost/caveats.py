@@ -21,9 +21,10 @@ from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 # staircase, by size: (parameters, MFU, corpus run id) -- the best of the runs of at least
 # that many parameters -- and the number of runs of the class.
 BEST_DENSE_MFU: dict[tuple[str, str], tuple[tuple[tuple[float, float, str], ...], int]] = {
-    ("a100", "16-bit"): (((6.65e9, 0.641, "llmfoundry-mpt-7b-a100-80gb-8-seq2048-mbs6"),
+    ("a100", "16-bit"): (((2.65e9, 0.717, "fa2-gpt3-2.7b-8k-flash2"),
+                          (6.65e9, 0.641, "llmfoundry-mpt-7b-a100-80gb-8-seq2048-mbs6"),
                           (13.02e9, 0.604, "torchtitan-a100-llama2-13b-none"),
-                          (1007.95e9, 0.563, "korthikanti-1t-selective")), 102),
+                          (1007.95e9, 0.563, "korthikanti-1t-selective")), 123),
     ("h100", "16-bit"): (((16.11e9, 0.494, "megatron-readme-16b"),
                           (313.54e9, 0.48, "megatron-readme-314b"),
                           (461.44e9, 0.465, "megatron-readme-462b")), 37),
