@@ -192,7 +192,7 @@ def test_deep_interleaving_and_full_memory_are_not_flagged_as_published_runs_ran
 def test_every_published_interleaved_layout_runs_as_its_closed_form():
     """SCHEDULE_MARGIN's premise: on every published interleaved run, the event simulation of
     the schedule (``cost.pipeline.simulate``) and the closed form the estimate uses agree
-    within 1.5% (the README quotes it), so none of them carries the schedule caveat."""
+    within 2.5% (the README quotes it), so none of them carries the schedule caveat."""
     from planner.cost import EfficiencyModel
     from planner.cost.caveats import SCHEDULE_MARGIN
     from planner.cost.tables import CostTables
@@ -215,4 +215,4 @@ def test_every_published_interleaved_layout_runs_as_its_closed_form():
         gaps[run["id"]] = simulate_step(est, tables).makespan / pipe - 1
         assert not any("event simulation" in x for x in est.caveats), run["id"]
     assert len(gaps) >= 20
-    assert max(abs(g) for g in gaps.values()) < 0.015 < SCHEDULE_MARGIN, gaps
+    assert max(abs(g) for g in gaps.values()) < 0.025 < SCHEDULE_MARGIN, gaps

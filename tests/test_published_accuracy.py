@@ -20,11 +20,13 @@ RUNS = published_accuracy.load_runs()
 # (PRE_BLACKWELL is the corpus before them), then the held-out batch of December 2026
 # (LATEST): torchtitan on H100 and H200 (its paper and its repository's later performance
 # pages), three papers of 2022 (GPT-NeoX-20B, OPT-175B, GLM-130B), the Nemotron-4 15B and
-# 340B reports, NeMo 25.02's performance page, MegaScale's Megatron-LM baseline and the
-# FlashAttention-2 paper's GPT training table.
+# 340B reports, NeMo 25.02's performance page, MegaScale's Megatron-LM baseline, the
+# FlashAttention-2 paper's GPT training table and torchtitan's MoE runs (its PR 2107, Nous
+# Research's DeepEP README).
 LATEST_SOURCES = ("torchtitan-paper", "gpt-neox-20b", "opt-175b", "glm-130b",
                   "nemotron-4-15b-report", "nemotron-4-340b-report", "nemo-perf-25.02",
-                  "megascale-2402.15627", "flashattention2-2307.08691")
+                  "megascale-2402.15627", "flashattention2-2307.08691", "torchtitan-pr2107",
+                  "nous-torchtitan-deepep")
 LATEST = {r["id"] for r in RUNS if r["source"] in LATEST_SOURCES
           or (r["source"] == "torchtitan" and not r["id"].startswith("torchtitan-a100-"))}
 BLACKWELL = {r["id"] for r in RUNS if r["cluster"].get("preset") in (
@@ -444,13 +446,13 @@ def _headline(runs: list[dict]) -> dict[str, tuple]:
 
 
 def test_the_headline_figures_are_the_readmes():
-    """The accuracy table at the top of the README's accuracy section (held out: 199 runs,
-    median 9.1%, max 173.4%, signed +5.1%; dense 181 at 8.4%; MoE 18 at 12.2%; fit 39 at
+    """The accuracy table at the top of the README's accuracy section (held out: 207 runs,
+    median 9.5%, max 173.4%, signed +5.8%; dense 181 at 8.4%; MoE 26 at 18.4%; fit 39 at
     2.3%), and the same table before December 2026's held-out batch joined (120 runs at
     8.8%): a change to the step model or the corpus that moves them updates the README."""
     assert _headline(RUNS) == {
-        "held out": (199, 9.1, 173.4, 5.1), "dense": (181, 8.4, 78.4, 5.1),
-        "moe": (18, 12.2, 173.4, 6.9), "fit": (39, 2.3, 11.5, -1.9)}
+        "held out": (207, 9.5, 173.4, 5.8), "dense": (181, 8.4, 78.4, 5.1),
+        "moe": (26, 18.4, 173.4, 18.4), "fit": (39, 2.3, 11.5, -1.9)}
     assert _headline(PRE_LATEST) == {
         "held out": (120, 8.8, 173.4, 3.7), "dense": (102, 8.0, 36.4, 3.7),
         "moe": (18, 12.2, 173.4, 6.9), "fit": (39, 2.3, 11.5, -1.9)}
@@ -580,7 +582,7 @@ runs_by_id = {r["id"]: r for r in RUNS}
 
 
 def test_december_2026s_held_out_batch_lands_as_the_readme_says():
-    """README, 'December 2026's held-out batch': 79 runs from ten sources new to the corpus,
+    """README, 'December 2026's held-out batch': 87 runs from twelve sources new to the corpus,
     all held out, every new sweep ordered right but two; torchtitan's H100 bf16 runs 12-27% fast
     (median 18.6%), its fp8 ones -3% to +30% (11.7%), its two H200 runs within 3.2%, its CP runs
     +25% to +78%; GPT-NeoX-20B and GLM-130B +18% to +27%; OPT-175B +1.2% but over memory with
@@ -589,9 +591,9 @@ def test_december_2026s_held_out_batch_lands_as_the_readme_says():
     NeMo 25.02's H100 GPT-3 175B -13.6%, its six B200 runs -17% to +21% (median 12.3%);
     MegaScale's Megatron-LM baseline at 256-12,288 A100 -2.5% to +7.5% (median 4.1%); the
     FlashAttention-2 paper's runs with FlashAttention -5.1% to +3.8%, without it +0.1%, +11.1%,
-    -19.6% and -31.8%."""
+    -19.6% and -31.8%; torchtitan's eight fine-grained MoE runs +31% to +57% (median 31.6%)."""
     runs = [r for r in RUNS if r["id"] in LATEST]
-    assert len(runs) == 79 and all(r["split"] == "held_out" for r in runs)
+    assert len(runs) == 87 and all(r["split"] == "held_out" for r in runs)
     assert {r["source"] for r in runs} == {"torchtitan", *LATEST_SOURCES}
     assert not {r["source"] for r in runs} - {"torchtitan"} & {r["source"] for r in PRE_LATEST}
     rows = {x["id"]: x for x in published_accuracy.evaluate_runs(runs)}
@@ -601,7 +603,7 @@ def test_december_2026s_held_out_batch_lands_as_the_readme_says():
         errs = [x["error_pct"] for i, x in rows.items() if pred(i, by_id[i])]
         return (len(errs), round(statistics.median(abs(e) for e in errs), 1),
                 round(min(errs)), round(max(errs)))
-    titan = lambda i, r: r["source"].startswith("torchtitan")  # noqa: E731
+    titan = lambda i, r: r["source"] in ("torchtitan", "torchtitan-paper")  # noqa: E731
     cp = lambda i, r: titan(i, r) and "-cp" in i  # noqa: E731
     h200 = lambda i, r: titan(i, r) and r["cluster"]["preset"] == "dgx-h200"  # noqa: E731
     rest = lambda i, r: titan(i, r) and not cp(i, r) and not h200(i, r)  # noqa: E731
@@ -632,6 +634,8 @@ def test_december_2026s_held_out_batch_lands_as_the_readme_says():
     assert (len(flash), min(flash), max(flash)) == (8, -5.1, 3.8)
     assert [fa2[f"fa2-gpt3-{m}-noflash"] for m in ("1.3b-2k", "1.3b-8k", "2.7b-2k", "2.7b-8k")
             ] == [0.1, 11.1, -19.6, -31.8]
+    assert group(lambda i, r: r["source"] in ("torchtitan-pr2107", "nous-torchtitan-deepep")) == (
+        8, 31.6, 31, 57)
     opt = rows["opt-175b-production"]
     assert round(opt["error_pct"], 1) == 1.2 and not opt["fits_in_memory"]
     model, cluster, training, plan = (
@@ -644,7 +648,7 @@ def test_december_2026s_held_out_batch_lands_as_the_readme_says():
     # Every sweep of the batch is ordered right, but the 340B ramp, whose first two stages
     # measured the same 10.3 s (a tie the model breaks), and MegaScale's eight GPU counts.
     taus = published_accuracy.sweep_taus(list(rows.values()))
-    assert len(taus) == 14
+    assert len(taus) == 15
     assert {k: t["kendall_tau"] for k, t in taus.items() if t["kendall_tau"] != 1.0} == {
         "nemotron4-340b-ramp-h100": 0.667, "megascale-megatron-175b-strong-scaling": 0.857}
     assert [by_id[f"nemotron4-340b-{g}"]["measured"]["step_time_s"] for g in (1536, 3072)] == [
