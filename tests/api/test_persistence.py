@@ -430,17 +430,20 @@ def test_a_killed_replicas_plan_job_is_run_again_by_another(database_url, tmp_pa
 
     migrate(engine)
     with live_server(database_url, log=tmp_path / "server.log",
-                     env={"PLANNER_JOB_LEASE_S": "3"}) as srv, srv.client() as c:
-        # The dead replica's job appears once this replica runs, so the 2 s lease is measured
-        # from here and not eaten by a slow start-up.
+                     env={"PLANNER_JOB_LEASE_S": "6"}) as srv, srv.client() as c:
+        # The dead replica's job appears once this replica runs, so the 4 s lease is measured
+        # from here and not eaten by a slow start-up. Leases of seconds, not the default's 30,
+        # keep the test short; with a 3 s lease and a 2 s one here, a full suite on a loaded
+        # two-core machine once read the job already failed, so both leave room for slow beats.
         t = now()
         with engine.begin() as conn:
             conn.execute(jobs_table.insert().values(
                 id="job-orphan", kind="plan", state="running", progress=0.5, request=PLAN,
                 result=None, error=None, created_at=t, started_at=t, finished_at=None,
-                owner="dead-replica", lease_until=t + timedelta(seconds=2), attempts=1))
+                owner="dead-replica", lease_until=t + timedelta(seconds=4), attempts=1))
         engine.dispose()
-        assert c.get("/v1/jobs/job-orphan").json()["state"] == "running"
+        first = c.get("/v1/jobs/job-orphan").json()
+        assert first["state"] == "running", first     # the job and its error, if it failed
         done = wait_job(c, "/v1/jobs/job-orphan", timeout=30)
-        assert done["state"] == "succeeded" and done["attempts"] == 2
+        assert done["state"] == "succeeded" and done["attempts"] == 2, done
         assert done["result"]["plans"]
