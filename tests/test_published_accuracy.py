@@ -656,3 +656,22 @@ def test_december_2026s_held_out_batch_lands_as_the_readme_says():
     # The same configuration measured twice (paper, later page): 6,258 and 5,762 tokens a GPU.
     a, b = (by_id[f"torchtitan-h100-{k}8b-8-fsdp"]["measured"]["value"] for k in ("paper-", ""))
     assert (a, b) == (6258, 5762) and round(100 * (a / b - 1)) == 9
+
+
+def test_the_per_source_rows_of_december_2026s_sources_are_the_readmes():
+    """README's per-source table, the rows of the sources December 2026's batch brought (runs,
+    median |error|, median signed)."""
+    rows = published_accuracy.evaluate_runs([r for r in RUNS if r["source"] in (
+        "torchtitan", *LATEST_SOURCES)])
+    table = {}
+    for source in ("torchtitan", *LATEST_SOURCES):
+        s = published_accuracy.summarize([r for r in rows if r["source"] == source])
+        table[source] = (s["rows"], round(s["median_abs_error_pct"], 1),
+                         round(s["median_signed_error_pct"], 1))
+    assert table == {
+        "torchtitan": (39, 15.7, 15.7), "torchtitan-paper": (10, 12.3, 12.3),
+        "gpt-neox-20b": (1, 17.8, 17.8), "opt-175b": (1, 1.2, 1.2), "glm-130b": (2, 24.6, 24.6),
+        "nemotron-4-15b-report": (3, 1.3, 0.7), "nemotron-4-340b-report": (3, 5.9, -5.9),
+        "nemo-perf-25.02": (7, 13.6, 5.7), "megascale-2402.15627": (9, 4.1, 4.1),
+        "flashattention2-2307.08691": (12, 1.6, -0.1), "torchtitan-pr2107": (2, 44.7, 44.7),
+        "nous-torchtitan-deepep": (6, 31.4, 31.4)}
