@@ -120,6 +120,7 @@ _ATTENTION_KERNELS: dict[str, dict[str, dict[str, float]]] = {
     },
 }
 
+
 def _blackwell(name: str, memory_gib: float, bf16: float, sms: int, matmul: float,
                fp8_matmul: float) -> dict[str, Any]:
     """A Blackwell preset (module docstring): 8 TB/s of HBM3e, fp8 at twice and tf32 at half
