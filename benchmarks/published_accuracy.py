@@ -12,6 +12,11 @@ choosing them). Errors are on throughput: predicted / measured - 1, so +10% mean
 (runs of one source that vary a few knobs at fixed everything else).
 
     python benchmarks/published_accuracy.py [--json results.json] [--split held_out]
+        [--data runs.json]
+
+``--data`` replays another file: a corpus like ``data/published_runs.json`` or a published
+table as a paper prints it (``{"source", "hardware", "conventions", "rows": [...]}``; see
+``published_tables.py`` for how its rows become runs).
 """
 
 from __future__ import annotations
@@ -27,11 +32,34 @@ from planner.cost import EfficiencyModel, estimate
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec, plan_violations
 from planner.validation.compare import kendall_tau
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import published_tables  # noqa: E402
+
 DATA = Path(__file__).resolve().parent / "data" / "published_runs.json"
 
 
 def load_runs(path: Path = DATA) -> list[dict]:
     return json.loads(path.read_text())["runs"]
+
+
+def load_data(path: Path) -> tuple[list[dict], list[dict]]:
+    """(runs, {"id", "reason"} of entries that cannot become one) of a corpus file
+    (``{"runs": [...]}``, this directory's format) or of a published table
+    (``{"source", "hardware", "conventions", "rows": [...]}``: ``published_tables``).
+    Raises ValueError (with the file's name and what is wrong) for anything else."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read a JSON document: {exc}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("runs"), list):
+        return doc["runs"], []
+    if isinstance(doc, dict) and "rows" in doc:
+        try:
+            return published_tables.load_table(doc, path.stem)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    raise ValueError(f"{path}: expected an object with 'runs' (a corpus) or 'rows' (a "
+                     "published table)")
 
 
 def candidates(run: dict) -> list[dict]:
@@ -219,8 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", choices=["fit", "held_out"], default=None,
                     help="only these runs (default: all)")
     args = ap.parse_args(argv)
-    runs = [r for r in load_runs(args.data) if args.split in (None, r["split"])]
+    try:
+        runs, unreadable = load_data(args.data)
+    except ValueError as exc:
+        print(f"error: --data {exc}", file=sys.stderr)
+        return 2
+    runs = [r for r in runs if args.split in (None, r.get("split"))]
     rows, skipped = replay(runs)
+    skipped = unreadable + skipped
     header = (f"{'run':<46}{'split':>9}{'gpus':>7}{'measured s':>12}{'predicted s':>13}"
               f"{'error %':>9}{'mfu':>7}")
     print(header)

@@ -1,0 +1,298 @@
+"""Published runs given as a table (``{"source", "hardware", "conventions", "rows": [...]}``,
+one row per run with the model's shape, the GPUs, the degrees, the batch and the published
+figure) turned into the corpus's requests, so that ``published_accuracy.py --data table.json``
+replays a table as it stands in a paper without hand-encoding every run first.
+
+A row that is a run of the corpus (``data/published_runs.json``: the same model shape, sequence,
+batch, GPUs and degrees on the same GPU family) is replayed as the corpus encodes it (its
+settings, its unpublished knobs, its split), with the table's figure as the measurement. Any
+other row is built from what the row and the table say, and every setting neither states is
+listed under the run's ``assumed``:
+
+- GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
+  ``hardware`` text names (A100 40/80 GB, H100, H200, B200, B300, GB200, GB300) on its DGX or
+  NVL72 preset, with the per-node network the text gives as ``N x R Gb/s``;
+- software of the time: a source dated before 2023 (a year or an arXiv number in its text) ran
+  without FlashAttention, with dropout, fp32 gradients and no gradient or parameter overlap
+  (Megatron-LM's defaults until its 2023 releases; FlashAttention-2 and the overlapped
+  distributed optimizer came that year); a later one with the planner's defaults;
+- unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
+  size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one, and
+  sequence parallelism for tensor-parallel rows from 2022 on.
+
+The published figure becomes a step time: ``step_time_s``, ``tokens_per_s``,
+``tokens_per_s_per_gpu`` or ``samples_per_s`` directly; TFLOP/s per GPU through the FLOPs
+convention the table states (``conventions``, or a row's ``flops_convention``): Megatron-LM's
+96 B s l h^2 (1 + s/6h + V/16lh) with the recomputed forward (Narayanan et al., SC'21, eq. 3),
+its 72 B s l h^2 (1 + s/6h + V/12lh) without (the same paper's count less one forward of the
+layers), or 6 N per token (Kaplan et al. 2020), N from the row's ``params_billion``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+from planner.specs import ModelSpec, TrainingSpec
+
+DATA = Path(__file__).resolve().parent / "data" / "published_runs.json"
+
+# The GPU a hardware description names, most specific first: (pattern, cluster preset, GPU).
+_HARDWARE = [
+    (r"gb300", "gb300-nvl72", None),
+    (r"gb200", "gb200-nvl72", None),
+    (r"\bb300", "dgx-b300", None),
+    (r"\bb200", "dgx-b200", None),
+    (r"h200", "dgx-h200", None),
+    (r"h100", "dgx-h100", None),
+    (r"a100[^,;]*?\b40\s*gb", "dgx-a100", "a100-40gb"),
+    (r"a100", "dgx-a100", None),
+]
+_FAMILY = {"dgx-a100": "a100", "dgx-h100": "h100", "dgx-h200": "h200", "dgx-b200": "b200",
+           "dgx-b300": "b300", "gb200-nvl72": "gb200", "gb300-nvl72": "gb300"}
+_GPUS_PER_NODE = {"gb200-nvl72": 72, "gb300-nvl72": 72}
+
+# Legacy software (module docstring): what a pre-2023 source ran.
+_LEGACY_TRAINING = {"flash_attention": False, "dropout": True, "overlap_grad_reduce": False,
+                    "overlap_param_gather": False, "grad_dtype": "fp32"}
+_DEGREES = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp")
+_DIRECT_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
+_TFLOPS_KEYS = ("tflops_per_gpu_published", "tflops_per_gpu")
+
+
+def load_table(doc: dict, name: str, corpus: list[dict] | None = None
+               ) -> tuple[list[dict], list[dict]]:
+    """(runs, {"id", "reason"} of the rows that cannot become one) of a table document
+    (module docstring); ``name`` names its source and prefixes its ids. Raises ValueError when
+    the document has no rows at all."""
+    rows = doc.get("rows")
+    if not isinstance(rows, list) or not rows:
+        raise ValueError(f"{name}: 'rows' must be a non-empty list of runs")
+    if corpus is None:
+        corpus = json.loads(DATA.read_text())["runs"]
+    index = {key: r for r in corpus if (key := _match_key(r)) is not None}
+    runs, skipped = [], []
+    for i, row in enumerate(rows):
+        try:
+            if not isinstance(row, dict):
+                raise ValueError("a row must be an object")
+            runs.append(_row_run(doc, row, name, i, index))
+        except (KeyError, TypeError, ValueError) as exc:
+            skipped.append({"id": f"{name} rows[{i}]", "reason": f"{type(exc).__name__}: {exc}"})
+    return runs, skipped
+
+
+def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
+    text = " ".join(str(doc.get(k, "")) for k in ("source", "citation", "hardware"))
+    conventions = str(row.get("flops_convention") or doc.get("conventions") or "")
+    model = _model(row)
+    cluster, preset = _cluster(doc, row)
+    gpus = _require_int(row, "gpus")
+    seq, batch = _require_int(row, "seq_length"), _require_int(row, "global_batch_size")
+    degrees = {k: int(row[k]) for k in _DEGREES if row.get(k) is not None}
+    degrees.setdefault("dp", _derived_dp(degrees, gpus))
+    used = (degrees.get("tp", 1) * degrees.get("pp", 1) * degrees["dp"] * degrees.get("cp", 1))
+    if used != gpus:
+        raise ValueError(f"gpus {gpus} is not tp x pp x dp x cp = {used}")
+    measured = _measured(row, conventions, model, gpus)
+    found = index.get(json.dumps([_FAMILY.get(preset), model["num_layers"],
+                                  model["hidden_size"], model["num_attention_heads"],
+                                  model.get("vocab_size"), seq, batch, gpus,
+                                  [degrees.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep")]]))
+    if found is not None:
+        run = copy.deepcopy(found)
+        run["measured"] = measured
+        run["assumed"] = [f"the corpus's run {found['id']}: its settings and split, the "
+                          "table's figure"] + list(found.get("assumed", []))
+        run["split"] = row.get("split", found["split"])
+        return run
+    year = _year(text)
+    training: dict = {"global_batch_size": batch, "seq_length": seq}
+    assumed = []
+    if year is not None and year < 2023:
+        training.update(_LEGACY_TRAINING)
+        assumed.append(f"software of {year}: no FlashAttention, dropout, fp32 gradients, no "
+                       "gradient or parameter overlap")
+    elif year is None:
+        assumed.append("no date in the source: the planner's default (current) software")
+    training["precision"] = row.get("precision") or doc.get("precision") or _precision(text)
+    training.update(doc.get("training") or {})
+    training.update(row.get("training") or {})
+    for key in TrainingSpec.model_fields:
+        if key in row and key not in ("global_batch_size", "seq_length"):
+            training[key] = row[key]
+    plan: dict = {**degrees, **{k: row[k] for k in ("micro_batch_size", "zero_stage",
+                                                    "sequence_parallel", "recompute",
+                                                    "recompute_num_layers") if k in row}}
+    plan.update(row.get("plan") or {})
+    tune: dict = {}
+    if "micro_batch_size" not in plan:
+        tune["micro_batch_size"] = [1, 2, 4, 8]
+        assumed.append("micro_batch_size: not published; the fastest that fits of 1, 2, 4, 8")
+    if "recompute" not in plan:
+        named = _recompute(conventions + " " + text)
+        if named:
+            plan["recompute"] = named
+        else:
+            tune["recompute"] = ["none", "selective", "full"]
+            assumed.append("recompute: not published; the fastest that fits")
+    if ("sequence_parallel" not in plan and plan.get("tp", 1) > 1
+            and (year is None or year >= 2022)):
+        tune["sequence_parallel"] = [False, True]
+    return {"id": str(row.get("id") or f"{name}-{i}-{_slug(model['name'])}"),
+            "source": str(row.get("source") or name),
+            "citation": str(doc.get("source", "")),
+            "sweep": row.get("sweep") or doc.get("sweep") or name,
+            "model": model, "cluster": cluster, "training": training, "plan": plan,
+            "tune": tune, "measured": measured, "assumed": assumed,
+            "split": row.get("split", doc.get("split", "held_out"))}
+
+
+def _model(row: dict) -> dict:
+    model = {k: row[k] for k in ModelSpec.model_fields if k in row}
+    if isinstance(row.get("model"), dict):
+        model.update(row["model"])
+    elif "name" not in model:
+        model["name"] = str(row.get("model") or "model")
+    for key in ("num_layers", "hidden_size", "num_attention_heads"):
+        if key not in model:
+            raise ValueError(f"{key!r} is missing (the model's shape)")
+    return model
+
+
+def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
+    gpus = _require_int(row, "gpus")
+    given = row.get("cluster") or doc.get("cluster")
+    if given:
+        cluster = dict(given)
+        return cluster, cluster.get("preset")
+    text = f"{row.get('hardware', '')} {doc.get('hardware', '')}".lower()
+    found = next((x for x in _HARDWARE if re.search(x[0], text)), None)
+    if found is None:
+        raise ValueError("'hardware' names no GPU the planner has a preset for (A100, H100, "
+                         "H200, B200, B300, GB200, GB300); give 'cluster' as a cluster spec")
+    _, preset, gpu = found
+    per_node = _GPUS_PER_NODE.get(preset, 8)
+    if gpus < per_node:
+        cluster = {"preset": preset, "num_nodes": 1, "gpus_per_node": gpus}
+    elif gpus % per_node:
+        raise ValueError(f"gpus {gpus} is not a whole number of {per_node}-GPU nodes; give "
+                         "'cluster' as a cluster spec")
+    else:
+        cluster = {"preset": preset, "num_nodes": gpus // per_node}
+    if gpu:
+        cluster["gpu"] = gpu
+    nics = re.search(r"(\d+)\s*x\s*(\d+)\s*gb/s", text)
+    if nics and preset.startswith("dgx"):
+        cluster["inter_node"] = {"kind": "infiniband",
+                                 "bandwidth_gb_per_s": int(nics[1]) * int(nics[2]) / 8,
+                                 "latency_us": 5.0, "nics_per_node": int(nics[1])}
+    return cluster, preset
+
+
+def _measured(row: dict, conventions: str, model: dict, gpus: int) -> dict:
+    for key in _DIRECT_METRICS:
+        if row.get(key) is not None:
+            return {"metric": key, "value": _positive(row, key)}
+    for key in _TFLOPS_KEYS:
+        if row.get(key) is not None:
+            tflops = _positive(row, key)
+            flops = _step_flops(conventions, row, model)
+            return {"metric": "tflops_per_gpu", "value": tflops,
+                    "step_time_s": flops / (tflops * 1e12 * gpus),
+                    "flops_convention": conventions[:300]}
+    raise ValueError("no published figure: give one of "
+                     + ", ".join(_DIRECT_METRICS + _TFLOPS_KEYS))
+
+
+def _step_flops(conventions: str, row: dict, model: dict) -> float:
+    """FLOPs of one step as the source counted them (module docstring)."""
+    c = re.sub(r"[\s*·×]", "", conventions.lower())
+    B, s = row["global_batch_size"], row["seq_length"]
+    l, h = model["num_layers"], model["hidden_size"]
+    V = model.get("vocab_size")
+    if "96bslh^2" in c or "96bslh2" in c:
+        return 96 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (16 * l * h))
+    if "72bslh^2" in c or "72bslh2" in c:
+        return 72 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (12 * l * h))
+    if re.search(r"(?<![\w.])6\s*[*x·×]?\s*(n|params|parameters)\b", conventions.lower()):
+        return 6 * _positive(row, "params_billion") * 1e9 * B * s
+    raise ValueError("a TFLOP/s figure needs the source's FLOPs convention: 'conventions' "
+                     "(or the row's 'flops_convention') must name 96*B*s*l*h^2 (with "
+                     "recompute), 72*B*s*l*h^2 (without) or 6N")
+
+
+def _vocab(v: object) -> int:
+    if not isinstance(v, int) or v <= 0:
+        raise ValueError("'vocab_size' is needed to undo a Megatron FLOPs count")
+    return v
+
+
+def _match_key(run: dict) -> str | None:
+    m, c, t, p = run["model"], run["cluster"], run["training"], run["plan"]
+    if "num_layers" not in m or c.get("preset") not in _FAMILY:
+        return None
+    family = _FAMILY[c["preset"]]
+    if isinstance(c.get("gpu"), str) and c["gpu"] == "a100-40gb":
+        family = "a100-40gb"
+    gpus = c.get("num_nodes", 1) * c.get("gpus_per_node", _GPUS_PER_NODE.get(c["preset"], 8))
+    degrees = [p.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep")]
+    if degrees[0] * degrees[1] * degrees[2] * degrees[3] != gpus:
+        return None
+    return json.dumps([family, m["num_layers"], m["hidden_size"], m["num_attention_heads"],
+                       m.get("vocab_size"), t["seq_length"], t["global_batch_size"], gpus,
+                       degrees])
+
+
+def _derived_dp(degrees: dict, gpus: int) -> int:
+    rest = degrees.get("tp", 1) * degrees.get("pp", 1) * degrees.get("cp", 1)
+    if gpus % rest:
+        raise ValueError(f"gpus {gpus} is not a multiple of tp x pp x cp = {rest}")
+    return gpus // rest
+
+
+def _year(text: str) -> int | None:
+    years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", text)]
+    years += [2000 + int(y) for y in re.findall(r"\b(?:sc|neurips|icml|mlsys|iclr)\s*'(\d\d)\b",
+                                                text.lower())]
+    years += [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}\b", text)]
+    return min(years) if years else None
+
+
+def _precision(text: str) -> str:
+    t = text.lower()
+    if re.search(r"\bfp8\b", t) and "peak" not in t:
+        return "fp8"
+    return "fp16" if "fp16" in t and "bf16" not in t else "bf16"
+
+
+def _recompute(text: str) -> str | None:
+    t = text.lower()
+    if "selective" in t:
+        return "selective"
+    if re.search(r"(full|activation) (activation )?recomputation|recomputed forward|"
+                 r"activation checkpointing", t):
+        return "full"
+    if re.search(r"no (activation )?recomput", t):
+        return "none"
+    return None
+
+
+def _require_int(row: dict, key: str) -> int:
+    value = row.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive(row: dict, key: str) -> float:
+    value = row.get(key)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{key!r} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") or "run"

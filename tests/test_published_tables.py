@@ -1,0 +1,161 @@
+"""Published tables as papers print them (``benchmarks/published_tables.py``): each row becomes
+the run the corpus would hold, the published figure the step time the source measured, and a
+row that cannot become a run is reported with the field at fault while the others are scored."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import published_accuracy  # noqa: E402
+import published_tables  # noqa: E402
+
+TABLE = ROOT / "benchmarks" / "data" / "tables" / "megatron_sc21_table1.json"
+SC21 = {r["model"]["name"]: r for r in published_accuracy.load_runs()
+        if r.get("sweep") == "sc21-t1-weak-scaling"}
+
+
+def _table(rows: list[dict], **doc) -> dict:
+    return {"source": "Example et al. 2024", "hardware": "DGX H100, 8x H100 SXM per node, "
+            "8x 400 Gb/s InfiniBand", "conventions": "FLOPs = 6N per token", "rows": rows,
+            **doc}
+
+
+ROW = {"model": "Llama-ish 8B", "num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+       "num_kv_heads": 8, "ffn_hidden_size": 14336, "ffn_type": "swiglu", "vocab_size": 128256,
+       "seq_length": 8192, "global_batch_size": 128, "gpus": 64, "tp": 2, "pp": 1,
+       "params_billion": 8.03, "tflops_per_gpu": 400}
+
+
+def test_the_sc21_table_replays_as_the_corpus_runs_it_holds(tmp_path):
+    """The shared SC'21 Table 1 file: every row is a corpus run (fit split, its settings), its
+    published TFLOP/s undone through the table's stated convention to the corpus's step time."""
+    out = tmp_path / "acc.json"
+    assert published_accuracy.main(["--data", str(TABLE), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["skipped"] == []
+    assert len(result["rows"]) == 10
+    corpus = {r["id"]: r for r in published_accuracy.evaluate_runs(list(SC21.values()))}
+    for row in result["rows"]:
+        assert row["split"] == "fit"
+        assert row["measured_step_s"] == pytest.approx(corpus[row["id"]]["measured_step_s"],
+                                                       rel=1e-4)
+        assert row["predicted_step_s"] == corpus[row["id"]]["predicted_step_s"]
+    assert result["summary"]["fit"]["rows"] == 10
+    assert result["summary"]["held_out"]["rows"] == 0
+
+
+def test_a_row_outside_the_corpus_is_built_from_the_table_alone():
+    """Without the corpus to match, the same table gives the same requests: 2021 software
+    (from "SC'21"), full recompute (from the conventions), the DGX A100 network the hardware
+    text gives, and predictions within 5% of the hand-encoded runs'."""
+    runs, skipped = published_tables.load_table(json.loads(TABLE.read_text()), "t1", corpus=[])
+    assert skipped == []
+    for run in runs:
+        assert run["split"] == "held_out"
+        assert run["plan"]["recompute"] == "full"
+        assert run["training"]["flash_attention"] is False
+        assert run["training"]["overlap_grad_reduce"] is False
+        assert any("software of 2021" in a for a in run["assumed"])
+        assert run["cluster"]["preset"] == "dgx-a100"
+        assert run["cluster"]["inter_node"]["bandwidth_gb_per_s"] == 200
+        assert run["tune"]["micro_batch_size"] == [1, 2, 4, 8]
+    built = published_accuracy.evaluate_runs(runs)
+    encoded = {r["id"]: r for r in published_accuracy.evaluate_runs(list(SC21.values()))}
+    for run, row in zip(runs, built, strict=True):
+        ref = encoded[SC21[run["model"]["name"]]["id"]]
+        assert row["measured_step_s"] == pytest.approx(ref["measured_step_s"], rel=1e-4)
+        assert row["predicted_step_s"] == pytest.approx(ref["predicted_step_s"], rel=0.05)
+
+
+def test_flops_conventions_worked_by_hand():
+    """One row per convention, the step time worked by hand:
+    6N: 6 x 8.03e9 x 128 x 8192 = 5.0520e16 FLOPs, / (400e12 x 64) = 1.97345 s;
+    72 B s l h^2 (1 + s/6h + V/12lh) = 72 x 128 x 8192 x 32 x 4096^2 x (1 + 8192/24576 +
+    128256/1572864) = 5.7348e16 -> 2.24017 s; the 96 form with V/16lh:
+    96 x ... x (1 + 1/3 + 128256/2097152) = 7.5363e16 -> 2.94386 s."""
+    runs, skipped = published_tables.load_table(_table([ROW]), "x", corpus=[])
+    assert skipped == []
+    assert runs[0]["measured"]["step_time_s"] == pytest.approx(1.97345, rel=1e-5)
+    for conv, want in (("72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h))", 2.24017),
+                       ("96 * B * s * l * h^2 (1 + s/6h + V/16lh)", 2.94386)):
+        runs, _ = published_tables.load_table(_table([ROW], conventions=conv), "x", corpus=[])
+        assert runs[0]["measured"]["step_time_s"] == pytest.approx(want, rel=1e-5)
+    # A direct figure needs no convention: 64 GPUs x 2,000 tokens/s/GPU, 1,048,576 tokens.
+    direct = {k: v for k, v in ROW.items() if k != "tflops_per_gpu"}
+    runs, _ = published_tables.load_table(
+        _table([{**direct, "tokens_per_s_per_gpu": 2000}], conventions=""), "x", corpus=[])
+    row = published_accuracy.evaluate_runs(runs)[0]
+    assert row["measured_step_s"] == pytest.approx(128 * 8192 / (2000 * 64))
+
+
+def test_hardware_date_and_knobs_read_from_the_text():
+    runs, _ = published_tables.load_table(_table([ROW]), "x", corpus=[])
+    run = runs[0]
+    assert run["cluster"] == {"preset": "dgx-h100", "num_nodes": 8, "inter_node": {
+        "kind": "infiniband", "bandwidth_gb_per_s": 400.0, "latency_us": 5.0,
+        "nics_per_node": 8}}
+    assert "flash_attention" not in run["training"]          # 2024: current software
+    assert run["plan"] == {"tp": 2, "pp": 1, "dp": 32}
+    assert run["tune"]["recompute"] == ["none", "selective", "full"]
+    assert run["tune"]["sequence_parallel"] == [False, True]
+    assert run["model"]["ffn_type"] == "swiglu" and run["model"]["num_kv_heads"] == 8
+    forty = _table([{**ROW, "gpus": 4, "tp": 4, "dp": 1}],
+                   hardware="DGX A100 40GB", source="arXiv 2205.05198")
+    run = published_tables.load_table(forty, "x", corpus=[])[0][0]
+    assert run["cluster"] == {"preset": "dgx-a100", "num_nodes": 1, "gpus_per_node": 4,
+                              "gpu": "a100-40gb"}
+    assert run["training"]["flash_attention"] is False       # arXiv 2205: 2022
+    assert "sequence_parallel" in run["tune"]                # 2022: Megatron's SP exists
+    assert published_accuracy.evaluate_runs([run])[0]["gpus"] == 4
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"hardware": "a TPU v4 pod"}, "'hardware' names no GPU"),
+    ({"gpus": 60}, "gpus 60"),
+    ({"gpus": 12, "tp": 1}, "gpus 12 is not a whole number of 8-GPU nodes"),
+    ({"tflops_per_gpu": None}, "no published figure"),
+    ({"tflops_per_gpu": -3}, "'tflops_per_gpu' must be a positive number"),
+    ({"conventions": "model FLOPs"}, "FLOPs convention"),
+    ({"hidden_size": None}, "'hidden_size' is missing"),
+    ({"global_batch_size": "128"}, "'global_batch_size' must be a positive integer"),
+])
+def test_a_row_that_cannot_become_a_run_names_its_field(change, reason):
+    """Each bad row is reported with the field and why; the good rows beside it still load."""
+    doc_keys = {"hardware", "conventions"}
+    bad = {k: v for k, v in {**ROW, **change}.items() if k not in doc_keys and v is not None}
+    bad_doc = {k: v for k, v in change.items() if k in doc_keys}
+    rows = [ROW, bad] if not bad_doc else [ROW]
+    runs, skipped = published_tables.load_table(_table(rows, **bad_doc), "x", corpus=[])
+    if bad_doc:
+        assert runs == [] and skipped[0]["id"] == "x rows[0]"
+    else:
+        assert len(runs) == 1 and skipped[0]["id"] == "x rows[1]"
+    assert reason in skipped[0]["reason"]
+
+
+def test_the_benchmark_refuses_a_file_that_is_neither_a_corpus_nor_a_table(tmp_path, capsys):
+    for name, text in (("list.json", "[1, 2]"), ("broken.json", "{\"rows\": ["),
+                       ("empty.json", "{\"rows\": []}")):
+        path = tmp_path / name
+        path.write_text(text)
+        assert published_accuracy.main(["--data", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --data ") and name in err
+    assert published_accuracy.main(["--data", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_bad_rows_are_listed_beside_the_scored_ones(tmp_path, capsys):
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps(_table([ROW, {**ROW, "gpus": 60}])))
+    out = tmp_path / "acc.json"
+    assert published_accuracy.main(["--data", str(path), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [r["id"] for r in result["rows"]] == ["table-0-llama-ish-8b"]
+    assert result["skipped"][0]["id"] == "table rows[1]"
+    assert "1 runs could not be replayed" in capsys.readouterr().out
