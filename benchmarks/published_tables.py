@@ -9,9 +9,13 @@ settings, its unpublished knobs, its split), with the table's figure as the meas
 other row is built from what the row and the table say, and every setting neither states is
 listed under the run's ``assumed``:
 
+- columns: the corpus's names (``gpus``, ``seq_length``, ``global_batch_size``, ``tp``, ...)
+  or the usual others (``num_gpus``, ``seq_len``, ``batch_size``, ``tensor_parallel``, ...:
+  ``_ALIASES``); model fields by the planner's ModelSpec names;
 - GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
   ``hardware`` text names (A100 40/80 GB, H100, H200, B200, B300, GB200, GB300) on its DGX or
-  NVL72 preset, with the per-node network the text gives as ``N x R Gb/s``;
+  NVL72 preset, or V100 on a DGX-2 or DGX-1 (``_V100_NODES``), with the per-node network the
+  text gives as ``N x R Gb/s``;
 - software of the time: a source dated before 2023 (a year or an arXiv number in its text) ran
   without FlashAttention, with dropout, fp32 gradients and no gradient or parameter overlap
   (Megatron-LM's defaults until its 2023 releases; FlashAttention-2 and the overlapped
@@ -25,7 +29,8 @@ The published figure becomes a step time: ``step_time_s``, ``tokens_per_s``,
 convention the table states (``conventions``, or a row's ``flops_convention``): Megatron-LM's
 96 B s l h^2 (1 + s/6h + V/16lh) with the recomputed forward (Narayanan et al., SC'21, eq. 3),
 its 72 B s l h^2 (1 + s/6h + V/12lh) without (the same paper's count less one forward of the
-layers), or 6 N per token (Kaplan et al. 2020), N from the row's ``params_billion``.
+layers), or 6 N per token (Kaplan et al. 2020), N from the row's ``params_billion``; an MFU
+figure (fraction or percent) through the same convention over the GPU's 16-bit peak.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import json
 import re
 from pathlib import Path
 
-from planner.specs import ModelSpec, TrainingSpec
+from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 
 DATA = Path(__file__).resolve().parent / "data" / "published_runs.json"
 
@@ -49,7 +54,12 @@ _HARDWARE = [
     (r"h100", "dgx-h100", None),
     (r"a100[^,;]*?\b40\s*gb", "dgx-a100", "a100-40gb"),
     (r"a100", "dgx-a100", None),
+    (r"v100", "v100", None),
 ]
+# V100 servers have no cluster preset: DGX-2 (16 V100 on NVSwitch, 150 GB/s a GPU each way,
+# 8 x 100 Gb/s EDR InfiniBand) or DGX-1 (8 V100, NVLink hybrid cube-mesh, 4 x 100 Gb/s), from
+# NVIDIA's DGX-2 and DGX-1 datasheets; the network the text gives replaces the default.
+_V100_NODES = {"dgx-2": (16, "nvswitch", 150, 100, 8), "dgx-1": (8, "nvlink", 150, 50, 4)}
 _FAMILY = {"dgx-a100": "a100", "dgx-h100": "h100", "dgx-h200": "h200", "dgx-b200": "b200",
            "dgx-b300": "b300", "gb200-nvl72": "gb200", "gb300-nvl72": "gb300"}
 _GPUS_PER_NODE = {"gb200-nvl72": 72, "gb300-nvl72": 72}
@@ -60,6 +70,7 @@ _LEGACY_TRAINING = {"flash_attention": False, "dropout": True, "overlap_grad_red
 _DEGREES = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp")
 _DIRECT_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
 _TFLOPS_KEYS = ("tflops_per_gpu_published", "tflops_per_gpu")
+# MFU figures: a fraction or a percentage, against the 16-bit peak (``_with_mfu_step``).
 
 
 def load_table(doc: dict, name: str, corpus: list[dict] | None = None
@@ -84,7 +95,31 @@ def load_table(doc: dict, name: str, corpus: list[dict] | None = None
     return runs, skipped
 
 
+# Other names tables give the same columns (first the name this module reads).
+_ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size"),
+            "seq_length": ("seq_len", "sequence_length"),
+            "global_batch_size": ("batch_size", "gbs"),
+            "micro_batch_size": ("mbs",),
+            "num_layers": ("layers", "n_layers"), "hidden_size": ("hidden", "d_model"),
+            "num_attention_heads": ("heads", "n_heads", "num_heads"),
+            "tp": ("tensor_parallel",), "pp": ("pipeline_parallel",),
+            "dp": ("data_parallel",), "cp": ("context_parallel",), "ep": ("expert_parallel",),
+            "vpp": ("virtual_stages", "virtual_pipeline_stages"),
+            "step_time_s": ("iteration_time_s", "seconds_per_step"),
+            "tokens_per_s_per_gpu": ("tokens_per_sec_per_gpu", "tps_per_gpu")}
+
+
+def _canonical(row: dict) -> dict:
+    out = dict(row)
+    for key, names in _ALIASES.items():
+        for alias in names:
+            if key not in out and alias in out:
+                out[key] = out.pop(alias)
+    return out
+
+
 def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
+    row = _canonical(row)
     text = " ".join(str(doc.get(k, "")) for k in ("source", "citation", "hardware"))
     conventions = str(row.get("flops_convention") or doc.get("conventions") or "")
     model = _model(row)
@@ -97,13 +132,13 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     if used != gpus:
         raise ValueError(f"gpus {gpus} is not tp x pp x dp x cp = {used}")
     measured = _measured(row, conventions, model, gpus)
-    found = index.get(json.dumps([_FAMILY.get(preset), model["num_layers"],
+    found = index.get(json.dumps([_family(cluster, preset), model["num_layers"],
                                   model["hidden_size"], model["num_attention_heads"],
                                   model.get("vocab_size"), seq, batch, gpus,
                                   [degrees.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep")]]))
     if found is not None:
         run = copy.deepcopy(found)
-        run["measured"] = measured
+        run["measured"] = _with_mfu_step(measured, run["cluster"], gpus)
         run["assumed"] = [f"the corpus's run {found['id']}: its settings and split, the "
                           "table's figure"] + list(found.get("assumed", []))
         run["split"] = row.get("split", found["split"])
@@ -117,7 +152,8 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
                        "gradient or parameter overlap")
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
-    training["precision"] = row.get("precision") or doc.get("precision") or _precision(text)
+    training["precision"] = (row.get("precision") or doc.get("precision")
+                             or ("fp16" if preset == "v100" else _precision(text)))
     training.update(doc.get("training") or {})
     training.update(row.get("training") or {})
     for key in TrainingSpec.model_fields:
@@ -146,7 +182,8 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
             "citation": str(doc.get("source", "")),
             "sweep": row.get("sweep") or doc.get("sweep") or name,
             "model": model, "cluster": cluster, "training": training, "plan": plan,
-            "tune": tune, "measured": measured, "assumed": assumed,
+            "tune": tune, "measured": _with_mfu_step(measured, cluster, gpus),
+            "assumed": assumed,
             "split": row.get("split", doc.get("split", "held_out"))}
 
 
@@ -174,6 +211,8 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
         raise ValueError("'hardware' names no GPU the planner has a preset for (A100, H100, "
                          "H200, B200, B300, GB200, GB300); give 'cluster' as a cluster spec")
     _, preset, gpu = found
+    if preset == "v100":
+        return _v100_cluster(text, gpus), preset
     per_node = _GPUS_PER_NODE.get(preset, 8)
     if gpus < per_node:
         cluster = {"preset": preset, "num_nodes": 1, "gpus_per_node": gpus}
@@ -192,6 +231,22 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     return cluster, preset
 
 
+def _v100_cluster(text: str, gpus: int) -> dict:
+    per_node, kind, nvlink, network, nics = _V100_NODES[
+        "dgx-2" if re.search(r"dgx-?2", text) else "dgx-1"]
+    if gpus % per_node and gpus > per_node:
+        raise ValueError(f"gpus {gpus} is not a whole number of {per_node}-GPU nodes; give "
+                         "'cluster' as a cluster spec")
+    given = re.search(r"(\d+)\s*x\s*(\d+)\s*gb/s", text)
+    if given:
+        nics, network = int(given[1]), int(given[1]) * int(given[2]) / 8
+    return {"name": "v100", "num_nodes": max(1, gpus // per_node),
+            "gpus_per_node": min(per_node, gpus), "gpu": "v100-32gb",
+            "intra_node": {"kind": kind, "bandwidth_gb_per_s": nvlink, "latency_us": 1.0},
+            "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": network,
+                           "latency_us": 5.0, "nics_per_node": nics}}
+
+
 def _measured(row: dict, conventions: str, model: dict, gpus: int) -> dict:
     for key in _DIRECT_METRICS:
         if row.get(key) is not None:
@@ -203,8 +258,27 @@ def _measured(row: dict, conventions: str, model: dict, gpus: int) -> dict:
             return {"metric": "tflops_per_gpu", "value": tflops,
                     "step_time_s": flops / (tflops * 1e12 * gpus),
                     "flops_convention": conventions[:300]}
+    if row.get("mfu") is not None:
+        mfu = _positive(row, "mfu")
+        mfu = mfu / 100 if mfu > 1 else mfu
+        return {"metric": "mfu", "value": mfu, "flops": _step_flops(conventions, row, model),
+                "flops_convention": conventions[:300]}
     raise ValueError("no published figure: give one of "
-                     + ", ".join(_DIRECT_METRICS + _TFLOPS_KEYS))
+                     + ", ".join(_DIRECT_METRICS + _TFLOPS_KEYS + ("mfu",)))
+
+
+def _with_mfu_step(measured: dict, cluster: dict, gpus: int) -> dict:
+    """An MFU figure's step time: the source's FLOPs over MFU x the GPU's dense 16-bit peak
+    (bf16, or fp16 where the GPU has no bf16: the peak MFU is quoted against by PaLM's
+    appendix B and the reports that followed it, fp8 runs included)."""
+    if measured["metric"] != "mfu":
+        return measured
+    peaks = ClusterSpec.model_validate(cluster).gpu.peak_tflops
+    peak = peaks.bf16 or peaks.fp16
+    if not peak:
+        raise ValueError("an MFU figure needs a GPU with a 16-bit peak")
+    flops = measured.pop("flops")
+    return {**measured, "step_time_s": flops / (measured["value"] * peak * 1e12 * gpus)}
 
 
 def _step_flops(conventions: str, row: dict, model: dict) -> float:
@@ -234,9 +308,7 @@ def _match_key(run: dict) -> str | None:
     m, c, t, p = run["model"], run["cluster"], run["training"], run["plan"]
     if "num_layers" not in m or c.get("preset") not in _FAMILY:
         return None
-    family = _FAMILY[c["preset"]]
-    if isinstance(c.get("gpu"), str) and c["gpu"] == "a100-40gb":
-        family = "a100-40gb"
+    family = _family(c, c["preset"])
     gpus = c.get("num_nodes", 1) * c.get("gpus_per_node", _GPUS_PER_NODE.get(c["preset"], 8))
     degrees = [p.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep")]
     if degrees[0] * degrees[1] * degrees[2] * degrees[3] != gpus:
@@ -244,6 +316,12 @@ def _match_key(run: dict) -> str | None:
     return json.dumps([family, m["num_layers"], m["hidden_size"], m["num_attention_heads"],
                        m.get("vocab_size"), t["seq_length"], t["global_batch_size"], gpus,
                        degrees])
+
+
+def _family(cluster: dict, preset: str | None) -> str | None:
+    """The GPU family a run's cluster names (A100 40 GB apart from 80 GB)."""
+    gpu = cluster.get("gpu")
+    return "a100-40gb" if gpu == "a100-40gb" else _FAMILY.get(preset or "")
 
 
 def _derived_dp(degrees: dict, gpus: int) -> int:

@@ -159,3 +159,34 @@ def test_bad_rows_are_listed_beside_the_scored_ones(tmp_path, capsys):
     assert [r["id"] for r in result["rows"]] == ["table-0-llama-ish-8b"]
     assert result["skipped"][0]["id"] == "table rows[1]"
     assert "1 runs could not be replayed" in capsys.readouterr().out
+
+
+def test_mfu_figures_aliases_and_v100_servers():
+    """An MFU row under other column names: 6N FLOPs / (MFU x 989 TFLOP/s x GPUs) =
+    5.0520e16 / (0.40 x 989.4e12 x 64) = 1.99460 s; "40" and 0.40 read alike. A V100 row on
+    DGX-2 nodes: 16 GPUs a node on NVSwitch, the 8 x 100 Gb/s network, fp16."""
+    renamed = {"num_gpus": 64, "seq_len": 8192, "batch_size": 128, "tensor_parallel": 2,
+               "layers": 32, "d_model": 4096, "n_heads": 32}
+    base = {k: v for k, v in ROW.items() if k not in ("gpus", "seq_length", "global_batch_size",
+                                                      "tp", "num_layers", "hidden_size",
+                                                      "num_attention_heads", "tflops_per_gpu")}
+    for mfu in (0.40, 40):
+        runs, skipped = published_tables.load_table(
+            _table([{**base, **renamed, "mfu": mfu}]), "x", corpus=[])
+        assert skipped == []
+        assert runs[0]["measured"]["step_time_s"] == pytest.approx(1.99460, rel=1e-5)
+        assert runs[0]["plan"]["tp"] == 2 and runs[0]["model"]["hidden_size"] == 4096
+    v100 = {"model": "GPT-2 8.3B", "num_layers": 72, "hidden_size": 3072,
+            "num_attention_heads": 24, "vocab_size": 51200, "seq_length": 1024,
+            "global_batch_size": 512, "gpus": 512, "tp": 8, "step_time_s": 1.5}
+    runs, skipped = published_tables.load_table(
+        _table([v100], source="Shoeybi et al. 2019", hardware="32 DGX-2H servers, 16 V100 "
+               "32GB each, 8 x 100 Gb/s InfiniBand"), "x", corpus=[])
+    assert skipped == []
+    run = runs[0]
+    assert run["training"]["precision"] == "fp16"
+    assert run["cluster"]["gpus_per_node"] == 16 and run["cluster"]["num_nodes"] == 32
+    assert run["cluster"]["inter_node"]["bandwidth_gb_per_s"] == 100
+    assert run["cluster"]["intra_node"]["kind"] == "nvswitch"
+    row = published_accuracy.evaluate_runs([run])[0]
+    assert row["gpus"] == 512 and row["plan"]["dp"] == 64
