@@ -126,7 +126,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     cluster, preset = _cluster(doc, row)
     gpus = _require_int(row, "gpus")
     seq, batch = _require_int(row, "seq_length"), _require_int(row, "global_batch_size")
-    degrees = {k: int(row[k]) for k in _DEGREES if row.get(k) is not None}
+    degrees = {k: _require_int(row, k) for k in _DEGREES if row.get(k) is not None}
     degrees.setdefault("dp", _derived_dp(degrees, gpus))
     used = (degrees.get("tp", 1) * degrees.get("pp", 1) * degrees["dp"] * degrees.get("cp", 1))
     if used != gpus:
@@ -144,7 +144,24 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         run["split"] = row.get("split", found["split"])
         return run
     year = _year(text)
-    training: dict = {"global_batch_size": batch, "seq_length": seq}
+    training, assumed = _training(doc, row, year, preset, text)
+    plan, tune, more = _plan(row, degrees, year, conventions + " " + text)
+    return {"id": str(row.get("id") or f"{name}-{i}-{_slug(model['name'])}"),
+            "source": str(row.get("source") or name),
+            "citation": str(doc.get("source", "")),
+            "sweep": row.get("sweep") or doc.get("sweep") or name,
+            "model": model, "cluster": cluster, "training": training, "plan": plan,
+            "tune": tune, "measured": _with_mfu_step(measured, cluster, gpus),
+            "assumed": assumed + more,
+            "split": row.get("split", doc.get("split", "held_out"))}
+
+
+def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: str
+              ) -> tuple[dict, list[str]]:
+    """The row's TrainingSpec and what was assumed for it: the software of its date, its
+    precision, then whatever the table and the row set by the planner's field names."""
+    training: dict = {"global_batch_size": row["global_batch_size"],
+                      "seq_length": row["seq_length"]}
     assumed = []
     if year is not None and year < 2023:
         training.update(_LEGACY_TRAINING)
@@ -156,19 +173,26 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
                              or ("fp16" if preset == "v100" else _precision(text)))
     training.update(doc.get("training") or {})
     training.update(row.get("training") or {})
-    for key in TrainingSpec.model_fields:
-        if key in row and key not in ("global_batch_size", "seq_length"):
-            training[key] = row[key]
+    training.update({k: row[k] for k in TrainingSpec.model_fields if k in row})
+    return training, assumed
+
+
+def _plan(row: dict, degrees: dict, year: int | None, text: str
+          ) -> tuple[dict, dict, list[str]]:
+    """(plan, knobs to tune, what was assumed): the published degrees and knobs; the
+    micro-batch, the recompute mode (unless the text names it) and, for tensor-parallel rows
+    from 2022 on, sequence parallelism are tuned where the row leaves them out."""
     plan: dict = {**degrees, **{k: row[k] for k in ("micro_batch_size", "zero_stage",
                                                     "sequence_parallel", "recompute",
                                                     "recompute_num_layers") if k in row}}
     plan.update(row.get("plan") or {})
     tune: dict = {}
+    assumed = []
     if "micro_batch_size" not in plan:
         tune["micro_batch_size"] = [1, 2, 4, 8]
         assumed.append("micro_batch_size: not published; the fastest that fits of 1, 2, 4, 8")
     if "recompute" not in plan:
-        named = _recompute(conventions + " " + text)
+        named = _recompute(text)
         if named:
             plan["recompute"] = named
         else:
@@ -177,14 +201,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     if ("sequence_parallel" not in plan and plan.get("tp", 1) > 1
             and (year is None or year >= 2022)):
         tune["sequence_parallel"] = [False, True]
-    return {"id": str(row.get("id") or f"{name}-{i}-{_slug(model['name'])}"),
-            "source": str(row.get("source") or name),
-            "citation": str(doc.get("source", "")),
-            "sweep": row.get("sweep") or doc.get("sweep") or name,
-            "model": model, "cluster": cluster, "training": training, "plan": plan,
-            "tune": tune, "measured": _with_mfu_step(measured, cluster, gpus),
-            "assumed": assumed,
-            "split": row.get("split", doc.get("split", "held_out"))}
+    return plan, tune, assumed
 
 
 def _model(row: dict) -> dict:
@@ -348,13 +365,13 @@ def _precision(text: str) -> str:
 
 def _recompute(text: str) -> str | None:
     t = text.lower()
+    if re.search(r"\b(no|without) (activation )?(recomput|checkpoint)", t):
+        return "none"
     if "selective" in t:
         return "selective"
     if re.search(r"(full|activation) (activation )?recomputation|recomputed forward|"
                  r"activation checkpointing", t):
         return "full"
-    if re.search(r"no (activation )?recomput", t):
-        return "none"
     return None
 
 

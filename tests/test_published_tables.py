@@ -190,3 +190,15 @@ def test_mfu_figures_aliases_and_v100_servers():
     assert run["cluster"]["intra_node"]["kind"] == "nvswitch"
     row = published_accuracy.evaluate_runs([run])[0]
     assert row["gpus"] == 512 and row["plan"]["dp"] == 64
+
+
+@pytest.mark.parametrize(("conventions", "mode"), [
+    ("72*B*s*l*h^2 (1 + s/6h + V/12lh): no activation recomputation", "none"),
+    ("96*B*s*l*h^2 (1 + s/6h + V/16lh), full activation recomputation", "full"),
+    ("6N; selective activation recomputation (Korthikanti et al.)", "selective"),
+])
+def test_the_recompute_mode_the_conventions_name(conventions, mode):
+    runs, skipped = published_tables.load_table(_table([ROW], conventions=conventions), "x",
+                                                corpus=[])
+    assert skipped == []
+    assert runs[0]["plan"]["recompute"] == mode and "recompute" not in runs[0]["tune"]
