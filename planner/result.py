@@ -126,6 +126,21 @@ class StagePool(BaseModel):
     memory_gib: float | None = Field(None, description="Peak memory of a GPU of the stage.")
 
 
+class StepTimeBand(BaseModel):
+    """What held-out published runs of the model's class measured against the model's
+    prediction, applied to this one: eight in ten fell between ``low_s`` and ``high_s``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model_class: str = Field(description="dense, moe (fewer than 128 experts) or "
+                             "fine_grained_moe (128 or more).")
+    runs: int = Field(description="Held-out published runs of the class behind the band.")
+    low_s: float = Field(description="Step time times the 10th percentile of their measured / "
+                         "predicted step time.")
+    median_s: float = Field(description="Step time times the median of that ratio.")
+    high_s: float = Field(description="Step time times its 90th percentile.")
+
+
 class PlanEstimate(BaseModel):
     """A plan with its predicted step time, throughput, memory and time breakdown."""
 
@@ -182,6 +197,10 @@ class PlanEstimate(BaseModel):
         "(an MFU above the best any published dense run measured on the GPU; a fine-grained "
         "MoE model, on which every published run ran slower than predicted): empty when they "
         "do.")
+    step_time_band: StepTimeBand | None = Field(
+        None, description="The step time that held-out published runs of this model class "
+        "would have measured given this prediction (10th percentile, median, 90th percentile "
+        "of their measured / predicted): the model's track record, not a cap.")
     placement: Placement | None = Field(None, description="Which GPUs hold the ranks.")
     parameters: Parameters | None = Field(None, description="The model's total and active "
                                           "parameter counts.")

@@ -12,8 +12,11 @@ from planner.cost.caveats import (
     BEST_DENSE_MFU,
     FINE_GRAINED_ERRORS,
     FINE_GRAINED_EXPERTS,
+    MEASURED_OVER_PREDICTED,
     best_dense_mfu,
+    model_class,
     precision_group,
+    step_time_band,
 )
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 
@@ -80,6 +83,45 @@ def test_fine_grained_moe_errors_are_the_corpus_errors(replayed):
     assert all(e > 0 for e in errors)        # optimistic on every one
     assert FINE_GRAINED_ERRORS == (len(errors), round(min(errors)), round(
         statistics.median(errors)), round(max(errors)))
+
+
+def test_step_time_bands_are_the_held_out_corpus_deciles(replayed):
+    """MEASURED_OVER_PREDICTED is what the held-out runs of each class measured over what the
+    model predicted: count, 10th percentile, median, 90th percentile."""
+    ratios: dict[str, list[float]] = {}
+    for run, row in replayed:
+        if row["split"] == "held_out":
+            cls = model_class(ModelSpec.model_validate(run["model"]))
+            ratios.setdefault(cls, []).append(row["measured_step_s"] / row["predicted_step_s"])
+    assert set(ratios) == set(MEASURED_OVER_PREDICTED)
+    for cls, values in ratios.items():
+        deciles = statistics.quantiles(values, n=10, method="inclusive")
+        assert MEASURED_OVER_PREDICTED[cls] == (
+            len(values), round(deciles[0], 3), round(statistics.median(values), 3),
+            round(deciles[8], 3)), cls
+        # Eight in ten of the class's runs within the band, as the field says.
+        inside = sum(deciles[0] <= v <= deciles[8] for v in values)
+        assert inside >= 0.8 * len(values) - 1, cls
+
+
+def test_an_estimate_carries_its_class_band():
+    """The band is the prediction times the class's deciles; a dense model's spans it (runs
+    measured both faster and slower), a coarse MoE model's lies below it."""
+    train = TrainingSpec(global_batch_size=256, seq_length=4096, moe_load_imbalance=1.0)
+    h100 = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+    dense = estimate(ModelSpec.from_preset("llama3-8b"), h100, train, ParallelPlan(dp=16))
+    coarse = estimate(ModelSpec.from_preset("mixtral-8x7b"), h100, train,
+                      ParallelPlan(dp=4, tp=4, ep=4, zero_stage=1, sequence_parallel=True))
+    for est, cls in ((dense, "dense"), (coarse, "moe")):
+        runs, low, median, high = MEASURED_OVER_PREDICTED[cls]
+        band = est.step_time_band
+        assert band is not None and band.model_class == cls and band.runs == runs
+        assert (band.low_s, band.median_s, band.high_s) == pytest.approx(
+            (est.step_time_s * low, est.step_time_s * median, est.step_time_s * high))
+    assert dense.step_time_band.low_s < dense.step_time_s < dense.step_time_band.high_s
+    assert coarse.step_time_band.high_s < coarse.step_time_s
+    assert step_time_band(ModelSpec.from_preset("llama3-8b"), 2.0)["high_s"] == pytest.approx(
+        2.0 * MEASURED_OVER_PREDICTED["dense"][3])
 
 
 def _keeps_activations(plan: ParallelPlan) -> bool:

@@ -409,6 +409,11 @@ async function showDetail(index) {
     const gap = result.plans[1].step_time_s / p.step_time_s - 1;
     why.push(`the runner-up is ${(100 * gap).toFixed(gap < 0.01 ? 2 : 1)}% slower`);
   }
+  // The model's track record on the class (PlanEstimate.step_time_band).
+  const band = p.step_time_band;
+  if (band) why.push(`8 in 10 of the ${band.runs} held-out published ` +
+                     `${band.model_class.replaceAll("_", "-").replace("moe", "MoE")} runs ` +
+                     `would have measured ${fmt(band.low_s)} to ${fmt(band.high_s)} s`);
   if (p.stages) why.push(`stages ${stageRuns(p.stages)}`);
   const headroom = 1 - p.memory_per_gpu_gib / p.memory_capacity_gib;
   if (headroom < 0.1) why.push("memory is the binding constraint (under 10% headroom)");

@@ -41,6 +41,17 @@ MFU_MARGIN = 0.03
 FINE_GRAINED_EXPERTS = 128
 FINE_GRAINED_ERRORS = (18, 3, 31, 173)
 
+# What held-out published runs measured against the model's prediction, per model class:
+# (runs, 10th percentile, median, 90th percentile) of measured / predicted step time, over
+# the held-out runs of ``benchmarks/data/published_runs.json`` as ``published_accuracy.py``
+# replays them (statistics.quantiles, deciles, inclusive). ``step_time_band`` scales an
+# estimate's step time by them: the range eight in ten published runs of its class fell in.
+MEASURED_OVER_PREDICTED: dict[str, tuple[int, float, float, float]] = {
+    "dense": (181, 0.925, 1.051, 1.279),
+    "moe": (8, 0.874, 0.902, 0.958),
+    "fine_grained_moe": (18, 1.107, 1.307, 1.473),
+}
+
 # Custom interleaved layouts: the closed form the estimate and the search use sees each
 # stage's total; where the event simulation (``cost.pipeline.simulate``) of the schedule runs
 # more than this much longer, the plan says so. (Every published interleaved run's layout is
@@ -73,6 +84,23 @@ def best_dense_mfu(family: str, group: str, params: float) -> tuple[float, str, 
     steps, runs = entry
     _, mfu, run_id = next((x for x in steps if x[0] >= params), steps[-1])
     return mfu, run_id, runs
+
+
+def model_class(model: ModelSpec) -> str:
+    """The class ``MEASURED_OVER_PREDICTED`` holds a model's published runs under."""
+    if not model.is_moe:
+        return "dense"
+    return "fine_grained_moe" if model.experts >= FINE_GRAINED_EXPERTS else "moe"
+
+
+def step_time_band(model: ModelSpec, step_time_s: float) -> dict[str, float | int | str]:
+    """The step time eight in ten held-out published runs of the model's class would have
+    measured, given this prediction: the prediction times the 10th, 50th and 90th percentiles
+    of their measured / predicted (``MEASURED_OVER_PREDICTED``)."""
+    cls = model_class(model)
+    runs, low, median, high = MEASURED_OVER_PREDICTED[cls]
+    return {"model_class": cls, "runs": runs, "low_s": step_time_s * low,
+            "median_s": step_time_s * median, "high_s": step_time_s * high}
 
 
 def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, mfu: float,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from planner.calibration.model import CalibrationIn
 from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
-from planner.cost.caveats import caveats
+from planner.cost.caveats import caveats, step_time_band
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB, stage_layer_counts
 from planner.cost.pipeline import chunk_times, simulate
@@ -24,6 +24,7 @@ from planner.result import (
     Parameters,
     Placement,
     PlanEstimate,
+    StepTimeBand,
 )
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.allocation import UniformSlice, placement, slice_for
@@ -183,6 +184,7 @@ def to_estimate(
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
     notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess)
+    band = StepTimeBand.model_validate(step_time_band(model, step))
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(
         rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep, etp=plan.etp,
@@ -206,6 +208,7 @@ def to_estimate(
             zero_buffers_gib=mp["zero_buffers"], reserved_gib=mp["reserved"], total_gib=total,
         ),
         breakdown=dict(ev.breakdown), communication=comms, frameworks=runs, caveats=notes,
+        step_time_band=band,
         placement=placement,
         parameters=Parameters(total=ev.params[0], active=ev.params[1]),
     )

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from planner.cost.caveats import best_dense_mfu
+from planner.cost.caveats import MEASURED_OVER_PREDICTED, best_dense_mfu
 from planner.specs import ModelSpec
 
 pytestmark = pytest.mark.slow
@@ -259,3 +259,7 @@ def test_a_plan_above_every_published_run_shows_its_caveat(page):
     note = page.inner_text("#detail-caveats")
     run_id = best_dense_mfu("a100", "16-bit", ModelSpec.from_preset("llama3-8b").num_params)[1]
     assert "Caveat: predicted MFU" in note and run_id in note
+    # The model's track record on dense runs, scaled to this plan's step time.
+    why = page.inner_text("#detail-why")
+    runs = MEASURED_OVER_PREDICTED["dense"][0]
+    assert f"8 in 10 of the {runs} held-out published dense runs would have measured" in why
