@@ -104,6 +104,16 @@ def test_step_time_bands_are_the_held_out_corpus_deciles(replayed):
         assert inside >= 0.8 * len(values) - 1, cls
 
 
+def test_the_readme_quotes_the_bands():
+    """The README's paragraph on step_time_band states each class's runs and deciles."""
+    text = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    for cls, words in (("dense", "dense runs"), ("moe", "coarse MoE runs"),
+                       ("fine_grained_moe", "fine-grained MoE runs")):
+        runs, low, median, high = MEASURED_OVER_PREDICTED[cls]
+        assert f"{runs} {words}" in text and f"between {low:.3f} and {high:.3f}" in text, cls
+        assert f"median {median:.3f}" in text, cls
+
+
 def test_an_estimate_carries_its_class_band():
     """The band is the prediction times the class's deciles; a dense model's spans it (runs
     measured both faster and slower), a coarse MoE model's lies below it."""
