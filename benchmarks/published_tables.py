@@ -29,8 +29,10 @@ The published figure becomes a step time: ``step_time_s``, ``tokens_per_s``,
 convention the table states (``conventions``, or a row's ``flops_convention``): Megatron-LM's
 96 B s l h^2 (1 + s/6h + V/16lh) with the recomputed forward (Narayanan et al., SC'21, eq. 3),
 its 72 B s l h^2 (1 + s/6h + V/12lh) without (the same paper's count less one forward of the
-layers), or 6 N per token (Kaplan et al. 2020), N from the row's ``params_billion``; an MFU
-figure (fraction or percent) through the same convention over the GPU's 16-bit peak.
+layers), 6 N per token (Kaplan et al. 2020) or PaLM's 6 N + 12 L H Q T (Chowdhery et al.
+2022, appendix B; H Q the hidden size), N from the row's ``params_billion`` or else the model's
+(active) parameters; an MFU figure (fraction or percent) through the same convention over the
+GPU's 16-bit peak.
 """
 
 from __future__ import annotations
@@ -308,11 +310,21 @@ def _step_flops(conventions: str, row: dict, model: dict) -> float:
         return 96 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (16 * l * h))
     if "72bslh^2" in c or "72bslh2" in c:
         return 72 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (12 * l * h))
+    if "12lhqt" in c or "palm" in c:
+        return (6 * _params(row, model) + 12 * l * h * s) * B * s
     if re.search(r"(?<![\w.])6\s*[*x·×]?\s*(n|params|parameters)\b", conventions.lower()):
-        return 6 * _positive(row, "params_billion") * 1e9 * B * s
-    raise ValueError("a TFLOP/s figure needs the source's FLOPs convention: 'conventions' "
-                     "(or the row's 'flops_convention') must name 96*B*s*l*h^2 (with "
-                     "recompute), 72*B*s*l*h^2 (without) or 6N")
+        return 6 * _params(row, model) * B * s
+    raise ValueError("a TFLOP/s or MFU figure needs the source's FLOPs convention: "
+                     "'conventions' (or the row's 'flops_convention') must name 96*B*s*l*h^2 "
+                     "(with recompute), 72*B*s*l*h^2 (without), 6N, or PaLM's 6N + 12LHQT")
+
+
+def _params(row: dict, model: dict) -> float:
+    """N of a 6N count: the row's ``params_billion``, else the model's (active) parameters as
+    the planner counts them."""
+    if row.get("params_billion") is not None:
+        return _positive(row, "params_billion") * 1e9
+    return float(ModelSpec.model_validate(model).active_params)
 
 
 def _vocab(v: object) -> int:

@@ -202,3 +202,16 @@ def test_the_recompute_mode_the_conventions_name(conventions, mode):
                                                 corpus=[])
     assert skipped == []
     assert runs[0]["plan"]["recompute"] == mode and "recompute" not in runs[0]["tune"]
+
+
+def test_palm_counts_and_the_models_own_parameters():
+    """PaLM's 6N + 12 L H Q T per token: (6 x 8.03e9 + 12 x 32 x 4096 x 8192) x 128 x 8192
+    = 6.4031e16 FLOPs, / (400e12 x 64) = 2.50122 s. Without ``params_billion`` a 6N count
+    takes the model's parameters as the planner counts them: Llama 3 8B's 8,030,261,248 ->
+    1.97352 s."""
+    palm = "MFU as in PaLM appendix B: 6N + 12 L H Q T FLOPs per token"
+    runs, _ = published_tables.load_table(_table([ROW], conventions=palm), "x", corpus=[])
+    assert runs[0]["measured"]["step_time_s"] == pytest.approx(2.50122, rel=1e-5)
+    bare = {k: v for k, v in ROW.items() if k != "params_billion"}
+    runs, _ = published_tables.load_table(_table([bare]), "x", corpus=[])
+    assert runs[0]["measured"]["step_time_s"] == pytest.approx(1.97352, rel=1e-5)
