@@ -120,14 +120,22 @@ _STEP_FROM_METRIC = {
 
 def measured_step_time(run: dict, gpus: int) -> float:
     """The run's measured step time: ``measured.step_time_s``, or, where a corpus gives only
-    the published figure, derived from a metric that needs no FLOPs convention (step time,
-    tokens per second overall or per GPU, samples per second). TFLOP/s and MFU figures need
-    the source's own FLOP count, so such a run must carry ``step_time_s``."""
+    the published figure, derived from it: step time, tokens per second overall or per GPU
+    and samples per second directly; TFLOP/s per GPU and MFU through the FLOPs count the
+    run's ``measured.flops_convention`` names (Megatron's 96 or 72 B s l h^2 forms, 6N,
+    PaLM's 6N + 12LHQT: ``published_tables.flops_per_step``), else the run needs
+    ``step_time_s``."""
     measured = run["measured"]
     if "step_time_s" in measured:
         return float(measured["step_time_s"])
     metric, value = measured.get("metric"), measured.get("value")
     derive = _STEP_FROM_METRIC.get(metric)
+    if metric in ("tflops_per_gpu", "mfu") and isinstance(value, (int, float)) and value > 0:
+        try:
+            return _step_from_flops(run, metric, float(value), gpus)
+        except ValueError as exc:
+            raise ValueError(f"measured.step_time_s is missing and measured.metric {metric!r} "
+                             f"needs its FLOPs count: {exc}") from None
     if derive is None or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"measured.step_time_s is missing and measured.metric {metric!r} with "
                        f"value {value!r} does not give it (derivable from: "
@@ -135,6 +143,21 @@ def measured_step_time(run: dict, gpus: int) -> float:
     t = run["training"]
     seqs = t["global_batch_size"]
     return float(derive(value, seqs * t["seq_length"], seqs, gpus))
+
+
+def _step_from_flops(run: dict, metric: str, value: float, gpus: int) -> float:
+    """A TFLOP/s-per-GPU or MFU figure's step time, through the FLOPs count its
+    ``measured.flops_convention`` names (``published_tables.flops_per_step``; MFU over the
+    GPU's 16-bit peak)."""
+    t = run["training"]
+    flops = published_tables.flops_per_step(run["measured"].get("flops_convention") or "",
+                                            t["global_batch_size"], t["seq_length"],
+                                            run["model"])
+    if metric == "tflops_per_gpu":
+        return flops / (value * 1e12 * gpus)
+    peaks = ClusterSpec.model_validate(run["cluster"]).gpu.peak_tflops
+    mfu = value / 100 if value > 1 else value
+    return flops / (mfu * (peaks.bf16 or peaks.fp16 or 0.0) * 1e12 * gpus)
 
 
 def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[dict]:

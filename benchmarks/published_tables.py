@@ -301,30 +301,35 @@ def _with_mfu_step(measured: dict, cluster: dict, gpus: int) -> dict:
 
 
 def _step_flops(conventions: str, row: dict, model: dict) -> float:
-    """FLOPs of one step as the source counted them (module docstring)."""
+    params = _positive(row, "params_billion") * 1e9 if row.get("params_billion") else None
+    return flops_per_step(conventions, _require_int(row, "global_batch_size"),
+                          _require_int(row, "seq_length"), model, params)
+
+
+def flops_per_step(conventions: str, global_batch_size: int, seq_length: int, model: dict,
+                   params: float | None = None) -> float:
+    """FLOPs of one step as the source counted them (module docstring; SC'21's "eq. (3)" is
+    its 96 B s l h^2 form). ``model``: ModelSpec fields; ``params``: the N of a 6N count
+    (default: the model's active parameters as the planner counts them). Raises ValueError
+    when the conventions name no count this module knows."""
     c = re.sub(r"[\s*·×]", "", conventions.lower())
-    B, s = row["global_batch_size"], row["seq_length"]
-    l, h = model["num_layers"], model["hidden_size"]
-    V = model.get("vocab_size")
-    if "96bslh^2" in c or "96bslh2" in c:
+    B, s = global_batch_size, seq_length
+    spec = ModelSpec.model_validate(model)
+    l, h = spec.num_layers, spec.hidden_size
+    V = spec.vocab_size if "preset" in model else model.get("vocab_size")
+    n = params if params is not None else float(spec.active_params)
+    if "96bslh^2" in c or "96bslh2" in c or "sc'21eq.(3)" in c:
         return 96 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (16 * l * h))
     if "72bslh^2" in c or "72bslh2" in c:
         return 72 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (12 * l * h))
     if "12lhqt" in c or "palm" in c:
-        return (6 * _params(row, model) + 12 * l * h * s) * B * s
+        return (6 * n + 12 * l * h * s) * B * s
     if re.search(r"(?<![\w.])6\s*[*x·×]?\s*(n|params|parameters)\b", conventions.lower()):
-        return 6 * _params(row, model) * B * s
+        return 6 * n * B * s
     raise ValueError("a TFLOP/s or MFU figure needs the source's FLOPs convention: "
                      "'conventions' (or the row's 'flops_convention') must name 96*B*s*l*h^2 "
                      "(with recompute), 72*B*s*l*h^2 (without), 6N, or PaLM's 6N + 12LHQT")
 
-
-def _params(row: dict, model: dict) -> float:
-    """N of a 6N count: the row's ``params_billion``, else the model's (active) parameters as
-    the planner counts them."""
-    if row.get("params_billion") is not None:
-        return _positive(row, "params_billion") * 1e9
-    return float(ModelSpec.model_validate(model).active_params)
 
 
 def _vocab(v: object) -> int:
