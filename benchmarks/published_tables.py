@@ -370,7 +370,7 @@ def _year(text: str) -> int | None:
     years += [2000 + int(y) for y in re.findall(r"\b(?:sc|neurips|icml|mlsys|iclr)\s*'(\d\d)\b",
                                                 text.lower())]
     years += [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}\b", text)]
-    return min(years) if years else None
+    return max(years) if years else None      # a source cites earlier work, not later
 
 
 def _precision(text: str) -> str:

@@ -100,6 +100,9 @@ def test_hardware_date_and_knobs_read_from_the_text():
         "kind": "infiniband", "bandwidth_gb_per_s": 400.0, "latency_us": 5.0,
         "nics_per_node": 8}}
     assert "flash_attention" not in run["training"]          # 2024: current software
+    cites = _table([ROW], source="Example et al. 2024, against Shoeybi et al. 2019")
+    assert "flash_attention" not in published_tables.load_table(cites, "x", corpus=[])[0][0][
+        "training"]                                          # its own date, not a citation's
     assert run["plan"] == {"tp": 2, "pp": 1, "dp": 32}
     assert run["tune"]["recompute"] == ["none", "selective", "full"]
     assert run["tune"]["sequence_parallel"] == [False, True]
