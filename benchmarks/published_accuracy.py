@@ -189,13 +189,51 @@ def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[d
 
 def summarize(rows: list[dict]) -> dict:
     if not rows:
-        return {"rows": 0, "sources": 0, "median_abs_error_pct": None, "max_abs_error_pct": None}
+        return {"rows": 0, "sources": 0, "median_abs_error_pct": None,
+                "source_median_abs_error_pct": None, "max_abs_error_pct": None}
     errs = [abs(r["error_pct"]) for r in rows]
-    return {"rows": len(rows), "sources": len({r["source"] for r in rows}),
+    by_source: dict[str, list[float]] = {}
+    for r in rows:
+        by_source.setdefault(r["source"], []).append(abs(r["error_pct"]))
+    return {"rows": len(rows), "sources": len(by_source),
             "median_abs_error_pct": round(statistics.median(errs), 2),
+            # Each source counted once (one source's long sweep would otherwise set the
+            # median): the median over sources of each source's median |error|.
+            "source_median_abs_error_pct": round(statistics.median(
+                statistics.median(v) for v in by_source.values()), 2),
             "mean_abs_error_pct": round(statistics.mean(errs), 2),
             "max_abs_error_pct": round(max(errs), 2),
             "median_signed_error_pct": round(statistics.median(r["error_pct"] for r in rows), 2)}
+
+
+def source_weighted_quantiles(values: list[float], sources: list[str],
+                              qs: tuple[float, ...] = (0.1, 0.5, 0.9)) -> list[float]:
+    """Quantiles of ``values`` with each source weighing the same (a run of a source of n runs
+    weighs 1/n): the weighted distribution's CDF runs linearly between the midpoints of the
+    sorted values' weights (the Hazen rule, which for equal weights gives the usual
+    (i - 1/2)/n plotting positions)."""
+    count: dict[str, int] = {}
+    for s in sources:
+        count[s] = count.get(s, 0) + 1
+    pairs = sorted((v, 1.0 / count[s]) for v, s in zip(values, sources, strict=True))
+    total = sum(w for _, w in pairs)
+    cum, points = 0.0, []
+    for v, w in pairs:
+        points.append(((cum + w / 2) / total, v))
+        cum += w
+    out = []
+    for q in qs:
+        if q <= points[0][0]:
+            out.append(points[0][1])
+            continue
+        if q >= points[-1][0]:
+            out.append(points[-1][1])
+            continue
+        for (p0, v0), (p1, v1) in itertools.pairwise(points):
+            if p0 <= q <= p1:
+                out.append(v0 + (v1 - v0) * (q - p0) / (p1 - p0) if p1 > p0 else v1)
+                break
+    return out
 
 
 def sweep_taus(rows: list[dict]) -> dict[str, dict]:
@@ -299,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         if x["rows"]:
             print(f"{s:<15} {x['rows']:>4} runs from {x['sources']} sources: median |error| "
                   f"{x['median_abs_error_pct']:.1f}%, max {x['max_abs_error_pct']:.1f}% "
-                  f"(median signed {x['median_signed_error_pct']:+.1f}%)")
+                  f"(median signed {x['median_signed_error_pct']:+.1f}%; each source once: "
+                  f"{x['source_median_abs_error_pct']:.1f}%)")
     print("\nper source:")
     for src, x in by_source.items():
         print(f"  {src:<24}{x['rows']:>4} runs  median |error| {x['median_abs_error_pct']:>5.1f}%"

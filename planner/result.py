@@ -135,8 +135,9 @@ class StepTimeBand(BaseModel):
     model_class: str = Field(description="dense, moe (fewer than 128 experts) or "
                              "fine_grained_moe (128 or more).")
     runs: int = Field(description="Held-out published runs of the class behind the band.")
+    sources: int = Field(description="The sources of those runs; each weighs the same.")
     low_s: float = Field(description="Step time times the 10th percentile of their measured / "
-                         "predicted step time.")
+                         "predicted step time (each source weighing the same).")
     median_s: float = Field(description="Step time times the median of that ratio.")
     high_s: float = Field(description="Step time times its 90th percentile.")
 
@@ -200,7 +201,8 @@ class PlanEstimate(BaseModel):
     step_time_band: StepTimeBand | None = Field(
         None, description="The step time that held-out published runs of this model class "
         "would have measured given this prediction (10th percentile, median, 90th percentile "
-        "of their measured / predicted): the model's track record, not a cap.")
+        "of their measured / predicted, each source weighing the same): the model's track "
+        "record, not a cap.")
     placement: Placement | None = Field(None, description="Which GPUs hold the ranks.")
     parameters: Parameters | None = Field(None, description="The model's total and active "
                                           "parameter counts.")

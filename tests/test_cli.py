@@ -182,6 +182,8 @@ def test_estimate_table_and_json_carry_the_caveats(tmp_path):
     # The model's track record on the class, in both: fine-grained MoE runs measured slower.
     band = body["step_time_band"]
     assert band["model_class"] == "fine_grained_moe" and band["runs"] >= 18
+    assert 2 <= band["sources"] <= band["runs"]
     assert body["step_time_s"] < band["low_s"] < band["median_s"] < band["high_s"]
-    assert (f"8 in 10 of the {band['runs']} held-out fine-grained-MoE runs would have "
-            "measured") in " ".join(res.stdout.split())
+    assert (f"8 in 10 of the {band['runs']} held-out fine-grained-MoE runs (from "
+            f"{band['sources']} sources, each weighing the same) would have measured"
+            ) in " ".join(res.stdout.split())

@@ -413,6 +413,7 @@ async function showDetail(index) {
   const band = p.step_time_band;
   if (band) why.push(`8 in 10 of the ${band.runs} held-out published ` +
                      `${band.model_class.replaceAll("_", "-").replace("moe", "MoE")} runs ` +
+                     `(${band.sources} sources, each weighing the same) ` +
                      `would have measured ${fmt(band.low_s)} to ${fmt(band.high_s)} s`);
   if (p.stages) why.push(`stages ${stageRuns(p.stages)}`);
   const headroom = 1 - p.memory_per_gpu_gib / p.memory_capacity_gib;

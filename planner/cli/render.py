@@ -99,9 +99,10 @@ def print_caveats(console: Console, est: PlanEstimate) -> None:
     band = est.step_time_band
     if band is not None:
         kind = band.model_class.replace("_", "-").replace("moe", "MoE")
-        console.print(f"published runs: 8 in 10 of the {band.runs} held-out {kind} runs would "
-                      f"have measured {_fmt_s(band.low_s)} to {_fmt_s(band.high_s)} given "
-                      f"this prediction (median {_fmt_s(band.median_s)})", highlight=False)
+        console.print(f"published runs: 8 in 10 of the {band.runs} held-out {kind} runs (from "
+                      f"{band.sources} sources, each weighing the same) would have measured "
+                      f"{_fmt_s(band.low_s)} to {_fmt_s(band.high_s)} given this prediction "
+                      f"(median {_fmt_s(band.median_s)})", highlight=False)
     for note in est.caveats:
         console.print(f"[yellow]caveat:[/] {escape(note)}", highlight=False)
 
