@@ -337,6 +337,17 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "the attention kernel is the model code's, not the engine's"),
     },
+    "softmax_fusion": {
+        "megatron": _s("yes", "--no-masked-softmax-fusion",
+                       f"{MEGATRON} megatron/training/arguments.py",
+                       "'Disable fusion of query_key_value scaling, masking, and softmax' in "
+                       "Megatron's own (non-FlashAttention) core attention "
+                       "(training.softmax_fusion false)"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/models/attention.py",
+                         "attention is SDPA or FlexAttention: the softmax runs inside the kernel"),
+        "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "the attention is the model code's, fused or not"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -462,6 +473,9 @@ def _rules():
         ("deepspeed", "attention_kernel", "a named attention kernel (training.attention_kernel; "
          "DeepSpeed leaves attention to the model code)",
          lambda c: np.full(c["n"], c["kernel"] != "default")),
+        ("torchtitan", "softmax_fusion", "an unfused softmax (training.softmax_fusion false "
+         "without FlashAttention; torchtitan's attention is SDPA or FlexAttention)",
+         lambda c: np.full(c["n"], c["unfused_softmax"])),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -540,7 +554,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "fp8_modules": (training.precision == "fp8" and training.fp8_recipe == "delayed"
                             and bool({"moe_act", "layernorm"} & set(training.recompute_modules))),
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap),
-            "kernel": training.attention_kernel}
+            "kernel": training.attention_kernel,
+            "unfused_softmax": not (training.flash_attention or training.softmax_fusion)}
 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False,

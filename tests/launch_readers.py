@@ -59,6 +59,8 @@ def megatron_parser() -> argparse.ArgumentParser:
     ap.add_argument("--moe-router-group-topk", type=int)
     ap.add_argument("--moe-layer-freq")
     ap.add_argument("--attention-backend", choices=["flash", "fused", "unfused", "local", "auto"])
+    ap.add_argument("--no-masked-softmax-fusion", action="store_false",
+                    dest="masked_softmax_fusion")
     ap.add_argument("--moe-expert-capacity-factor", type=float)
     return ap
 

@@ -145,3 +145,27 @@ def test_the_cli_refuses_it_with_a_message_and_exit_status_2(tmp_path):
     res = CliRunner().invoke(app, ["estimate", str(req)])
     assert res.exit_code == 2 and res.stdout == ""
     assert "training.attention_kernel" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_an_unfused_softmax_costs_two_more_passes_over_the_scores_each_way():
+    """training.softmax_fusion false (plain PyTorch attention: scale, masked_fill, softmax as
+    kernels of their own): GPT-3 175B's layer at tp 8 (12 heads), 2,048 tokens, one sequence
+    has 12 x 2048^2 = 50,331,648 scores, so each pass moves 4 x 2 bytes x that = 402.7 MB
+    more, over the A100's HBM rate, plus two more kernels' fixed costs; FlashAttention has no
+    score matrix and ignores the field."""
+    model = ModelSpec.from_preset("gpt3-175b")
+    fused = TrainingSpec(global_batch_size=8, seq_length=2048, flash_attention=False)
+    plain = fused.model_copy(update={"softmax_fusion": False})
+    shape = LayerShape(tp=8, recompute="full")
+    a, b = (layer_work(model, t, shape, A100, EfficiencyModel()) for t in (fused, plain))
+    km = kernel_model(A100, fused, EfficiencyModel())
+    extra = 4 * 2 * 12 * 2048 ** 2 / km.hbm_bytes_per_s + 2 * km.kernel_overhead_s
+    assert 4 * 2 * 12 * 2048 ** 2 == 402_653_184
+    assert b.fwd_s - a.fwd_s == pytest.approx(extra)
+    assert b.bwd_s - a.bwd_s == pytest.approx(extra)
+    assert b.recompute_s - a.recompute_s == pytest.approx(extra)      # full recompute redoes it
+    assert (b.fwd_flops, b.stored_bytes) == (a.fwd_flops, a.stored_bytes)
+    flash = TrainingSpec(global_batch_size=8, seq_length=2048, softmax_fusion=False)
+    c, d = (layer_work(model, t, shape, A100, EfficiencyModel())
+            for t in (flash.model_copy(update={"softmax_fusion": True}), flash))
+    assert c.fwd_s == d.fwd_s and c.bwd_s == d.bwd_s

@@ -58,6 +58,14 @@ FSDP2 = {"zero3_per_parameter": True}
     # torchtitan's eager model code (compile off): torchtitan, and DeepSpeed, which runs the
     # model code's kernels; Megatron fuses RoPE and SwiGLU.
     (dict(dp=16, zero_stage=0), {"eager_elementwise": True}, ["torchtitan"]),
+    # Plain PyTorch attention (no FlashAttention, scale, mask and softmax apart): Megatron
+    # with --no-masked-softmax-fusion, not torchtitan's SDPA; with FlashAttention the field
+    # changes nothing.
+    (dict(dp=16, zero_stage=1), {"flash_attention": False, "softmax_fusion": False},
+     ["megatron"]),
+    (dict(dp=16, zero_stage=3), {**FSDP2, "flash_attention": False, "softmax_fusion": False},
+     []),
+    (dict(dp=16, zero_stage=3), {**FSDP2, "softmax_fusion": False}, ["torchtitan"]),
 ])
 def test_frameworks_of_a_plan(plan_fields, training, frameworks):
     est = estimate(M8, C16, TR.model_copy(update=training),
@@ -134,6 +142,22 @@ def test_search_restricted_to_one_framework_returns_only_its_plans():
     titan = plan(PlanRequest.model_validate({**body, "search": {"framework": "torchtitan"}}))
     assert all(p.sequence_parallel or p.tp == 1 for p in titan.plans)
     assert all(p.zero_stage != 1 for p in titan.plans)
+
+
+def test_an_unfused_softmax_launches_megatron_with_its_flag():
+    """training.softmax_fusion false without FlashAttention is Megatron-LM's
+    --no-masked-softmax-fusion (megatron/training/arguments.py, dest masked_softmax_fusion);
+    the default launch leaves the fusion on."""
+    from tests.launch_readers import megatron_parser
+    plan_ = ParallelPlan(dp=8, zero_stage=1, micro_batch_size=1)
+    c8 = ClusterSpec.from_preset("dgx-a100", num_nodes=1)
+    fused = TrainingSpec(global_batch_size=64, seq_length=2048, flash_attention=False)
+    plain = fused.model_copy(update={"softmax_fusion": False})
+    for training, flag in ((fused, True), (plain, False)):
+        est = with_launch(estimate(M8, c8, training, plan_), M8, c8, training)
+        assert est.frameworks[0] == "megatron"
+        args, _ = megatron_parser().parse_known_args(est.launch.megatron_args)
+        assert args.masked_softmax_fusion is flag
 
 
 def test_a_named_attention_kernel_runs_only_where_a_framework_ships_it():

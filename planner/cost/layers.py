@@ -10,7 +10,9 @@ attention and the LM head stay in 16 bits (Transformer Engine's recipe in Megatr
 Attention: fused (FlashAttention) does the causal half of the score matrix, 2 b a_t d s^2 / cp
 FLOPs forward on each rank of a load-balanced context-parallel ring, 2.5 times that backward
 (``kernels.py``); unfused attention (2021-era kernels) runs two batched GEMMs over the whole
-s x s matrix and streams the scores through a fused scale-mask-softmax. Model FLOPs, for
+s x s matrix and streams the scores through a fused scale-mask-softmax (or, without softmax
+fusion, through a scale, a masked_fill and a softmax: two more passes over the scores each
+way). Model FLOPs, for
 ``tflops_per_gpu`` and ``mfu``, follow the published convention of Narayanan et al. SC'21
 eq. (3): 24 b s h^2 + 4 b s^2 h per GPT layer forward (generalised to GQA and SwiGLU), attention
 counted without the causal saving, backward twice the forward.
@@ -252,6 +254,14 @@ def layer_work(
         attn_b = 2 * attn_f
         score_elems = b * heads * (s / cp) * s
         attn_bytes = score_elems * (2 * e + (2.5 * e if training.dropout else 0))
+        if not training.softmax_fusion:
+            # Scale and mask as kernels of their own (x * scale; masked_fill), each reading and
+            # writing the scores forward and their gradient backward; the softmax is the
+            # fused kernel's own pass.
+            unfused_bytes, unfused_kernels = 4 * e * score_elems, 2
+
+    if training.flash_attention or training.softmax_fusion:
+        unfused_bytes, unfused_kernels = 0.0, 0
 
     # Memory-bound kernels, forward (reads + writes). Norms and residual adds act on the whole
     # hidden state on every TP rank unless sequence parallelism splits them.
@@ -291,8 +301,10 @@ def layer_work(
         6 * phi)
     eager_f, eager_b, eager_k = (eager_elementwise_bytes(model, T, t, e, phi, expert_act)
                                  if training.eager_elementwise else (0.0, 0.0, 0))
-    elem_f = km.memory(elem_bytes + eager_f, kernels=elem_kernels + eager_k)
-    elem_b = km.memory(2 * elem_bytes + eager_b, kernels=2 * (elem_kernels + eager_k))
+    elem_f = km.memory(elem_bytes + eager_f + unfused_bytes,
+                       kernels=elem_kernels + eager_k + unfused_kernels)
+    elem_b = km.memory(2 * elem_bytes + eager_b + unfused_bytes,
+                       kernels=2 * (elem_kernels + eager_k) + unfused_kernels)
 
     fwd_s = fwd_lin + attn_f + elem_f
     bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b

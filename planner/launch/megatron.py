@@ -113,6 +113,10 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
             args += ["--fp8-recipe", t.fp8_recipe]
     if t.attention_kernel == "flash2":
         args += ["--attention-backend", "flash"]
+    if not (t.flash_attention or t.softmax_fusion):
+        # megatron/training/arguments.py: "Disable fusion of query_key_value scaling,
+        # masking, and softmax" (dest masked_softmax_fusion).
+        args += ["--no-masked-softmax-fusion"]
     if t.grad_dtype == "bf16":
         args += ["--grad-reduce-in-bf16"]
     if t.optimizer_state_dtype != "fp32":

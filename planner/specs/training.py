@@ -57,6 +57,12 @@ class TrainingSpec(BaseModel):
         True, description="Fused attention (FlashAttention): no s x s score matrix is stored or "
         "streamed through HBM. False models the 2021-era fused-softmax kernels."
     )
+    softmax_fusion: bool = Field(
+        True, description="Without FlashAttention (flash_attention false): the scores' scaling, "
+        "causal mask and softmax run as one fused kernel (Megatron-LM's FusedScaleMaskSoftmax, "
+        "the default). False: as three kernels, as plain PyTorch attention code runs them "
+        "(minGPT, nanoGPT's non-flash path; Megatron-LM --no-masked-softmax-fusion), two more "
+        "reads and writes of the s x s scores each way.")
     attention_kernel: AttentionKernel = Field(
         "default", description="Which fused attention kernel runs (with flash_attention): "
         "'default', the GPU's attention_efficiency (FlashAttention-2 on A100, cuDNN's fused "
