@@ -338,11 +338,11 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         "the attention kernel is the model code's, not the engine's"),
     },
     "softmax_fusion": {
-        "megatron": _s("yes", "--no-masked-softmax-fusion",
+        "megatron": _s("yes", "--transformer-impl local --no-masked-softmax-fusion",
                        f"{MEGATRON} megatron/training/arguments.py",
                        "'Disable fusion of query_key_value scaling, masking, and softmax' in "
-                       "Megatron's own (non-FlashAttention) core attention "
-                       "(training.softmax_fusion false)"),
+                       "Megatron-Core's own DotProductAttention, which the local "
+                       "implementation builds (training.softmax_fusion false)"),
         "torchtitan": _s("no", "", f"{TITAN} torchtitan/models/attention.py",
                          "attention is SDPA or FlexAttention: the softmax runs inside the kernel"),
         "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
@@ -473,6 +473,9 @@ def _rules():
         ("deepspeed", "attention_kernel", "a named attention kernel (training.attention_kernel; "
          "DeepSpeed leaves attention to the model code)",
          lambda c: np.full(c["n"], c["kernel"] != "default")),
+        ("megatron", "softmax_fusion", "an unfused softmax in fp8 (the local transformer "
+         "implementation that runs it has no fp8 layers: those are Transformer Engine's)",
+         lambda c: np.full(c["n"], c["unfused_softmax"] and c["fp8"])),
         ("torchtitan", "softmax_fusion", "an unfused softmax (training.softmax_fusion false "
          "without FlashAttention; torchtitan's attention is SDPA or FlexAttention)",
          lambda c: np.full(c["n"], c["unfused_softmax"])),

@@ -66,6 +66,9 @@ FSDP2 = {"zero3_per_parameter": True}
     (dict(dp=16, zero_stage=3), {**FSDP2, "flash_attention": False, "softmax_fusion": False},
      []),
     (dict(dp=16, zero_stage=3), {**FSDP2, "softmax_fusion": False}, ["torchtitan"]),
+    # ... and not in fp8: Megatron's local implementation has no fp8 layers.
+    (dict(dp=16, zero_stage=1), {"flash_attention": False, "softmax_fusion": False,
+                                 "precision": "fp8"}, []),
 ])
 def test_frameworks_of_a_plan(plan_fields, training, frameworks):
     est = estimate(M8, C16, TR.model_copy(update=training),
@@ -146,8 +149,9 @@ def test_search_restricted_to_one_framework_returns_only_its_plans():
 
 def test_an_unfused_softmax_launches_megatron_with_its_flag():
     """training.softmax_fusion false without FlashAttention is Megatron-LM's
-    --no-masked-softmax-fusion (megatron/training/arguments.py, dest masked_softmax_fusion);
-    the default launch leaves the fusion on."""
+    --no-masked-softmax-fusion (megatron/training/arguments.py, dest masked_softmax_fusion),
+    read by Megatron-Core's own attention, which --transformer-impl local builds; the default
+    launch leaves the fusion on and Transformer Engine in place."""
     from tests.launch_readers import megatron_parser
     plan_ = ParallelPlan(dp=8, zero_stage=1, micro_batch_size=1)
     c8 = ClusterSpec.from_preset("dgx-a100", num_nodes=1)
@@ -158,6 +162,7 @@ def test_an_unfused_softmax_launches_megatron_with_its_flag():
         assert est.frameworks[0] == "megatron"
         args, _ = megatron_parser().parse_known_args(est.launch.megatron_args)
         assert args.masked_softmax_fusion is flag
+        assert args.transformer_impl == ("transformer_engine" if flag else "local")
 
 
 def test_a_named_attention_kernel_runs_only_where_a_framework_ships_it():

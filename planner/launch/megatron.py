@@ -111,12 +111,14 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
             # Megatron-LM's default recipe is delayed scaling; TransformerConfig refuses
             # moe_act / layernorm recompute with it (planner.frameworks does too).
             args += ["--fp8-recipe", t.fp8_recipe]
-    if t.attention_kernel == "flash2":
+    if t.attention_kernel == "flash2" and t.flash_attention:
         args += ["--attention-backend", "flash"]
     if not (t.flash_attention or t.softmax_fusion):
         # megatron/training/arguments.py: "Disable fusion of query_key_value scaling,
-        # masking, and softmax" (dest masked_softmax_fusion).
-        args += ["--no-masked-softmax-fusion"]
+        # masking, and softmax" (dest masked_softmax_fusion), which Megatron-Core's own
+        # DotProductAttention reads (its FusedScaleMaskSoftmax); the local transformer
+        # implementation builds that attention instead of Transformer Engine's.
+        args += ["--transformer-impl", "local", "--no-masked-softmax-fusion"]
     if t.grad_dtype == "bf16":
         args += ["--grad-reduce-in-bf16"]
     if t.optimizer_state_dtype != "fp32":
