@@ -239,6 +239,7 @@ def layer_work(
         linear_flops -= routed_excess
 
     # Attention core: Q K^T over the query/key width, P V over the value width.
+    unfused_bytes, unfused_kernels = 0.0, 0
     width = model.qk_head_dim + model.v_dim
     model_attn_flops = 2 * b * heads * (s / cp) * model.attention_keys(s) * width
     if training.flash_attention:
@@ -259,9 +260,6 @@ def layer_work(
             # writing the scores forward and their gradient backward; the softmax is the
             # fused kernel's own pass.
             unfused_bytes, unfused_kernels = 4 * e * score_elems, 2
-
-    if training.flash_attention or training.softmax_fusion:
-        unfused_bytes, unfused_kernels = 0.0, 0
 
     # Memory-bound kernels, forward (reads + writes). Norms and residual adds act on the whole
     # hidden state on every TP rank unless sequence parallelism splits them.
