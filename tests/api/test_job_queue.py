@@ -71,7 +71,8 @@ def test_stored_jobs_no_queue_job_serves_are_taken_up(postgres_url):
                     result=None, error=None, created_at=now(), started_at=None,
                     finished_at=None, owner="gone:1:x" if state == "running" else None,
                     attempts=attempts))
-        assert wait_job(c, "/v1/jobs/job-interrupted")["attempts"] == 2
+        body = wait_job(c, "/v1/jobs/job-interrupted")
+        assert body["attempts"] == 2, body
         spent = wait_job(c, "/v1/jobs/job-spent")
         assert spent["state"] == "failed" and "2 time(s)" in spent["error"]["detail"]
         assert wait_job(c, "/v1/jobs/job-waiting")["state"] == "succeeded"
