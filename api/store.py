@@ -182,11 +182,15 @@ def requeue_or_fail(*, engine: Engine, running: sa.ColumnElement[bool], max_atte
     """Running jobs matching ``running`` that lost their process: queued again while they
     have attempts left, failed with ``detail`` after. Returns (queued again, failed)."""
     cond = (jobs.c.state == "running") & running
+    # Each statement names the attempts it acts on: under READ COMMITTED the second one sees
+    # rows committed after the first, and a running job that appears between them (written by
+    # another process) must be queued again by its own attempts, not failed as left over.
     with engine.begin() as conn:
         retried = conn.execute(jobs.update().where(cond).where(jobs.c.attempts < max_attempts)
                                .values(**QUEUED_AGAIN)).rowcount
-        failed = conn.execute(jobs.update().where(cond).values(
-            state="failed", error=interrupted(detail), finished_at=now())).rowcount
+        failed = conn.execute(jobs.update().where(cond).where(jobs.c.attempts >= max_attempts)
+                              .values(state="failed", error=interrupted(detail),
+                                      finished_at=now())).rowcount
     return retried, failed
 
 

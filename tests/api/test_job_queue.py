@@ -96,3 +96,39 @@ def test_a_queue_that_cannot_take_the_job_answers_503_and_fails_the_job(postgres
         # Nothing waits for a job that will never run: it is stored failed.
         failed = c.get("/v1/jobs", params={"state": "failed"}).json()["data"]
         assert len(failed) == 1 and failed[0]["error"]["status"] == 503
+
+
+def test_a_running_job_written_between_the_sweeps_statements_is_not_failed(postgres_url):
+    """requeue_or_fail's two updates run in one transaction, but under READ COMMITTED the
+    second sees rows committed after the first: a running job with attempts left that another
+    process writes in between must not be failed as left over (it is queued again by a later
+    sweep). Before each update named the attempts it acts on, this failed it, and the orphan
+    test above failed now and then (a job written while a sweep ran, failed at attempt 1)."""
+    from api.db import make_engine, migrate
+    from api.store import requeue_or_fail
+
+    engine, other = make_engine(postgres_url), make_engine(postgres_url)
+    migrate(engine)
+    row = dict(kind="plan", progress=0.0, request=PLAN, result=None, error=None,
+               started_at=None, finished_at=None, owner="gone:1:x", state="running")
+    with engine.begin() as conn:
+        conn.execute(jobs_table.insert().values(id="job-old", created_at=now(), attempts=2, **row))
+    written = []
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def between(conn, cursor, statement, params, context, executemany):
+        if statement.startswith("UPDATE jobs") and "finished_at" in statement and not written:
+            with other.begin() as c:        # another process, committed before the second update
+                c.execute(jobs_table.insert().values(id="job-new", created_at=now(), attempts=1,
+                                                     **row))
+            written.append(True)
+
+    retried, failed = requeue_or_fail(engine=engine, running=sa.true(), max_attempts=2,
+                                      detail="stopped, 2 time(s)")
+    sa.event.remove(engine, "before_cursor_execute", between)
+    with engine.connect() as conn:
+        states = dict(conn.execute(sa.select(jobs_table.c.id, jobs_table.c.state)).all())
+    assert written and (retried, failed) == (0, 1)
+    assert states == {"job-old": "failed", "job-new": "running"}
+    engine.dispose()
+    other.dispose()
