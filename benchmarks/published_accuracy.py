@@ -155,9 +155,7 @@ def _step_from_flops(run: dict, metric: str, value: float, gpus: int) -> float:
                                             run["model"])
     if metric == "tflops_per_gpu":
         return flops / (value * 1e12 * gpus)
-    peaks = ClusterSpec.model_validate(run["cluster"]).gpu.peak_tflops
-    mfu = value / 100 if value > 1 else value
-    return flops / (mfu * (peaks.bf16 or peaks.fp16 or 0.0) * 1e12 * gpus)
+    return published_tables.step_from_mfu(flops, value, run["cluster"], gpus)
 
 
 def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[dict]:

@@ -286,18 +286,24 @@ def _measured(row: dict, conventions: str, model: dict, gpus: int) -> dict:
                      + ", ".join(_DIRECT_METRICS + _TFLOPS_KEYS + ("mfu",)))
 
 
-def _with_mfu_step(measured: dict, cluster: dict, gpus: int) -> dict:
-    """An MFU figure's step time: the source's FLOPs over MFU x the GPU's dense 16-bit peak
-    (bf16, or fp16 where the GPU has no bf16: the peak MFU is quoted against by PaLM's
-    appendix B and the reports that followed it, fp8 runs included)."""
-    if measured["metric"] != "mfu":
-        return measured
+def step_from_mfu(flops: float, mfu: float, cluster: dict, gpus: int) -> float:
+    """An MFU figure's step time: the source's FLOPs over MFU (a fraction, or a percentage
+    above 1) x the GPU's dense 16-bit peak (bf16, or fp16 where the GPU has no bf16: the peak
+    MFU is quoted against by PaLM's appendix B and the reports that followed it, fp8 runs
+    included)."""
     peaks = ClusterSpec.model_validate(cluster).gpu.peak_tflops
     peak = peaks.bf16 or peaks.fp16
     if not peak:
         raise ValueError("an MFU figure needs a GPU with a 16-bit peak")
+    return flops / ((mfu / 100 if mfu > 1 else mfu) * peak * 1e12 * gpus)
+
+
+def _with_mfu_step(measured: dict, cluster: dict, gpus: int) -> dict:
+    """The row's measurement with an MFU figure's step time (``step_from_mfu``)."""
+    if measured["metric"] != "mfu":
+        return measured
     flops = measured.pop("flops")
-    return {**measured, "step_time_s": flops / (measured["value"] * peak * 1e12 * gpus)}
+    return {**measured, "step_time_s": step_from_mfu(flops, measured["value"], cluster, gpus)}
 
 
 def _step_flops(conventions: str, row: dict, model: dict) -> float:
