@@ -52,7 +52,9 @@ def load_data(path: Path) -> tuple[list[dict], list[dict]]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: cannot read a JSON document: {exc}") from None
     if isinstance(doc, dict) and isinstance(doc.get("runs"), list):
-        return doc["runs"], []
+        runs = [r for r in doc["runs"] if isinstance(r, dict)]
+        return runs, [{"id": f"runs[{i}]", "reason": "a run must be an object"}
+                      for i, r in enumerate(doc["runs"]) if not isinstance(r, dict)]
     if isinstance(doc, dict) and "rows" in doc:
         try:
             return published_tables.load_table(doc, path.stem)

@@ -151,6 +151,14 @@ def test_the_benchmark_refuses_a_file_that_is_neither_a_corpus_nor_a_table(tmp_p
         assert err.startswith("error: --data ") and name in err
     assert published_accuracy.main(["--data", str(tmp_path / "missing.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+    # A corpus whose entries are not objects: each is listed, the file is still read.
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"runs": [1, "x"]}')
+    out = tmp_path / "odd-acc.json"
+    assert published_accuracy.main(["--data", str(odd), "--json", str(out)]) == 0
+    skipped = json.loads(out.read_text())["skipped"]
+    assert [x["id"] for x in skipped] == ["runs[0]", "runs[1]"]
+    assert all(x["reason"] == "a run must be an object" for x in skipped)
 
 
 def test_bad_rows_are_listed_beside_the_scored_ones(tmp_path, capsys):
