@@ -473,9 +473,10 @@ def _rules():
         ("deepspeed", "attention_kernel", "a named attention kernel (training.attention_kernel; "
          "DeepSpeed leaves attention to the model code)",
          lambda c: np.full(c["n"], c["kernel"] != "default")),
-        ("megatron", "softmax_fusion", "an unfused softmax in fp8 (the local transformer "
-         "implementation that runs it has no fp8 layers: those are Transformer Engine's)",
-         lambda c: np.full(c["n"], c["unfused_softmax"] and c["fp8"])),
+        ("megatron", "softmax_fusion", "an unfused softmax in fp8 or with context "
+         "parallelism (the local transformer implementation that runs it has neither: fp8 "
+         "layers and the CP ring attention are Transformer Engine's)",
+         lambda c: c["unfused_softmax"] & (c["fp8"] | (c["cp"] > 1))),
         ("torchtitan", "softmax_fusion", "an unfused softmax (training.softmax_fusion false "
          "without FlashAttention; torchtitan's attention is SDPA or FlexAttention)",
          lambda c: np.full(c["n"], c["unfused_softmax"])),

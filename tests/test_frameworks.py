@@ -66,9 +66,11 @@ FSDP2 = {"zero3_per_parameter": True}
     (dict(dp=16, zero_stage=3), {**FSDP2, "flash_attention": False, "softmax_fusion": False},
      []),
     (dict(dp=16, zero_stage=3), {**FSDP2, "softmax_fusion": False}, ["torchtitan"]),
-    # ... and not in fp8: Megatron's local implementation has no fp8 layers.
+    # ... and not in fp8 or with CP: Megatron's local implementation has neither.
     (dict(dp=16, zero_stage=1), {"flash_attention": False, "softmax_fusion": False,
                                  "precision": "fp8"}, []),
+    (dict(dp=8, cp=2, zero_stage=1), {"flash_attention": False, "softmax_fusion": False}, []),
+    (dict(dp=8, cp=2, zero_stage=1), {"flash_attention": False}, ["megatron"]),
 ])
 def test_frameworks_of_a_plan(plan_fields, training, frameworks):
     est = estimate(M8, C16, TR.model_copy(update=training),
