@@ -57,7 +57,7 @@ def load_data(path: Path) -> tuple[list[dict], list[dict]]:
                       for i, r in enumerate(doc["runs"]) if not isinstance(r, dict)]
     if isinstance(doc, dict) and "rows" in doc:
         try:
-            return published_tables.load_table(doc, path.stem)
+            return published_tables.load_table(doc, path.stem, load_runs())
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
     raise ValueError(f"{path}: expected an object with 'runs' (a corpus) or 'rows' (a "

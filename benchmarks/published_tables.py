@@ -40,11 +40,8 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
 
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
-
-DATA = Path(__file__).resolve().parent / "data" / "published_runs.json"
 
 # The GPU a hardware description names, most specific first: (pattern, cluster preset, GPU).
 _HARDWARE = [
@@ -75,16 +72,14 @@ _TFLOPS_KEYS = ("tflops_per_gpu_published", "tflops_per_gpu")
 # MFU figures: a fraction or a percentage, against the 16-bit peak (``_with_mfu_step``).
 
 
-def load_table(doc: dict, name: str, corpus: list[dict] | None = None
-               ) -> tuple[list[dict], list[dict]]:
+def load_table(doc: dict, name: str, corpus: list[dict]) -> tuple[list[dict], list[dict]]:
     """(runs, {"id", "reason"} of the rows that cannot become one) of a table document
-    (module docstring); ``name`` names its source and prefixes its ids. Raises ValueError when
-    the document has no rows at all."""
+    (module docstring); ``name`` names its source and prefixes its ids; ``corpus`` holds the
+    runs a row may be (``published_accuracy.load_runs()``). Raises ValueError when the
+    document has no rows at all."""
     rows = doc.get("rows")
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{name}: 'rows' must be a non-empty list of runs")
-    if corpus is None:
-        corpus = json.loads(DATA.read_text())["runs"]
     index = {key: r for r in corpus if (key := _match_key(r)) is not None}
     runs, skipped = [], []
     for i, row in enumerate(rows):
