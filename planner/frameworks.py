@@ -348,6 +348,17 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "the attention is the model code's, fused or not"),
     },
+    "norm_fusion": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/models/backends.py",
+                       "norms are Transformer Engine's or Apex's fused kernels, or "
+                       "torch.nn.RMSNorm without Apex: no flag runs the reference eager RMSNorm "
+                       "(training.norm_fusion false)"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/models/llama3/model/model.py",
+                         "the norms are torch.nn.RMSNorm, fused under torch.compile; the "
+                         "reference eager RMSNorm (norm_type 'rmsnorm') left in 2025"),
+        "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "the norms are the model code's, fused or not"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -480,6 +491,12 @@ def _rules():
         ("torchtitan", "softmax_fusion", "an unfused softmax (training.softmax_fusion false "
          "without FlashAttention; torchtitan's attention is SDPA or FlexAttention)",
          lambda c: np.full(c["n"], c["unfused_softmax"])),
+        ("megatron", "norm_fusion", "the reference eager RMSNorm (training.norm_fusion false; "
+         "Megatron's norms are fused kernels or torch.nn.RMSNorm)",
+         lambda c: np.full(c["n"], c["unfused_norm"])),
+        ("torchtitan", "norm_fusion", "the reference eager RMSNorm (training.norm_fusion false; "
+         "torchtitan's norms are torch.nn.RMSNorm)",
+         lambda c: np.full(c["n"], c["unfused_norm"])),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -559,7 +576,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
                             and bool({"moe_act", "layernorm"} & set(training.recompute_modules))),
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap),
             "kernel": training.attention_kernel,
-            "unfused_softmax": not (training.flash_attention or training.softmax_fusion)}
+            "unfused_softmax": not (training.flash_attention or training.softmax_fusion),
+            "unfused_norm": not training.norm_fusion}
 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False,

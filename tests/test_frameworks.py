@@ -71,6 +71,13 @@ FSDP2 = {"zero3_per_parameter": True}
                                  "precision": "fp8"}, []),
     (dict(dp=8, cp=2, zero_stage=1), {"flash_attention": False, "softmax_fusion": False}, []),
     (dict(dp=8, cp=2, zero_stage=1), {"flash_attention": False}, ["megatron"]),
+    # The reference eager RMSNorm: neither Megatron (fused kernels or torch.nn.RMSNorm) nor
+    # torchtitan (torch.nn.RMSNorm) runs it; the model code DeepSpeed trains may.
+    (dict(dp=16, zero_stage=1), {"norm_fusion": False}, []),
+    (dict(dp=16, zero_stage=1), {"norm_fusion": False, "microbatch_grad_copy": True},
+     ["deepspeed"]),
+    (dict(dp=16, zero_stage=3), {**FSDP2, "norm_fusion": False}, []),
+    (dict(dp=16, zero_stage=3), {**FSDP2}, ["torchtitan"]),
 ])
 def test_frameworks_of_a_plan(plan_fields, training, frameworks):
     est = estimate(M8, C16, TR.model_copy(update=training),

@@ -299,10 +299,14 @@ def layer_work(
         6 * phi)
     eager_f, eager_b, eager_k = (eager_elementwise_bytes(model, T, t, e, phi, expert_act)
                                  if training.eager_elementwise else (0.0, 0.0, 0))
-    elem_f = km.memory(elem_bytes + eager_f + unfused_bytes,
-                       kernels=elem_kernels + eager_k + unfused_kernels)
-    elem_b = km.memory(2 * elem_bytes + eager_b + unfused_bytes,
-                       kernels=2 * (elem_kernels + eager_k) + unfused_kernels)
+    # The layer's two norms run as eager ops (``TrainingSpec.norm_fusion`` false).
+    norm = eager_norm_work(2 * hidden, e) if not training.norm_fusion else None
+    norm_f, norm_kf = (norm.fwd_bytes, 2 * norm.fwd_kernels) if norm else (0.0, 0)
+    norm_b, norm_kb = (norm.bwd_bytes, 2 * norm.bwd_kernels) if norm else (0.0, 0)
+    elem_f = km.memory(elem_bytes + eager_f + unfused_bytes + norm_f,
+                       kernels=elem_kernels + eager_k + unfused_kernels + norm_kf)
+    elem_b = km.memory(2 * elem_bytes + eager_b + unfused_bytes + norm_b,
+                       kernels=2 * (elem_kernels + eager_k) + unfused_kernels + norm_kb)
 
     fwd_s = fwd_lin + attn_f + elem_f
     bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b
@@ -343,7 +347,7 @@ def layer_work(
         work: dict[str, tuple[tuple[int, ...], float, float]] = {
             "core_attn": ((), attn_f + (km.memory(attn_bytes, kernels=1) if attn_bytes
                                         else 0.0), model_attn_flops),
-            "layernorm": ((), km.memory(norm_bytes, kernels=2), 0.0),
+            "layernorm": ((), km.memory(norm_bytes + norm_f, kernels=2 + norm_kf), 0.0),
             "mla_up_proj": (_up_projections(model), 0.0, 0.0),
             "mlp": ((a, a + 1), km.memory((1 - phi) * T * f / t * e * act_factor, kernels=1),
                     0.0),
@@ -365,7 +369,8 @@ def layer_work(
     # MLP activation's output take 1 byte per element.
     mask = 1 if training.dropout else 0
     lin = 1 if fp8 else e
-    replicated_store = (2 * e + 2 * lin + 2 * mask) * T * h / sp_div   # norm in/out, masks
+    replicated_store = ((2 * e + 2 * lin + 2 * mask) * T * h / sp_div    # norm in/out, masks
+                        + (norm.stored_bytes if norm else 0.0))            # eager norms' fp32
     split_store = (T * (model.q_width + 2 * model.kv_width) * e   # Q, K, V
                    + T * model.o_width * lin                      # attention output
                    + (1 - phi) * T * f * (e * (act_factor - 1) + lin)) / t + moe_store
@@ -387,8 +392,8 @@ def layer_work(
         stored = replicated_store + split_store
         if "core_attn" not in mods:
             stored += core_store
-        if "layernorm" in mods:                              # both norms' outputs
-            stored -= 2 * lin * T * h / sp_div
+        if "layernorm" in mods:              # both norms' outputs (and eager ones' fp32 copy)
+            stored -= 2 * lin * T * h / sp_div + (norm.stored_bytes if norm else 0.0)
         if "mlp" in mods:                                    # a dense MLP keeps its input
             stored -= (1 - phi) * T * f * (e * (act_factor - 1) + lin) / t
         if "moe" in mods:                                    # a MoE layer keeps its input
@@ -444,6 +449,55 @@ def eager_elementwise_bytes(model: ModelSpec, T: float, t: int, e: int, phi: flo
     return fwd, bwd, kernels
 
 
+@dataclass(frozen=True)
+class EagerNorm:
+    """What one RMSNorm over ``elements`` values costs beyond the fused kernel the layer is
+    otherwise costed with (``TrainingSpec.norm_fusion`` false): HBM bytes and kernels of the
+    forward and of the backward, and bytes more kept for the backward."""
+
+    fwd_bytes: float
+    bwd_bytes: float
+    fwd_kernels: int
+    bwd_kernels: int
+    stored_bytes: float
+
+
+EAGER_NORM_FWD_KERNELS = 8     # cast, pow, mean, add, rsqrt, product, cast, weight product
+EAGER_NORM_BWD_KERNELS = 14    # autograd's backward of each of them (eager_norm_work)
+
+
+def eager_norm_work(elements: float, e: int) -> EagerNorm:
+    """The reference RMSNorm as eager PyTorch runs it, op by op (Meta's Llama
+    ``RMSNorm.forward``: ``self._norm(x.float()).type_as(x) * self.weight`` with ``_norm(x) =
+    x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)``; torchtitan's ``norm_type
+    'rmsnorm'`` before 2025 is the same code), bytes per element with e-byte activations and
+    fp32 (4-byte) intermediates; per-row values (the mean, the reciprocal root) are h times
+    smaller and left out:
+
+    - forward: ``x.float()`` read e write 4; ``pow(2)`` read 4 write 4; ``mean`` read 4; the
+      product with the root read 4 write 4; ``type_as`` read 4 write e; the weight product read
+      e write e: 28 + 4e in 8 kernels, against the fused kernel's read e write e;
+    - backward (autograd's formulas, ``derivatives.yaml``): the weight product's input
+      gradient (read e, write e) and weight gradient (the product read 2e write e, its row sum
+      read e); the cast back to fp32 (read e write 4); the root product's two gradients
+      (read 4 write 4; read 8 write 4 and the row sum read 4); the mean's gradient expanded
+      (write 4); ``pow``'s (``self.pow(1)`` read 4 write 4, times 2 read 4 write 4, times the
+      gradient read 8 write 4); the sum of the input's two gradients (read 8 write 4); the
+      cast back to e bytes (read 4 write e): 76 + 8e in 14 kernels, against the fused
+      backward's 4e as the layer costs it (read and write, twice the forward);
+    - kept for backward: the fp32 copy of the input (``pow`` and the product save it) in place
+      of the e-byte input the fused kernel keeps: 4 - e more.
+
+    In bf16: 36 and 92 bytes an element against 4 and 8."""
+    return EagerNorm(
+        fwd_bytes=(28 + 4 * e - 2 * e) * elements,
+        bwd_bytes=(76 + 8 * e - 4 * e) * elements,
+        fwd_kernels=EAGER_NORM_FWD_KERNELS - 1,
+        bwd_kernels=EAGER_NORM_BWD_KERNELS - 2,
+        stored_bytes=max(4 - e, 0) * elements,
+    )
+
+
 def _up_projections(model: ModelSpec) -> tuple[int, ...]:
     """Indices of MLA's up projections among the attention GEMMs (``attention_gemms``: what
     mla_up_proj recomputes: the query's up projection, or its only projection without a query
@@ -489,8 +543,12 @@ def head_work(
     # the cast's gradient back to 16 bits (read 4, write 2): 14 in two.
     logits = T * V / t
     norm_bytes = 2 * T * h * training.activation_bytes
-    loss_f = km.memory(CE_FWD_BYTES * logits + norm_bytes, kernels=7)
-    loss_b = km.memory(CE_BWD_BYTES * logits + norm_bytes, kernels=3)
+    norm = (eager_norm_work(T * h, training.activation_bytes) if not training.norm_fusion
+            else EagerNorm(0.0, 0.0, 0, 0, 0.0))
+    loss_f = km.memory(CE_FWD_BYTES * logits + norm_bytes + norm.fwd_bytes,
+                       kernels=7 + norm.fwd_kernels)
+    loss_b = km.memory(CE_BWD_BYTES * logits + norm_bytes + norm.bwd_bytes,
+                       kernels=3 + norm.bwd_kernels)
     embed_s = km.memory(2 * T * h * training.activation_bytes, kernels=1)
     return HeadWork(
         head_fwd_s=gemm_f + loss_f,
