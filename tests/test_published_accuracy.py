@@ -855,19 +855,10 @@ def test_hagemann_et_al_layout_sweeps_land_as_the_readme_says():
     they_ran``."""
     runs = [_fused_norms(r) for r in RUNS if r["id"] in LAYOUTS]
     assert len(runs) == 401 and all(r["split"] == "held_out" for r in runs)
-    rows = published_accuracy.evaluate_runs(runs)
+    rows, spread, by_tp, by_kernel, _ = _layout_errors(runs)
     by_id = {r["id"]: r for r in runs}
-    errs = [r["error_pct"] for r in rows]
-    assert (round(statistics.median(abs(e) for e in errs), 1), round(min(errs), 1),
-            round(max(errs), 1)) == (27.9, -1.2, 118.1)
-    by_tp: dict[int, list[float]] = {}
-    by_kernel: dict[str, list[float]] = {}
-    for r in rows:
-        by_tp.setdefault(r["plan"]["tp"], []).append(r["error_pct"])
-        kernel = by_id[r["id"]]["quote"].split("kernel: ")[1].split(" |")[0]
-        by_kernel.setdefault(kernel, []).append(r["error_pct"])
-    assert {k: round(statistics.median(v), 1) for k, v in by_tp.items()} == {
-        1: 16.2, 2: 23.0, 4: 34.3, 8: 37.3}
+    assert spread == (27.9, -1.2, 118.1)
+    assert by_tp == {1: 16.2, 2: 23.0, 4: 34.3, 8: 37.3}
     assert {k: (len(v), round(statistics.median(v), 1)) for k, v in by_kernel.items()} == {
         "flash_attention2 + RMS kernel": (136, 16.6), "flash_attention2": (112, 36.1),
         "flash_attentionv1.0.8": (104, 31.6), "fused": (25, 29.0), "torch": (24, 41.5)}
@@ -875,18 +866,7 @@ def test_hagemann_et_al_layout_sweeps_land_as_the_readme_says():
     assert (len(taus), sum(t >= 0.8 for t in taus), round(statistics.median(taus), 2),
             min(taus), max(taus)) == (32, 3, 0.46, -0.4, 1.0)
     assert sum(not r["fits_in_memory"] for r in rows) == 30
-    sweeps: dict[str, list[dict]] = {}
-    for r in rows:
-        sweeps.setdefault(r["sweep"], []).append(r)
-    regret, fastest = [], []
-    for members in sweeps.values():
-        if len(members) < 3:
-            continue
-        best = min(members, key=lambda r: r["measured_step_s"])
-        pick = min((r for r in members if r["fits_in_memory"]),
-                   key=lambda r: r["predicted_step_s"])
-        regret.append(pick["measured_step_s"] / best["measured_step_s"] - 1)
-        fastest.append(best["error_pct"])
+    regret, fastest, _ = _regret(rows)
     assert (len(regret), sum(x == 0 for x in regret), round(100 * statistics.median(regret), 1),
             round(100 * max(regret), 1)) == (32, 4, 10.5, 29.0)
     assert round(statistics.median(fastest), 1) == 15.8
@@ -911,6 +891,26 @@ def test_hagemann_et_al_layout_sweeps_land_as_the_readme_says():
     top = next(r for r in rows if r["id"] == "hagemann-13b-2k-64g-fa2rms-noac-m1t1p1-132178")
     assert (round(by_id[top["id"]]["measured"]["value"], 3), round(top["error_pct"], 1),
             top["fits_in_memory"]) == (0.706, -1.0, False)
+
+
+def _layout_errors(runs: list[dict]):
+    """Hagemann et al.'s runs replayed: (rows, (median |error|, min, max) rounded, median
+    error by TP degree rounded, errors by the files' kernel column, errors by sweep)."""
+    rows = published_accuracy.evaluate_runs(runs)
+    by_id = {r["id"]: r for r in runs}
+    errs = [r["error_pct"] for r in rows]
+    spread = (round(statistics.median(abs(e) for e in errs), 1), round(min(errs), 1),
+              round(max(errs), 1))
+    by_tp: dict[int, list[float]] = {}
+    by_kernel: dict[str, list[float]] = {}
+    by_sweep: dict[str, list[float]] = {}
+    for r in rows:
+        by_tp.setdefault(r["plan"]["tp"], []).append(r["error_pct"])
+        kernel = by_id[r["id"]]["quote"].split("kernel: ")[1].split(" |")[0]
+        by_kernel.setdefault(kernel, []).append(r["error_pct"])
+        by_sweep.setdefault(r["sweep"], []).append(r["error_pct"])
+    tp_medians = {k: round(statistics.median(v), 1) for k, v in by_tp.items()}
+    return rows, spread, tp_medians, by_kernel, by_sweep
 
 
 def _regret(rows: list[dict]) -> tuple[list[float], list[float], list[dict]]:
@@ -951,21 +951,9 @@ def test_hagemann_et_al_costed_with_what_they_ran():
                for r in runs)
     assert all((r["plan"]["tp"] > 1 and not r["plan"].get("sequence_parallel")) is (
         r in blocking) for r in runs)
-    rows = published_accuracy.evaluate_runs(runs)
-    by_id = {r["id"]: r for r in runs}
-    errs = [r["error_pct"] for r in rows]
-    assert (round(statistics.median(abs(e) for e in errs), 1), round(min(errs), 1),
-            round(max(errs), 1)) == (16.1, -6.1, 83.3)
-    by_tp: dict[int, list[float]] = {}
-    by_kernel: dict[str, list[float]] = {}
-    by_sweep: dict[str, list[float]] = {}
-    for r in rows:
-        by_tp.setdefault(r["plan"]["tp"], []).append(r["error_pct"])
-        kernel = by_id[r["id"]]["quote"].split("kernel: ")[1].split(" |")[0]
-        by_kernel.setdefault(kernel, []).append(r["error_pct"])
-        by_sweep.setdefault(r["sweep"], []).append(r["error_pct"])
-    assert {k: round(statistics.median(v), 1) for k, v in by_tp.items()} == {
-        1: 10.2, 2: 12.8, 4: 16.9, 8: 26.4}
+    rows, spread, by_tp, by_kernel, by_sweep = _layout_errors(runs)
+    assert spread == (16.1, -6.1, 83.3)
+    assert by_tp == {1: 10.2, 2: 12.8, 4: 16.9, 8: 26.4}
     assert {k: round(statistics.median(v), 1) for k, v in by_kernel.items()} == {
         "flash_attention2 + RMS kernel": 14.3, "flash_attention2": 16.8,
         "flash_attentionv1.0.8": 13.4, "fused": 17.7, "torch": 33.4}
