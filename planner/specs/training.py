@@ -139,7 +139,8 @@ class TrainingSpec(BaseModel):
         "functions, torchtitan since then).")
     eager_elementwise: bool = Field(
         False, description="The model code's elementwise work runs as PyTorch eager kernels, "
-        "one op at a time (torchtitan without torch.compile; torchtitan/models/llama "
+        "one op at a time (torchtitan without torch.compile, Aleph Alpha's trainer; "
+        "torchtitan/models/llama "
         "`apply_rotary_emb`, `FeedForward.forward`, `repeat_kv`): rotary embeddings through "
         "fp32 complex tensors (a cast, a complex product, a cast back: 20 bytes of HBM "
         "traffic per element of Q and K in each pass), SwiGLU's SiLU and product as two "
