@@ -359,6 +359,16 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "the norms are the model code's, fused or not"),
     },
+    "zero_grad_allreduce": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/distributed/param_and_grad_buffer.py",
+                       "the distributed optimizer reduce-scatters the gradients "
+                       "(training.zero_grad_allreduce false)"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
+                         "FSDP2 reduce-scatters the gradients"),
+        "deepspeed": _s("yes", "zero_optimization.reduce_scatter: false",
+                        f"{DEEPSPEED} deepspeed/runtime/zero/stage_1_and_2.py",
+                        "average_tensor all-reduces the bucket (gradient_reduction_w_predivide)"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -497,6 +507,12 @@ def _rules():
         ("torchtitan", "norm_fusion", "the reference eager RMSNorm (training.norm_fusion false; "
          "torchtitan's norms are torch.nn.RMSNorm)",
          lambda c: np.full(c["n"], c["unfused_norm"])),
+        ("megatron", "zero_grad_allreduce", "ZeRO-1/2 all-reducing the gradients "
+         "(training.zero_grad_allreduce; the distributed optimizer reduce-scatters them)",
+         lambda c: c["zero_ar"] & ((z(c) == 1) | (z(c) == 2))),
+        ("torchtitan", "zero_grad_allreduce", "ZeRO-1/2 all-reducing the gradients "
+         "(training.zero_grad_allreduce; FSDP2 reduce-scatters them)",
+         lambda c: c["zero_ar"] & ((z(c) == 1) | (z(c) == 2))),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -577,7 +593,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap),
             "kernel": training.attention_kernel,
             "unfused_softmax": not (training.flash_attention or training.softmax_fusion),
-            "unfused_norm": not training.norm_fusion}
+            "unfused_norm": not training.norm_fusion,
+            "zero_ar": np.full(len(plans), training.zero_grad_allreduce)}
 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False,

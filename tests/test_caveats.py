@@ -59,7 +59,7 @@ def test_best_measured_mfu_per_gpu_and_size_is_the_corpus_best(replayed):
 def test_a_plan_is_held_to_the_best_run_of_a_model_as_large_or_larger():
     # On A100: the FlashAttention-2 paper's GPT3-2.7B at 8K tokens 71.7% for models up to its
     # 2.65B parameters, Hagemann et al.'s Llama 13B (14.0B with its 128K vocabulary) 67.4% up
-    # to 14.0B, their 30B 60.6% up to 33.8B and 65B 58.7% up to 66.9B, Korthikanti's 1T
+    # to 14.0B, their 30B 60.5% up to 33.8B and 65B 58.7% up to 66.9B, Korthikanti's 1T
     # 56.3% above, and for anything larger still.
     H = "hagemann-{}-2k-64g-fa2rms-noac-{}"
     assert best_dense_mfu("a100", "16-bit", 1e9)[:2] == (0.717, "fa2-gpt3-2.7b-8k-flash2")
@@ -67,7 +67,7 @@ def test_a_plan_is_held_to_the_best_run_of_a_model_as_large_or_larger():
     assert best_dense_mfu("a100", "16-bit", 8.03e9)[:2] == (
         0.674, H.format("13b", "m1t1p1-132178"))
     assert best_dense_mfu("a100", "16-bit", 20e9)[:2] == (
-        0.606, H.format("30b", "m1t1p4-nosp-131848"))
+        0.605, H.format("30b", "m1t1p4-nosp-131848"))
     assert best_dense_mfu("a100", "16-bit", 40e9)[:2] == (
         0.587, H.format("65b", "m1t2p4-sp-131697"))
     assert best_dense_mfu("a100", "16-bit", 70e9)[:2] == (0.563, "korthikanti-1t-selective")
@@ -207,17 +207,34 @@ def test_a_sharded_plan_keeping_activations_carries_no_caveat_of_its_own():
         assert not any("ZeRO" in c for c in est.caveats), est.caveats
 
 
-def test_published_dense_runs_the_mfu_caveat_flags_ran_slower_than_predicted(replayed):
-    """The caveat reads a prediction above every measured run as an upper bound: on the
-    published runs it fires on, the measurement was indeed slower than the prediction."""
+def _mfu_flagged(runs: list[dict]) -> list[tuple[str, float]]:
+    """(id, error %) of the dense runs whose estimate carries the MFU caveat."""
     flagged = []
-    for run, row in replayed:
+    for run, row in zip(runs, published_accuracy.evaluate_runs(runs), strict=True):
         if row["moe"]:
             continue
         est, _ = published_accuracy.predict_run(run)
         if any("MFU" in c for c in est.caveats):
-            flagged.append((run["id"], row["error_pct"]))
-    assert flagged and all(err > 0 for _, err in flagged), flagged
+            flagged.append((run["id"], round(row["error_pct"], 1)))
+    return flagged
+
+
+def test_published_dense_runs_the_mfu_caveat_flags_ran_slower_than_predicted(replayed):
+    """The caveat reads a prediction above every measured run as an upper bound: on the
+    published runs it fires on, the measurement was indeed slower than the prediction. Costed
+    as they ran it fires on none; with Hagemann et al.'s trainer costed as fused kernels
+    reducing like Megatron (its runs as they joined the corpus), on three of its 64-GPU
+    layouts, all of which measured slower."""
+    now = _mfu_flagged(RUNS)
+    assert all(err > 0 for _, err in now), now
+    fused = {"norm_fusion", "eager_elementwise", "zero_grad_allreduce",
+             "async_tensor_model_parallel_allreduce"}
+    joined = [{**r, "training": {k: v for k, v in r["training"].items() if k not in fused}}
+              if r["source"] == "hagemann-2311.05610" else r for r in RUNS]
+    assert _mfu_flagged(joined) == [
+        ("hagemann-30b-8k-64g-fa2rms-noac-m1t4p2-sp-132948", 10.5),
+        ("hagemann-65b-2k-64g-fa2rms-noac-m1t2p4-sp-131697", 7.2),
+        ("hagemann-65b-2k-64g-fa2rms-noac-m1t4p2-sp-131656", 16.3)]
 
 
 A100x8 = ClusterSpec.from_preset("dgx-a100", num_nodes=8)

@@ -114,18 +114,18 @@ def _pairs():
 def test_the_eager_norm_gives_back_what_the_released_sweeps_measured():
     """README, 'The eager RMSNorm': 22 layouts ran with and without the fused RMSNorm kernel;
     without it they took 2.8% to 29.5% longer (median 15.2%), the model, which fits nothing
-    here, predicts 15.4% at the median, each pair within 7.8%, and follows TP: the 65B's tp 8
-    pp 2 pair measured 1.295 and is predicted 1.274."""
+    here, predicts 15.3% at the median, each pair within 7.8%, and follows TP: the 65B's tp 8
+    pp 2 pair measured 1.295 and is predicted 1.272."""
     pairs = _pairs()
     assert len(pairs) == 22
     measured = [m for m, _ in pairs.values()]
     predicted = [p for _, p in pairs.values()]
     assert (round(min(measured), 3), round(max(measured), 3)) == (1.028, 1.295)
     assert (round(statistics.median(measured), 3), round(statistics.median(predicted), 3)
-            ) == (1.152, 1.154)
+            ) == (1.152, 1.153)
     assert round(100 * max(abs(p / m - 1) for m, p in pairs.values()), 1) == 7.8
     tp8 = pairs[("Llama 65B", 2048, 16, 8, 2, 1, "none", False)]
-    assert (round(tp8[0], 3), round(tp8[1], 3)) == (1.295, 1.274)
+    assert (round(tp8[0], 3), round(tp8[1], 3)) == (1.295, 1.272)
     # Without the field, the model predicted no difference at all.
     by_tp = {}
     for key, (m, _) in pairs.items():

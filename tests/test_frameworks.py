@@ -78,6 +78,12 @@ FSDP2 = {"zero3_per_parameter": True}
      ["deepspeed"]),
     (dict(dp=16, zero_stage=3), {**FSDP2, "norm_fusion": False}, []),
     (dict(dp=16, zero_stage=3), {**FSDP2}, ["torchtitan"]),
+    # ZeRO-1 all-reducing its gradients: DeepSpeed's reduce_scatter false, not Megatron's
+    # distributed optimizer; plain data parallelism all-reduces anyway.
+    (dict(dp=16, zero_stage=1), {"zero_grad_allreduce": True}, []),
+    (dict(dp=16, zero_stage=1), {"zero_grad_allreduce": True, "microbatch_grad_copy": True},
+     ["deepspeed"]),
+    (dict(dp=16, zero_stage=0), {"zero_grad_allreduce": True}, ["megatron", "torchtitan"]),
 ])
 def test_frameworks_of_a_plan(plan_fields, training, frameworks):
     est = estimate(M8, C16, TR.model_copy(update=training),

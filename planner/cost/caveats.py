@@ -23,7 +23,7 @@ from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 BEST_DENSE_MFU: dict[tuple[str, str], tuple[tuple[tuple[float, float, str], ...], int]] = {
     ("a100", "16-bit"): (((2.65e9, 0.717, "fa2-gpt3-2.7b-8k-flash2"),
                           (14.0e9, 0.674, "hagemann-13b-2k-64g-fa2rms-noac-m1t1p1-132178"),
-                          (33.81e9, 0.606, "hagemann-30b-2k-64g-fa2rms-noac-m1t1p4-nosp-131848"),
+                          (33.81e9, 0.605, "hagemann-30b-2k-64g-fa2rms-noac-m1t1p4-nosp-131848"),
                           (66.86e9, 0.587, "hagemann-65b-2k-64g-fa2rms-noac-m1t2p4-sp-131697"),
                           (1007.95e9, 0.563, "korthikanti-1t-selective")), 557),
     ("h100", "16-bit"): (((16.11e9, 0.494, "megatron-readme-16b"),

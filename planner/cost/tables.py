@@ -539,9 +539,9 @@ class CostTables:
     def dp_uses(self, tp: int, cp: int, dp: int, zero: int, stage_params: float, npn: int,
                 group: tuple[int, int] | None = None) -> list[CollectiveUse]:
         """Gradient reduction in buckets (all_reduce; reduce_scatter when gradients or
-        optimizer states are sharded) and, for ZeRO-1/2, the all_gather of the updated
-        weights; ``calls`` = buckets. ``group`` (size, stride) defaults to the dp * cp ranks
-        at stride tp."""
+        optimizer states are sharded, unless ``training.zero_grad_allreduce``) and, for
+        ZeRO-1/2, the all_gather of the updated weights; ``calls`` = buckets. ``group``
+        (size, stride) defaults to the dp * cp ranks at stride tp."""
         nd, stride = group or (dp * cp, tp)
         if nd == 1 or zero >= 3 or stage_params <= 0:
             return []
@@ -551,7 +551,8 @@ class CostTables:
         else:
             n_buckets = 1
         bucket = stage_params / n_buckets
-        op = "all_reduce" if zero == 0 else "reduce_scatter"
+        op = ("all_reduce" if zero == 0 or self.training.zero_grad_allreduce
+              else "reduce_scatter")
         uses = [CollectiveUse("DP", self.collective(op, bucket * self.training.grad_bytes, g),
                               n_buckets, g)]
         if zero in (1, 2):

@@ -24,6 +24,8 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
                               "contiguous_gradients": True},
         "gradient_clipping": 1.0,
     }
+    if t.zero_grad_allreduce and p.zero_stage in (1, 2):
+        cfg["zero_optimization"]["reduce_scatter"] = False
     if p.tp > 1:
         cfg["tensor_parallel"] = {"autotp_size": p.tp}
         notes.append("AutoTP training needs DeepSpeed >= 0.16.4"

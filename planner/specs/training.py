@@ -98,6 +98,14 @@ class TrainingSpec(BaseModel):
     overlap_grad_reduce: bool = Field(
         True, description="The DP gradient reduction overlaps the backward pass, bucket by bucket."
     )
+    zero_grad_allreduce: bool = Field(
+        False, description="ZeRO-1/2 all-reduce the gradients over the data-parallel group "
+        "(every rank receives the whole sum and keeps its shard) instead of reduce-scattering "
+        "them: twice the bytes on the wire. Aleph Alpha's trainer (``Optimizer."
+        "allreduce_gradients`` with zero, in fp32 buckets) and DeepSpeed with "
+        "``zero_optimization.reduce_scatter: false`` (``average_tensor``'s "
+        "``gradient_reduction_w_predivide``) run it; Megatron-LM's distributed optimizer "
+        "reduce-scatters.")
     overlap_param_gather: bool = Field(
         True, description="ZeRO-1/2: the all-gather of the updated weights overlaps the next "
         "step's forward pass (Megatron-LM --overlap-param-gather)."

@@ -1,0 +1,50 @@
+"""ZeRO-1/2 plans that all-reduce their gradients instead of reduce-scattering them
+(TrainingSpec.zero_grad_allreduce): the gradient reduction costs a ring all-reduce of the same
+bytes, about twice the reduce-scatter; the weight gather, plain data parallelism and ZeRO-3
+do not move; DeepSpeed's launch config says ``reduce_scatter: false``."""
+
+import pytest
+
+from planner.cost import EfficiencyModel, estimate
+from planner.cost.tables import CostTables
+from planner.launch import with_launch
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+M8 = ModelSpec.from_preset("llama3-8b")
+C16 = ClusterSpec.from_preset("dgx-a100", num_nodes=2)
+TR = TrainingSpec(global_batch_size=64, seq_length=4096, overlap_grad_reduce=False,
+                  overlap_param_gather=False)
+AR = TR.model_copy(update={"zero_grad_allreduce": True})
+
+
+def test_zero_1_all_reducing_pays_a_ring_all_reduce_of_the_same_bytes():
+    """16 ranks over two nodes, one bucket of every fp32 gradient (no overlap): the ring
+    all-reduce moves 2 (n - 1) / n of the bytes a rank holds, the reduce-scatter (n - 1) / n,
+    so the gradient reduction takes twice as long but for the fixed latencies; the all-gather
+    of the updated weights is the same."""
+    plan = ParallelPlan(dp=16, zero_stage=1, micro_batch_size=1)
+    rs, ar = (estimate(M8, C16, t, plan) for t in (TR, AR))
+    assert rs.breakdown["zero_comm"] == ar.breakdown["zero_comm"] > 0
+    assert ar.breakdown["dp_comm"] / rs.breakdown["dp_comm"] == pytest.approx(2.0, rel=0.02)
+    tables = CostTables(M8, C16, AR, EfficiencyModel())
+    (grads, gather) = tables.dp_uses(1, 1, 16, 1, float(M8.num_params), 8)
+    assert (grads.cost.op, gather.cost.op) == ("all_reduce", "all_gather")
+    assert grads.cost.message_bytes == M8.num_params * 4
+    assert ar.step_time_s - rs.step_time_s == pytest.approx(
+        ar.breakdown["dp_comm"] - rs.breakdown["dp_comm"], rel=1e-6)
+
+
+@pytest.mark.parametrize("plan", [ParallelPlan(dp=16, zero_stage=0, micro_batch_size=1),
+                                  ParallelPlan(dp=16, zero_stage=3, micro_batch_size=1)])
+def test_plain_data_parallelism_and_zero_3_do_not_move(plan):
+    assert estimate(M8, C16, AR, plan).step_time_s == estimate(M8, C16, TR, plan).step_time_s
+
+
+def test_deepspeeds_config_turns_its_reduce_scatter_off():
+    plan = ParallelPlan(dp=16, zero_stage=1, micro_batch_size=1)
+    copy = {"microbatch_grad_copy": True}
+    for training, flag in ((TR.model_copy(update=copy), None),
+                           (AR.model_copy(update=copy), False)):
+        est = with_launch(estimate(M8, C16, training, plan), M8, C16, training)
+        assert "deepspeed" in est.frameworks
+        assert est.launch.deepspeed_config["zero_optimization"].get("reduce_scatter") is flag
