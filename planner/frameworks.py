@@ -369,6 +369,17 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         f"{DEEPSPEED} deepspeed/runtime/zero/stage_1_and_2.py",
                         "average_tensor all-reduces the bucket (gradient_reduction_w_predivide)"),
     },
+    "grad_reduce_dtype": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/distributed/distributed_data_parallel_config.py",
+                       "grad_reduce_in_fp32 sets the gradient buffer and the reduction together "
+                       "(training.grad_dtype)"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
+                         "FSDP2 reduces in mixed_precision_reduce and keeps the sharded "
+                         "gradients so (training.grad_dtype)"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py",
+                        "communication_data_type and data_types.grad_accum_dtype exist, but its "
+                        "bf16 optimizer accumulates in fp32; not costed"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -513,6 +524,9 @@ def _rules():
         ("torchtitan", "zero_grad_allreduce", "ZeRO-1/2 all-reducing the gradients "
          "(training.zero_grad_allreduce; FSDP2 reduce-scatters them)",
          lambda c: c["zero_ar"] & ((z(c) == 1) | (z(c) == 2))),
+        *[(fw, "grad_reduce_dtype", "a gradient reduction in another dtype than the "
+           "gradients accumulate in (training.grad_reduce_dtype)",
+           lambda c: np.full(c["n"], c["grad_cast"])) for fw in FRAMEWORKS],
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -594,7 +608,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "kernel": training.attention_kernel,
             "unfused_softmax": not (training.flash_attention or training.softmax_fusion),
             "unfused_norm": not training.norm_fusion,
-            "zero_ar": np.full(len(plans), training.zero_grad_allreduce)}
+            "zero_ar": np.full(len(plans), training.zero_grad_allreduce),
+            "grad_cast": training.grad_reduce_bytes != training.grad_bytes}
 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False,

@@ -450,7 +450,8 @@ class CostTables:
                 continue
             g = self.group(size, stride, npn)
             ag = self.collective("all_gather", layer_p * self.training.param_bytes / n, g)
-            rs = self.collective("reduce_scatter", layer_p * self.training.grad_bytes / n, g)
+            rs = self.collective("reduce_scatter", layer_p * self.training.grad_reduce_bytes / n,
+                                 g)
             out += [CollectiveUse("ZeRO", ag, 2 * n, g), CollectiveUse("DP", rs, n, g)]
         return out
 
@@ -553,7 +554,7 @@ class CostTables:
         bucket = stage_params / n_buckets
         op = ("all_reduce" if zero == 0 or self.training.zero_grad_allreduce
               else "reduce_scatter")
-        uses = [CollectiveUse("DP", self.collective(op, bucket * self.training.grad_bytes, g),
+        uses = [CollectiveUse("DP", self.collective(op, bucket * self.training.grad_reduce_bytes, g),
                               n_buckets, g)]
         if zero in (1, 2):
             uses.append(CollectiveUse(

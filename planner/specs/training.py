@@ -48,6 +48,12 @@ class TrainingSpec(BaseModel):
         "fp32", description="Gradient accumulation and reduction dtype (Megatron keeps fp32 main "
         "grads by default; bf16 halves the DP traffic and gradient memory)."
     )
+    grad_reduce_dtype: GradDtype | None = Field(
+        None, description="The dtype the data-parallel gradient reduction runs in when it is "
+        "not grad_dtype: the gradients accumulate in grad_dtype and are cast for the "
+        "reduction, bucket by bucket (Aleph Alpha's trainer accumulates bf16 gradients on its "
+        "bf16 parameters and all-reduces them in fp32, ``allreduce_tensor_in_float32``). "
+        "Null: grad_dtype.")
     optimizer_state_dtype: StateDtype = Field(
         "fp32", description="Storage dtype of Adam's two moments (Megatron-LM "
         "--use-precision-aware-optimizer --exp-avg-dtype / --exp-avg-sq-dtype, Transformer "
@@ -237,6 +243,11 @@ class TrainingSpec(BaseModel):
     @property
     def grad_bytes(self) -> int:
         return DTYPE_BYTES[self.grad_dtype]
+
+    @property
+    def grad_reduce_bytes(self) -> int:
+        """Bytes per gradient on the wire of the data-parallel reduction."""
+        return DTYPE_BYTES[self.grad_reduce_dtype or self.grad_dtype]
 
     @property
     def optimizer_state_bytes(self) -> int:
