@@ -623,6 +623,15 @@ def runs_mask(framework: str, plans, m, even, training, moe: bool = False,
     return ok
 
 
+def universal_refusals(framework: str, plans, m, even, training, moe: bool = False,
+                       mtp: bool = False) -> list[str]:
+    """The messages of ``framework``'s rules that refuse every plan of the arrays (what a
+    request asks that the framework cannot run at all, whatever the degrees)."""
+    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp)
+    return [message for fw, _, message, pred in RULES
+            if fw == framework and bool(np.all(np.asarray(pred(ctx), dtype=bool)))]
+
+
 def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
                          group: int | None = None, moe: bool = False, mtp: bool = False
                          ) -> dict[str, list[str]]:

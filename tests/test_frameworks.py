@@ -210,6 +210,29 @@ def test_a_named_attention_kernel_runs_only_where_a_framework_ships_it():
     assert replay.plans and replay.plans[0].frameworks == []
 
 
+def test_a_search_every_framework_refuses_says_what_each_refuses():
+    """A request no framework runs at any degrees (the Triton FlashAttention, or the reference
+    eager RMSNorm for Megatron) is answered with each framework's rules that refuse every
+    plan, not only the pointer to the capability matrix; a rule that refuses some plans only
+    (DeepSpeed's pipelines with tensor parallelism) is not listed."""
+    body = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+            "training": {"global_batch_size": 64, "seq_length": 4096,
+                         "attention_kernel": "flash_triton"}}
+    reasons = plan(PlanRequest.model_validate(body)).infeasible_reasons
+    assert [r.split(":")[0] for r in reasons[1:]] == [
+        "megatron runs none of them", "torchtitan runs none of them",
+        "deepspeed runs none of them"]
+    assert "FlashAttention v1 or the Triton FlashAttention" in reasons[1]
+    assert "pipeline and tensor parallelism together" not in reasons[3]
+    eager = {**body, "training": {"global_batch_size": 64, "seq_length": 4096,
+                                  "norm_fusion": False},
+             "search": {"framework": "megatron"}}
+    reasons = plan(PlanRequest.model_validate(eager)).infeasible_reasons
+    assert reasons[1] == ("megatron runs none of them: the reference eager RMSNorm "
+                          "(training.norm_fusion false; Megatron's norms are fused kernels or "
+                          "torch.nn.RMSNorm)")
+
+
 OLMOE = {"model_type": "olmoe", "num_hidden_layers": 16, "hidden_size": 2048,
          "num_attention_heads": 16, "intermediate_size": 1024, "vocab_size": 50304,
          "num_experts": 64, "num_experts_per_tok": 8}

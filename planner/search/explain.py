@@ -14,12 +14,13 @@ from planner.specs import ClusterSpec, GPUSpec, ModelSpec, TrainingSpec
 
 def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                        search: SearchSpec, lattice_points: int = 0,
-                       unfiltered: int = 0) -> list[str]:
+                       unfiltered: int = 0, refusals: dict[str, list[str]] | None = None
+                       ) -> list[str]:
     """The space is empty before memory is even considered: say which rule empties it.
     ``lattice_points``: the degree combinations (dp, tp, pp, cp and the expert degrees) that
     land on the GPUs; when there are some, the other knobs emptied the space. ``unfiltered``:
     the plans the request allows before the framework filter; when there are some, the
-    filter emptied it."""
+    filter emptied it, and ``refusals`` says, per framework, what it refuses in all of them."""
     N, G = cluster.num_gpus, cluster.gpus_per_node
     gbs = training.global_batch_size
     dom = degree_domains(model, cluster, training, search)
@@ -42,6 +43,9 @@ def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: Trainin
         out.append(f"{unfiltered} plans satisfy the request, but {who} of them as predicted "
                    "(the framework capability matrix, GET /v1/frameworks, says why); "
                    "search.framework 'any' searches them all")
+        for fw, messages in (refusals or {}).items():
+            if messages:
+                out.append(f"{fw} runs none of them: " + "; ".join(messages))
         return out
     if not out and lattice_points:
         out.append(f"{lattice_points} combinations of dp, tp, pp and cp land on the GPUs, "

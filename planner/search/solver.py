@@ -107,7 +107,8 @@ def plan(request: PlanRequest) -> PlanResult:
     if space.size == 0:
         return done([], "INFEASIBLE",
                     reasons=structural_reasons(req.model, req.cluster, req.training, search,
-                                               space.lattice_points, space.unfiltered))
+                                               space.lattice_points, space.unfiltered,
+                                               space.refusals))
     tables = cost_tables(req.model, req.cluster, req.training, req.efficiency, req.calibration)
     plans = space.plans
     capacity = req.cluster.gpu.memory_bytes * (1 - search.memory_headroom)

@@ -31,7 +31,7 @@ import numpy as np
 from planner.cost.batch import PLAN_FIELDS, PlanArrays
 from planner.cost.tables import RECOMPUTE
 from planner.errors import PlannerInputError
-from planner.frameworks import FRAMEWORKS, runs_mask
+from planner.frameworks import FRAMEWORKS, runs_mask, universal_refusals
 from planner.kept import Kept
 from planner.search.spec import SearchSpec, allows
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
@@ -52,6 +52,9 @@ class Space:
     lattice_points: int = 0
     # Plans of the request's restrictions before the framework filter (``framework_mask``).
     unfiltered: int = 0
+    # When the filter removed every plan: per framework asked for, its rules that refuse all
+    # of them (``frameworks.universal_refusals``).
+    refusals: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -196,9 +199,11 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
            else np.empty((0, len(PLAN_FIELDS)), dtype=np.int64))
     plans = PlanArrays(**{f: arr[:, i] for i, f in enumerate(PLAN_FIELDS)})
     unfiltered = len(plans)
-    plans = plans.take(np.flatnonzero(framework_mask(plans, model, training, search)))
-    return Space(plans=plans, domains=dom, world_sizes=(lo, N), lattice_points=lattice,
-                 unfiltered=unfiltered)
+    kept = plans.take(np.flatnonzero(framework_mask(plans, model, training, search)))
+    refusals = (framework_refusals(plans, model, training, search)
+                if unfiltered and not len(kept) else {})
+    return Space(plans=kept, domains=dom, world_sizes=(lo, N), lattice_points=lattice,
+                 unfiltered=unfiltered, refusals=refusals)
 
 
 def framework_mask(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
@@ -211,17 +216,31 @@ def framework_mask(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
     return runs_on(plans, model, training, names)
 
 
-def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
-            names: Sequence[str]) -> np.ndarray:
-    """Plans at least one of the named frameworks runs as predicted."""
-    if not len(plans):
-        return np.zeros(0, dtype=bool)
+def _schedule_facts(plans: PlanArrays, model: ModelSpec, training: TrainingSpec):
+    """(micro-batches, whether the layout is the even split) of each plan."""
     m = training.global_batch_size // (plans.dp * plans.mbs)
     key = plans.pp * 100_000 + plans.vpp
     uniq, inv = np.unique(key, return_inverse=True)
     even_of = np.array([layout_of(model.num_layers, int(k // 100_000),
                                   int(k % 100_000)).kind == "even" for k in uniq])
-    even = even_of[inv.reshape(-1)]
+    return m, even_of[inv.reshape(-1)]
+
+
+def framework_refusals(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
+                       search: SearchSpec) -> dict[str, list[str]]:
+    """Per framework the request asks for, what it refuses in every one of the plans."""
+    m, even = _schedule_facts(plans, model, training)
+    names = [search.framework] if search.framework else list(FRAMEWORKS)
+    return {name: universal_refusals(name, plans, m, even, training, model.is_moe,
+                                     model.mtp_num_layers > 0) for name in names}
+
+
+def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
+            names: Sequence[str]) -> np.ndarray:
+    """Plans at least one of the named frameworks runs as predicted."""
+    if not len(plans):
+        return np.zeros(0, dtype=bool)
+    m, even = _schedule_facts(plans, model, training)
     ok = np.zeros(len(plans), dtype=bool)
     for name in names:
         ok |= runs_mask(name, plans, m, even, training, model.is_moe,
