@@ -488,10 +488,10 @@ def _rules():
         ("deepspeed", "microbatch_gradient_copy", "training.microbatch_grad_copy where "
          "DeepSpeed makes no such copy (only its bf16 optimizer does, with ZeRO 0-1; fp16 and "
          "ZeRO-2/3 accumulate otherwise)", lambda c: c["grad_copy"] & ~(c["bf16"] & (z(c) <= 1))),
-        ("megatron", "blocking_tp_allreduce", "a blocking backward TP all-reduce "
-         "(training.async_tensor_model_parallel_allreduce false; Megatron-Core overlaps it "
-         "with the weight-gradient GEMM)",
-         lambda c: ~c["async_ar"] & (c["tp"] > 1) & (c["sp"] == 0)),
+        ("megatron", "blocking_tp_allreduce", "a blocking backward TP all-reduce or "
+         "reduce-scatter (training.async_tensor_model_parallel_allreduce false; Megatron-Core "
+         "overlaps it with the weight-gradient GEMM)",
+         lambda c: ~c["async_ar"] & (c["tp"] > 1)),
         ("deepspeed", "blocking_tp_allreduce", "tensor parallelism with the backward "
          "all-reduce overlapped (AutoTP all-reduces the input gradient synchronously: "
          "training.async_tensor_model_parallel_allreduce false)",

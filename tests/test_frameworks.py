@@ -123,7 +123,9 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
     gradient either runs beside the weight-gradient GEMM (Megatron-Core's async all-reduce)
     or blocks (DeepSpeed AutoTP's ColumnParallel.backward, Megatron-LM of 2021): the blocking
     one costs its whole time, per layer and micro-batch twice (QKV and MLP-up), and only
-    DeepSpeed runs that plan as predicted; with sequence parallelism the flag changes nothing."""
+    DeepSpeed runs that plan as predicted. With sequence parallelism (next test) the flag says
+    whether the backward re-gathers the input beside the dgrad GEMM and reduce-scatters its
+    gradient beside the wgrad GEMM (Megatron) or keeps the gathered input and blocks."""
     from planner.cost.tables import cost_tables, overlapped
 
     p = ParallelPlan(dp=4, tp=4, micro_batch_size=1, zero_stage=1)
@@ -143,8 +145,33 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
     m = a.grad_accum_steps
     assert b.step_time_s - a.step_time_s == pytest.approx(
         m * M8.num_layers * (lb.tp_bwd - la.tp_bwd), rel=0.02)
+
+
+def test_sequence_parallelism_that_keeps_the_gathered_input_blocks_on_its_reduce_scatters():
+    """Aleph Alpha's trainer under sequence parallelism: the norm gathers its output in the
+    forward, the column-parallel layers keep it gathered, and the gather's backward
+    reduce-scatters the input gradient before going on. Costed: the backward pays its two
+    all-gathers and two reduce-scatters whole (Megatron: the all-gathers, the re-gathers and
+    reduce-scatters beside the dgrad and wgrad GEMMs); each layer keeps both norms' outputs
+    whole, 2 x 2 bytes x 4,096 tokens x 4,096 x (1 - 1/4) = 50,331,648 bytes more a
+    micro-batch than the 1/tp shards Megatron keeps; Megatron refuses the plan."""
+    from planner.cost.tables import cost_tables, overlapped
+
     sp = ParallelPlan(dp=4, tp=4, micro_batch_size=1, zero_stage=1, sequence_parallel=True)
-    assert estimate(M8, C16, overlap, sp).step_time_s == estimate(M8, C16, blocking, sp).step_time_s
+    keep = TR.model_copy(update={"async_tensor_model_parallel_allreduce": False})
+    a, b = estimate(M8, C16, TR, sp), estimate(M8, C16, keep, sp)
+    assert "megatron" in a.frameworks and "megatron" not in b.frameworks
+    t_a, t_b = (cost_tables(M8, C16, tr, EfficiencyModel(), None) for tr in (TR, keep))
+    npn = C16.gpus_per_node
+    t = {u.cost.op: u.cost.time_s for u in t_a.tp_uses(4, 1, 1, 0, 1, npn)}
+    ag, rs = t["all_gather"], t["reduce_scatter"]
+    la, lb = t_a.layer(4, 1, 1, 0, 1, npn), t_b.layer(4, 1, 1, 0, 1, npn)
+    k = EfficiencyModel().overlap_slowdown
+    assert la.tp_bwd == pytest.approx(2 * ag + overlapped(2 * ag, la.work.dgrad_colpar_s, k)
+                                      + overlapped(2 * rs, la.work.wgrad_colpar_s, k))
+    assert lb.tp_bwd == pytest.approx(2 * ag + 2 * rs) and lb.tp_bwd > la.tp_bwd
+    assert lb.tp_fwd == pytest.approx(la.tp_fwd)
+    assert lb.work.stored_bytes - la.work.stored_bytes == 2 * 2 * 4096 * 4096 * 3 / 4 == 50_331_648
 
 
 def test_search_restricted_to_one_framework_returns_only_its_plans():

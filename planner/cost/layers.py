@@ -369,7 +369,13 @@ def layer_work(
     # MLP activation's output take 1 byte per element.
     mask = 1 if training.dropout else 0
     lin = 1 if fp8 else e
-    replicated_store = ((2 * e + 2 * lin + 2 * mask) * T * h / sp_div    # norm in/out, masks
+    # The norms' outputs, the column-parallel layers' inputs: sequence-parallel shards that
+    # the backward gathers again, or, where the backward does not overlap its TP collectives
+    # (``TrainingSpec.async_tensor_model_parallel_allreduce`` false), kept gathered.
+    out_div = 1 if plan.sequence_parallel and not training.async_tensor_model_parallel_allreduce \
+        else sp_div
+    norm_out = 2 * lin * T * h / out_div
+    replicated_store = ((2 * e + 2 * mask) * T * h / sp_div + norm_out    # norm in/out, masks
                         + (norm.stored_bytes if norm else 0.0))            # eager norms' fp32
     split_store = (T * (model.q_width + 2 * model.kv_width) * e   # Q, K, V
                    + T * model.o_width * lin                      # attention output
@@ -393,7 +399,7 @@ def layer_work(
         if "core_attn" not in mods:
             stored += core_store
         if "layernorm" in mods:              # both norms' outputs (and eager ones' fp32 copy)
-            stored -= 2 * lin * T * h / sp_div + (norm.stored_bytes if norm else 0.0)
+            stored -= norm_out + (norm.stored_bytes if norm else 0.0)
         if "mlp" in mods:                                    # a dense MLP keeps its input
             stored -= (1 - phi) * T * f * (e * (act_factor - 1) + lin) / t
         if "moe" in mods:                                    # a MoE layer keeps its input

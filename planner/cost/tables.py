@@ -14,7 +14,10 @@ Exposed communication of a layer (per micro-batch), Megatron-LM's schedule:
   hide is exposed. With sequence parallelism the forward does two all-gathers and two
   reduce-scatters; the backward two blocking all-gathers of the output gradients, the input
   re-gathers beside the dgrad GEMMs and the input-gradient reduce-scatters beside the wgrad
-  GEMMs (Korthikanti et al. section 4.2.2). Full recompute repeats the forward's collectives.
+  GEMMs (Korthikanti et al. section 4.2.2); a stack that keeps the gathered input and
+  reduce-scatters its gradient before going on (``async_tensor_model_parallel_allreduce``
+  false) blocks for both all-gathers and both reduce-scatters. Full recompute repeats the
+  forward's collectives.
 - CP (ring attention): cp - 1 exchanges of K and V per layer forward, of K, V and their
   gradients backward, each beside one block of the attention (Liu et al., Ring Attention).
 - EP (MoE layers, Megatron-Core's alltoall dispatcher): an all-to-all over the EP group to
@@ -236,8 +239,11 @@ class CostTables:
                 ag, rs = t["all_gather"], t["reduce_scatter"]
                 blocking_f = 2 * ag + 2 * rs
                 tp_f = (1 - ov) * blocking_f + overlapped(ov * blocking_f, lw.fwd_s, k)
-                tp_b = ((1 - ov) * 2 * ag + overlapped(2 * ag, lw.dgrad_colpar_s, k)
-                        + overlapped(2 * rs, lw.wgrad_colpar_s, k))
+                if self.training.async_tensor_model_parallel_allreduce:
+                    tp_b = ((1 - ov) * 2 * ag + overlapped(2 * ag, lw.dgrad_colpar_s, k)
+                            + overlapped(2 * rs, lw.wgrad_colpar_s, k))
+                else:
+                    tp_b = 2 * ag + 2 * rs
             else:
                 ar = t["all_reduce"]
                 tp_f = (1 - ov) * 2 * ar + overlapped(ov * 2 * ar, lw.fwd_s, k)

@@ -179,7 +179,12 @@ class TrainingSpec(BaseModel):
         "--async-tensor-model-parallel-allreduce; Megatron-Core always). False: it blocks "
         "the backward (ColumnParallelLinear's copy_to_tensor_model_parallel_region before "
         "F.linear: Megatron-LM of 2021, the SC'21 runs, and the Megatron-DeepSpeed forks "
-        "that trained MT-NLG and BLOOM).")
+        "that trained MT-NLG and BLOOM). With sequence parallelism, False: the norm's output "
+        "is gathered in the forward and kept gathered for the backward, which reduce-scatters "
+        "the input gradient before it goes on (Aleph Alpha's trainer: RMSNorm's "
+        "gather_from_sequence_parallel_region, whose backward reduce-scatters); True: "
+        "Megatron-LM's re-gather beside the dgrad GEMM and reduce-scatter beside the wgrad "
+        "GEMM.")
     p2p_scatter_gather: bool = Field(
         False, description="Pipeline sends split over the TP ranks even without sequence "
         "parallelism (Megatron-LM's 2021 scatter/gather optimisation, SC'21 section 4.1; "
