@@ -306,8 +306,12 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/tensor_parallel/layers.py",
                        "the input gradient's all-reduce is issued async_op=True before the "
                        "weight-gradient GEMM and waited for after it (no flag turns it off)"),
-        "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
-                         "tensor parallelism always runs with sequence parallelism"),
+        "torchtitan": _s("yes", "parallelism.enable_async_tensor_parallel = false",
+                         f"{TITAN} torchtitan/models/llama3/infra/parallelize.py",
+                         "sequence-parallel TP through DTensor: PrepareModuleInput gathers the "
+                         "norm's output to Replicate, the column-parallel layers keep it, and "
+                         "its gradient is reduce-scattered before the backward goes on "
+                         "(training.async_tensor_model_parallel_allreduce false)"),
         "deepspeed": _s("yes", "tensor_parallel.autotp_size",
                         f"{DEEPSPEED} deepspeed/module_inject/layers.py",
                         "AutoTP's ColumnParallel.backward all-reduces the input gradient "
@@ -492,6 +496,11 @@ def _rules():
          "reduce-scatter (training.async_tensor_model_parallel_allreduce false; Megatron-Core "
          "overlaps it with the weight-gradient GEMM)",
          lambda c: ~c["async_ar"] & (c["tp"] > 1)),
+        ("torchtitan", "blocking_tp_allreduce", "tensor parallelism with the backward "
+         "reduce-scatter overlapped (DTensor's sequence-parallel TP keeps the gathered input "
+         "and reduce-scatters its gradient before going on: training."
+         "async_tensor_model_parallel_allreduce false)",
+         lambda c: c["async_ar"] & (c["tp"] > 1)),
         ("deepspeed", "blocking_tp_allreduce", "tensor parallelism with the backward "
          "all-reduce overlapped (AutoTP all-reduces the input gradient synchronously: "
          "training.async_tensor_model_parallel_allreduce false)",

@@ -19,6 +19,9 @@ TR = TrainingSpec(global_batch_size=64, seq_length=4096)
 
 
 FSDP2 = {"zero3_per_parameter": True}
+# torchtitan's tensor parallelism (DTensor, always sequence parallel) keeps the gathered input
+# and reduce-scatters its gradient before going on.
+DTENSOR_TP = {**FSDP2, "async_tensor_model_parallel_allreduce": False}
 
 
 @pytest.mark.parametrize("plan_fields,training,frameworks", [
@@ -36,9 +39,11 @@ FSDP2 = {"zero3_per_parameter": True}
      ["torchtitan"]),
     (dict(dp=16, zero_stage=3, recompute="full"), {"recompute_early_stop": True}, []),
     # TP with sequence parallelism and pipelines: Megatron; torchtitan's TP always shards the
-    # sequence, but ZeRO-1 is not FSDP; DeepSpeed has neither.
+    # sequence, but ZeRO-1 is not FSDP, and it runs the plan only costed with DTensor's
+    # blocking reduce-scatters; DeepSpeed has neither.
     (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True), {}, ["megatron"]),
-    (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), FSDP2, ["torchtitan"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), DTENSOR_TP, ["torchtitan"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), FSDP2, []),
     (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), {}, []),
     # TP without sequence parallelism, no pipeline: Megatron (and DeepSpeed's AutoTP, below).
     (dict(dp=4, tp=4, zero_stage=1), {}, ["megatron"]),
@@ -49,7 +54,7 @@ FSDP2 = {"zero3_per_parameter": True}
     (dict(dp=16, zero_stage=0, recompute="selective"), {}, ["megatron"]),
     # Interleaved FSDP + TP + PP: torchtitan, whose Interleaved1F1B runs rounds of pp
     # micro-batches; a micro-batch group of 2 pp is a schedule it does not run.
-    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True), FSDP2,
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True), DTENSOR_TP,
      ["torchtitan"]),
     (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True,
           microbatch_group_size=8), FSDP2, []),
