@@ -324,3 +324,20 @@ def test_a_torchtitan_search_costs_fsdp2s_copies_unless_told_otherwise():
                                                                    seq_length=4096),
                       search={"framework": "torchtitan"})
     assert obj.training.zero3_per_parameter
+
+
+def test_a_torchtitan_search_with_tensor_parallelism_costs_dtensors_blocking_tp():
+    """torchtitan runs TP as DTensor's sequence-parallel TP: a torchtitan search restricted to
+    tp 4 finds plans only costed with the blocking reduce-scatters
+    (training.async_tensor_model_parallel_allreduce false), and says why it finds none
+    otherwise."""
+    body = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+            "training": {"global_batch_size": 64, "seq_length": 4096,
+                         "zero3_per_parameter": True},
+            "search": {"framework": "torchtitan", "tp": 4, "top_k": 3}}
+    refused = plan(PlanRequest.model_validate(body))
+    assert refused.search.status == "INFEASIBLE" and any(
+        "torchtitan runs none of them" in r and "DTensor" in r for r in refused.infeasible_reasons)
+    body["training"]["async_tensor_model_parallel_allreduce"] = False
+    found = plan(PlanRequest.model_validate(body))
+    assert found.plans and all(p.tp == 4 and "torchtitan" in p.frameworks for p in found.plans)
