@@ -124,6 +124,9 @@ def test_the_eager_norm_gives_back_what_the_released_sweeps_measured():
     assert (round(statistics.median(measured), 3), round(statistics.median(predicted), 3)
             ) == (1.152, 1.153)
     assert round(100 * max(abs(p / m - 1) for m, p in pairs.values()), 1) == 7.8
+    assert sorted(round(m, 3) for k, (m, _) in pairs.items() if k[3] == 1) == [1.085, 1.156]
+    assert sorted(round(m, 3) for k, (m, _) in pairs.items()
+                  if k[3] == 8 and k[0] == "Llama 65B") == [1.246, 1.277, 1.295]
     tp8 = pairs[("Llama 65B", 2048, 16, 8, 2, 1, "none", False)]
     assert (round(tp8[0], 3), round(tp8[1], 3)) == (1.295, 1.272)
     # Without the field, the model predicted no difference at all.
