@@ -372,8 +372,8 @@ def layer_work(
     # The norms' outputs, the column-parallel layers' inputs: sequence-parallel shards that
     # the backward gathers again, or, where the backward does not overlap its TP collectives
     # (``TrainingSpec.async_tensor_model_parallel_allreduce`` false), kept gathered.
-    out_div = 1 if plan.sequence_parallel and not training.async_tensor_model_parallel_allreduce \
-        else sp_div
+    kept_gathered = plan.sequence_parallel and not training.async_tensor_model_parallel_allreduce
+    out_div = 1 if kept_gathered else sp_div
     norm_out = 2 * lin * T * h / out_div
     replicated_store = ((2 * e + 2 * mask) * T * h / sp_div + norm_out    # norm in/out, masks
                         + (norm.stored_bytes if norm else 0.0))            # eager norms' fp32
