@@ -363,6 +363,17 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "the norms are the model code's, fused or not"),
     },
+    "vocab_parallel_loss": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/tensor_parallel/cross_entropy.py",
+                       "the loss is always the vocab-parallel cross-entropy "
+                       "(training.vocab_parallel_loss false)"),
+        "torchtitan": _s("no", "parallelism.disable_loss_parallel",
+                         f"{TITAN} torchtitan/config/job_config.py",
+                         "without loss parallel it gathers the logits but upcasts them to fp32 "
+                         "for the loss; not costed"),
+        "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "the loss is the model code's"),
+    },
     "zero_grad_allreduce": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/distributed/param_and_grad_buffer.py",
                        "the distributed optimizer reduce-scatters the gradients "
@@ -527,6 +538,9 @@ def _rules():
         ("torchtitan", "norm_fusion", "the reference eager RMSNorm (training.norm_fusion false; "
          "torchtitan's norms are torch.nn.RMSNorm)",
          lambda c: np.full(c["n"], c["unfused_norm"])),
+        *[(fw, "vocab_parallel_loss", "the loss over logits gathered from every TP rank "
+           "(training.vocab_parallel_loss false)",
+           lambda c: np.full(c["n"], c["gathered_loss"])) for fw in ("megatron", "torchtitan")],
         ("megatron", "zero_grad_allreduce", "ZeRO-1/2 all-reducing the gradients "
          "(training.zero_grad_allreduce; the distributed optimizer reduce-scatters them)",
          lambda c: c["zero_ar"] & ((z(c) == 1) | (z(c) == 2))),
@@ -618,6 +632,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "unfused_softmax": not (training.flash_attention or training.softmax_fusion),
             "unfused_norm": not training.norm_fusion,
             "zero_ar": np.full(len(plans), training.zero_grad_allreduce),
+            "gathered_loss": not training.vocab_parallel_loss,
             "grad_cast": training.grad_reduce_bytes != training.grad_bytes}
 
 

@@ -284,8 +284,8 @@ def compose(plans: PlanArrays, tables: CostTables,
                 lc.cp_network_fwd, lc.cp_network_bwd, lc.ep_fwd, lc.ep_bwd)
         return row
 
-    def head_row(t, c, b):
-        hw = tables.head(t, c, b)
+    def head_row(t, c, b, n):
+        hw = tables.head(t, c, b, n)
         return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s)
 
     classes = stage_classes(plans, model.num_layers, layout, stages)
@@ -347,8 +347,8 @@ def compose(plans: PlanArrays, tables: CostTables,
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
                                   a_plans.sp, a_npn, a_plans.ep, a_plans.etp], 1), layer_row,
                         LAYER_COLUMNS, tables.row_memo("layer"))
-    HW[alive, :5] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs], 1), head_row, 5,
-                            tables.row_memo("head"))
+    HW[alive, :5] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_npn], 1),
+                            head_row, 5, tables.row_memo("head"))
     if k_mtp:
         HW[alive, 5:] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.sp,
                                           a_npn], 1), tables.mtp, 5,

@@ -517,6 +517,20 @@ CE_FWD_BYTES = 38     # bytes moved per logit by the cross-entropy forward (``he
 CE_BWD_BYTES = 14     # and by its backward
 
 
+def gathered_loss_bytes(e: int, t: int) -> tuple[float, float]:
+    """HBM bytes per logit of the whole vocabulary (forward, backward) when every TP rank
+    gathers the logits and runs ``torch.nn.functional.cross_entropy`` on them in their own
+    e-byte dtype (``TrainingSpec.vocab_parallel_loss`` false): forward, the concatenation of
+    the gathered shards (read e, write e; none at tp 1) and ``log_softmax`` (its max and sum
+    pass reads e, its output pass reads e and writes e); backward, the NLL gradient filled
+    over the vocabulary (write e), ``log_softmax``'s backward (its sum pass reads e, then
+    reads the gradient and the output and writes e) and, at tp > 1, each rank's copy of its
+    own slice of the gradient (read and write e / tp)."""
+    cat = 2 * e if t > 1 else 0
+    shard = 2 * e / t if t > 1 else 0.0
+    return cat + 3 * e, e + 4 * e + shard
+
+
 @dataclass(frozen=True)
 class HeadWork:
     """The LM head and loss (last stage), and the embedding lookup (first stage)."""
@@ -548,19 +562,25 @@ def head_work(
     # kernels; backward, the in-place product with the output gradient (read 4, write 4) and
     # the cast's gradient back to 16 bits (read 4, write 2): 14 in two.
     logits = T * V / t
-    norm_bytes = 2 * T * h * training.activation_bytes
-    norm = (eager_norm_work(T * h, training.activation_bytes) if not training.norm_fusion
+    e = training.activation_bytes
+    norm_bytes = 2 * T * h * e
+    norm = (eager_norm_work(T * h, e) if not training.norm_fusion
             else EagerNorm(0.0, 0.0, 0, 0, 0.0))
-    loss_f = km.memory(CE_FWD_BYTES * logits + norm_bytes + norm.fwd_bytes,
-                       kernels=7 + norm.fwd_kernels)
-    loss_b = km.memory(CE_BWD_BYTES * logits + norm_bytes + norm.bwd_bytes,
-                       kernels=3 + norm.bwd_kernels)
-    embed_s = km.memory(2 * T * h * training.activation_bytes, kernels=1)
+    if training.vocab_parallel_loss:
+        ce_f, ce_b, k_f, k_b = CE_FWD_BYTES * logits, CE_BWD_BYTES * logits, 7, 3
+        kept = 4 * logits             # Korthikanti et al.: 4 s b v / t for the fp32 logits
+    else:                             # every rank: the whole vocabulary, in the logits' dtype
+        per_f, per_b = gathered_loss_bytes(e, t)
+        ce_f, ce_b, k_f, k_b = per_f * T * V, per_b * T * V, 4, 4
+        kept = 2 * e * T * V          # the gathered logits and log_softmax's output
+    loss_f = km.memory(ce_f + norm_bytes + norm.fwd_bytes, kernels=k_f + norm.fwd_kernels)
+    loss_b = km.memory(ce_b + norm_bytes + norm.bwd_bytes, kernels=k_b + norm.bwd_kernels)
+    embed_s = km.memory(2 * T * h * e, kernels=1)
     return HeadWork(
         head_fwd_s=gemm_f + loss_f,
         head_bwd_s=gemm_b + loss_b,
         head_flops=flops,
-        logits_bytes=4 * logits,      # Korthikanti et al.: 4 s b v / t for the fp32 logits
+        logits_bytes=kept,
         embed_s=embed_s,
     )
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from planner.calibration.fit import predict
@@ -382,11 +382,19 @@ class CostTables:
         return CollectiveCost("all_to_all", "deepep (node-deduplicated)", token_bytes * k, p,
                               group.tier, t)
 
-    def head(self, tp: int, cp: int, mbs: int) -> HeadWork:
-        key = (tp, cp, mbs)
+    def head(self, tp: int, cp: int, mbs: int, npn: int) -> HeadWork:
+        """The LM head and loss on ranks placed ``npn`` per node: ``layers.head_work``, and
+        where the loss is not vocab-parallel (``TrainingSpec.vocab_parallel_loss`` false) the
+        all-gather of the logits over the TP group before it, on the critical path."""
+        key = (tp, cp, mbs, npn)
         if key not in self._head:
-            self._head[key] = head_work(self.model, self.training, LayerShape(tp, cp, mbs),
-                                        self.cluster.gpu, self.eff)
+            hw = head_work(self.model, self.training, LayerShape(tp, cp, mbs), self.cluster.gpu,
+                           self.eff)
+            if tp > 1 and not self.training.vocab_parallel_loss:
+                # The gathered logits: hw.logits_bytes keeps them and log_softmax's output.
+                gather = self.collective("all_gather", hw.logits_bytes / 2, self.group(tp, 1, npn))
+                hw = replace(hw, head_fwd_s=hw.head_fwd_s + gather.time_s)
+            self._head[key] = hw
         return self._head[key]
 
     def mtp(self, tp: int, cp: int, mbs: int, sp: int, npn: int
