@@ -163,6 +163,7 @@ def test_a_loss_over_gathered_logits_costs_the_whole_vocabulary_on_every_rank():
     assert b.head_bwd_s - a.head_bwd_s == pytest.approx(
         (ours[1] - megatron[1]) / km.hbm_bytes_per_s + (4 - 3) * km.kernel_overhead_s)
     assert (a.logits_bytes, b.logits_bytes) == (4 * T * V / 4, 2 * 2 * T * V)
+    assert (a.gathered_bytes, b.gathered_bytes) == (0.0, 2 * T * V)
     cluster = ClusterSpec.from_preset("dgx-a100", num_nodes=1)
     t_a, t_b = (cost_tables(LLAMA_13B, cluster, t, eff, None) for t in (training, gathered))
     gather = t_b.collective("all_gather", 2 * T * V, t_b.group(4, 1, 8)).time_s

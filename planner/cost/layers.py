@@ -300,9 +300,9 @@ def layer_work(
     eager_f, eager_b, eager_k = (eager_elementwise_bytes(model, T, t, e, phi, expert_act)
                                  if training.eager_elementwise else (0.0, 0.0, 0))
     # The layer's two norms run as eager ops (``TrainingSpec.norm_fusion`` false).
-    norm = eager_norm_work(2 * hidden, e) if not training.norm_fusion else None
-    norm_f, norm_kf = (norm.fwd_bytes, 2 * norm.fwd_kernels) if norm else (0.0, 0)
-    norm_b, norm_kb = (norm.bwd_bytes, 2 * norm.bwd_kernels) if norm else (0.0, 0)
+    norm = norm_work(training, 2 * hidden)
+    norm_f, norm_kf = norm.fwd_bytes, 2 * norm.fwd_kernels
+    norm_b, norm_kb = norm.bwd_bytes, 2 * norm.bwd_kernels
     elem_f = km.memory(elem_bytes + eager_f + unfused_bytes + norm_f,
                        kernels=elem_kernels + eager_k + unfused_kernels + norm_kf)
     elem_b = km.memory(2 * elem_bytes + eager_b + unfused_bytes + norm_b,
@@ -376,7 +376,7 @@ def layer_work(
     out_div = 1 if kept_gathered else sp_div
     norm_out = 2 * lin * T * h / out_div
     replicated_store = ((2 * e + 2 * mask) * T * h / sp_div + norm_out    # norm in/out, masks
-                        + (norm.stored_bytes if norm else 0.0))            # eager norms' fp32
+                        + norm.stored_bytes)            # eager norms' fp32
     split_store = (T * (model.q_width + 2 * model.kv_width) * e   # Q, K, V
                    + T * model.o_width * lin                      # attention output
                    + (1 - phi) * T * f * (e * (act_factor - 1) + lin)) / t + moe_store
@@ -399,7 +399,7 @@ def layer_work(
         if "core_attn" not in mods:
             stored += core_store
         if "layernorm" in mods:              # both norms' outputs (and eager ones' fp32 copy)
-            stored -= norm_out + (norm.stored_bytes if norm else 0.0)
+            stored -= norm_out + norm.stored_bytes
         if "mlp" in mods:                                    # a dense MLP keeps its input
             stored -= (1 - phi) * T * f * (e * (act_factor - 1) + lin) / t
         if "moe" in mods:                                    # a MoE layer keeps its input
@@ -472,6 +472,14 @@ EAGER_NORM_FWD_KERNELS = 8     # cast, pow, mean, add, rsqrt, product, cast, wei
 EAGER_NORM_BWD_KERNELS = 14    # autograd's backward of each of them (eager_norm_work)
 
 
+def norm_work(training: TrainingSpec, elements: float) -> EagerNorm:
+    """What norms over ``elements`` values cost beyond fused kernels: nothing when they are
+    fused (``TrainingSpec.norm_fusion``), ``eager_norm_work`` otherwise."""
+    if training.norm_fusion:
+        return EagerNorm(0.0, 0.0, 0, 0, 0.0)
+    return eager_norm_work(elements, training.activation_bytes)
+
+
 def eager_norm_work(elements: float, e: int) -> EagerNorm:
     """The reference RMSNorm as eager PyTorch runs it, op by op (Meta's Llama
     ``RMSNorm.forward``: ``self._norm(x.float()).type_as(x) * self.weight`` with ``_norm(x) =
@@ -540,6 +548,7 @@ class HeadWork:
     head_flops: float
     logits_bytes: float
     embed_s: float
+    gathered_bytes: float = 0.0   # the logits all-gathered over TP before a non-parallel loss
 
 
 def head_work(
@@ -564,15 +573,16 @@ def head_work(
     logits = T * V / t
     e = training.activation_bytes
     norm_bytes = 2 * T * h * e
-    norm = (eager_norm_work(T * h, e) if not training.norm_fusion
-            else EagerNorm(0.0, 0.0, 0, 0, 0.0))
+    norm = norm_work(training, T * h)
     if training.vocab_parallel_loss:
         ce_f, ce_b, k_f, k_b = CE_FWD_BYTES * logits, CE_BWD_BYTES * logits, 7, 3
         kept = 4 * logits             # Korthikanti et al.: 4 s b v / t for the fp32 logits
+        gathered = 0.0
     else:                             # every rank: the whole vocabulary, in the logits' dtype
         per_f, per_b = gathered_loss_bytes(e, t)
         ce_f, ce_b, k_f, k_b = per_f * T * V, per_b * T * V, 4, 4
         kept = 2 * e * T * V          # the gathered logits and log_softmax's output
+        gathered = e * T * V if t > 1 else 0.0
     loss_f = km.memory(ce_f + norm_bytes + norm.fwd_bytes, kernels=k_f + norm.fwd_kernels)
     loss_b = km.memory(ce_b + norm_bytes + norm.bwd_bytes, kernels=k_b + norm.bwd_kernels)
     embed_s = km.memory(2 * T * h * e, kernels=1)
@@ -582,6 +592,7 @@ def head_work(
         head_flops=flops,
         logits_bytes=kept,
         embed_s=embed_s,
+        gathered_bytes=gathered,
     )
 
 

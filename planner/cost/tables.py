@@ -390,9 +390,8 @@ class CostTables:
         if key not in self._head:
             hw = head_work(self.model, self.training, LayerShape(tp, cp, mbs), self.cluster.gpu,
                            self.eff)
-            if tp > 1 and not self.training.vocab_parallel_loss:
-                # The gathered logits: hw.logits_bytes keeps them and log_softmax's output.
-                gather = self.collective("all_gather", hw.logits_bytes / 2, self.group(tp, 1, npn))
+            if hw.gathered_bytes:
+                gather = self.collective("all_gather", hw.gathered_bytes, self.group(tp, 1, npn))
                 hw = replace(hw, head_fwd_s=hw.head_fwd_s + gather.time_s)
             self._head[key] = hw
         return self._head[key]
