@@ -212,8 +212,7 @@ def framework_mask(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
     every plan with ``"any"``)."""
     if search.any_framework:
         return np.ones(len(plans), dtype=bool)
-    names = [search.framework] if search.framework else list(FRAMEWORKS)
-    return runs_on(plans, model, training, names)
+    return runs_on(plans, model, training, _framework_names(search))
 
 
 def _schedule_facts(plans: PlanArrays, model: ModelSpec, training: TrainingSpec):
@@ -230,9 +229,14 @@ def framework_refusals(plans: PlanArrays, model: ModelSpec, training: TrainingSp
                        search: SearchSpec) -> dict[str, list[str]]:
     """Per framework the request asks for, what it refuses in every one of the plans."""
     m, even = _schedule_facts(plans, model, training)
-    names = [search.framework] if search.framework else list(FRAMEWORKS)
     return {name: universal_refusals(name, plans, m, even, training, model.is_moe,
-                                     model.mtp_num_layers > 0) for name in names}
+                                     model.mtp_num_layers > 0)
+            for name in _framework_names(search)}
+
+
+def _framework_names(search: SearchSpec) -> list[str]:
+    """The frameworks a search asks for: the named one, or any of them."""
+    return [search.framework] if search.framework else list(FRAMEWORKS)
 
 
 def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
