@@ -555,6 +555,9 @@ def test_the_headline_figures_are_the_readmes():
         "held out": (641, 18.9, 173.4, 18.9), "dense": (615, 18.9, 118.1, 18.9),
         "moe": (26, 18.4, 173.4, 18.4), "fit": (39, 2.3, 11.5, -1.9)}
     assert [_headline([], rows)["held out"][1] for rows in steps[1:]] == [14.2, 13.1, 11.3, 10.9]
+    # Each source counted once: 12.2% as the session began, 11.7% now.
+    held0 = [r for r in steps[0] if r["split"] == "held_out"]
+    assert round(published_accuracy.summarize(held0)["source_median_abs_error_pct"], 1) == 12.2
     assert [_headline([_as_of(r, STEPS.index(s)) for r in RUNS])["held out"][1]
             for s in ("dtensor_tp", "vocab_parallel_loss")] == [10.9, 10.8]
     # Kendall tau >= 0.8 in 32, then 37, then 40 of the 68 held-out sweeps.
@@ -1003,6 +1006,9 @@ def test_hagemann_et_al_costed_with_what_they_ran():
     # Step by step (``STEPS``): as joined, then each thing it ran.
     assert [_layout_errors([_as_of(r, k) for r in runs])[1][0] for k in range(len(STEPS))] == [
         27.9, 17.4, 16.1, 13.4, 12.8, 12.8, 12.5, 12.5]
+    # The gathered loss, last: tp 8 from +23.0% to +19.6%.
+    before_loss = [_as_of(r, STEPS.index("vocab_parallel_loss")) for r in runs]
+    assert _layout_errors(before_loss)[2][8] == 23.0
     assert by_tp == {1: 7.4, 2: 9.0, 4: 12.7, 8: 19.6}
     assert {k: round(statistics.median(v), 1) for k, v in by_kernel.items()} == {
         "flash_attention2 + RMS kernel": 9.3, "flash_attention2": 12.9,
@@ -1064,6 +1070,9 @@ def test_torchtitans_dtensor_tp_blocks_on_its_reduce_scatters():
                                        if x["source"] == source), 1)
     assert [(median(before, s), median(after, s)) for s in ("torchtitan", "torchtitan-paper")
             ] == [(14.5, 12.9), (7.8, 8.2)]
+    # Before the eager RMSNorm too (the closing note's start of the session): 15.7%.
+    joined = {x["id"]: x for x in published_accuracy.evaluate_runs([_as_of(r, 0) for r in runs])}
+    assert median(joined, "torchtitan") == 15.7
     err = {i: round(x["error_pct"]) for i, x in after.items()}
     was = {i: round(x["error_pct"]) for i, x in before.items()}
     assert (was["torchtitan-h100-paper-70b-256-2d"], err["torchtitan-h100-paper-70b-256-2d"]) == (
