@@ -271,6 +271,20 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          "only inside the DualPipeV schedule"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/moe/sharded_moe.py"),
     },
+    "moe_expert_gemm": {
+        "megatron": _s("partial", "--moe-grouped-gemm",
+                       f"{MEGATRON} megatron/core/transformer/moe/experts.py (TEGroupedMLP)",
+                       "per_expert only: Transformer Engine's GroupedLinear launches one cuBLAS "
+                       "GEMM per local expert; the legacy GroupedMLP (one grouped kernel) left "
+                       "after core_v0.16"),
+        "torchtitan": _s("partial", "MoEArgs(use_grouped_mm=True)",
+                         f"{TITAN} torchtitan/models/moe/moe.py",
+                         "grouped only: torch._grouped_mm; use_grouped_mm is a model flavor "
+                         "argument, not a config option"),
+        "deepspeed": _s("partial", "deepspeed.moe.experts.Experts",
+                        f"{DEEPSPEED} deepspeed/moe/experts.py",
+                        "per_expert only: a loop over the local experts"),
+    },
     "moe_tensor_parallel": {
         "megatron": _s("partial", "--sequence-parallel",
                        f"{MEGATRON} megatron/core/transformer/moe/moe_layer.py",
@@ -577,6 +591,15 @@ def _rules():
                                                   | ((c["pp"] > 1) & (c["vpp"] == 1)))),
         ("torchtitan", "moe_a2a_overlap", "EP all-to-all overlap outside DualPipeV",
          lambda c: c["a2a_overlap"] & c["moe"] & (c["ep"] > 1)),
+        ("megatron", "moe_expert_gemm", "one grouped-GEMM kernel for all local experts "
+         "(training.moe_expert_gemm 'grouped'; Transformer Engine's GroupedLinear launches one "
+         "GEMM per expert)", lambda c: np.full(c["n"], c["moe"] and c["grouped_gemm"])),
+        ("deepspeed", "moe_expert_gemm", "one grouped-GEMM kernel for all local experts "
+         "(training.moe_expert_gemm 'grouped'; DeepSpeed's Experts loop over them)",
+         lambda c: np.full(c["n"], c["moe"] and c["grouped_gemm"])),
+        ("torchtitan", "moe_expert_gemm", "one GEMM per local expert (training.moe_expert_gemm "
+         "'per_expert'; torchtitan's experts run torch._grouped_mm)",
+         lambda c: np.full(c["n"], c["moe"] and not c["grouped_gemm"])),
     ]
 
 
@@ -628,6 +651,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "fp8_modules": (training.precision == "fp8" and training.fp8_recipe == "delayed"
                             and bool({"moe_act", "layernorm"} & set(training.recompute_modules))),
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap),
+            "grouped_gemm": training.moe_expert_gemm == "grouped",
             "kernel": training.attention_kernel,
             "unfused_softmax": not (training.flash_attention or training.softmax_fusion),
             "unfused_norm": not training.norm_fusion,

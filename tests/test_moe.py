@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from planner.cli.main import app
 from planner.cost import estimate
+from planner.cost.layers import per_expert_kernels
 from planner.cost.memory import GIB
 from planner.frameworks import reasons_by_framework
 from planner.launch import with_launch
@@ -141,6 +142,31 @@ def test_expert_parallel_costs_worked_by_hand():
     assert est.parameters.active == TINY.num_params - 4 * 6 * 3 * h * 2048
 
 
+def test_per_expert_gemms_pay_a_kernel_each_worked_by_hand():
+    """TE's GroupedLinear launches one cuBLAS GEMM per local expert (and, in fp8 with current
+    scaling, amax + scale + cast per expert tensor); a grouped kernel launches one. TINY has 8
+    experts: ep 4 leaves 2 a GPU, so one more GEMM launch per routed GEMM and pass."""
+    assert per_expert_kernels(TINY, TRAIN, ParallelPlan(dp=8, ep=4)) == (2.0, 4.0)
+    fp8 = TRAIN.model_copy(update={"precision": "fp8", "fp8_recipe": "tensorwise"})
+    # Forward: 2 GEMMs + 2 inputs x 3 quantising kernels; backward 4 GEMMs + 2 gradients x 3.
+    assert per_expert_kernels(TINY, fp8, ParallelPlan(dp=8)) == (7 * 8, 7 * 10)
+    delayed = fp8.model_copy(update={"fp8_recipe": "delayed"})    # one fused multi-tensor cast
+    assert per_expert_kernels(TINY, delayed, ParallelPlan(dp=8)) == (7 * 2, 7 * 4)
+    grouped = TRAIN.model_copy(update={"moe_expert_gemm": "grouped"})
+    assert per_expert_kernels(TINY, grouped, ParallelPlan(dp=8)) == (0.0, 0.0)
+    assert per_expert_kernels(TINY, TRAIN, ParallelPlan(dp=8, ep=8)) == (0.0, 0.0)
+    # In the step: every MoE layer (4) and micro-batch (2) pays them at the per-kernel cost
+    # (2.5 us), forward and backward; the longer backward hides more of the gradient
+    # reduction, so the step grows by less.
+    plan = ParallelPlan(dp=8, zero_stage=1)
+    per, one = estimate(TINY, NODE, TRAIN, plan), estimate(TINY, NODE, grouped, plan)
+    kernels = 4 * 2 * 7 * (2 + 4)
+    assert per.breakdown["compute"] - one.breakdown["compute"] == pytest.approx(
+        kernels * 2.5e-6, rel=1e-6)
+    assert 0 < per.step_time_s - one.step_time_s < kernels * 2.5e-6
+    assert per.breakdown["dp_comm"] < one.breakdown["dp_comm"]
+
+
 def test_expert_parallelism_and_imbalance_move_the_step_the_right_way():
     def step(**kw):
         training = TRAIN.model_copy(update=kw.pop("training", {}))
@@ -186,8 +212,9 @@ def test_zero3_of_a_moe_model_gathers_the_experts_over_the_expert_data_parallel_
     assert est.memory.weights_gib * GIB == pytest.approx(
         2 * (nonexpert / 8 + 4 * experts / 2), rel=1e-9)
     # torchtitan shards experts with FSDP2 over dp_shard * cp * tp / ep: it runs this plan,
-    # costed with FSDP2's per-parameter copies.
-    fsdp2 = TRAIN.model_copy(update={"zero3_per_parameter": True})
+    # costed with FSDP2's per-parameter copies (and its experts' torch._grouped_mm).
+    fsdp2 = TRAIN.model_copy(update={"zero3_per_parameter": True,
+                                     "moe_expert_gemm": "grouped"})
     assert "torchtitan" not in est.frameworks
     assert "torchtitan" in estimate(TINY, NODE, fsdp2, ParallelPlan(dp=8, ep=4, zero_stage=3)
                                     ).frameworks
@@ -208,13 +235,26 @@ def test_frameworks_that_cannot_run_a_moe_plan_say_why():
     assert reasons(dp=4, tp=2, ep=4, sequence_parallel=True)["megatron"] == []
     # torchtitan: EP borrows from FSDP and TP; with DDP (ZeRO-0) nothing but cp * tp. (Its
     # TP runs as DTensor's: costed with the blocking reduce-scatters.)
-    blocking = TRAIN.model_copy(update={"async_tensor_model_parallel_allreduce": False})
+    blocking = TRAIN.model_copy(update={"async_tensor_model_parallel_allreduce": False,
+                                        "moe_expert_gemm": "grouped"})
     assert reasons_by_framework(ParallelPlan(dp=1, tp=2, pp=4, ep=2, sequence_parallel=True),
                                 2, True, blocking, moe=True)["torchtitan"] == []
     assert any("expert layout" in x for x in
                reasons(dp=2, tp=2, pp=2, ep=4, sequence_parallel=True)["torchtitan"])
+    # How the experts' GEMMs launch: Megatron-Core's TE GroupedLinear one per expert,
+    # torchtitan's torch._grouped_mm one for all, DeepSpeed's Experts a loop.
+    plan = {"dp": 8, "ep": 4}
+    assert any("torch._grouped_mm" in x for x in reasons(**plan)["torchtitan"])
+    grouped = reasons_by_framework(ParallelPlan(**plan), 2, True,
+                                   TRAIN.model_copy(update={"moe_expert_gemm": "grouped"}),
+                                   moe=True)
+    assert any("GroupedLinear" in x for x in grouped["megatron"])
+    assert not any("torch._grouped_mm" in x for x in grouped["torchtitan"])
+    assert reasons(dp=4, tp=2, ep=4, sequence_parallel=True)["megatron"] == []
     # A dense model's plan is not held to the MoE rules.
     assert reasons_by_framework(ParallelPlan(dp=4, tp=2), 2, True, TRAIN)["megatron"] == []
+    dense = reasons_by_framework(ParallelPlan(dp=8), 2, True, TRAIN)
+    assert not any("torch._grouped_mm" in x for x in dense["torchtitan"])
 
 
 def random_moe_request(rng: random.Random, mtp: int = 0) -> PlanRequest:

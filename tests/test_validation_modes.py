@@ -329,3 +329,33 @@ def test_zero3_moe_plan_gathers_experts_over_their_own_group():
     assert p.measured["breakdown"]["zero_comm"] > 0 and p.measured["breakdown"]["ep_comm"] > 0
     gathers = {s.group_size for s in res.samples if s.op == "all_gather"}
     assert gathers == {2, 4}
+
+
+def test_the_probe_launches_local_experts_as_the_plan_costs_them():
+    """The step pattern says how the local experts' GEMMs launch (``moe_expert_gemm``): the
+    probe runs 'per_expert' as one GEMM per expert (Transformer Engine's GroupedLinear) and
+    'grouped' as one batched GEMM, with the same FLOPs."""
+    import torch
+
+    from planner.cost import estimate
+    from planner.cost.efficiency import EfficiencyModel
+    from planner.cost.tables import CostTables
+    from planner.probe.step_worker import Kernels
+    from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+    from planner.validation.pattern import step_pattern
+
+    model = ModelSpec(name="tiny-moe", num_layers=2, hidden_size=64, num_attention_heads=4,
+                      ffn_hidden_size=128, ffn_type="swiglu", vocab_size=128, num_experts=4,
+                      moe_top_k=2, moe_ffn_hidden_size=32)
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    counts, flops = {}, {}
+    for launch in ("per_expert", "grouped"):
+        training = TrainingSpec(global_batch_size=8, seq_length=64, moe_expert_gemm=launch)
+        est = estimate(model, cluster, training, ParallelPlan(dp=8, zero_stage=1))
+        pat = step_pattern(est, CostTables(model, cluster, training, EfficiencyModel()))
+        assert pat["expert_launch"] == launch
+        assert [b[0] for b in pat["expert_bmm"]] == [4, 4]      # up/gate and down, 4 experts
+        k = Kernels.of(torch, pat, last_stage=False, device="cpu")
+        counts[launch], flops[launch] = len(k.moe), k.flops
+    assert counts["per_expert"] - counts["grouped"] == 2 * (4 - 1)
+    assert flops["per_expert"] == flops["grouped"]

@@ -150,6 +150,31 @@ def expert_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | 
     return out
 
 
+# Kernels Transformer Engine launches to quantise one tensor for an fp8 GEMM, by recipe, when
+# it quantises a GroupedLinear's per-expert tensors one by one (``multi_tensor_quantize_impl``
+# in transformer_engine/pytorch/csrc/extensions/cast.cpp, TE 2.8: only delayed scaling has the
+# fused multi-tensor cast-transpose): Float8CurrentScalingQuantizer::quantize computes the
+# amax, the scale from it and the cast (3 kernels); Float8BlockQuantizer::quantize is one.
+PER_EXPERT_QUANTISE_KERNELS = {"delayed": 0, "tensorwise": 3, "blockwise": 1}
+
+
+def per_expert_kernels(model: ModelSpec, training: TrainingSpec,
+                       plan: ParallelPlan | LayerShape) -> tuple[float, float]:
+    """Kernels a MoE layer launches, forward and backward, beyond one per routed-expert GEMM
+    and pass, when its local experts run one GEMM each (``TrainingSpec.moe_expert_gemm``
+    'per_expert': Transformer Engine's GroupedLinear issues ``num_gemms`` cuBLAS calls over
+    its compute streams, ``multi_stream_cublas_gemm`` in common/gemm/cublaslt_gemm.cu). The
+    two routed GEMMs (up/gate, down) run once forward and twice backward (dgrad, wgrad) per
+    expert; in fp8 each expert's two GEMM inputs (forward) and two output gradients
+    (backward) are quantised separately."""
+    if not model.is_moe or training.moe_expert_gemm == "grouped" or model.experts <= plan.ep:
+        return 0.0, 0.0
+    quant = (PER_EXPERT_QUANTISE_KERNELS[training.fp8_recipe]
+             if training.precision == "fp8" else 0)
+    extra = model.experts / plan.ep - 1
+    return extra * 2 * (1 + quant), extra * 2 * (2 + quant)
+
+
 def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
                  gemm_precision: Precision | None = None) -> KernelModel:
     """The GPU's rates for this training's precision, with the efficiency model's overrides."""
@@ -308,8 +333,11 @@ def layer_work(
     elem_b = km.memory(2 * elem_bytes + eager_b + unfused_bytes + norm_b,
                        kernels=2 * (elem_kernels + eager_k) + unfused_kernels + norm_kb)
 
-    fwd_s = fwd_lin + attn_f + elem_f
-    bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b
+    # Local experts launched one GEMM (and fp8 quantisation) each: their fixed costs.
+    pe_f, pe_b = (phi * n * km.kernel_overhead_s
+                  for n in per_expert_kernels(model, training, plan))
+    fwd_s = fwd_lin + attn_f + elem_f + pe_f
+    bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b + pe_b
     fwd_flops = linear_flops + model_attn_flops
 
     per_op = plan.recompute == "selective" and training.selective_recompute == "per_op"
@@ -343,7 +371,7 @@ def layer_work(
         shared = tuple(range(a + 5, len(gemms))) if phi and model.shared_ffn else ()
         shared_act_s = km.memory(phi * shared_act, kernels=1) if shared else 0.0
         moe_s = (km.memory(phi * (routed + expert_act + router), kernels=4) + shared_act_s
-                 if phi else 0.0)
+                 + pe_f if phi else 0.0)
         work: dict[str, tuple[tuple[int, ...], float, float]] = {
             "core_attn": ((), attn_f + (km.memory(attn_bytes, kernels=1) if attn_bytes
                                         else 0.0), model_attn_flops),

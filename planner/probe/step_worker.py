@@ -143,11 +143,16 @@ class Kernels:
     def of(cls, torch, pat: StepPattern, last_stage: bool, device) -> Kernels:
         """A layer's GEMMs, its attention core and one streaming add moving its memory-bound
         kernels' bytes; a MoE layer's own GEMMs (attention, router, shared and local experts);
-        the head's GEMM on the last stage."""
+        the head's GEMM on the last stage. Local experts launched one GEMM each
+        (``expert_launch`` 'per_expert', Transformer Engine's GroupedLinear) run as that many
+        GEMMs, else as one batched GEMM."""
         shapes = [(1, mm, n, k) for mm, n, k in pat["gemms"]] + [tuple(b) for b in
                                                                    pat.get("attn_bmm", [])]
+        experts = [tuple(b) for b in pat.get("expert_bmm", [])]
+        if pat.get("expert_launch") == "per_expert":
+            experts = [(1, mm, n, k) for b, mm, n, k in experts for _ in range(b)]
         moe_shapes = ([(1, mm, n, k) for mm, n, k in pat.get("moe_gemms", [])]
-                      + [tuple(b) for b in pat.get("attn_bmm", []) + pat.get("expert_bmm", [])])
+                      + [tuple(b) for b in pat.get("attn_bmm", [])] + experts)
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pat.get("dtype", "fp32"),
                                                                    torch.float32)
         size = torch.tensor([], dtype=dtype).element_size()

@@ -220,6 +220,15 @@ class TrainingSpec(BaseModel):
     moe_a2a_overlap: bool = Field(
         False, description="MoE: the EP all-to-alls of one micro-batch overlap another's "
         "compute (Megatron-LM --overlap-moe-expert-parallel-comm --delay-wgrad-compute).")
+    moe_expert_gemm: Literal["per_expert", "grouped"] = Field(
+        "per_expert", description="MoE: how the local experts' GEMMs launch. 'per_expert': "
+        "one cuBLAS GEMM per local expert, spread over 4 streams (Transformer Engine's "
+        "GroupedLinear, which Megatron-Core's TEGroupedMLP runs under --moe-grouped-gemm: "
+        "nvte_multi_stream_cublas_gemm, TE 1.9 to 2.x), and under fp8 without delayed scaling "
+        "each expert's GEMM inputs and output gradients quantised one by one (tensorwise: "
+        "amax, scale and cast, 3 kernels; blockwise: 1); a for-loop over the experts "
+        "(torchtitan use_grouped_mm = false) launches alike. 'grouped': one grouped-GEMM "
+        "kernel for all local experts (torchtitan's torch._grouped_mm, the default).")
 
     @field_validator("recompute_modules")
     @classmethod

@@ -57,6 +57,7 @@ class StepPattern(TypedDict):
     gemms: list[list[int]]                  # [M, N, K] of each linear GEMM of a layer
     moe_gemms: list[list[int]]
     expert_bmm: list[list[int]]             # [count, M, N, K] batched expert GEMMs
+    expert_launch: str                      # TrainingSpec.moe_expert_gemm: how they launch
     attn_bmm: list[list[int]]               # [batch, M, N, K] attention core
     head_gemm: list[int] | None             # [M, N, K] of the output layer (None: not on
                                             # this rank's stage)
@@ -147,7 +148,8 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
     T = tokens_per_gpu(shape, training)
     return {
         "ep": est.ep, "etp": est.etp, "moe_share": model.moe_share, "moe_gemms": moe_gemms,
-        "expert_bmm": expert_bmm, "ep_fwd": ep_fwd, "ep_bwd": ep_bwd,
+        "expert_bmm": expert_bmm, "expert_launch": training.moe_expert_gemm,
+        "ep_fwd": ep_fwd, "ep_bwd": ep_bwd,
         "dp": est.dp, "tp": est.tp, "pp": est.pp, "cp": est.cp, "m": est.grad_accum_steps,
         "layers": list(est.layers_per_stage), "recompute": est.recompute,
         "gemms": gemms, "attn_bmm": attn_bmm, "elementwise": elementwise, "vpp": est.vpp,
