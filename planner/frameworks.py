@@ -275,8 +275,8 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "megatron": _s("partial", "--moe-grouped-gemm",
                        f"{MEGATRON} megatron/core/transformer/moe/experts.py (TEGroupedMLP)",
                        "per_expert only: Transformer Engine's GroupedLinear launches one cuBLAS "
-                       "GEMM per local expert; the legacy GroupedMLP (one grouped kernel) left "
-                       "after core_v0.16"),
+                       "GEMM per local expert; the legacy GroupedMLP (one grouped kernel) was "
+                       "removed after core_v0.16"),
         "torchtitan": _s("partial", "MoEArgs(use_grouped_mm=True)",
                          f"{TITAN} torchtitan/models/moe/moe.py",
                          "grouped only: torch._grouped_mm; use_grouped_mm is a model flavor "
@@ -443,6 +443,11 @@ def _rules():
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)
 
+    def expert_launch(grouped: bool):
+        """Refuses a MoE plan whose experts launch as one grouped kernel (``grouped``) or
+        one GEMM each (not ``grouped``): ``training.moe_expert_gemm``."""
+        return lambda c: np.full(c["n"], c["moe"] and c["grouped_gemm"] is grouped)
+
     copies = ("ZeRO-3 gathers into per-rank views (training.zero3_per_rank_copies: DeepSpeed "
               "of 2021); it gathers into one flat buffer")
     return [
@@ -593,13 +598,12 @@ def _rules():
          lambda c: c["a2a_overlap"] & c["moe"] & (c["ep"] > 1)),
         ("megatron", "moe_expert_gemm", "one grouped-GEMM kernel for all local experts "
          "(training.moe_expert_gemm 'grouped'; Transformer Engine's GroupedLinear launches one "
-         "GEMM per expert)", lambda c: np.full(c["n"], c["moe"] and c["grouped_gemm"])),
+         "GEMM per expert)", expert_launch(grouped=True)),
         ("deepspeed", "moe_expert_gemm", "one grouped-GEMM kernel for all local experts "
          "(training.moe_expert_gemm 'grouped'; DeepSpeed's Experts loop over them)",
-         lambda c: np.full(c["n"], c["moe"] and c["grouped_gemm"])),
+         expert_launch(grouped=True)),
         ("torchtitan", "moe_expert_gemm", "one GEMM per local expert (training.moe_expert_gemm "
-         "'per_expert'; torchtitan's experts run torch._grouped_mm)",
-         lambda c: np.full(c["n"], c["moe"] and not c["grouped_gemm"])),
+         "'per_expert'; torchtitan's experts run torch._grouped_mm)", expert_launch(grouped=False)),
     ]
 
 
