@@ -183,6 +183,8 @@ def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[d
             "gap_ms_per_microbatch": round(gap_ms, 2),
             "gap_ms_per_layer_microbatch": round(gap_ms / layers, 3), "fits_in_memory": fits,
             "memory_gib": round(est.memory_per_gpu_gib, 1), "mfu": round(est.mfu, 4),
+            # What the run measured, in the same FLOPs count: independent of the prediction.
+            "measured_mfu": round(est.mfu * est.step_time_s / measured, 6),
         })
     return rows
 

@@ -383,8 +383,8 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                        "(training.vocab_parallel_loss false)"),
         "torchtitan": _s("no", "parallelism.disable_loss_parallel",
                          f"{TITAN} torchtitan/config/job_config.py",
-                         "without loss parallel it gathers the logits but upcasts them to fp32 "
-                         "for the loss; not costed"),
+                         "without loss parallel DTensor gathers the logits into one buffer "
+                         "(no per-rank copies) before its fp32 loss; not costed so"),
         "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "the loss is the model code's"),
     },

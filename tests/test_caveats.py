@@ -44,7 +44,7 @@ def test_best_measured_mfu_per_gpu_and_size_is_the_corpus_best(replayed):
     for run, row in replayed:
         if row["moe"]:
             continue
-        measured_mfu = row["mfu"] * row["predicted_step_s"] / row["measured_step_s"]
+        measured_mfu = row["measured_mfu"]
         key = (_gpu_family(run), precision_group(TrainingSpec.model_validate(run["training"])))
         params = ModelSpec.model_validate(run["model"]).num_params
         runs.setdefault(key, []).append((params, measured_mfu, run["id"]))
@@ -58,29 +58,29 @@ def test_best_measured_mfu_per_gpu_and_size_is_the_corpus_best(replayed):
 
 def test_a_plan_is_held_to_the_best_run_of_a_model_as_large_or_larger():
     # On A100: the FlashAttention-2 paper's GPT3-2.7B at 8K tokens 71.7% for models up to its
-    # 2.65B parameters, Hagemann et al.'s Llama 13B (14.0B with its 128K vocabulary) 67.4% up
-    # to 14.0B, their 30B 60.5% up to 33.8B and 65B 58.7% up to 66.9B, Korthikanti's 1T
+    # 2.65B parameters, Hagemann et al.'s Llama 13B (14.0B with its 128K vocabulary) 67.3% up
+    # to 14.0B, their 30B 60.6% up to 33.8B and 65B 58.7% up to 66.9B, Korthikanti's 1T
     # 56.3% above, and for anything larger still.
     H = "hagemann-{}-2k-64g-fa2rms-noac-{}"
     assert best_dense_mfu("a100", "16-bit", 1e9)[:2] == (0.717, "fa2-gpt3-2.7b-8k-flash2")
-    assert best_dense_mfu("a100", "16-bit", 3e9)[:2] == (0.674, H.format("13b", "m1t1p1-132178"))
+    assert best_dense_mfu("a100", "16-bit", 3e9)[:2] == (0.673, H.format("13b", "m1t1p1-132178"))
     assert best_dense_mfu("a100", "16-bit", 8.03e9)[:2] == (
-        0.674, H.format("13b", "m1t1p1-132178"))
+        0.673, H.format("13b", "m1t1p1-132178"))
     assert best_dense_mfu("a100", "16-bit", 20e9)[:2] == (
-        0.605, H.format("30b", "m1t1p4-nosp-131848"))
+        0.606, H.format("30b", "m1t1p4-nosp-131848"))
     assert best_dense_mfu("a100", "16-bit", 40e9)[:2] == (
         0.587, H.format("65b", "m1t2p4-sp-131697"))
     assert best_dense_mfu("a100", "16-bit", 70e9)[:2] == (0.563, "korthikanti-1t-selective")
     assert best_dense_mfu("a100", "16-bit", 2e12)[:2] == (0.563, "korthikanti-1t-selective")
     assert best_dense_mfu("v100", "16-bit", 1e9) is None
     # GPT-3 175B on 64 A100 at the search winner's plan (tp4 pp16 vpp3, 62% MFU): within 3
-    # points of smaller models' best (67.4%), but no run of a model that large measured above
+    # points of smaller models' best (67.3%), but no run of a model that large measured above
     # 56.3%.
     est = estimate(ModelSpec.from_preset("gpt3-175b"), A100x8,
                    TrainingSpec(global_batch_size=1536, seq_length=2048),
                    ParallelPlan(tp=4, pp=16, vpp=3, zero_stage=0, sequence_parallel=True))
     (note,) = [c for c in est.caveats if "MFU" in c]
-    assert 0.591 < est.mfu < 0.674 + 0.03 and "korthikanti-1t-selective" in note
+    assert 0.591 < est.mfu < 0.673 + 0.03 and "korthikanti-1t-selective" in note
 
 
 def test_fine_grained_moe_errors_are_the_corpus_errors(replayed):

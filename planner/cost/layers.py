@@ -553,18 +553,41 @@ CE_FWD_BYTES = 38     # bytes moved per logit by the cross-entropy forward (``he
 CE_BWD_BYTES = 14     # and by its backward
 
 
-def gathered_loss_bytes(e: int, t: int) -> tuple[float, float]:
-    """HBM bytes per logit of the whole vocabulary (forward, backward) when every TP rank
-    gathers the logits and runs ``torch.nn.functional.cross_entropy`` on them in their own
-    e-byte dtype (``TrainingSpec.vocab_parallel_loss`` false): forward, the concatenation of
-    the gathered shards (read e, write e; none at tp 1) and ``log_softmax`` (its max and sum
-    pass reads e, its output pass reads e and writes e); backward, the NLL gradient filled
-    over the vocabulary (write e), ``log_softmax``'s backward (its sum pass reads e, then
-    reads the gradient and the output and writes e) and, at tp > 1, each rank's copy of its
-    own slice of the gradient (read and write e / tp)."""
-    cat = 2 * e if t > 1 else 0
-    shard = 2 * e / t if t > 1 else 0.0
-    return cat + 3 * e, e + 4 * e + shard
+class GatheredLoss(NamedTuple):
+    """Per logit of the whole vocabulary: HBM bytes and kernels of a loss over gathered
+    logits, forward and backward, and the bytes kept for the backward."""
+
+    fwd_bytes: float
+    bwd_bytes: float
+    fwd_kernels: int
+    bwd_kernels: int
+    kept_bytes: float
+
+
+def gathered_loss(e: int, t: int) -> GatheredLoss:
+    """A loss over logits gathered from the TP ranks (``TrainingSpec.vocab_parallel_loss``
+    false): every rank gathers the e-byte logits and runs ``torch.nn.functional.cross_entropy``
+    on them upcast to fp32. Both implementations on record cast first: Aleph Alpha's trainer
+    (``output.activations.float()`` in its loss function, ``src/scaling/transformer/model/
+    model.py``, later ``losses/cross_entropy.py``) and torchtitan without loss parallel
+    (``pred.flatten(0, 1).float()``, ``torchtitan/components/loss.py``).
+
+    Forward: at tp > 1 the gather into a list of per-rank tensors (Aleph Alpha's
+    ``all_concat``: ``torch.distributed.all_gather(tensor_list, ...)``, which ProcessGroupNCCL
+    runs into one flat buffer and copies out rank by rank: read e, write e, t kernels) and
+    their ``torch.cat`` (read e, write e); the cast (read e, write 4); fp32 ``log_softmax``
+    (its max-and-sum pass reads 4, its output pass reads 4 and writes 4) and the NLL. Backward:
+    the NLL gradient filled over the vocabulary (write 4) and scattered, ``log_softmax``'s
+    backward (its sum pass reads 4, then the gradient and the output are read and the result
+    written: 16), the cast's gradient back to e bytes (read 4, write e) and, at tp > 1, each
+    rank's copy of its own slice (read and write e / t). Kept for the backward: the gathered
+    logits (e) and the fp32 ``log_softmax`` output (4). Aleph Alpha's loss function also takes
+    an ``argmax`` over the fp32 logits for its accuracy metric (4 bytes more forward): its
+    own metric, not charged."""
+    gather, gather_k = (4 * e, t + 1) if t > 1 else (0, 0)
+    shard, shard_k = (2 * e / t, 1) if t > 1 else (0.0, 0)
+    return GatheredLoss(fwd_bytes=gather + (e + 4) + 12, bwd_bytes=4 + 16 + (4 + e) + shard,
+                        fwd_kernels=gather_k + 3, bwd_kernels=4 + shard_k, kept_bytes=e + 4)
 
 
 @dataclass(frozen=True)
@@ -606,10 +629,11 @@ def head_work(
         ce_f, ce_b, k_f, k_b = CE_FWD_BYTES * logits, CE_BWD_BYTES * logits, 7, 3
         kept = 4 * logits             # Korthikanti et al.: 4 s b v / t for the fp32 logits
         gathered = 0.0
-    else:                             # every rank: the whole vocabulary, in the logits' dtype
-        per_f, per_b = gathered_loss_bytes(e, t)
-        ce_f, ce_b, k_f, k_b = per_f * T * V, per_b * T * V, 4, 4
-        kept = 2 * e * T * V          # the gathered logits and log_softmax's output
+    else:                             # every rank: the whole vocabulary, upcast to fp32
+        g = gathered_loss(e, t)
+        ce_f, ce_b = g.fwd_bytes * T * V, g.bwd_bytes * T * V
+        k_f, k_b = g.fwd_kernels, g.bwd_kernels
+        kept = g.kept_bytes * T * V   # the gathered logits and the fp32 log_softmax output
         gathered = e * T * V if t > 1 else 0.0
     loss_f = km.memory(ce_f + norm_bytes + norm.fwd_bytes, kernels=k_f + norm.fwd_kernels)
     loss_b = km.memory(ce_b + norm_bytes + norm.bwd_bytes, kernels=k_b + norm.bwd_kernels)

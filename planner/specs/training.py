@@ -83,9 +83,10 @@ class TrainingSpec(BaseModel):
         True, description="The loss runs on each TP rank's share of the vocabulary "
         "(Megatron-LM's vocab-parallel cross-entropy, in fp32; torchtitan's loss parallel). "
         "False: the LM head's output is all-gathered over the TP ranks and every rank runs "
-        "torch.nn.functional.cross_entropy over the whole vocabulary in the logits' dtype "
-        "(Aleph Alpha's trainer: its LM head is a ColumnParallelLinear with parallel_output "
-        "false, whose all_concat gathers the logits).")
+        "torch.nn.functional.cross_entropy over the whole vocabulary, upcast to fp32 (Aleph "
+        "Alpha's trainer: its LM head is a ColumnParallelLinear with parallel_output false, "
+        "whose all_concat gathers the logits rank by rank, and its loss casts them with "
+        ".float() first).")
     attention_kernel: AttentionKernel = Field(
         "default", description="Which fused attention kernel runs (with flash_attention): "
         "'default', the GPU's attention_efficiency (FlashAttention-2 on A100, cuDNN's fused "

@@ -1,0 +1,41 @@
+"""Earlier costings of the step model, for the tests that replay the figures the README quoted
+before a correction: each is the formula the model used then, patched in for the duration of a
+``with`` block (and the kept cost tables cleared on the way in and out, so no table built one
+way is read the other)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from planner.cost import layers
+from planner.cost.layers import GatheredLoss
+from planner.cost.tables import cost_tables
+
+
+def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
+    """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the
+    whole vocabulary in the logits' own dtype (no fp32 upcast) and no per-rank copies out of
+    the gather. Forward, at tp > 1 the concatenation (read e, write e), then ``log_softmax``
+    (read e; read e, write e); backward the NLL gradient (write e), ``log_softmax``'s backward
+    (read e; read 2 e, write e) and the rank's slice (2 e / t); four kernels each way; the
+    gathered logits and ``log_softmax``'s output kept, e each."""
+    cat = 2 * e if t > 1 else 0
+    shard = 2 * e / t if t > 1 else 0.0
+    return GatheredLoss(fwd_bytes=cat + 3 * e, bwd_bytes=e + 4 * e + shard, fwd_kernels=4,
+                        bwd_kernels=4, kept_bytes=2 * e)
+
+
+@contextmanager
+def loss_in_logits_dtype() -> Iterator[None]:
+    """The step model as it costed ``TrainingSpec.vocab_parallel_loss`` false before the
+    loss's fp32 upcast was read from the trainers' code."""
+    with pytest.MonkeyPatch.context() as patch:
+        cost_tables.cache_clear()
+        patch.setattr(layers, "gathered_loss", _gathered_loss_in_logits_dtype)
+        try:
+            yield
+        finally:
+            cost_tables.cache_clear()
