@@ -174,6 +174,18 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/"
                         "checkpointing.py", "CheckpointFunction reruns the whole forward"),
     },
+    "recompute_head": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/transformer/transformer_block.py",
+                       "full recompute checkpoints the transformer layers "
+                       "(_checkpointed_forward); the embedding and the output layer run once"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/distributed/activation_checkpoint.py",
+                         "apply_ac wraps each TransformerBlock; the embedding, final norm and "
+                         "output run once"),
+        "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/pipe/module.py",
+                        "PipelineModule._is_checkpointable: GPTModelPipe checkpoints its "
+                        "transformer layers only, a generic PipelineModule every layer with "
+                        "parameters, the head among them"),
+    },
     "cpu_offload": {
         "megatron": _s("yes", "--cpu-offloading-num-layers N",
                        f"{MEGATRON} megatron/core/transformer/transformer_config.py",
@@ -439,6 +451,11 @@ def _rules():
                  "checkpoint function reruns the whole layer)")
     flat = "FSDP2's per-parameter copies (training.zero3_per_parameter; its buffers are flat)"
     offload = "activations offloaded to host memory (plan.cpu_offload_layers)"
+    rerun = ("a full recompute that reruns the embedding and the LM head too "
+             "(training.recompute_head; it recomputes the transformer layers only)")
+
+    def head_rerun(c):
+        return c["head_rerun"] & (c["rec"] == 2)
 
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)
@@ -460,6 +477,8 @@ def _rules():
         ("deepspeed", "zero_3", flat, lambda c: sharded(c) & c["per_param"]),
         ("megatron", "recompute_early_stop", reentrant, early_stop),
         ("deepspeed", "recompute_early_stop", reentrant, early_stop),
+        ("megatron", "recompute_head", rerun, head_rerun),
+        ("torchtitan", "recompute_head", rerun, head_rerun),
         ("torchtitan", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("deepspeed", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("megatron", "eager_elementwise", "torchtitan's eager elementwise kernels "
@@ -650,6 +669,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "per_param": np.full(len(plans), training.zero3_per_parameter),
             "sharded": plans.data_sharded(bool(moe)),
             "early_stop": np.full(len(plans), training.recompute_early_stop),
+            "head_rerun": np.full(len(plans), training.recompute_head),
             "eager": training.eager_elementwise,
             "fp8_recipe": training.fp8_recipe,
             "fp8_modules": (training.precision == "fp8" and training.fp8_recipe == "delayed"

@@ -157,7 +157,8 @@ def test_a_loss_over_gathered_logits_costs_the_whole_vocabulary_on_every_rank():
     from planner.cost.layers import CE_BWD_BYTES, CE_FWD_BYTES, GatheredLoss, gathered_loss
     from planner.cost.tables import cost_tables
     from planner.specs import ClusterSpec
-    assert gathered_loss(2, 4) == GatheredLoss(26, 27.0, 8, 5, 6)
+    assert gathered_loss(2, 4) == GatheredLoss(26, 27.0, 8, 5, 6, gather_bytes=8,
+                                               gather_kernels=5)
     assert gathered_loss(2, 1) == GatheredLoss(18, 26.0, 3, 4, 6)
     training = TrainingSpec(global_batch_size=64, seq_length=2048)
     gathered = training.model_copy(update={"vocab_parallel_loss": False})

@@ -89,6 +89,13 @@ DTENSOR_TP = {**FSDP2, "async_tensor_model_parallel_allreduce": False}
     (dict(dp=16, zero_stage=1), {"zero_grad_allreduce": True, "microbatch_grad_copy": True},
      ["deepspeed"]),
     (dict(dp=16, zero_stage=0), {"zero_grad_allreduce": True}, ["megatron", "torchtitan"]),
+    # A full recompute that reruns the embedding and the LM head (Aleph Alpha's every_layer
+    # checkpointing): Megatron and torchtitan recompute the transformer layers only; a
+    # DeepSpeed PipelineModule may checkpoint its head. Without full recompute it is moot.
+    (dict(dp=16, zero_stage=0, recompute="full"), {"recompute_head": True}, []),
+    (dict(dp=16, zero_stage=0, recompute="full"),
+     {"recompute_head": True, "microbatch_grad_copy": True}, ["deepspeed"]),
+    (dict(dp=16, zero_stage=0), {"recompute_head": True}, ["megatron", "torchtitan"]),
 ])
 def test_frameworks_of_a_plan(plan_fields, training, frameworks):
     est = estimate(M8, C16, TR.model_copy(update=training),

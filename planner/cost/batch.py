@@ -70,9 +70,11 @@ PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl",
 GRAD_COPY_BYTES = 18
 LAYER_PARAM_TENSORS = 12
 # Columns of a layer's row (``compose.layer_row``), and of the head's: the head and the
-# embedding (``compose.head_row``), then one MTP module's (``CostTables.mtp``).
+# embedding (``compose.head_row``), then one MTP module's (``CostTables.mtp``), then the head's
+# forward without the loss (``HeadWork.rerun_s``, what ``recompute_head`` reruns).
 LAYER_COLUMNS = 15
-HEAD_COLUMNS = 10
+HEAD_COLUMNS = 11
+HEAD_RERUN = 10
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,8 @@ def compose(plans: PlanArrays, tables: CostTables,
 
     def head_row(t, c, b, n):
         hw = tables.head(t, c, b, n)
-        return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s)
+        return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s,
+                hw.rerun_s)
 
     classes = stage_classes(plans, model.num_layers, layout, stages)
     L, first, last, count, sidx = classes
@@ -347,12 +350,13 @@ def compose(plans: PlanArrays, tables: CostTables,
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
                                   a_plans.sp, a_npn, a_plans.ep, a_plans.etp], 1), layer_row,
                         LAYER_COLUMNS, tables.row_memo("layer"))
-    HW[alive, :5] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_npn], 1),
-                            head_row, 5, tables.row_memo("head"))
+    head = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_npn], 1), head_row, 6,
+                   tables.row_memo("head"))
+    HW[alive, :5], HW[alive, HEAD_RERUN] = head[:, :5], head[:, 5]
     if k_mtp:
-        HW[alive, 5:] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.sp,
-                                          a_npn], 1), tables.mtp, 5,
-                                  tables.row_memo("mtp"))
+        HW[alive, 5:HEAD_RERUN] = _gather(
+            np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.sp, a_npn], 1), tables.mtp, 5,
+            tables.row_memo("mtp"))
     # Block recompute of the first rnl layers of each model chunk (Megatron-LM's
     # --recompute-method block): per stage, min(rnl * vpp, layers) layers behave as under full
     # recompute and the rest as without; W is that share per stage class.
@@ -457,6 +461,8 @@ def compose(plans: PlanArrays, tables: CostTables,
     rec_share = 1.0 if W is None else np.where(
         partial, (W * L * count).sum(axis=1) / np.maximum((L * count).sum(axis=1), 1), 1.0)
     hw_flops = model_flops + scale * (model.num_layers + k_mtp) * rec_flops * rec_share
+    # (and the LM head's GEMM again where full recompute reruns it, ``recompute_head``)
+    hw_flops = hw_flops + scale * head_flops * ((rec == 2) & training.recompute_head)
     return BatchCost(
         step_time_s=step, breakdown=bd, memory_bytes=memory,
         memory_stage=sidx[rows, pk].astype(int),
@@ -512,6 +518,11 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     tp_b, cp_b, cp_net_b, ep_b = (_per_layer(LW, LW0, W, j) for j in (8, 10, 12, 14))
     ep_f = LW[:, 13]
     head_fwd, head_bwd, embed = HW[:, 0], HW[:, 1], HW[:, 4]
+    # Full recompute that reruns the embedding, the final norm and the LM head too
+    # (``training.recompute_head``): their forwards again in the backward of their stages.
+    reruns = (plans.rec == 2) & training.recompute_head
+    head_rerun = np.where(reruns, HW[:, HEAD_RERUN], 0.0)
+    embed_rerun = np.where(reruns, embed, 0.0)
     L, first, last, count, _ = classes
     # The multi-token prediction modules: k transformer layers more and their own work on
     # their stage (``mtp_at``), and per module one more pass through the head and loss on the
@@ -557,7 +568,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     heads = (1 + k_mtp) * last
     compute_c = (Lx * _col(fwd + bwd) + first * _col(2 * embed)
                  + heads * _col(head_fwd + head_bwd) + mtp * (mtp_cf + mtp_cb))
-    recomp_c = Lx * rec_s
+    recomp_c = Lx * rec_s + first * _col(embed_rerun) + last * _col(head_rerun)
     tp_c = Lx * (_col(tp_f) + tp_b) + mtp * (mtp_tf + mtp_tb)
     cp_c = Lx * (_col(cp_f) + cp_b)
     ep_c = Lx * (_col(ep_f) + ep_b)
@@ -567,7 +578,8 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     overhead = eff.microbatch_overhead_us * 1e-6 * v
     F_c = (Lx * _col(period_f) + first * _col(embed) + heads * _col(head_fwd)
            + mtp * (mtp_cf + mtp_tf))
-    B_c = Lx * period_b + first * _col(embed) + heads * _col(head_bwd) + mtp * (mtp_cb + mtp_tb)
+    B_c = (Lx * period_b + first * _col(embed + embed_rerun) + heads * _col(head_bwd)
+           + last * _col(head_rerun) + mtp * (mtp_cb + mtp_tb))
     # Each micro-batch's copy of the 16-bit gradients into fp32 (``microbatch_grad_copy``),
     # per layer and for the rest of the stage (embedding, head, MTP modules).
     copy_layer = np.zeros(len(plans))
@@ -671,7 +683,8 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
               "copy_first": (copy_rest * first).sum(axis=1),
               "copy_last": (copy_rest * last * (1 - first)).sum(axis=1),
               "copy_mtp": (copy_rest * mtp_at * (1 - last) * (1 - first)).sum(axis=1),
-              "head_fwd": head_fwd, "head_bwd": head_bwd, "p2p": p2p,
+              "head_fwd": head_fwd, "head_bwd": head_bwd + head_rerun,
+              "embed_rerun": embed_rerun, "p2p": p2p,
               "mtp_fwd": k_mtp * (period_f + HW[:, 5] + HW[:, 7]),
               "mtp_bwd": k_mtp * (period_b[:, 0] + HW[:, 6] + HW[:, 8]),
               "mtp_heads_fwd": k_mtp * head_fwd, "mtp_heads_bwd": k_mtp * head_bwd,

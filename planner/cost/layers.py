@@ -562,6 +562,8 @@ class GatheredLoss(NamedTuple):
     fwd_kernels: int
     bwd_kernels: int
     kept_bytes: float
+    gather_bytes: float = 0.0     # of fwd_bytes: the gather's copies and concatenation,
+    gather_kernels: int = 0       # which a recomputed LM head runs again (recompute_head)
 
 
 def gathered_loss(e: int, t: int) -> GatheredLoss:
@@ -587,7 +589,8 @@ def gathered_loss(e: int, t: int) -> GatheredLoss:
     gather, gather_k = (4 * e, t + 1) if t > 1 else (0, 0)
     shard, shard_k = (2 * e / t, 1) if t > 1 else (0.0, 0)
     return GatheredLoss(fwd_bytes=gather + (e + 4) + 12, bwd_bytes=4 + 16 + (4 + e) + shard,
-                        fwd_kernels=gather_k + 3, bwd_kernels=4 + shard_k, kept_bytes=e + 4)
+                        fwd_kernels=gather_k + 3, bwd_kernels=4 + shard_k, kept_bytes=e + 4,
+                        gather_bytes=gather, gather_kernels=gather_k)
 
 
 @dataclass(frozen=True)
@@ -600,6 +603,10 @@ class HeadWork:
     logits_bytes: float
     embed_s: float
     gathered_bytes: float = 0.0   # the logits all-gathered over TP before a non-parallel loss
+    # The head's forward without the loss, which ``TrainingSpec.recompute_head`` reruns in the
+    # backward: the final norm, the GEMM and, before a gathered loss, the gather's copies and
+    # concatenation (the tables add the all-gather itself).
+    rerun_s: float = 0.0
 
 
 def head_work(
@@ -629,10 +636,12 @@ def head_work(
         ce_f, ce_b, k_f, k_b = CE_FWD_BYTES * logits, CE_BWD_BYTES * logits, 7, 3
         kept = 4 * logits             # Korthikanti et al.: 4 s b v / t for the fp32 logits
         gathered = 0.0
+        rerun_bytes, rerun_k = 0.0, 0
     else:                             # every rank: the whole vocabulary, upcast to fp32
         g = gathered_loss(e, t)
         ce_f, ce_b = g.fwd_bytes * T * V, g.bwd_bytes * T * V
         k_f, k_b = g.fwd_kernels, g.bwd_kernels
+        rerun_bytes, rerun_k = g.gather_bytes * T * V, g.gather_kernels
         kept = g.kept_bytes * T * V   # the gathered logits and the fp32 log_softmax output
         gathered = e * T * V if t > 1 else 0.0
     loss_f = km.memory(ce_f + norm_bytes + norm.fwd_bytes, kernels=k_f + norm.fwd_kernels)
@@ -645,6 +654,8 @@ def head_work(
         logits_bytes=kept,
         embed_s=embed_s,
         gathered_bytes=gathered,
+        rerun_s=gemm_f + km.memory(norm_bytes + norm.fwd_bytes + rerun_bytes,
+                                   kernels=norm.fwd_kernels + rerun_k),
     )
 
 

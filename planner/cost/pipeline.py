@@ -154,7 +154,7 @@ def chunk_times(detail: dict[str, float], layout) -> tuple[list[list[float]], li
             f, b = n * d["layer_fwd"], n * d["layer_bwd"]
             if s == 0 and c == 0:     # (CPU offloading's exposed copies: pp 1 plans only)
                 f = f + d["embed"] + d["offload_fwd"]
-                b = b + d["embed"] + d["copy_first"] + d["offload_bwd"]
+                b = b + d["embed"] + d["embed_rerun"] + d["copy_first"] + d["offload_bwd"]
             if s == layout.mtp_rank and c == v - 1:
                 f, b = f + d["mtp_fwd"], b + d["mtp_bwd"]
                 if s not in (0, p - 1):         # its parameters' gradient copy (standalone)

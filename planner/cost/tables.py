@@ -385,14 +385,16 @@ class CostTables:
     def head(self, tp: int, cp: int, mbs: int, npn: int) -> HeadWork:
         """The LM head and loss on ranks placed ``npn`` per node: ``layers.head_work``, and
         where the loss is not vocab-parallel (``TrainingSpec.vocab_parallel_loss`` false) the
-        all-gather of the logits over the TP group before it, on the critical path."""
+        all-gather of the logits over the TP group before it, on the critical path (and again
+        where the head is recomputed, ``rerun_s``)."""
         key = (tp, cp, mbs, npn)
         if key not in self._head:
             hw = head_work(self.model, self.training, LayerShape(tp, cp, mbs), self.cluster.gpu,
                            self.eff)
             if hw.gathered_bytes:
                 gather = self.collective("all_gather", hw.gathered_bytes, self.group(tp, 1, npn))
-                hw = replace(hw, head_fwd_s=hw.head_fwd_s + gather.time_s)
+                hw = replace(hw, head_fwd_s=hw.head_fwd_s + gather.time_s,
+                             rerun_s=hw.rerun_s + gather.time_s)
             self._head[key] = hw
         return self._head[key]
 

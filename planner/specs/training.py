@@ -159,6 +159,13 @@ class TrainingSpec(BaseModel):
         "down projection, whose outputs no backward reads, are not run again. False: the "
         "whole layer forward reruns (Megatron-LM's and DeepSpeed's reentrant checkpoint "
         "functions, torchtitan since then).")
+    recompute_head: bool = Field(
+        False, description="Full recompute also reruns the input embedding, the final norm "
+        "and the LM head (with its logits gather when the loss is not vocab-parallel) in the "
+        "backward: Aleph Alpha's trainer's 'every_layer' activation checkpointing wraps each "
+        "layer of its pipeline module, those among them, in its non-reentrant checkpoint "
+        "(src/scaling/core/nn/parallel_module/parallel_module.py). False: only the "
+        "transformer layers are recomputed (Megatron-LM, torchtitan, DeepSpeed).")
     eager_elementwise: bool = Field(
         False, description="The model code's elementwise work runs as PyTorch eager kernels, "
         "one op at a time (torchtitan without torch.compile, Aleph Alpha's trainer; "
