@@ -605,7 +605,8 @@ class HeadWork:
     gathered_bytes: float = 0.0   # the logits all-gathered over TP before a non-parallel loss
     # The head's forward without the loss, which ``TrainingSpec.recompute_head`` reruns in the
     # backward: the final norm, the GEMM and, before a gathered loss, the gather's copies and
-    # concatenation (the tables add the all-gather itself).
+    # concatenation (the tables add the all-gather itself). The logits it rebuilds are
+    # transient and not added to the stage's memory.
     rerun_s: float = 0.0
 
 
