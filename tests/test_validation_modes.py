@@ -331,6 +331,31 @@ def test_zero3_moe_plan_gathers_experts_over_their_own_group():
     assert gathers == {2, 4}
 
 
+def test_the_probe_reruns_the_head_where_full_recompute_does():
+    """With ``training.recompute_head`` and full recompute the step pattern runs the output
+    layer's GEMM three times in each backward (the rerun and its two gradient GEMMs), as the
+    plan is costed; twice otherwise."""
+    from planner.cost import estimate
+    from planner.cost.efficiency import EfficiencyModel
+    from planner.cost.tables import CostTables
+    from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+    from planner.validation.pattern import step_pattern
+
+    model = ModelSpec(name="tiny", num_layers=2, hidden_size=64, num_attention_heads=4,
+                      ffn_hidden_size=128, ffn_type="swiglu", vocab_size=128)
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
+    passes = {}
+    for rerun in (False, True):
+        for rec in ("none", "full"):
+            training = TrainingSpec(global_batch_size=8, seq_length=64, recompute_head=rerun)
+            est = estimate(model, cluster, training,
+                           ParallelPlan(dp=8, zero_stage=1, recompute=rec))
+            pat = step_pattern(est, CostTables(model, cluster, training, EfficiencyModel()))
+            passes[rerun, rec] = pat["head_bwd_passes"]
+    assert passes == {(False, "none"): 2, (False, "full"): 2, (True, "none"): 2,
+                      (True, "full"): 3}
+
+
 def test_the_probe_launches_local_experts_as_the_plan_costs_them():
     """The step pattern says how the local experts' GEMMs launch (``moe_expert_gemm``): the
     probe runs 'per_expert' as one GEMM per expert (Transformer Engine's GroupedLinear) and

@@ -385,7 +385,8 @@ class ProbeStep:
                 self.layer(kind, chunk * self.chunk_layers + i,
                            prefetch_next=i < self.chunk_layers - 1)
             if self.k.head and v == self.last:
-                self.compute(self.k.head, self.k.head_s, 1 if kind == "F" else 2)
+                self.compute(self.k.head, self.k.head_s,
+                             1 if kind == "F" else self.pat.get("head_bwd_passes", 2))
             if 0 <= down <= self.last:
                 dst = self.chain[down % pp]
                 t0 = time.perf_counter()

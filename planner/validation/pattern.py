@@ -61,6 +61,8 @@ class StepPattern(TypedDict):
     attn_bmm: list[list[int]]               # [batch, M, N, K] attention core
     head_gemm: list[int] | None             # [M, N, K] of the output layer (None: not on
                                             # this rank's stage)
+    head_bwd_passes: int                    # its GEMM's runs in a backward: 2, 3 where full
+                                            # recompute reruns the head (recompute_head)
     elementwise: int                        # elements of the memory-bound work per layer
     tp_fwd: list[list]
     tp_bwd: list[list]
@@ -155,6 +157,7 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         "gemms": gemms, "attn_bmm": attn_bmm, "elementwise": elementwise, "vpp": est.vpp,
         "dtype": training.precision,
         "head_gemm": [T, max(1, model.vocab_size // est.tp), model.hidden_size],
+        "head_bwd_passes": 3 if est.recompute == "full" and training.recompute_head else 2,
         "tp_fwd": tp_fwd, "tp_bwd": tp_bwd, "cp_fwd": cp_fwd, "cp_bwd": cp_bwd,
         "zero3": zero3, "dp_ops": dp_ops, "pp_bytes": pp_bytes,
     }
