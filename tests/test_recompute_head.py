@@ -9,12 +9,8 @@ import pytest
 from planner.cost import EfficiencyModel, estimate
 from planner.cost.layers import LayerShape, gathered_loss, head_work, kernel_model, norm_work
 from planner.cost.tables import cost_tables
-from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
-
-A100 = GPUSpec.from_preset("a100-80gb")
-LLAMA_13B = ModelSpec(name="Llama 13B", num_layers=40, hidden_size=5120,
-                      num_attention_heads=40, ffn_hidden_size=13824, ffn_type="swiglu",
-                      vocab_size=128000, tied_embeddings=False)
+from planner.specs import ClusterSpec, ParallelPlan, TrainingSpec
+from tests.test_eager_norm import A100, LLAMA_13B
 AA = TrainingSpec(global_batch_size=64, seq_length=2048, vocab_parallel_loss=False,
                   recompute_head=True)
 CLUSTER = ClusterSpec.from_preset("dgx-a100", num_nodes=1)
@@ -62,6 +58,11 @@ def test_full_recompute_pays_the_embedding_and_the_head_again(tp):
     assert b.breakdown["recompute"] - a.breakdown["recompute"] == pytest.approx(extra)
     assert b.step_time_s - a.step_time_s == pytest.approx(extra)
     assert b.step_time_s > a.step_time_s
+    # The hardware FLOPs count the head's GEMM once more per micro-batch (2 T V h / tp on each
+    # GPU); the model FLOPs do not change.
+    flops = [e.hardware_tflops_per_gpu * 1e12 * e.step_time_s for e in (a, b)]
+    assert flops[1] - flops[0] == pytest.approx(m * 2 * 2048 * 128000 * 5120 / tp)
+    assert a.tflops_per_gpu * a.step_time_s == pytest.approx(b.tflops_per_gpu * b.step_time_s)
     none = plan.model_copy(update={"recompute": "none"})
     assert estimate(LLAMA_13B, CLUSTER, off, none).step_time_s == estimate(
         LLAMA_13B, CLUSTER, AA, none).step_time_s
