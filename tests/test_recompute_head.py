@@ -11,6 +11,7 @@ from planner.cost.layers import LayerShape, gathered_loss, head_work, kernel_mod
 from planner.cost.tables import cost_tables
 from planner.specs import ClusterSpec, ParallelPlan, TrainingSpec
 from tests.test_eager_norm import A100, LLAMA_13B
+
 AA = TrainingSpec(global_batch_size=64, seq_length=2048, vocab_parallel_loss=False,
                   recompute_head=True)
 CLUSTER = ClusterSpec.from_preset("dgx-a100", num_nodes=1)
