@@ -482,6 +482,25 @@ def test_grand_teton_h100s_take_the_middle_of_the_peak_range_their_source_gives(
                                                                            ).items()}
             for rows in (before, after)]
     assert taus[0] == taus[1]
+    # The README's ranges: the bf16 runs -6% to +20%, those compiled with torch.compile
+    # (every bf16 run but the four FSDP ones with the eager RMSNorm) from +12%..+27% to
+    # +5%..+20%, the CP runs 14-65%; the paper's two 8B FSDP runs without torch.compile -5.8%
+    # and +4.5%, its 2D 70B runs -10% and -3%, its 405B pipelines +9% and +10%.
+    by_id = {r["id"]: r for r in hosts}
+
+    def span(rows, pred):
+        errs = [rows[i]["error_pct"] for i in ids if pred(by_id[i])]
+        return round(min(errs)), round(max(errs))
+    bf16 = lambda r: r["training"]["precision"] == "bf16"  # noqa: E731
+    compiled = lambda r: bf16(r) and r["training"].get("norm_fusion", True)  # noqa: E731
+    assert (span(after, bf16), span(before, compiled), span(after, compiled),
+            span(after, lambda r: "-cp" in r["id"])) == ((-6, 20), (12, 27), (5, 20), (14, 65))
+    paper = "torchtitan-h100-paper-"
+    assert [round(after[paper + k]["error_pct"], 1) for k in ("8b-8-fsdp", "8b-128-fsdp")] == [
+        -5.8, 4.5]
+    assert [round(after[paper + k]["error_pct"]) for k in (
+        "70b-256-2d", "70b-256-2d-asynctp", "405b-512-1f1b", "405b-512-interleaved-1f1b")] == [
+        -10, -3, 9, 10]
 
 
 def test_torchtitans_execution_switches_move_its_runs_as_the_readme_says():
