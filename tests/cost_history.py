@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from planner.cost import layers
+from planner.cost import kernels, layers
 from planner.cost.layers import GatheredLoss
 from planner.cost.tables import cost_tables
 
@@ -28,14 +28,36 @@ def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
                         bwd_kernels=4, kept_bytes=2 * e)
 
 
+def _full_grid(seq: float, batch_heads: float, sm_count: int | None) -> float:
+    """Fused attention at its benchmark rate whatever its grid, as costed until December
+    2026."""
+    return 1.0
+
+
 @contextmanager
-def loss_in_logits_dtype() -> Iterator[None]:
-    """The step model as it costed ``TrainingSpec.vocab_parallel_loss`` false before the
-    loss's fp32 upcast was read from the trainers' code."""
+def _patched(module: object, name: str, value: object) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         cost_tables.cache_clear()
-        patch.setattr(layers, "gathered_loss", _gathered_loss_in_logits_dtype)
+        patch.setattr(module, name, value)
         try:
             yield
         finally:
             cost_tables.cache_clear()
+
+
+@contextmanager
+def loss_in_logits_dtype() -> Iterator[None]:
+    """The step model as it costed ``TrainingSpec.vocab_parallel_loss`` false before the
+    loss's fp32 upcast was read from the trainers' code (and, as it was then, without the
+    attention kernels' grid: ``attention_without_grid``)."""
+    with attention_without_grid(), _patched(layers, "gathered_loss",
+                                            _gathered_loss_in_logits_dtype):
+        yield
+
+
+@contextmanager
+def attention_without_grid() -> Iterator[None]:
+    """The step model before a fused attention kernel's grid was costed
+    (``planner.cost.kernels.attention_fill``): every call at its benchmark rate."""
+    with _patched(kernels, "attention_fill", _full_grid):
+        yield

@@ -35,6 +35,25 @@ at long sequences head dim 64 runs at 0.77 (FlashAttention-3), 0.69 (cuDNN) and 
 ``d_half`` = 43 gives; heads wider than 128 gain nothing (FlashAttention-2 and cuDNN run
 head dim 256 slower than 128 there), so g is capped at 1.
 
+Those rates were measured on grids that fill the GPU (the FlashAttention-2 and -3 papers'
+benchmarks hold 16K tokens and 2,048 hidden: thousands of tiles). A fused kernel gives one CTA
+(or, persistent, one work unit) to each query tile of ``ATTENTION_TILE`` rows of one head of one
+sequence (FlashAttention-2 ``dim3 grid(num_m_block, params.b, params.h)``,
+``csrc/flash_attn/src/flash_fwd_launch_template.h``; its backward the same over key tiles;
+FlashAttention-3's tile schedulers over ``num_blocks * num_head * num_batch``,
+``hopper/tile_scheduler.hpp``), and "this is efficient when the number of thread blocks is large
+(e.g., >= 80) ... In the case of long sequences (which usually means small batch sizes or small
+number of heads), to make better use of the multiprocessors on the GPU, we now additionally
+parallelize over the sequence length dimension" (Dao 2023, section 3.2). Under the causal mask
+query tile i of a head does i + 1 tiles of work, so with m tiles a head and B heads x sequences
+the kernel cannot finish before its longest tile, m units, nor before its total over the SMs,
+B m (m + 1) / 2 / SMs units (FlashAttention-3's scheduler hands "the longest remaining tile ...
+to the first SM that's free", which reaches that bound). The time is that bound over the
+second: ``attention_fill`` = max(1, 2 SMs / (B (m + 1))), 1 on the benchmarks' grids and
+wherever B (m + 1) >= 2 SMs; a 2,048-token micro-batch of 5 heads (Llama 13B at tp 8) on 108
+SMs takes 2.54 times as long. FlashAttention v1 (``attention_kernel: flash1``), which splits
+the sequence only where its own heuristic does, is left at its benchmark rate.
+
 Memory-bound kernels move their bytes at ``hbm_efficiency`` of the HBM bandwidth, plus the
 per-kernel overhead.
 """
@@ -57,6 +76,21 @@ MISALIGNED = 0.7
 # Fused attention's rates are quoted at head dimension 128; ``d_half`` of the head-size factor.
 ATTENTION_REF_HEAD_DIM = 128
 ATTENTION_HALF_HEAD_DIM = 43.0
+# Query (forward) or key (backward) rows one CTA of a fused attention kernel owns: kBlockM 128
+# of FlashAttention-2's forward on sm80 (Flash_fwd_kernel_traits<128, 128, 64, 4>) and of
+# FlashAttention-3's, kBlockN 128 of FlashAttention-2's backward.
+ATTENTION_TILE = 128
+
+
+def attention_fill(seq: float, batch_heads: float, sm_count: int | None) -> float:
+    """How many times its benchmark rate's time a causal fused-attention kernel takes on
+    ``batch_heads`` (sequences x heads) of ``seq`` queries and keys (module docstring): the
+    longest tile against the even share of the SMs, max(1, 2 SMs / (B (m + 1))) with
+    m = ceil(seq / ATTENTION_TILE); 1 without an SM count."""
+    if not sm_count or batch_heads <= 0 or seq <= 0:
+        return 1.0
+    tiles = math.ceil(seq / ATTENTION_TILE)
+    return max(1.0, 2 * sm_count / (batch_heads * (tiles + 1)))
 
 
 def attention_head_factor(head_dim: float, d_half: float = ATTENTION_HALF_HEAD_DIM) -> float:
@@ -81,6 +115,7 @@ class KernelModel:
     k_overhead: float               # k0: the GEMM main loop's fixed cost, in units of K
     kernel_overhead_s: float        # per kernel
     attention_head_half: float = ATTENTION_HALF_HEAD_DIM   # d_half of the head-size factor
+    attention_tiled: bool = True    # one CTA per query tile and head (``attention_fill``)
     # The backward pass's own rate and half sequence (None: the forward's).
     attention_bwd_efficiency: float | None = None
     attention_bwd_half_seq: float | None = None
@@ -105,9 +140,12 @@ class KernelModel:
         return best + self.kernel_overhead_s
 
     def attention(self, flops: float, seq: float, kernels: float = 1,
-                  head_dim: float = ATTENTION_REF_HEAD_DIM, backward: bool = False) -> float:
+                  head_dim: float = ATTENTION_REF_HEAD_DIM, backward: bool = False,
+                  batch_heads: float = 0.0) -> float:
         """Seconds of fused attention doing ``flops`` on sequences (chunks) of ``seq`` keys with
-        heads of ``head_dim``, in the forward or the ``backward`` pass."""
+        heads of ``head_dim``, in the forward or the ``backward`` pass; ``batch_heads`` (the
+        sequences times the heads of one call) sizes its grid (``attention_fill``; 0: a full
+        grid)."""
         if flops <= 0:
             return 0.0
         rate, half = self.attention_efficiency, self.attention_half_seq
@@ -116,7 +154,8 @@ class KernelModel:
             half = self.attention_half_seq if self.attention_bwd_half_seq is None else (
                 self.attention_bwd_half_seq)
         eff = rate * seq / (seq + half) * attention_head_factor(head_dim, self.attention_head_half)
-        return flops / (self.attention_peak_flops * eff) + kernels * self.kernel_overhead_s
+        fill = attention_fill(seq, batch_heads, self.sm_count) if self.attention_tiled else 1.0
+        return flops * fill / (self.attention_peak_flops * eff) + kernels * self.kernel_overhead_s
 
     def memory(self, num_bytes: float, kernels: float = 1) -> float:
         """Seconds of memory-bound kernels moving ``num_bytes`` (reads + writes)."""

@@ -211,6 +211,7 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
         attention_peak_flops=gpu.peak_flops(attn_prec),
         matmul_efficiency=matmul,
         **attention,
+        attention_tiled=training.attention_kernel != "flash1",
         hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * (eff.hbm_efficiency
                                                              or gpu.hbm_efficiency),
         sm_count=gpu.sm_count,
@@ -270,9 +271,10 @@ def layer_work(
     if training.flash_attention:
         exec_flops = 2 * b * heads * (s / cp) * model.attention_keys(s, causal=True) * width
         d_attn = width / 2                  # MLA: the mean of its query/key and value heads
-        attn_f = k16.attention(exec_flops, s / cp, kernels=cp, head_dim=d_attn)
+        attn_f = k16.attention(exec_flops, s / cp, kernels=cp, head_dim=d_attn,
+                               batch_heads=b * heads)
         attn_b = k16.attention(2.5 * exec_flops, s / cp, kernels=cp, head_dim=d_attn,
-                               backward=True)
+                               backward=True, batch_heads=b * heads)
         attn_bytes = 0.0
     else:
         d = model.d_head
