@@ -683,6 +683,9 @@ def test_the_headline_figures_are_the_readmes():
     held = [r for r in rows if r["split"] == "held_out"]
     assert round(published_accuracy.summarize([r for r in held if not r["moe"]])[
         "source_median_abs_error_pct"], 1) == 5.9
+    assert _headline(PRE_LAYOUTS) == {
+        "held out": (240, 6.7, 158.6, 4.0), "dense": (214, 5.9, 64.6, 3.7),
+        "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.3, 11.5, -1.9)}
     # Every figure below was measured before a fused attention kernel's grid was costed (the
     # latest change, which moves none of the figures above).
     with attention_without_grid():
@@ -699,9 +702,6 @@ def test_the_headline_figures_are_the_readmes():
         assert _figures(no_rerun) == ({
             "held out": (641, 9.0, 158.6, 8.4), "dense": (615, 8.8, 78.1, 8.2),
             "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.3, 11.5, -1.9)}, 10.1)
-        assert _headline(PRE_LAYOUTS) == {
-            "held out": (240, 6.7, 158.6, 4.0), "dense": (214, 5.9, 64.6, 3.7),
-            "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.3, 11.5, -1.9)}
         assert _headline([_sxm_peaks(r) for r in PRE_LAYOUTS]) == {
             "held out": (240, 7.1, 158.6, 4.3), "dense": (214, 6.3, 78.1, 4.0),
             "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.3, 11.5, -1.9)}
