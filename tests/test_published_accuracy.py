@@ -461,6 +461,21 @@ def test_the_attention_grid_moves_the_corpus_as_the_readme_says():
     assert _figures(list(after.values())) == _figures(list(before.values()))
 
 
+def test_the_attention_grid_leaves_the_free_search_winners_as_the_readme_gives_them():
+    """README, 'The attention kernel's grid': no free-search winner moves. Replayed on the cells
+    with the fewest attention heads a GPU at the shortest sequences (GPT-3 175B's 96 heads at
+    2,048 tokens, Llama 3 8B's 32 at 8,192), and the README's first row as printed."""
+    import search_winners
+    cells = (("gpt3-175b", "a100", 64), ("gpt3-175b", "h100", 1024), ("llama3-8b", "h100", 64))
+
+    def winners():
+        return [(r["plan"], r["mfu"]) for r in (search_winners.run(*c) for c in cells)]
+    now = winners()
+    with attention_without_grid():
+        assert winners() == now
+    assert now[0] == ("dp1 tp4 pp16 cp1 vpp3 mbs1 none zero0 sp", 0.622)
+
+
 def test_grand_teton_h100s_take_the_middle_of_the_peak_range_their_source_gives():
     """README, 'The peak of torchtitan's H100s' (the latest change): the runs on Meta's Grand
     Teton hosts (95 GiB of HBM2e at 2.4 TB/s, a 500 W limit) take the middle of the range
