@@ -41,7 +41,9 @@ benchmarks hold 16K tokens and 2,048 hidden: thousands of tiles). A fused kernel
 sequence (FlashAttention-2 ``dim3 grid(num_m_block, params.b, params.h)``,
 ``csrc/flash_attn/src/flash_fwd_launch_template.h``; its backward the same over key tiles;
 FlashAttention-3's tile schedulers over ``num_blocks * num_head * num_batch``,
-``hopper/tile_scheduler.hpp``), and "this is efficient when the number of thread blocks is large
+``hopper/tile_scheduler.hpp``; cuDNN's fused attention, the H100 and Blackwell default, is closed
+source and is taken to tile the same way, its rates coming from the same benchmark grids), and
+"this is efficient when the number of thread blocks is large
 (e.g., >= 80) ... In the case of long sequences (which usually means small batch sizes or small
 number of heads), to make better use of the multiprocessors on the GPU, we now additionally
 parallelize over the sequence length dimension" (Dao 2023, section 3.2). Under the causal mask

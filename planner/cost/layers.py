@@ -271,6 +271,8 @@ def layer_work(
     if training.flash_attention:
         exec_flops = 2 * b * heads * (s / cp) * model.attention_keys(s, causal=True) * width
         d_attn = width / 2                  # MLA: the mean of its query/key and value heads
+        # Each of the cp ring steps is one call over an s / cp chunk, its grid sized as a
+        # causal chunk's (the load-balanced steps' half chunks do the same work).
         attn_f = k16.attention(exec_flops, s / cp, kernels=cp, head_dim=d_attn,
                                batch_heads=b * heads)
         attn_b = k16.attention(2.5 * exec_flops, s / cp, kernels=cp, head_dim=d_attn,
