@@ -115,7 +115,8 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
     },
     "interleaved_schedule": {
         "megatron": _s("yes", "--num-virtual-stages-per-pipeline-rank, "
-                       "--microbatch-group-size-per-virtual-pipeline-stage",
+                       "--microbatch-group-size-per-virtual-pipeline-stage, "
+                       "--no-overlap-p2p-communication",
                        f"{MEGATRON} megatron/core/pipeline_parallel/schedules.py",
                        "pp <= group <= micro-batches; last group 0 or >= pp"),
         "torchtitan": _s("partial", 'parallelism.pipeline_parallel_schedule = "Interleaved1F1B"',
@@ -515,6 +516,10 @@ def _rules():
          lambda c: (c["vpp"] > 1) & (c["group"] != c["pp"])),
         ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batches pp "
          "does not divide", lambda c: (c["vpp"] > 1) & (c["m"] % np.maximum(c["pp"], 1) != 0)),
+        ("torchtitan", "interleaved_schedule", "an interleaved schedule whose sends block "
+         "(training.overlap_p2p_comm false; torch.distributed.pipelining posts its receives "
+         "ahead and waits for its sends at the end of the step)",
+         lambda c: (c["vpp"] > 1) & ~c["p2p_overlap"]),
         ("torchtitan", "fp16", "fp16 training", lambda c: np.full(c["n"], c["fp16"])),
         ("torchtitan", "bf16_gradient_reduce", "bf16 gradient reduction",
          lambda c: np.full(c["n"], c["bf16_grads"])),
@@ -665,6 +670,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "low_states": training.optimizer_state_dtype != "fp32",
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
             "p2p_split": np.full(len(plans), training.p2p_scatter_gather),
+            "p2p_overlap": np.full(len(plans), training.overlap_p2p_comm),
             "z3_copies": np.full(len(plans), training.zero3_per_rank_copies),
             "per_param": np.full(len(plans), training.zero3_per_parameter),
             "sharded": plans.data_sharded(bool(moe)),

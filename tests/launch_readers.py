@@ -61,6 +61,8 @@ def megatron_parser() -> argparse.ArgumentParser:
     ap.add_argument("--attention-backend", choices=["flash", "fused", "unfused", "local", "auto"])
     ap.add_argument("--no-masked-softmax-fusion", action="store_false",
                     dest="masked_softmax_fusion")
+    ap.add_argument("--no-overlap-p2p-communication", action="store_false",
+                    dest="overlap_p2p_comm")
     ap.add_argument("--transformer-impl", choices=["local", "transformer_engine"],
                     default="transformer_engine")
     ap.add_argument("--moe-expert-capacity-factor", type=float)

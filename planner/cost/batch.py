@@ -52,7 +52,7 @@ from planner.cost.memory import (
     model_state_bytes,
     stage_params,
 )
-from planner.cost.pipeline import makespan
+from planner.cost.pipeline import exchanges, makespan
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.specs import ParallelPlan
 from planner.specs.layout import Layout, default_layout
@@ -442,7 +442,7 @@ def compose(plans: PlanArrays, tables: CostTables,
             sub, tables, layout, lw, HW[sel], tuple(a[sel] for a in classes), layer_local[sel],
             params_c[sel], experts_c[sel], present[sel], npn[sel],
             lw if W is None else LW0[sel],
-            None if W is None else W[sel], mtp_at[sel], stored[sel])
+            None if W is None else W[sel], mtp_at[sel], stored[sel], grp[sel])
         for k in BREAKDOWN_KEYS:
             bd[k][sel] = sub_bd[k]
         if memory_cap is None:
@@ -501,7 +501,7 @@ def offload_exposed(off, layers, stored, period_f, period_b, host_gb_per_s):
 
 
 def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer_params,
-           params_c, experts_c, present, npn, LW0, W, mtp_at, stored):
+           params_c, experts_c, present, npn, LW0, W, mtp_at, stored, grp):
     """(class times (n, C), step times, time per added layer, breakdown) of plans whose
     components are given."""
     training, eff = tables.training, tables.eff
@@ -634,8 +634,9 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
                      1, tables.row_memo("p2p")).T
     p2p = np.where(pp > 1, p2p, 0.0)
     # Send/recv: 1F1B's blocking exchanges sit on the critical path of every micro-batch;
-    # interleaved schedules overlap them (Megatron's overlap_p2p_comm), leaving the fill.
-    hops = np.where(v == 1, 2 * (m + pp - 1), 2 * (pp * v - 1)) * np.where(pp > 1, 1, 0)
+    # interleaved schedules overlap them (Megatron's overlap_p2p_comm), leaving the fill, or
+    # without that option wait for one per chunk's forward-and-backward (``exchanges``).
+    hops = exchanges(m, v, pp, grp, training.overlap_p2p_comm)
     pipe, bubble = makespan(t_max, t_sum, m, v, pp, 0.0)
     bd = {
         "compute": m * compute_c[rows, b], "recompute": m * recomp_c[rows, b],

@@ -17,7 +17,13 @@ backward the other way round; the last chunk's backward on the last stage follow
 ``simulate`` runs these dependencies event by event. In 1F1B a stage's send blocks it for the
 transfer (Megatron's ``send_forward_recv_backward`` and ``send_backward_recv_forward`` wait for
 their batched isend/irecv); interleaved schedules overlap their sends with compute
-(``overlap_p2p_comm``), so there a send does not block the sender.
+(``overlap_p2p_comm``), so there a send does not block the sender. Without that option
+(``TrainingSpec.overlap_p2p_comm`` false) Megatron-Core's interleaved schedule
+(``forward_backward_pipelining_with_interleaving``) waits for one batched exchange after each
+warm-up forward (``send_forward_recv_forward``), one after each forward-and-backward pair of
+the steady phase (``send_forward_backward_recv_forward_backward``) and one after each
+cool-down backward (``send_backward_recv_backward``): m v + w exchanges on a stage with w
+warm-up forwards (``exchanges``).
 
 ``makespan`` is the closed form used for every plan: with the per-micro-batch time t_s = f_s +
 b_s of each stage (all its chunks) and p2p time c per hop,
@@ -37,11 +43,33 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def warmup_forwards(pp, stage, m, vpp=1, group=None):
+    """Warm-up forwards of ``stage`` (scalars or numpy arrays): min(p - s - 1, m) in 1F1B,
+    min((p - s - 1) * 2 + (v - 1) * g, m v) interleaved with micro-batch groups of g (default
+    p; Megatron-Core ``get_pp_rank_microbatches``)."""
+    g = pp if group is None else group
+    return np.where(np.asarray(vpp) == 1, np.minimum(pp - stage - 1, m),
+                    np.minimum((pp - stage - 1) * 2 + (np.asarray(vpp) - 1) * g,
+                               np.asarray(m) * vpp))
+
+
+def exchanges(m, vpp, pp, group=None, overlap=True):
+    """Send/recv exchanges on the critical path of a step (scalars or numpy arrays), each one
+    hop's transfer: 1F1B's two per micro-batch and the fill, 2 (m + p - 1); an interleaved
+    schedule that overlaps its sends only its fill, 2 (p v - 1); one that does not, stage 0's
+    m v + w (its w warm-up forwards, ``warmup_forwards``)."""
+    pp, vpp = np.asarray(pp), np.asarray(vpp)
+    blocking = np.asarray(m) * vpp + warmup_forwards(pp, 0, m, vpp, group)
+    hops = np.where(vpp == 1, 2 * (np.asarray(m) + pp - 1),
+                    2 * (pp * vpp - 1) if overlap else blocking)
+    return np.where(pp > 1, hops, 0)
+
+
 def schedule(pp: int, stage: int, m: int, vpp: int = 1, group: int | None = None
              ) -> list[tuple[str, int, int]]:
     """The ops of ``stage`` in order, as ("F" or "B", model chunk, micro-batch)."""
     if vpp == 1:
-        warm = min(pp - stage - 1, m)
+        warm = int(warmup_forwards(pp, stage, m))
         order = [("F", 0, i) for i in range(warm)]
         f_next = warm
         for b in range(m):
@@ -55,7 +83,7 @@ def schedule(pp: int, stage: int, m: int, vpp: int = 1, group: int | None = None
     for lo in range(0, m, g):
         table += [(i, c) for c in range(vpp) for i in range(lo, min(lo + g, m))]
     total = m * vpp
-    warm = min((pp - stage - 1) * 2 + (vpp - 1) * g, total)
+    warm = int(warmup_forwards(pp, stage, m, vpp, g))
     fwd = [("F", c, i) for i, c in table]
     bwd = [("B", vpp - 1 - c, i) for i, c in table]
     order = fwd[:warm]
@@ -76,11 +104,14 @@ class Timeline:
 
 
 def simulate(fwd: list[list[float]], bwd: list[list[float]], m: int, p2p_s: float,
-             group: int | None = None) -> Timeline:
+             group: int | None = None, overlap: bool = True) -> Timeline:
     """Run the schedule of ``len(fwd)`` stages, ``len(fwd[0])`` chunks each, whose forward and
-    backward of one micro-batch take ``fwd[s][c]`` and ``bwd[s][c]`` seconds."""
+    backward of one micro-batch take ``fwd[s][c]`` and ``bwd[s][c]`` seconds; ``overlap``
+    false: an interleaved stage waits for its exchange after each warm-up forward and each
+    backward (``TrainingSpec.overlap_p2p_comm``)."""
     p, v = len(fwd), len(fwd[0])
     orders = [schedule(p, s, m, v, group) for s in range(p)]
+    warm = [int(warmup_forwards(p, s, m, v, group)) for s in range(p)]
     end: dict[tuple[str, int, int, int], float] = {}
     free = [0.0] * p
     pos = [0] * p
@@ -97,8 +128,11 @@ def simulate(fwd: list[list[float]], bwd: list[list[float]], m: int, p2p_s: floa
                 start = max(free[s], ready)
                 dur = fwd[s][c] if kind == "F" else bwd[s][c]
                 end[kind, s, c, i] = start + dur
-                sends = (s < p - 1) if kind == "F" else (s > 0)
-                free[s] = start + dur + (p2p_s if v == 1 and sends else 0.0)
+                if v == 1:
+                    waits = (s < p - 1) if kind == "F" else (s > 0)
+                else:
+                    waits = not overlap and (kind == "B" or pos[s] < warm[s])
+                free[s] = start + dur + (p2p_s if waits else 0.0)
                 out[s].append((kind, c, i, start, start + dur))
                 pos[s] += 1
                 left -= 1

@@ -76,7 +76,8 @@ def evaluate(
         detail = {k: float(v[0]) for k, v in bc.detail.items()}
         fwd, bwd = chunk_times(detail, layout)
         closed = detail["pipeline"] + bd["pp_comm"]
-        excess = simulate(fwd, bwd, m, detail["p2p"], group).makespan / closed - 1
+        excess = simulate(fwd, bwd, m, detail["p2p"], group,
+                          training.overlap_p2p_comm).makespan / closed - 1
     npn = tables.npn(plan.world_size)
     key = (plan.tp, plan.cp, plan.micro_batch_size, RECOMPUTE.index(plan.recompute),
            int(plan.sequence_parallel), npn)

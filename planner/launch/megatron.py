@@ -187,7 +187,7 @@ def _pipeline_layout(ctx: LaunchContext) -> list[str]:
     if layout.kind == "custom":
         return ["--pipeline-model-parallel-layout",
                 megatron_layout_string(layout, ctx.model.mtp_num_layers)] + (
-            _group(ctx))
+            _interleaved(ctx))
     if p.vpp > 1:
         out += ["--num-virtual-stages-per-pipeline-rank", str(p.vpp)]
     if layout.kind == "embedding_loss":
@@ -196,12 +196,19 @@ def _pipeline_layout(ctx: LaunchContext) -> list[str]:
     elif layout.kind == "first_last":
         out += ["--decoder-first-pipeline-num-layers", str(layout.stages[0]),
                 "--decoder-last-pipeline-num-layers", str(layout.stages[-1])]
-    return out + _group(ctx)
+    return out + _interleaved(ctx)
 
 
-def _group(ctx: LaunchContext) -> list[str]:
+def _interleaved(ctx: LaunchContext) -> list[str]:
+    """The interleaved schedule's micro-batch group when not the default, and its blocking
+    send/recv where the training says so (Megatron-LM overlaps them by default:
+    ``--no-overlap-p2p-communication``, ``TrainingSpec.overlap_p2p_comm``)."""
     p = ctx.plan
+    if p.vpp == 1:
+        return []
     g = p.microbatch_group_size
-    if p.vpp > 1 and g is not None and g != p.pp:
-        return ["--microbatch-group-size-per-virtual-pipeline-stage", str(g)]
-    return []
+    out = (["--microbatch-group-size-per-virtual-pipeline-stage", str(g)]
+           if g is not None and g != p.pp else [])
+    if not ctx.training.overlap_p2p_comm:
+        out += ["--no-overlap-p2p-communication"]
+    return out

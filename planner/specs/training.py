@@ -206,6 +206,16 @@ class TrainingSpec(BaseModel):
         "DeepSpeed's pipeline engine partitions activations alike). False: Megatron-Core "
         "sends each TP rank's whole [s/cp, b, h] activation unless sequence parallelism "
         "splits it.")
+    overlap_p2p_comm: bool = Field(
+        True, description="The interleaved schedule's pipeline sends and receives run beside "
+        "the next chunk's compute (Megatron-LM's overlap_p2p_comm: opt-in as "
+        "--overlap-p2p-communication from May 2023, the default from October 2023, "
+        "--no-overlap-p2p-communication turns it off; Megatron-Bridge's CommOverlapConfig "
+        "turns it on with virtual stages). False: every exchange blocks its stage "
+        "(Megatron-Core's batched send_forward_backward_recv_forward_backward): one after each "
+        "warm-up forward, one after each backward of a model chunk, as Megatron-LM ran "
+        "interleaving before that option, and as Megatron-Core's own ModelParallelConfig "
+        "defaults. Plain 1F1B always blocks.")
 
     moe_load_imbalance: float = Field(
         1.1, ge=1.0, le=64.0, description="MoE: tokens the busiest expert-parallel rank "

@@ -58,7 +58,7 @@ def stage_times(est: PlanEstimate, tables: CostTables) -> list[tuple[float, floa
 def simulate_step(est: PlanEstimate, tables: CostTables) -> Timeline:
     fwd, bwd, p2p = chunk_times(est, tables)
     return simulate(fwd, bwd, est.grad_accum_steps, p2p if est.pp > 1 else 0.0,
-                    est.microbatch_group_size)
+                    est.microbatch_group_size, tables.training.overlap_p2p_comm)
 
 
 def predicted_trace(est: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
