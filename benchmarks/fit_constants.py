@@ -10,7 +10,7 @@ absolute throughput error over the fit runs of that GPU and precision, on a grid
 by the burst figure, for every pair of the two constants no micro-benchmark gives either (the
 host time per micro-batch and the GEMM prologue in units of K); the pair whose fitted rates
 fit best wins. The result is what ``planner/specs/gpu.py``'s presets and
-``EfficiencyModel.microbatch_overhead_us`` / ``matmul_half_dim`` carry (today: A100 0.75, H100
+``EfficiencyModel.microbatch_overhead_us`` / ``matmul_half_dim`` carry (today: A100 0.76, H100
 0.61, H100 fp8 0.61, 100 us, 256).
 
     python benchmarks/fit_constants.py [--json fitted.json] [--grid]

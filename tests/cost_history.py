@@ -10,9 +10,11 @@ from contextlib import contextmanager
 
 import pytest
 
-from planner.cost import kernels, layers
+from planner.cost import batch, kernels, layers
 from planner.cost.layers import GatheredLoss
+from planner.cost.pipeline import exchanges
 from planner.cost.tables import cost_tables
+from planner.specs import gpu
 
 
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
@@ -26,6 +28,11 @@ def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     shard = 2 * e / t if t > 1 else 0.0
     return GatheredLoss(fwd_bytes=cat + 3 * e, bwd_bytes=e + 4 * e + shard, fwd_kernels=4,
                         bwd_kernels=4, kept_bytes=2 * e)
+
+
+def _overlapped_exchanges(m, vpp, pp, group=None, overlap=True):
+    """Every interleaved schedule's sends overlapped, as costed until December 2026."""
+    return exchanges(m, vpp, pp, group)
 
 
 def _full_grid(seq: float, batch_heads: float, sm_count: int | None) -> float:
@@ -60,4 +67,36 @@ def attention_without_grid() -> Iterator[None]:
     """The step model before a fused attention kernel's grid was costed
     (``planner.cost.kernels.attention_fill``): every call at its benchmark rate."""
     with _patched(kernels, "attention_fill", _full_grid):
+        yield
+
+
+@contextmanager
+def a100_rate_before_blocking_sends() -> Iterator[None]:
+    """The A100's sustained GEMM rate at 0.75, what the fit runs chose before their interleaved
+    runs' blocking sends were costed (``TrainingSpec.overlap_p2p_comm``), which moved the
+    choice to 0.76."""
+    with pytest.MonkeyPatch.context() as patch:
+        cost_tables.cache_clear()
+        for name in ("a100-80gb", "a100-40gb"):
+            patch.setitem(gpu._GPU_PRESETS[name], "matmul_efficiency", 0.75)
+        try:
+            yield
+        finally:
+            cost_tables.cache_clear()
+
+
+@contextmanager
+def sends_overlapped() -> Iterator[None]:
+    """Every interleaved schedule's send/recv overlapped, whatever
+    ``TrainingSpec.overlap_p2p_comm`` says, as costed before it existed."""
+    with _patched(batch, "exchanges", _overlapped_exchanges):
+        yield
+
+
+@contextmanager
+def overlapped_sends() -> Iterator[None]:
+    """The step model before ``TrainingSpec.overlap_p2p_comm``: every interleaved schedule's
+    send/recv overlapped (``sends_overlapped``), and the A100's rate the fit chose then
+    (``a100_rate_before_blocking_sends``)."""
+    with a100_rate_before_blocking_sends(), sends_overlapped():
         yield

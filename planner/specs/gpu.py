@@ -23,7 +23,7 @@ Preset numbers are the vendors' datasheet figures for dense (not 2:4 sparse) mat
 
 Achieved rates (``planner.cost.kernels`` turns them into kernel times):
 - ``matmul_efficiency``: the fraction of the dense peak large, well-shaped GEMMs *sustain* through
-  a training step (A100 0.75, H100 0.61, H100 fp8 0.61). A short burst does better ("maximum
+  a training step (A100 0.76, H100 0.61, H100 fp8 0.61). A short burst does better ("maximum
   achievable matmul FLOPS", stas00/ml-engineering compute/accelerator/README.md, brute-force
   shape search: A100 SXM bf16 271.2 of 312 TFLOP/s = 0.869; H100 SXM bf16 794.5 of 989 = 0.803,
   H200 the same; H100 SXM fp8 1402.6 of 1979 = 0.709), which bounds the sustained value from
@@ -141,13 +141,13 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
     "a100-40gb": {
         "name": "a100-40gb", "memory_gib": 40, "memory_bandwidth_gb_per_s": 1555,
         "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
-        "matmul_efficiency": 0.75, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
+        "matmul_efficiency": 0.76, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
         "attention_kernels": _ATTENTION_KERNELS["a100"],
     },
     "a100-80gb": {
         "name": "a100-80gb", "memory_gib": 80, "memory_bandwidth_gb_per_s": 2039,
         "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
-        "matmul_efficiency": 0.75, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
+        "matmul_efficiency": 0.76, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
         "attention_kernels": _ATTENTION_KERNELS["a100"],
     },
     "h100-sxm": {
