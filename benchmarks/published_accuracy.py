@@ -12,11 +12,14 @@ choosing them). Errors are on throughput: predicted / measured - 1, so +10% mean
 (runs of one source that vary a few knobs at fixed everything else).
 
     python benchmarks/published_accuracy.py [--json results.json] [--split held_out]
-        [--data runs.json]
+        [--data runs.json] [--what-if 'SOURCE={"cluster": {...}}']
 
 ``--data`` replays another file: a corpus like ``data/published_runs.json`` or a published
 table as a paper prints it (``{"source", "hardware", "conventions", "rows": [...]}``; see
-``published_tables.py`` for how its rows become runs).
+``published_tables.py`` for how its rows become runs). ``--what-if`` (repeatable) replays the
+runs of one source with a JSON object merged into each of them, key by key: how much an
+assumption the source does not settle (a NIC count, say) moves its figures; the corpus is
+not changed.
 """
 
 from __future__ import annotations
@@ -303,17 +306,52 @@ def same_plan_groups(rows: list[dict], runs: list[dict]) -> list[dict]:
     return out
 
 
+def _merged(base: dict, patch: dict) -> dict:
+    out = dict(base)
+    for k, v in patch.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def what_if(runs: list[dict], patches: list[str]) -> list[dict]:
+    """The runs with each ``SOURCE=JSON`` patch merged (key by key, nested objects merged too)
+    into every run of that source; ValueError for a patch that is not of that form, names no
+    source of the runs, or whose JSON is not an object."""
+    sources = {r.get("source") for r in runs}
+    for text in patches:
+        source, sep, body = text.partition("=")
+        if not sep:
+            raise ValueError(f"--what-if {text[:60]!r}: expected SOURCE=JSON")
+        if source not in sources:
+            raise ValueError(f"--what-if: no run of source {source!r}")
+        try:
+            patch = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--what-if {source}: invalid JSON ({exc.msg})") from exc
+        if not isinstance(patch, dict):
+            raise ValueError(f"--what-if {source}: the JSON must be an object")
+        runs = [_merged(r, patch) if r.get("source") == source else r for r in runs]
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--split", choices=["fit", "held_out"], default=None,
                     help="only these runs (default: all)")
+    ap.add_argument("--what-if", action="append", default=[], metavar="SOURCE=JSON",
+                    help="merge this JSON object into every run of SOURCE (repeatable)")
     args = ap.parse_args(argv)
     try:
         runs, unreadable = load_data(args.data)
     except ValueError as exc:
         print(f"error: --data {exc}", file=sys.stderr)
+        return 2
+    try:
+        runs = what_if(runs, args.what_if)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     runs = [r for r in runs if args.split in (None, r.get("split"))]
     rows, skipped = replay(runs)

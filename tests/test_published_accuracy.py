@@ -1478,6 +1478,53 @@ def test_what_the_model_misses_on_hagemanns_low_tp_runs_scales_with_its_dp_time(
             assert fit(STEPS.index("recompute_head")) == (202, 5.5, 2.9)
 
 
+ONE_LINK = ('hagemann-2311.05610={"cluster": {"inter_node": {"kind": "infiniband", '
+            '"bandwidth_gb_per_s": 25, "latency_us": 5.0, "nics_per_node": 1}}}')
+
+
+def test_hagemann_et_al_with_one_network_link_a_node():
+    """README, 'Hagemann et al.'s layout sweeps': replayed with one 200 Gb/s link a node
+    (``published_accuracy.py --what-if``), the runs' median error goes from 9.9% (+9.9%) to
+    6.1% (-4.0%) and 16 of their 32 sweeps order the layouts right (tau >= 0.8) where 9 do as
+    the corpus has them; the corpus is not changed."""
+    runs = [r for r in RUNS if r["id"] in LAYOUTS]
+    assert len(runs) == 401
+    patched = published_accuracy.what_if(runs, [ONE_LINK])
+    assert all(r["cluster"]["inter_node"]["nics_per_node"] == 1
+               and r["cluster"]["preset"] == "dgx-a100" and r["plan"] == o["plan"]
+               for r, o in zip(patched, runs, strict=True))
+    assert all("inter_node" not in r["cluster"] for r in runs)      # the corpus is untouched
+
+    def figures(rows):
+        part = published_accuracy.summarize(rows)
+        taus = [t["kendall_tau"] for t in published_accuracy.sweep_taus(rows).values()]
+        return (round(part["median_abs_error_pct"], 1), round(part["median_signed_error_pct"], 1),
+                sum(t >= 0.8 for t in taus), len(taus))
+    assert figures(published_accuracy.evaluate_runs(runs)) == (9.9, 9.9, 9, 32)
+    assert figures(published_accuracy.evaluate_runs(patched)) == (6.1, -4.0, 16, 32)
+
+
+def test_what_if_refuses_what_it_cannot_apply(capsys):
+    """``--what-if`` takes SOURCE=JSON with a JSON object and a source the runs have; anything
+    else is a clear error and exit 2, not a traceback."""
+    runs = RUNS[:3]
+    src = runs[0]["source"]
+    for bad, says in (("no-equals-sign", "expected SOURCE=JSON"),
+                      ("nobody={}", "no run of source 'nobody'"),
+                      (f"{src}={{not json", "invalid JSON"),
+                      (f"{src}=[1, 2]", "must be an object")):
+        with pytest.raises(ValueError, match=says):
+            published_accuracy.what_if(runs, [bad])
+        assert published_accuracy.main(["--split", "fit", "--what-if", bad]) == 2
+        assert says.split("'")[0] in capsys.readouterr().err
+    # Nested objects merge key by key; other runs and the input are left as they were.
+    before = json.dumps(runs, sort_keys=True)
+    out = published_accuracy.what_if(runs, [f'{src}={{"training": {{"dropout": true}}}}'])
+    assert all(o["training"] == {**r["training"], "dropout": True} if r["source"] == src
+               else o is r for o, r in zip(out, runs, strict=True))
+    assert json.dumps(runs, sort_keys=True) == before
+
+
 def test_torchtitans_dtensor_tp_blocks_on_its_reduce_scatters():
     """README, an earlier change: torchtitan's tensor parallelism without async TP is DTensor's
     sequence-parallel TP, which keeps the gathered input and reduce-scatters its gradient before
