@@ -500,10 +500,24 @@ def test_blocking_sends_move_the_corpus_as_the_readme_says():
     assert set(grow) == {r["id"] for r in blocking if r["plan"].get("vpp", 1) > 1}
     assert len(grow) == 17
     assert (round(100 * min(grow.values()), 1), round(100 * max(grow.values()), 1)) == (0.3, 1.3)
-    assert published_accuracy.summarize(
-        [x for x in sends.values() if x["split"] == "held_out"])["median_abs_error_pct"] == \
-        published_accuracy.summarize(
-            [x for x in before.values() if x["split"] == "held_out"])["median_abs_error_pct"]
+    # No held-out figure the README gives (to a tenth of a point) moves from them alone.
+    then, alone = _figures(list(before.values())), _figures(list(sends.values()))
+    assert then[1] == alone[1] and all(then[0][k] == alone[0][k]
+                                       for k in ("held out", "dense", "moe"))
+    # The per-source medians the README gives, before and after, and the sweeps ordered right.
+    sources = ("hagemann-2311.05610", "torchtitan", "megascale-2402.15627",
+               "nemotron-4-340b-report", "bloom", "mtnlg", "megatron-korthikanti",
+               "zero-bubble-2401.10241", "llm-foundry")
+
+    def median(rows, source):
+        return round(published_accuracy.summarize([x for x in rows.values()
+                                                   if x["source"] == source])[
+            "median_abs_error_pct"], 1)
+    assert [(median(before, s), median(now, s)) for s in sources] == [
+        (8.9, 9.9), (9.5, 10.3), (4.1, 4.5), (5.9, 7.0), (20.7, 22.0), (26.2, 27.7), (2.6, 2.3),
+        (3.0, 2.4), (5.9, 5.4)]
+    assert sum(t["kendall_tau"] >= 0.8 for t in published_accuracy.sweep_taus(
+        list(now.values())).values() if t["split"] == "held_out") == 38
     faster = sorted(now[i]["predicted_step_s"] / sends[i]["predicted_step_s"] - 1 for i in now
                     if now[i]["predicted_step_s"] != sends[i]["predicted_step_s"])
     assert len(faster) == 557
