@@ -10,6 +10,7 @@ from planner.cost.pipeline import exchanges, makespan, simulate, warmup_forwards
 from planner.launch import with_launch
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.plan import microbatch_group
+from planner.validation.predicted_trace import predicted_trace
 from tests.launch_readers import megatron_parser
 
 
@@ -49,6 +50,49 @@ def test_the_simulation_waits_where_megatron_waits(p, v, m):
     assert blocking <= (closed + exchanges(m, v, p, g, overlap=False) * c) * (1 + 1e-9)
     assert blocking >= 0.99 * (closed + exchanges(m, v, p, g, overlap=False) * c)
     assert simulate(fwd, bwd, m, 0.0, g, overlap=False).makespan == pytest.approx(closed)
+
+
+def test_the_timeline_records_the_exchanges_it_waits_for():
+    # pp 4, 2 chunks, 8 micro-batches, sends of 0.05 s. Blocking: stage 0 starts the 26
+    # exchanges worked by hand above, waits for each, and its next op starts no earlier than
+    # the exchange ends. Overlapped: an exchange after every op that sends (forwards of every
+    # chunk but the last stage's last, backwards of every chunk but stage 0's first), none
+    # waited for. 1F1B: one after each of stage 0's 8 forwards, none after its backwards.
+    f, b, c = 0.5, 1.25, 0.05
+    fwd, bwd = [[f] * 2 for _ in range(4)], [[b] * 2 for _ in range(4)]
+    blocking = simulate(fwd, bwd, 8, c, overlap=False)
+    first = blocking.exchanges[0]
+    assert len(first) == exchanges(8, 2, 4, overlap=False) == 26
+    assert all(waits and dur == c for _, dur, waits in first)
+    starts = sorted(start for _, _, _, start, _ in blocking.ops[0])
+    for at, dur, _ in first:
+        later = [x for x in starts if x >= at]
+        assert not later or later[0] >= at + dur - 1e-12
+    overlapped = simulate(fwd, bwd, 8, c)
+    assert [len(x) for x in overlapped.exchanges] == [24, 32, 32, 24]
+    assert not any(waits for stage in overlapped.exchanges for _, _, waits in stage)
+    one = simulate([[1.0]] * 4, [[2.0]] * 4, 8, c)
+    assert len(one.exchanges[0]) == 8 and all(w for _, _, w in one.exchanges[0])
+    assert [len(x) for x in one.exchanges] == [8, 16, 16, 8]
+    assert simulate(fwd, bwd, 8, 0.0, overlap=False).exchanges == [[], [], [], []]
+
+
+def test_the_predicted_trace_draws_the_simulated_exchanges():
+    # The trace's send/recv events are the timeline's, marked blocking where the stage waits:
+    # with overlap_p2p_comm false every one of them, stage 0 drawing m v + w of them.
+    plan = ParallelPlan(tp=8, pp=8, vpp=2, sequence_parallel=True, recompute="full")
+    t = TrainingSpec(global_batch_size=128, seq_length=2048, overlap_p2p_comm=False)
+    est = estimate(GPT3, NODES, t, plan)
+    trace = predicted_trace(est, GPT3, NODES, t)
+    sends = [e for e in trace["traceEvents"] if e.get("name") == "send_recv"]
+    assert sum(e["pid"] == 0 for e in sends) == 278
+    assert all(e["args"]["blocking"] for e in sends)
+    t_on = TrainingSpec(global_batch_size=128, seq_length=2048)
+    on = predicted_trace(estimate(GPT3, NODES, t_on, plan), GPT3, NODES, t_on)
+    sends_on = [e for e in on["traceEvents"] if e.get("name") == "send_recv"]
+    assert sends_on and not any(e["args"]["blocking"] for e in sends_on)
+    # stage 0 sends after its forwards of both chunks and its backwards of chunk 1
+    assert sum(e["pid"] == 0 for e in sends_on) == 128 * 3
 
 
 GPT3 = ModelSpec.from_preset("gpt3-175b")

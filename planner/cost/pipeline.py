@@ -94,9 +94,11 @@ def schedule(pp: int, stage: int, m: int, vpp: int = 1, group: int | None = None
 
 @dataclass(frozen=True)
 class Timeline:
-    """Every op of every stage: (kind, chunk, micro-batch, start, end), in execution order."""
+    """Every op of every stage: (kind, chunk, micro-batch, start, end), in execution order; and
+    every send/recv exchange a stage starts: (start, seconds, whether the stage waits for it)."""
 
     ops: list[list[tuple[str, int, int, float, float]]]
+    exchanges: list[list[tuple[float, float, bool]]]
 
     @property
     def makespan(self) -> float:
@@ -116,6 +118,8 @@ def simulate(fwd: list[list[float]], bwd: list[list[float]], m: int, p2p_s: floa
     free = [0.0] * p
     pos = [0] * p
     out: list[list[tuple[str, int, int, float, float]]] = [[] for _ in range(p)]
+    sent: list[list[tuple[float, float, bool]]] = [[] for _ in range(p)]
+    blocking = v > 1 and not overlap
     left = sum(len(o) for o in orders)
     while left:
         progressed = False
@@ -128,18 +132,20 @@ def simulate(fwd: list[list[float]], bwd: list[list[float]], m: int, p2p_s: floa
                 start = max(free[s], ready)
                 dur = fwd[s][c] if kind == "F" else bwd[s][c]
                 end[kind, s, c, i] = start + dur
-                if v == 1:
-                    waits = (s < p - 1) if kind == "F" else (s > 0)
-                else:
-                    waits = not overlap and (kind == "B" or pos[s] < warm[s])
+                sends = (s < p - 1 or c < v - 1) if kind == "F" else (s > 0 or c > 0)
+                waits = sends if v == 1 else (blocking and (kind == "B" or pos[s] < warm[s]))
                 free[s] = start + dur + (p2p_s if waits else 0.0)
                 out[s].append((kind, c, i, start, start + dur))
+                # Without overlap an interleaved stage's steady-phase forward sends nothing of
+                # its own: its activations go in the batched exchange after the backward.
+                if p2p_s and (waits if blocking else sends):
+                    sent[s].append((start + dur, p2p_s, waits))
                 pos[s] += 1
                 left -= 1
                 progressed = True
         if not progressed:
             raise RuntimeError("pipeline schedule deadlocked")   # not for a valid order
-    return Timeline(out)
+    return Timeline(out, sent)
 
 
 def _ready(kind, s, c, i, p, v, end, c_s):

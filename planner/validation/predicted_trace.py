@@ -69,7 +69,6 @@ def predicted_trace(est: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
     cluster = pool_of(est, cluster)          # a plan of a cluster of pools: its pool
     tables = tables or CostTables(model, cluster, training, eff or EfficiencyModel())
     timeline = simulate_step(est, tables)
-    p2p = chunk_times(est, tables)[2] if est.pp > 1 else 0.0
     tails = _tails(est, tables)
     us = 1e6
     events: list[dict] = []
@@ -80,6 +79,12 @@ def predicted_trace(est: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
                        "args": {"name": "compute"}})
         events.append({"ph": "M", "name": "thread_name", "pid": s, "tid": 1,
                        "args": {"name": "communication"}})
+        for start, dur, waits in timeline.exchanges[s]:
+            # An exchange the stage waits for (1F1B, or interleaved without overlap_p2p_comm)
+            # holds up its compute track; an overlapped one runs beside it.
+            events.append({"ph": "X", "pid": s, "tid": 1, "cat": "predicted",
+                           "name": "send_recv", "ts": start * us, "dur": dur * us,
+                           "args": {"blocking": waits}})
         for kind, chunk, i, start, stop in ops:
             label = "forward" if kind == "F" else "backward"
             if est.vpp > 1:
@@ -88,11 +93,6 @@ def predicted_trace(est: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
                            "name": f"{label} mb{i}", "ts": start * us,
                            "dur": (stop - start) * us,
                            "args": {"micro_batch": i, "stage": s, "chunk": chunk}})
-            sends = (kind == "F" and (s < est.pp - 1 or chunk < est.vpp - 1)) or \
-                    (kind == "B" and (s > 0 or chunk > 0))
-            if p2p and sends:
-                events.append({"ph": "X", "pid": s, "tid": 1, "cat": "predicted",
-                               "name": "send_recv", "ts": stop * us, "dur": p2p * us})
         tail = timeline.makespan
         for name, dur in (("gradient reduction", tails["dp_tail"]),
                           ("weight all-gather", tails["gather_tail"]),
