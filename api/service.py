@@ -17,7 +17,7 @@ from planner.kept import Kept
 from planner.launch import build_launch, with_launch
 from planner.request import EstimateRequest, attention_kernel_problem
 from planner.result import LaunchSpec, PlanEstimate
-from planner.search import PlanRequest, PlanResult, plan, with_launches
+from planner.search import PlanRequest, PlanResult, answer
 from planner.specs import ClusterSpec, TrainingSpec
 
 
@@ -68,7 +68,7 @@ def run_plan(req: PlanRequest, *, engine: Engine, metrics=None) -> tuple[dict, b
     existing = store.get_plan(engine=engine, plan_id=req.request_id())
     if existing is not None:
         return existing["result"], False
-    result: PlanResult = with_launches(plan(req), req)
+    result: PlanResult = answer(req)
     if metrics is not None:
         metrics.solve.labels(result.search.status).observe(result.search.solve_ms / 1e3)
     body = result.model_dump(mode="json")

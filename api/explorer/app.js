@@ -243,6 +243,12 @@ function showResult(result) {
     `(${s.memory_feasible} fit in memory). Result ${result.id}.`;
   const reasons = $("#infeasible");
   reasons.replaceChildren(...(result.infeasible_reasons || []).map((r) => el("li", { text: r })));
+  // Training settings outside the searched space under which the best plan is faster.
+  $("#settings-hints").replaceChildren(...(result.settings_hints || []).map((h) => el("li", {
+    text: `With training ${Object.entries(h.changes).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ")}, ` +
+      `the best plan (${["dp", "tp", "pp", "cp", "ep", "vpp"].map((k) => `${k}${h.plan[k]}`).join(" ")}) ` +
+      `takes ${fmt(h.step_time_s, 4)} s, ${fmt(h.faster_pct, 2)}% faster: ${h.reason}.`,
+  })));
   renderTable();
   drawBreakdown(result.plans);
   drawMemory(result.plans);

@@ -108,14 +108,14 @@ def plan_cmd(
         help="Also write the best plan's predicted step as a Chrome trace.")] = None,
 ) -> None:
     """Find the best plans (exact search over the whole plan space) or say why nothing fits."""
-    from planner.search import PlanRequest, plan, with_launches
+    from planner.search import PlanRequest, answer
 
     data = load_json(request)
     if top_k is not None and isinstance(data, dict):
         data = {**data, "search": {**(data.get("search") or {}), "top_k": top_k}}
     try:
         req = parse_request(PlanRequest, data)
-        result = with_launches(plan(req), req)
+        result = answer(req)
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
     if result.search.status == "INFEASIBLE" and emit is None and not as_json:

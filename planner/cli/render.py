@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -153,6 +155,15 @@ def print_plan_result(console: Console, result: PlanResult) -> None:
     console.print(breakdown_table(best))
     console.print(memory_table(best))
     print_caveats(console, best)
+    for hint in result.settings_hints:
+        changes = ", ".join(f"{k} {json.dumps(v)}" for k, v in hint.changes.items())
+        plan = " ".join(f"{k}{v}" for k, v in hint.plan.items()
+                        if k not in ("micro_batch_size", "recompute", "zero_stage"))
+        console.print(escape(
+            f"settings: with training {changes}, the best plan ({plan}, micro-batch "
+            f"{hint.plan['micro_batch_size']}, recompute {hint.plan['recompute']}, ZeRO-"
+            f"{hint.plan['zero_stage']}) takes {_fmt_s(hint.step_time_s)} "
+            f"({hint.faster_pct:.0f}% faster): {hint.reason}"), highlight=False)
 
 
 def validation_table(result) -> Table:

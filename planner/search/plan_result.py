@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.result import PlanEstimate
+from planner.search.hints import SettingsHint
 from planner.search.spec import Status
 
 
@@ -42,6 +43,10 @@ class PlanResult(BaseModel):
     plans: list[PlanEstimate]
     search: SearchStats
     infeasible_reasons: list[str] = Field(default_factory=list)
+    settings_hints: list[SettingsHint] = Field(
+        default_factory=list, description="Training settings the request does not use under "
+        "which the best plan is at least 5% faster (MoE: DeepEP dispatch with the all-to-alls "
+        "overlapped), each with that plan and its step time.")
     space_sample: list[SpacePoint] = Field(
         default_factory=list, description="With search.space_sample: the Pareto frontier of "
         "the fitting plans, then evenly spaced others, for a step-time/memory plot.")

@@ -169,6 +169,19 @@ def _space_sample(bc, fits: np.ndarray, n: int) -> list[SpacePoint]:
                        frontier=bool(f)) for i, f in zip(idx, front, strict=True)]
 
 
+def answer(req: PlanRequest) -> PlanResult:
+    """What ``planner plan`` and ``POST /v1/plans`` return: the search's result with its
+    settings hints (``hints.settings_hints``) and every plan's launch object."""
+    from planner.search.hints import settings_hints
+
+    result = plan(req)
+    best = result.plans[0].step_time_s if result.plans else None
+    hints = settings_hints(req, best, plan)
+    if hints:
+        result = result.model_copy(update={"settings_hints": hints})
+    return with_launches(result, req)
+
+
 def with_launches(result: PlanResult, req: PlanRequest) -> PlanResult:
     """The result with every plan's ``launch`` object (built at the edge, once per result)."""
     return result.model_copy(update={"plans": [

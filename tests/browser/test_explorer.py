@@ -234,6 +234,24 @@ def test_an_infeasible_answer_shows_its_reasons(page):
     assert page.is_hidden("#detail")
 
 
+def test_a_moe_answer_shows_its_settings_hint(page):
+    # Qwen3-30B-A3B on two nodes under the default dispatch: the page lists the hint the
+    # result carries (tests/test_settings_hints.py), the plan and the changed settings.
+    open_explorer(page)
+    fill(page, {**SMALL, "model": "qwen3-30b-a3b", "num_nodes": "2",
+                "global_batch_size": "1024", "top_k": "1"})
+    page.click("#plan-button")
+    page.wait_for_selector("#settings-hints li")
+    text = page.inner_text("#settings-hints")
+    assert 'moe_dispatcher = "deepep", moe_a2a_overlap = true' in text
+    assert "dp16 tp1 pp1 cp1 ep16 vpp1" in text and "faster" in text
+    # A dense answer has none.
+    fill(page, SMALL)
+    page.click("#plan-button")
+    page.wait_for_selector("#settings-hints li", state="detached")
+    assert page.locator("#settings-hints li").count() == 0
+
+
 def test_switching_plans_quickly_shows_only_the_last_plans_launch_files(page):
     open_explorer(page)
     fill(page, SMALL)

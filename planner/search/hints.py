@@ -1,0 +1,80 @@
+"""Training settings outside the plan space that would change the answer: the search ranks plans
+under the request's training settings, and some of those settings move the best plan more
+than any degree does.
+
+MoE token dispatch is the one checked today. Under ``moe_dispatcher`` 'alltoall' without
+``moe_a2a_overlap`` the EP all-to-alls sit on the critical path with one copy per routed
+expert, so expert parallelism is costly and the search often prefers ZeRO-3 with every expert
+on every GPU. Megatron-LM's recipes for fine-grained MoE run the flex dispatcher with DeepEP
+and overlap the all-to-alls with another micro-batch's compute (Megatron-Core MoE paper, arXiv
+2603.07685: Qwen3-235B-A22B and DeepSeek-V3 on H100 with DeepEP and EP overlap); torchtitan
+runs DeepEP (``expert_parallel_comm_backend = "deepep"``). When the request runs without
+either, the search is run again with both and, where that is at least ``MIN_GAIN`` faster, the
+result says so: the changed settings, the best plan under them and its step time. The second
+search has the request's restrictions and framework, so its plan is one that framework runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.search.plan_request import PlanRequest
+
+# A settings change is reported when it makes the best plan at least this much faster.
+MIN_GAIN = 0.05
+
+_DEGREES = ("dp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "recompute",
+            "zero_stage")
+
+
+class SettingsHint(BaseModel):
+    """Training settings the request did not use that make the best plan faster."""
+
+    model_config = ConfigDict(frozen=True)
+
+    changes: dict[str, Any] = Field(description="The training fields to change, and to what.")
+    reason: str = Field(description="Why the change matters, in one sentence.")
+    plan: dict[str, Any] = Field(description="The best plan under the changed settings: its "
+                                 "degrees, micro-batch size, recompute and ZeRO stage.")
+    step_time_s: float = Field(description="That plan's predicted step time, s.")
+    mfu: float = Field(description="That plan's model FLOPs utilisation.")
+    faster_pct: float = Field(description="How much shorter its step is than the best plan "
+                              "under the request's own settings, % of that plan's step.")
+
+
+def _moe_dispatch(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
+    t = req.training
+    if not req.model.is_moe or (t.moe_dispatcher == "deepep" and t.moe_a2a_overlap):
+        return None
+    return ({"moe_dispatcher": "deepep", "moe_a2a_overlap": True},
+            "the EP all-to-alls run on the critical path with a copy per routed expert; DeepEP "
+            "sends a token once per destination node and the overlap hides the all-to-alls "
+            "behind another micro-batch's compute")
+
+
+def settings_hints(req: PlanRequest, best_step_s: float | None, search) -> list[SettingsHint]:
+    """Hints for a request whose best plan took ``best_step_s`` (None: nothing fitted, no
+    hint); ``search`` is the plan search to run again under the changed settings."""
+    if best_step_s is None:
+        return []
+    hints = []
+    for check in (_moe_dispatch,):
+        found = check(req)
+        if found is None:
+            continue
+        changes, reason = found
+        training = type(req.training).model_validate(
+            {**req.training.model_dump(), **changes})
+        other = search(req.model_copy(update={"training": training}))
+        if not other.plans:
+            continue
+        best = other.plans[0]
+        gain = 1 - best.step_time_s / best_step_s
+        if gain >= MIN_GAIN:
+            hints.append(SettingsHint(
+                changes=changes, reason=reason,
+                plan={k: getattr(best, k) for k in _DEGREES},
+                step_time_s=best.step_time_s, mfu=best.mfu, faster_pct=100 * gain))
+    return hints

@@ -1,0 +1,74 @@
+"""Settings hints: training settings outside the plan space under which the best plan is
+faster (``planner.search.hints``), in the result of ``planner plan`` and ``POST /v1/plans``."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli.main import app
+from planner.search import PlanRequest, answer, plan
+from planner.search.hints import MIN_GAIN
+
+
+def _request(preset="qwen3-30b-a3b", nodes=2, gbs=1024, **training):
+    return PlanRequest.model_validate({
+        "model": {"preset": preset},
+        "cluster": {"preset": "dgx-h100", "num_nodes": nodes},
+        "training": {"global_batch_size": gbs, "seq_length": 4096, "precision": "bf16",
+                     **training},
+        "search": {"top_k": 1}})
+
+
+@pytest.fixture(scope="module")
+def qwen3_30b():
+    req = _request()
+    return req, answer(req)
+
+
+def test_moe_without_deepep_or_overlap_is_told_what_they_would_change(qwen3_30b):
+    # Qwen3-30B-A3B on 16 H100 under the default dispatch (all-to-all, not overlapped): the
+    # best plan keeps EP off the critical path with pp 2 and ep 8. With DeepEP and the
+    # all-to-alls overlapped, the best plan is Megatron-Bridge's published one for this model
+    # and these GPUs (tp1 pp1 ep16), at least MIN_GAIN faster.
+    req, result = qwen3_30b
+    (hint,) = result.settings_hints
+    assert hint.changes == {"moe_dispatcher": "deepep", "moe_a2a_overlap": True}
+    assert (hint.plan["ep"], hint.plan["tp"], hint.plan["pp"]) == (16, 1, 1)
+    best = result.plans[0]
+    assert hint.faster_pct == pytest.approx(100 * (1 - hint.step_time_s / best.step_time_s))
+    assert hint.faster_pct >= 100 * MIN_GAIN
+    # The README's figures.
+    assert (best.pp, best.ep, round(best.step_time_s, 1)) == (2, 8, 25.6)
+    assert (hint.plan["dp"], round(hint.step_time_s, 1), round(hint.faster_pct)) == (16, 20.4, 20)
+    # The hint is the search's own answer under the changed settings, nothing else.
+    again = plan(_request(moe_dispatcher="deepep", moe_a2a_overlap=True))
+    assert again.plans[0].step_time_s == pytest.approx(hint.step_time_s)
+    assert {k: getattr(again.plans[0], k) for k in hint.plan} == hint.plan
+    assert hint.mfu == pytest.approx(again.plans[0].mfu)
+
+
+def test_no_hint_where_the_request_already_runs_them_or_nothing_changes():
+    assert not answer(_request(moe_dispatcher="deepep", moe_a2a_overlap=True)).settings_hints
+    # A dense model has no dispatch to change; a MoE model whose all-to-alls are cheap
+    # (Mixtral 8x7B, 2 of 8 experts) gains less than MIN_GAIN.
+    assert not answer(_request("llama3-8b", nodes=1, gbs=64)).settings_hints
+    assert not answer(_request("mixtral-8x7b", nodes=4, gbs=256)).settings_hints
+    # Nothing fits: no best plan to compare with, no hint.
+    none = answer(_request("qwen3-235b-a22b", nodes=1, gbs=64))
+    assert not none.plans and not none.settings_hints
+
+
+def test_the_cli_prints_the_hint_and_its_json_carries_it(tmp_path, qwen3_30b):
+    req, result = qwen3_30b
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(req.model_dump(mode="json")))
+    out = CliRunner().invoke(app, ["plan", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    body = json.loads(out.output)
+    assert body["settings_hints"] == [h.model_dump(mode="json") for h in result.settings_hints]
+    human = CliRunner().invoke(app, ["plan", str(path)], env={"COLUMNS": "250"})
+    assert human.exit_code == 0
+    line = " ".join(human.output.split())
+    assert 'with training moe_dispatcher "deepep", moe_a2a_overlap true' in line
+    assert f"({result.settings_hints[0].faster_pct:.0f}% faster)" in line
