@@ -54,6 +54,10 @@ def test_no_hint_where_the_request_already_runs_them_or_nothing_changes():
     # (Mixtral 8x7B, 2 of 8 experts) gains less than MIN_GAIN.
     assert not answer(_request("llama3-8b", nodes=1, gbs=64)).settings_hints
     assert not answer(_request("mixtral-8x7b", nodes=4, gbs=256)).settings_hints
+    # A search its time limit cut short spends no more time on a second one.
+    late = answer(PlanRequest.model_validate({**_request().model_dump(mode="json"),
+                                              "search": {"top_k": 1, "time_limit_ms": 1}}))
+    assert late.search.status == "FEASIBLE" and late.plans and not late.settings_hints
     # Nothing fits: no best plan to compare with, no hint.
     none = answer(_request("qwen3-235b-a22b", nodes=1, gbs=64))
     assert not none.plans and not none.settings_hints
@@ -72,3 +76,25 @@ def test_the_cli_prints_the_hint_and_its_json_carries_it(tmp_path, qwen3_30b):
     line = " ".join(human.output.split())
     assert 'with training moe_dispatcher "deepep", moe_a2a_overlap true' in line
     assert f"({result.settings_hints[0].faster_pct:.0f}% faster)" in line
+
+
+def test_the_service_returns_and_stores_the_hint(qwen3_30b, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from api.main import create_app
+    from api.settings import Settings
+
+    req, result = qwen3_30b
+    body = {"model": {"preset": "qwen3-30b-a3b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+            "training": {"global_batch_size": 1024, "seq_length": 4096, "precision": "bf16"},
+            "search": {"top_k": 1}}
+    url = f"sqlite:///{tmp_path / 'planner.db'}"
+    with TestClient(create_app(Settings(database_url=url))) as c:
+        r = c.post("/v1/plans", json=body)
+        assert r.status_code == 201, r.text
+        hints = r.json()["settings_hints"]
+        assert hints == [h.model_dump(mode="json") for h in result.settings_hints]
+        assert c.get(r.headers["location"]).json()["settings_hints"] == hints
+        schema = c.get("/openapi.json").json()["components"]["schemas"]
+        assert "settings_hints" in schema["PlanResult"]["properties"]

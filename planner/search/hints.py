@@ -11,16 +11,20 @@ and overlap the all-to-alls with another micro-batch's compute (Megatron-Core Mo
 runs DeepEP (``expert_parallel_comm_backend = "deepep"``). When the request runs without
 either, the search is run again with both and, where that is at least ``MIN_GAIN`` faster, the
 result says so: the changed settings, the best plan under them and its step time. The second
-search has the request's restrictions and framework, so its plan is one that framework runs.
+search has the request's restrictions and framework, so its plan is one that framework runs,
+and what is left of the request's time limit; a first search that limit cut short gets none.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.search.plan_request import PlanRequest
+
+if TYPE_CHECKING:
+    from planner.search.plan_result import PlanResult
 
 # A settings change is reported when it makes the best plan at least this much faster.
 MIN_GAIN = 0.05
@@ -54,21 +58,28 @@ def _moe_dispatch(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
             "behind another micro-batch's compute")
 
 
-def settings_hints(req: PlanRequest, best_step_s: float | None, search) -> list[SettingsHint]:
-    """Hints for a request whose best plan took ``best_step_s`` (None: nothing fitted, no
-    hint); ``search`` is the plan search to run again under the changed settings."""
-    if best_step_s is None:
+def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[SettingsHint]:
+    """Hints for the request whose search returned ``result``; ``search`` is the plan search,
+    run again under the changed settings for its best plan only, within what is left of the
+    request's time limit. A search the time limit cut short (FEASIBLE), or that found nothing
+    to fit, gets none."""
+    if result.search.status != "OPTIMAL" or not result.plans:
         return []
+    best_step_s = result.plans[0].step_time_s
     hints = []
     for check in (_moe_dispatch,):
         found = check(req)
-        if found is None:
+        left_ms = int(req.search.time_limit_ms - result.search.solve_ms)
+        if found is None or left_ms < 1:
             continue
         changes, reason = found
         training = type(req.training).model_validate(
             {**req.training.model_dump(), **changes})
-        other = search(req.model_copy(update={"training": training}))
-        if not other.plans:
+        other = search(req.model_copy(update={
+            "training": training,
+            "search": req.search.model_copy(update={"top_k": 1, "space_sample": 0,
+                                                    "time_limit_ms": left_ms})}))
+        if other.search.status != "OPTIMAL" or not other.plans:
             continue
         best = other.plans[0]
         gain = 1 - best.step_time_s / best_step_s

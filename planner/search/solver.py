@@ -175,8 +175,7 @@ def answer(req: PlanRequest) -> PlanResult:
     from planner.search.hints import settings_hints
 
     result = plan(req)
-    best = result.plans[0].step_time_s if result.plans else None
-    hints = settings_hints(req, best, plan)
+    hints = settings_hints(req, result, plan)
     if hints:
         result = result.model_copy(update={"settings_hints": hints})
     return with_launches(result, req)
