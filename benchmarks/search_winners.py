@@ -12,7 +12,17 @@ step model's own prediction for that published run (MFU, and the measured step's
 it): a winner far above its reference where the model is also optimistic on the reference is
 the model's optimism, not a better plan.
 
+MoE models (``MOE_CELLS``) are searched on the GPUs and with the batch, sequence and precision
+of their best published H100 run, and its routing balance (the busiest EP rank's load, token
+dropping: the benchmarks force-balance or drop, a property of the run, not of the plan);
+every other setting is left at its default (the all-to-all dispatcher without EP overlap,
+Megatron-LM's selective recompute of the attention core), and they are printed with the
+result's settings hint (``planner.search.hints``): the best plan under DeepEP with the
+all-to-alls overlapped, as those runs ran.
+
     python benchmarks/search_winners.py [--json winners.json]
+
+The JSON is the list of rows, dense first; MoE rows carry ``"class": "moe"``.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from planner.search import PlanRequest, plan  # noqa: E402
+from planner.search import PlanRequest, answer, plan  # noqa: E402
 
 MODELS = {
     "gpt3-175b": {"seq_length": 2048, "global_batch_size": 1536},
@@ -70,6 +80,17 @@ REFERENCES = {
 }
 
 
+# MoE: (model, GPUs) -> the best published H100 run of that model on those GPUs, whose
+# training shape the search takes (benchmarks/data/published_runs.json ids).
+MOE_CELLS = {
+    ("mixtral-8x7b", 64): "mcore-v08-mixtral-8x7b-h100-64-bf16",
+    ("mixtral-8x22b", 128): "pfold-mixtral-8x22b-h100-128-bf16-folding",
+    ("qwen3-30b-a3b", 16): "mbridge-guide-qwen3-30b-a3b-h100-16-bf16",
+    ("qwen3-235b-a22b", 256): "mcore-moe-2603-qwen3-235b-a22b-h100-256-bf16",
+    ("deepseek-v3", 1024): "mcore-moe-2603-deepseek-v3-h100-1024-fp8blk",
+}
+
+
 def plan_label(p) -> str:
     """A plan's degrees and knobs in one line: dp, tp, pp, cp, vpp, micro-batch, recompute
     (with its block size), ZeRO stage, sequence parallelism."""
@@ -78,15 +99,56 @@ def plan_label(p) -> str:
             f"{p.recompute}{block} zero{p.zero_stage}" + (" sp" if p.sequence_parallel else ""))
 
 
+def _published(run_id: str) -> dict:
+    from published_accuracy import load_runs
+    return next(r for r in load_runs() if r["id"] == run_id)
+
+
 def model_on_reference(run_id: str) -> dict:
     """The step model on the published run itself (from the accuracy corpus): its predicted
-    MFU and its error on that run, to tell a better plan from an optimistic model."""
-    from published_accuracy import load_runs, predict_run
-    run = next(r for r in load_runs() if r["id"] == run_id)
+    MFU and its error on that run, to tell a better plan from an optimistic model; and the
+    run's measured MFU in the planner's convention."""
+    from published_accuracy import predict_run
+    run = _published(run_id)
     est, _ = predict_run(run)
     measured = run["measured"]["step_time_s"]
     return {"run": run_id, "predicted_mfu": round(est.mfu, 3),
+            "measured_mfu": round(est.mfu * est.step_time_s / measured, 3),
             "error_pct": round(100 * (measured - est.step_time_s) / est.step_time_s, 1)}
+
+
+def run_moe(model: str, gpus: int) -> dict:
+    """A MoE cell: the free search's winner under the default dispatch and its settings hint,
+    beside the published run of ``MOE_CELLS``."""
+    ref = _published(MOE_CELLS[(model, gpus)])
+    shape = {k: ref["training"][k] for k in ("global_batch_size", "seq_length", "precision",
+                                              "fp8_recipe", "moe_load_imbalance",
+                                              "moe_capacity_factor") if k in ref["training"]}
+    req = PlanRequest.model_validate({
+        "model": {"preset": model},
+        "cluster": {"preset": "dgx-h100", "num_nodes": gpus // 8},
+        "training": shape, "search": {"top_k": 1}})
+    t0 = time.perf_counter()
+    res = answer(req)
+    on_ref = model_on_reference(ref["id"])
+    row = {"class": "moe", "model": model, "gpu": "h100", "gpus": gpus,
+           "status": res.search.status, "training": shape,
+           "search_ms": round((time.perf_counter() - t0) * 1e3),
+           "reference_mfu": on_ref["measured_mfu"], "model_on_reference": on_ref,
+           "reference": ref["citation"].split(",")[0] + f" ({ref['id']})"}
+    if res.plans:
+        p = res.plans[0]
+        row.update({"plan": plan_label(p) + f" ep{p.ep}", "mfu": round(p.mfu, 3),
+                    "step_time_s": round(p.step_time_s, 3), "caveats": p.caveats})
+    for h in res.settings_hints:
+        q = h.plan
+        row["settings_hint"] = {
+            "changes": h.changes, "mfu": round(h.mfu, 3),
+            "step_time_s": round(h.step_time_s, 3), "faster_pct": round(h.faster_pct, 1),
+            "plan": (f"dp{q['dp']} tp{q['tp']} pp{q['pp']} cp{q['cp']} vpp{q['vpp']} "
+                     f"mbs{q['micro_batch_size']} {q['recompute']} zero{q['zero_stage']} "
+                     f"ep{q['ep']}")}
+    return row
 
 
 def run(model: str, gpu: str, gpus: int) -> dict:
@@ -148,8 +210,18 @@ def main(argv: list[str] | None = None) -> int:
                   f"  {caveat_labels(r['caveats'])}")
         else:
             print(f"{r['model']:<12}{r['gpu']:<6}{r['gpus']:>7}  {r['status']:<46}")
+    moe = [run_moe(m, n) for m, n in MOE_CELLS]
+    print(f"\n{'MoE on H100':<18}{'gpus':>5}  {'default dispatch':<48}{'mfu':>6}  "
+          f"{'DeepEP + EP overlap (settings hint)':<52}{'mfu':>6}{'ref':>6}{'model on ref':>14}")
+    for r in moe:
+        ref, hint = r["model_on_reference"], r.get("settings_hint")
+        print(f"{r['model']:<18}{r['gpus']:>5}  {r.get('plan', r['status']):<48}"
+              f"{r['mfu'] if 'mfu' in r else '-':>6}  "
+              f"{hint['plan'] if hint else '(under 5% faster)':<52}"
+              f"{hint['mfu'] if hint else '-':>6}{r['reference_mfu']:>6.3f}"
+              f"{ref['predicted_mfu']:>7.3f} {ref['error_pct']:>+5.1f}%")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps(rows + moe, indent=1))
     return 0
 
 

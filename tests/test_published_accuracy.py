@@ -568,6 +568,38 @@ def test_the_a100_winners_are_the_readmes():
                                       0.646, -4.0)}
 
 
+def test_the_moe_winners_are_the_readmes():
+    """README, 'MoE winners': each MoE cell's winner under the default dispatch, its settings
+    hint, the published run's measured MFU and the model's prediction for that run."""
+    import search_winners
+    got = {c: search_winners.run_moe(*c) for c in search_winners.MOE_CELLS}
+
+    def row(r):
+        hint = r.get("settings_hint")
+        ref = r["model_on_reference"]
+        return (r["plan"], r["mfu"], hint and (hint["plan"], hint["mfu"]), r["reference_mfu"],
+                ref["predicted_mfu"], ref["error_pct"])
+    assert {c: row(r) for c, r in got.items()} == {
+        ("mixtral-8x7b", 64): ("dp32 tp1 pp2 cp1 vpp8 mbs1 none zero1 ep8", 0.399, None, 0.443,
+                               0.389, -12.2),
+        ("mixtral-8x22b", 128): ("dp8 tp1 pp8 cp2 vpp7 mbs1 none zero1 ep8", 0.456, None, 0.51,
+                                 0.448, -12.2),
+        ("qwen3-30b-a3b", 16): ("dp8 tp1 pp2 cp1 vpp1 mbs1 none zero1 ep8", 0.321,
+                                ("dp16 tp1 pp1 cp1 vpp1 mbs1 none zero1 ep16", 0.399), 0.367,
+                                0.399, 8.7),
+        ("qwen3-235b-a22b", 256): ("dp4 tp2 pp32 cp1 vpp1 mbs1 none zero1 sp ep8", 0.329,
+                                   ("dp32 tp2 pp2 cp2 vpp6 mbs1 none zero1 ep32", 0.372), 0.36,
+                                   0.37, 2.7),
+        ("deepseek-v3", 1024): ("dp64 tp1 pp16 cp1 vpp1 mbs1 full zero1 ep8", 0.171,
+                                ("dp256 tp2 pp1 cp2 vpp1 mbs2 selective zero3 ep128", 0.2),
+                                0.212, 0.256, 20.5)}
+    # Every hint is DeepEP with the overlap, and the routing balance is the published run's.
+    assert all(r["settings_hint"]["changes"] == {"moe_dispatcher": "deepep",
+                                                 "moe_a2a_overlap": True}
+               for r in got.values() if "settings_hint" in r)
+    assert got[("mixtral-8x22b", 128)]["training"]["moe_capacity_factor"] == 1.0
+
+
 def test_the_attention_grid_leaves_the_free_search_winners_as_the_readme_gives_them():
     """README, 'The attention kernel's grid': no free-search winner moves. Replayed on the cells
     with the fewest attention heads a GPU at the shortest sequences (GPT-3 175B's 96 heads at
