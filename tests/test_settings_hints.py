@@ -48,6 +48,13 @@ def test_moe_without_deepep_or_overlap_is_told_what_they_would_change(qwen3_30b)
     assert hint.mfu == pytest.approx(again.plans[0].mfu)
 
 
+def test_a_hint_changes_only_what_the_request_does_not_already_run():
+    # DeepEP without the overlap: the hint turns the overlap on and leaves the dispatcher.
+    (hint,) = answer(_request(moe_dispatcher="deepep")).settings_hints
+    assert hint.changes == {"moe_a2a_overlap": True}
+    assert "DeepEP" not in hint.reason and "overlap hides" in hint.reason
+
+
 def test_no_hint_where_the_request_already_runs_them_or_nothing_changes():
     assert not answer(_request(moe_dispatcher="deepep", moe_a2a_overlap=True)).settings_hints
     # A dense model has no dispatch to change; a MoE model whose all-to-alls are cheap

@@ -50,12 +50,20 @@ class SettingsHint(BaseModel):
 
 def _moe_dispatch(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
     t = req.training
-    if not req.model.is_moe or (t.moe_dispatcher == "deepep" and t.moe_a2a_overlap):
+    if not req.model.is_moe:
         return None
-    return ({"moe_dispatcher": "deepep", "moe_a2a_overlap": True},
-            "the EP all-to-alls run on the critical path with a copy per routed expert; DeepEP "
-            "sends a token once per destination node and the overlap hides the all-to-alls "
-            "behind another micro-batch's compute")
+    changes: dict[str, Any] = {}
+    why = []
+    if t.moe_dispatcher != "deepep":
+        changes["moe_dispatcher"] = "deepep"
+        why.append("DeepEP sends a token across the network once per destination node, not "
+                   "once per routed expert")
+    if not t.moe_a2a_overlap:
+        changes["moe_a2a_overlap"] = True
+        why.append("the overlap hides the all-to-alls behind another micro-batch's compute")
+    if not changes:
+        return None
+    return changes, "the EP all-to-alls sit on the critical path; " + ", and ".join(why)
 
 
 def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[SettingsHint]:
