@@ -127,7 +127,8 @@ def run_moe(model: str, gpus: int) -> dict:
     req = PlanRequest.model_validate({
         "model": {"preset": model},
         "cluster": {"preset": "dgx-h100", "num_nodes": gpus // 8},
-        "training": shape, "search": {"top_k": 1}})
+        # No time limit in effect: a loaded machine must not turn the answer into another.
+        "training": shape, "search": {"top_k": 1, "time_limit_ms": 600_000}})
     t0 = time.perf_counter()
     res = answer(req)
     on_ref = model_on_reference(ref["id"])
