@@ -13,6 +13,11 @@ Fragmented allocations: 64 DGX H100 nodes with 2-8 GPUs free each (a fixed draw)
 uniform slice searched (``planner.search.allocation``). Pools: 32 DGX H100 and 32 DGX A100
 nodes, each pool alone and pipelines over both (``planner.search.pools``).
 
+MoE: what a settings hint costs (``planner.search.hints``). ``plan`` against ``answer`` (what
+the CLI and the service run: the search, then, for a MoE request without DeepEP or EP overlap,
+the search again with them) for Mixtral 8x7B, Qwen3-30B-A3B, Qwen3-235B-A22B and DeepSeek-V3
+on DGX H100 nodes, bf16, 4,096-token sequences, default settings.
+
     python benchmarks/search_speed.py [--reps 15] [--json results.json] [--interleaved]
 """
 
@@ -27,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from planner.cost import estimate
-from planner.search import PlanRequest, plan
+from planner.search import PlanRequest, answer, plan
 from planner.specs import ParallelPlan
 
 CASES = [(model, gpus) for gpus in (8, 64, 1024, 16384) for model in ("llama3-70b", "llama3-405b")]
@@ -125,6 +130,24 @@ def run_request(req: PlanRequest, reps: int) -> dict:
                 "layers_per_stage": best.layers_per_stage, "stages": stages}}
 
 
+MOE_CASES = [("mixtral-8x7b", 32, 256), ("qwen3-30b-a3b", 16, 1024), ("qwen3-235b-a22b", 256, 2048),
+             ("deepseek-v3", 1024, 8192)]
+
+
+def run_moe(model: str, gpus: int, gbs: int, reps: int) -> dict:
+    """Warm latency of ``plan`` and of ``answer`` for one MoE request, and its hint."""
+    req = PlanRequest.model_validate({
+        "model": {"preset": model}, "cluster": {"preset": "dgx-h100", "num_nodes": gpus // 8},
+        "training": {"global_batch_size": gbs, "seq_length": 4096, "precision": "bf16"},
+        "search": {"top_k": 5, "time_limit_ms": 60_000}})
+    res = answer(req)                                     # cold tables, both trainings
+    plans = [timed(plan, req)[0] for _ in range(reps)]
+    answers = [timed(answer, req)[0] for _ in range(reps)]
+    return {"model": model, "gpus": gpus, "plan_p50_ms": round(pct(plans, 50), 1),
+            "answer_p50_ms": round(pct(answers, 50), 1),
+            "hint_faster_pct": [round(h.faster_pct, 1) for h in res.settings_hints]}
+
+
 def print_requests(title: str, gpus: str, rows: list[dict], best) -> None:
     """One table of ``run_request`` rows; ``best`` describes a row's best plan."""
     print(f"\n{title:<12}{'nodes':>6}{gpus:>6}{'space':>8}  {'status':<11}{'gap %':>6}"
@@ -163,10 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     print_requests("pools", "GPUs", pools,
                    lambda b: f"dp{b.get('dp')} tp{b.get('tp')} pp{b.get('pp')} "
                              f"cp{b.get('cp')}: {b.get('stages')}")
+    moe = [run_moe(m, g, b, reps) for m, g, b in MOE_CASES]
+    print(f"\n{'MoE':<16}{'GPUs':>6}{'plan p50':>10}{'answer p50':>12}  hint")
+    for r in moe:
+        hint = ", ".join(f"{x}% faster" for x in r["hint_faster_pct"]) or "-"
+        print(f"{r['model']:<16}{r['gpus']:>6}{r['plan_p50_ms']:>10.0f}"
+              f"{r['answer_p50_ms']:>12.0f}  {hint}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"rows": rows, "fragmented": frag, "pools": pools,
-                                         "reps": args.reps}, indent=1))
+                                         "moe": moe, "reps": args.reps}, indent=1))
     return 0
 
 

@@ -46,6 +46,9 @@ def test_moe_without_deepep_or_overlap_is_told_what_they_would_change(qwen3_30b)
     assert again.plans[0].step_time_s == pytest.approx(hint.step_time_s)
     assert {k: getattr(again.plans[0], k) for k in hint.plan} == hint.plan
     assert hint.mfu == pytest.approx(again.plans[0].mfu)
+    # Its caveats are that plan's: a fine-grained MoE step time reads as a lower bound.
+    assert hint.caveats == again.plans[0].caveats
+    assert any("fine-grained MoE" in c for c in hint.caveats)
 
 
 def test_a_hint_changes_only_what_the_request_does_not_already_run():

@@ -46,6 +46,8 @@ class SettingsHint(BaseModel):
     mfu: float = Field(description="That plan's model FLOPs utilisation.")
     faster_pct: float = Field(description="How much shorter its step is than the best plan "
                               "under the request's own settings, % of that plan's step.")
+    caveats: list[str] = Field(default_factory=list, description="That plan's caveats: where "
+                               "published runs do not back its prediction (as a plan's).")
 
 
 def _moe_dispatch(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
@@ -95,5 +97,6 @@ def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[Setting
             hints.append(SettingsHint(
                 changes=changes, reason=reason,
                 plan={k: getattr(best, k) for k in _DEGREES},
-                step_time_s=best.step_time_s, mfu=best.mfu, faster_pct=100 * gain))
+                step_time_s=best.step_time_s, mfu=best.mfu, faster_pct=100 * gain,
+                caveats=best.caveats))
     return hints
