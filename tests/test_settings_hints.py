@@ -64,6 +64,12 @@ def test_no_hint_where_the_request_already_runs_them_or_nothing_changes():
     # (Mixtral 8x7B, 2 of 8 experts) gains less than MIN_GAIN.
     assert not answer(_request("llama3-8b", nodes=1, gbs=64)).settings_hints
     assert not answer(_request("mixtral-8x7b", nodes=4, gbs=256)).settings_hints
+    # A framework that cannot run the changed settings as predicted gets no hint, not an
+    # error: DeepSpeed has no DeepEP, so its second search finds nothing faster.
+    deepspeed = answer(PlanRequest.model_validate({**_request().model_dump(mode="json"),
+                                                   "search": {"top_k": 1,
+                                                              "framework": "deepspeed"}}))
+    assert deepspeed.plans and not deepspeed.settings_hints
     # A search its time limit cut short spends no more time on a second one.
     late = answer(PlanRequest.model_validate({**_request().model_dump(mode="json"),
                                               "search": {"top_k": 1, "time_limit_ms": 1}}))
