@@ -11,13 +11,13 @@ from planner.search import PlanRequest, answer, plan
 from planner.search.hints import MIN_GAIN
 
 
-def _request(preset="qwen3-30b-a3b", nodes=2, gbs=1024, **training):
+def _request(preset="qwen3-30b-a3b", nodes=2, gbs=1024, search=None, **training):
     return PlanRequest.model_validate({
         "model": {"preset": preset},
         "cluster": {"preset": "dgx-h100", "num_nodes": nodes},
         "training": {"global_batch_size": gbs, "seq_length": 4096, "precision": "bf16",
                      **training},
-        "search": {"top_k": 1}})
+        "search": {"top_k": 1, **(search or {})}})
 
 
 @pytest.fixture(scope="module")
@@ -58,21 +58,28 @@ def test_a_hint_changes_only_what_the_request_does_not_already_run():
     assert "DeepEP" not in hint.reason and "overlap hides" in hint.reason
 
 
+def test_a_framework_is_told_only_of_what_it_runs():
+    # torchtitan (grouped expert GEMMs, as it runs them) overlaps the EP all-to-alls only inside
+    # DualPipeV, so its hint is DeepEP alone: ep8 stays, the step 6% shorter. Asked for both,
+    # every EP plan would be refused and nothing would beat the answer.
+    result = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped"))
+    (hint,) = result.settings_hints
+    assert hint.changes == {"moe_dispatcher": "deepep"} and "overlap" not in hint.reason
+    assert hint.plan["ep"] == result.plans[0].ep == 8
+    assert round(hint.faster_pct) == 6
+
+
 def test_no_hint_where_the_request_already_runs_them_or_nothing_changes():
     assert not answer(_request(moe_dispatcher="deepep", moe_a2a_overlap=True)).settings_hints
     # A dense model has no dispatch to change; a MoE model whose all-to-alls are cheap
     # (Mixtral 8x7B, 2 of 8 experts) gains less than MIN_GAIN.
     assert not answer(_request("llama3-8b", nodes=1, gbs=64)).settings_hints
     assert not answer(_request("mixtral-8x7b", nodes=4, gbs=256)).settings_hints
-    # A framework that cannot run the changed settings as predicted gets no hint, not an
-    # error: DeepSpeed has no DeepEP, so its second search finds nothing faster.
-    deepspeed = answer(PlanRequest.model_validate({**_request().model_dump(mode="json"),
-                                                   "search": {"top_k": 1,
-                                                              "framework": "deepspeed"}}))
+    # A framework that has neither setting gets no hint, and no error: DeepSpeed.
+    deepspeed = answer(_request(search={"framework": "deepspeed"}))
     assert deepspeed.plans and not deepspeed.settings_hints
     # A search its time limit cut short spends no more time on a second one.
-    late = answer(PlanRequest.model_validate({**_request().model_dump(mode="json"),
-                                              "search": {"top_k": 1, "time_limit_ms": 1}}))
+    late = answer(_request(search={"time_limit_ms": 1}))
     assert late.search.status == "FEASIBLE" and late.plans and not late.settings_hints
     # Nothing fits: no best plan to compare with, no hint.
     none = answer(_request("qwen3-235b-a22b", nodes=1, gbs=64))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.frameworks import ANY_FRAMEWORK, CAPABILITIES
 from planner.search.plan_request import PlanRequest
 
 if TYPE_CHECKING:
@@ -50,17 +51,30 @@ class SettingsHint(BaseModel):
                                "published runs do not back its prediction (as a plan's).")
 
 
+# The capability (``planner.frameworks.CAPABILITIES``) each changed setting needs.
+_NEEDS = {"moe_dispatcher": "moe_deepep_dispatch", "moe_a2a_overlap": "moe_a2a_overlap"}
+
+
+def _runs(framework: str | None, setting: str) -> bool:
+    """Whether the request's framework (None or 'any': every framework) can run the setting at
+    all; one that cannot is not told to change it (torchtitan overlaps the EP all-to-alls
+    only inside DualPipeV, DeepSpeed has neither)."""
+    if framework in (None, ANY_FRAMEWORK):
+        return True
+    return CAPABILITIES[_NEEDS[setting]][framework].status != "no"
+
+
 def _moe_dispatch(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
-    t = req.training
+    t, framework = req.training, req.search.framework
     if not req.model.is_moe:
         return None
     changes: dict[str, Any] = {}
     why = []
-    if t.moe_dispatcher != "deepep":
+    if t.moe_dispatcher != "deepep" and _runs(framework, "moe_dispatcher"):
         changes["moe_dispatcher"] = "deepep"
         why.append("DeepEP sends a token across the network once per destination node, not "
                    "once per routed expert")
-    if not t.moe_a2a_overlap:
+    if not t.moe_a2a_overlap and _runs(framework, "moe_a2a_overlap"):
         changes["moe_a2a_overlap"] = True
         why.append("the overlap hides the all-to-alls behind another micro-batch's compute")
     if not changes:
