@@ -9,10 +9,13 @@ on every GPU. Megatron-LM's recipes for fine-grained MoE run the flex dispatcher
 and overlap the all-to-alls with another micro-batch's compute (Megatron-Core MoE paper, arXiv
 2603.07685: Qwen3-235B-A22B and DeepSeek-V3 on H100 with DeepEP and EP overlap); torchtitan
 runs DeepEP (``expert_parallel_comm_backend = "deepep"``). When the request runs without
-either, the search is run again with both and, where that is at least ``MIN_GAIN`` faster, the
-result says so: the changed settings, the best plan under them and its step time. The second
-search has the request's restrictions and framework, so its plan is one that framework runs,
-and what is left of the request's time limit; a first search that limit cut short gets none.
+either, the search is run again with what is missing and, where that is at least ``MIN_GAIN``
+faster, the result says so: the changed settings, the best plan under them and its step time.
+A request for one framework is told only of settings that framework has
+(``planner.frameworks.CAPABILITIES``: torchtitan overlaps the EP all-to-alls only inside
+DualPipeV, so it is told of DeepEP alone; DeepSpeed has neither). The second search has the
+request's restrictions and framework, so its plan is one that framework runs, and what is
+left of the request's time limit; a first search that limit cut short gets none.
 """
 
 from __future__ import annotations
@@ -87,30 +90,23 @@ def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[Setting
     run again under the changed settings for its best plan only, within what is left of the
     request's time limit. A search the time limit cut short (FEASIBLE), or that found nothing
     to fit, gets none."""
-    if result.search.status != "OPTIMAL" or not result.plans:
+    found = _moe_dispatch(req)
+    left_ms = int(req.search.time_limit_ms - result.search.solve_ms)
+    if found is None or result.search.status != "OPTIMAL" or not result.plans or left_ms < 1:
         return []
-    best_step_s = result.plans[0].step_time_s
-    hints = []
-    for check in (_moe_dispatch,):
-        found = check(req)
-        left_ms = int(req.search.time_limit_ms - result.search.solve_ms)
-        if found is None or left_ms < 1:
-            continue
-        changes, reason = found
-        training = type(req.training).model_validate(
-            {**req.training.model_dump(), **changes})
-        other = search(req.model_copy(update={
-            "training": training,
-            "search": req.search.model_copy(update={"top_k": 1, "space_sample": 0,
-                                                    "time_limit_ms": left_ms})}))
-        if other.search.status != "OPTIMAL" or not other.plans:
-            continue
-        best = other.plans[0]
-        gain = 1 - best.step_time_s / best_step_s
-        if gain >= MIN_GAIN:
-            hints.append(SettingsHint(
-                changes=changes, reason=reason,
-                plan={k: getattr(best, k) for k in _DEGREES},
-                step_time_s=best.step_time_s, mfu=best.mfu, faster_pct=100 * gain,
-                caveats=best.caveats))
-    return hints
+    changes, reason = found
+    training = type(req.training).model_validate({**req.training.model_dump(), **changes})
+    other = search(req.model_copy(update={
+        "training": training,
+        "search": req.search.model_copy(update={"top_k": 1, "space_sample": 0,
+                                                "time_limit_ms": left_ms})}))
+    if other.search.status != "OPTIMAL" or not other.plans:
+        return []
+    best = other.plans[0]
+    gain = 1 - best.step_time_s / result.plans[0].step_time_s
+    if gain < MIN_GAIN:
+        return []
+    return [SettingsHint(changes=changes, reason=reason,
+                         plan={k: getattr(best, k) for k in _DEGREES},
+                         step_time_s=best.step_time_s, mfu=best.mfu, faster_pct=100 * gain,
+                         caveats=best.caveats)]
