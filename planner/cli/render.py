@@ -157,13 +157,13 @@ def print_plan_result(console: Console, result: PlanResult) -> None:
     print_caveats(console, best)
     for hint in result.settings_hints:
         changes = ", ".join(f"{k} {json.dumps(v)}" for k, v in hint.changes.items())
-        plan = " ".join(f"{k}{v}" for k, v in hint.plan.items()
-                        if k not in ("micro_batch_size", "recompute", "zero_stage"))
+        q = hint.plan
+        degrees = " ".join(f"{k}{q[k]}" for k in ("dp", "tp", "pp", "cp", "ep", "etp", "vpp"))
         console.print(escape(
-            f"settings: with training {changes}, the best plan ({plan}, micro-batch "
-            f"{hint.plan['micro_batch_size']}, recompute {hint.plan['recompute']}, ZeRO-"
-            f"{hint.plan['zero_stage']}) takes {_fmt_s(hint.step_time_s)} "
-            f"({hint.faster_pct:.0f}% faster): {hint.reason}"), highlight=False)
+            f"settings: with training {changes}, the best plan ({degrees}, micro-batch "
+            f"{q['micro_batch_size']}, recompute {q['recompute']}, ZeRO-{q['zero_stage']}) "
+            f"takes {_fmt_s(hint.step_time_s)} ({hint.faster_pct:.0f}% faster): "
+            f"{hint.reason}"), highlight=False)
 
 
 def validation_table(result) -> Table:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 MIN_GAIN = 0.05
 
 _DEGREES = ("dp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "recompute",
-            "zero_stage")
+            "recompute_num_layers", "zero_stage", "sequence_parallel")
 
 
 class SettingsHint(BaseModel):
@@ -45,7 +45,8 @@ class SettingsHint(BaseModel):
     changes: dict[str, Any] = Field(description="The training fields to change, and to what.")
     reason: str = Field(description="Why the change matters, in one sentence.")
     plan: dict[str, Any] = Field(description="The best plan under the changed settings: its "
-                                 "degrees, micro-batch size, recompute and ZeRO stage.")
+                                 "degrees, micro-batch size, recompute (and block size), ZeRO "
+                                 "stage and sequence parallelism.")
     step_time_s: float = Field(description="That plan's predicted step time, s.")
     mfu: float = Field(description="That plan's model FLOPs utilisation.")
     faster_pct: float = Field(description="How much shorter its step is than the best plan "
