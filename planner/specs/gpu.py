@@ -42,6 +42,12 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   land 13-21% slow (the README's Blackwell section). Ordinary shapes lose
   more to tile and wave quantisation (``sm_count``: 108 on A100, 132 on H100/H200, 148 on
   B200/GB200, 160 on B300/GB300, 80 on V100).
+- V100 has no fit run and no maximum-achievable figure either; its rates are derived from
+  benchmarks that ran V100 and A100 alike. GEMMs: one benchmark's fp16 ``a @ b`` of 8192 x
+  8192 matrices (mli/transformers-benchmarks, README "Micro-Benchmarking Summary",
+  micro_bench.ipynb) reaches 95 of 125 TFLOP/s on V100 (0.760) and 230 of 312 on A100
+  (0.737); the A100's fitted 0.76 times their ratio is 0.78. HBM: ``hbm_efficiency`` below,
+  gpu-stream's scale and triad kernels on V100 (809 and 788 of 900 GB/s, 0.89).
 - ``attention_efficiency``: fused attention forward + backward at long sequences, head dim 128,
   causal, as a fraction of the bf16 peak: A100 FlashAttention-2 194 TFLOP/s (0.62; the
   FlashAttention repository's benchmark figures); H100 cuDNN fused attention (what Transformer
@@ -54,7 +60,9 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   scale with the clock as its tensor peak does), and for B300 and GB300, whose doubled
   exponential rate ("2x attention performance") no published kernel figure yet quantifies.
 - ``hbm_efficiency``: streaming kernels' share of the HBM bandwidth (RRZE-HPC/gpu-benches
-  gpu-stream: A100 80GB 1776-1894 of 2039 GB/s, 0.87; H100 about 0.90; B200 and GB200: no
+  gpu-stream: A100 80GB 1776-1894 of 2039 GB/s, 0.87, the mean of its scale and triad kernels,
+  the load-and-store streams elementwise training kernels run, 1737 and 1794; V100 the same
+  mean, 809 and 788 of 900, 0.89; H100 about 0.90; B200 and GB200: no
   published stream figure was found, H100's 0.90 is assumed, as for B300 and GB300).
 - ``attention_kernels``: named fused attention kernels older or other software runs
   (``TrainingSpec.attention_kernel``), each pass (forward, backward) as its long-sequence
@@ -136,7 +144,7 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
     "v100-32gb": {
         "name": "v100-32gb", "memory_gib": 32, "memory_bandwidth_gb_per_s": 900,
         "peak_tflops": {"fp32": 15.7, "fp16": 125}, "sm_count": 80,
-        "attention_efficiency": 0.45,
+        "matmul_efficiency": 0.78, "attention_efficiency": 0.45, "hbm_efficiency": 0.89,
     },
     "a100-40gb": {
         "name": "a100-40gb", "memory_gib": 40, "memory_bandwidth_gb_per_s": 1555,
