@@ -72,7 +72,14 @@ def test_a_plan_is_held_to_the_best_run_of_a_model_as_large_or_larger():
         0.587, H.format("65b", "m1t2p4-sp-131697"))
     assert best_dense_mfu("a100", "16-bit", 70e9)[:2] == (0.563, "korthikanti-1t-selective")
     assert best_dense_mfu("a100", "16-bit", 2e12)[:2] == (0.563, "korthikanti-1t-selective")
-    assert best_dense_mfu("v100", "16-bit", 1e9) is None
+    # On V100: Megatron-LM's 2020 weak-scaling runs, one model per size (1B on one GPU 44.0%).
+    assert best_dense_mfu("v100", "16-bit", 1e9)[:2] == (0.44, "megatron-2020-1b-v100-1")
+    assert best_dense_mfu("v100", "16-bit", 5e9)[:2] == (0.315, "megatron-2020-8b-v100-8")
+    # A step's parameters are to 0.01 B: the 4B run's own 4,234,374,144 is held to its step.
+    assert best_dense_mfu("v100", "16-bit", 4_234_374_144)[:2] == (
+        0.354, "megatron-2020-4b-v100-4")
+    assert best_dense_mfu("v100", "16-bit", 4_246e6)[:2] == (0.315, "megatron-2020-8b-v100-8")
+    assert best_dense_mfu("v100", "fp8", 1e9) is None
     # GPT-3 175B on 64 A100 at the search winner's plan (tp4 pp16 vpp3, 62% MFU): within 3
     # points of smaller models' best (67.3%), but no run of a model that large measured above
     # 56.3%.

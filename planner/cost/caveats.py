@@ -25,14 +25,19 @@ BEST_DENSE_MFU: dict[tuple[str, str], tuple[tuple[tuple[float, float, str], ...]
                           (14.0e9, 0.673, "hagemann-13b-2k-64g-fa2rms-noac-m1t1p1-132178"),
                           (33.81e9, 0.606, "hagemann-30b-2k-64g-fa2rms-noac-m1t1p4-nosp-131848"),
                           (66.86e9, 0.587, "hagemann-65b-2k-64g-fa2rms-noac-m1t2p4-sp-131697"),
-                          (1007.95e9, 0.563, "korthikanti-1t-selective")), 557),
+                          (1007.95e9, 0.563, "korthikanti-1t-selective")), 565),
     ("h100", "16-bit"): (((16.11e9, 0.494, "megatron-readme-16b"),
                           (313.54e9, 0.479, "megatron-readme-314b"),
                           (461.44e9, 0.465, "megatron-readme-462b")), 37),
+    ("v100", "16-bit"): (((1.16e9, 0.44, "megatron-2020-1b-v100-1"),
+                          (2.03e9, 0.39, "megatron-2020-2b-v100-2"),
+                          (4.23e9, 0.354, "megatron-2020-4b-v100-4"),
+                          (8.67e9, 0.315, "megatron-2020-8b-v100-8")), 4),
     ("h100", "fp8"): (((174.57e9, 0.471, "nemo2502-h100-gpt3-175b-512"),
                        (175.18e9, 0.449, "nemo2407-gpt3-175b-512"),
                        (405.85e9, 0.433, "bridge-llama-3.1-405b-1024-gbs1536")), 44),
 }
+PARAMS_ROUNDING = 0.01e9       # the steps' parameters, to 0.01 B
 # Points of MFU above that best before a plan is flagged (the issue's "within 3 points").
 MFU_MARGIN = 0.03
 
@@ -49,7 +54,7 @@ FINE_GRAINED_ERRORS = (18, 3, 31, 159)
 # one team's long layout sweep must not set the band of every plan). ``step_time_band`` scales
 # an estimate's step time by them: the range eight in ten published runs of its class fell in.
 MEASURED_OVER_PREDICTED: dict[str, tuple[int, int, float, float, float]] = {
-    "dense": (615, 21, 0.931, 1.046, 1.277),
+    "dense": (627, 22, 0.93, 1.045, 1.274),
     "moe": (8, 2, 0.861, 0.878, 0.945),
     "fine_grained_moe": (18, 8, 1.071, 1.216, 1.511),
 }
@@ -84,7 +89,8 @@ def best_dense_mfu(family: str, group: str, params: float) -> tuple[float, str, 
     if entry is None:
         return None
     steps, runs = entry
-    _, mfu, run_id = next((x for x in steps if x[0] >= params), steps[-1])
+    # Steps hold parameters to 0.01 B, so a model within half of that of a step is that step's.
+    _, mfu, run_id = next((x for x in steps if x[0] + PARAMS_ROUNDING / 2 >= params), steps[-1])
     return mfu, run_id, runs
 
 
