@@ -452,7 +452,7 @@ def _torchtitan(only: tuple[str, ...]) -> dict[str, float]:
 
 
 def test_the_attention_grid_moves_the_corpus_as_the_readme_says():
-    """README, 'The attention kernel's grid' (the latest change): 15 runs change, all of them
+    """README, 'The attention kernel's grid' (an earlier change): 15 runs change, all of them
     Hagemann et al.'s Llama 65B at tp 8 on 2,048-token micro-batches of one sequence (8 heads
     a GPU, 16 query tiles a head: fill 2 x 108 / (8 x 17) = 1.59), predicted 0.8% to 1.4%
     slower, 1.1 to 1.6 points closer; their 64-GPU sweep's tau goes from 0.658 to 0.670, and
@@ -481,7 +481,7 @@ BLOCKING_SOURCES = {"megascale-2402.15627", "megatron-korthikanti", "nemotron-4-
 
 
 def test_blocking_sends_move_the_corpus_as_the_readme_says():
-    """README, 'Blocking pipeline sends' (the latest change): 21 runs carry
+    """README, 'Blocking pipeline sends' (the change before): 21 runs carry
     ``training.overlap_p2p_comm`` false as their sources ran it (MegaScale's Megatron-LM of
     January 2023 and Korthikanti et al.'s of 2022, before the option existed; Nemotron-4
     340B's launcher config, its report's three rows and NeMo 24.07's); their 17 interleaved
@@ -544,7 +544,7 @@ def test_blocking_sends_move_the_corpus_as_the_readme_says():
 
 def test_the_a100_winners_are_the_readmes():
     """README, 'Winners a practitioner can check': the A100 rows of the table as the search
-    gives them today; before the blocking sends and the A100 refit (the latest change) the
+    gives them today; before the blocking sends and the A100 refit (the change before) the
     same plans won, 0.6 to 0.8 MFU points lower."""
     import search_winners
     cells = (("gpt3-175b", "a100", 64), ("gpt3-175b", "a100", 1024), ("llama3-70b", "a100", 64),
@@ -624,7 +624,7 @@ def test_the_attention_grid_leaves_the_free_search_winners_as_the_readme_gives_t
 
 
 def test_grand_teton_h100s_take_the_middle_of_the_peak_range_their_source_gives():
-    """README, 'The peak of torchtitan's H100s' (the latest change): the runs on Meta's Grand
+    """README, 'The peak of torchtitan's H100s' (an earlier change): the runs on Meta's Grand
     Teton hosts (95 GiB of HBM2e at 2.4 TB/s, a 500 W limit) take the middle of the range
     torchtitan's footnote gives, between H100 NVL's 835 TFLOP/s bf16 and the SXM's 989: their
     predictions grow 3.3% to 8.2% (5.7% at the median), torchtitan's pages go from 12.9% to
@@ -836,7 +836,7 @@ def test_the_headline_figures_are_the_readmes():
     held out 641 runs, median 8.7%, max 158.6%, signed +8.1%, 9.9% with each source counted
     once; dense 615 at 8.4%, max 71.0%, 6.5% each source once; MoE 26 at 18.0%; fit 39 at
     2.4%; without the layout sweeps 240 runs at 7.1%); before the interleaved
-    schedules' blocking sends were costed and the A100 rate refitted (the latest change: held
+    schedules' blocking sends were costed and the A100 rate refitted (the change before: held
     out 8.0%, max 158.6%, signed +7.0%, 9.5% each source once; dense 7.6%, max 69.4%, 5.9%
     each source once; MoE 18.0%; fit 2.3%; the same before the attention kernels' grid was
     costed; without the layout sweeps 240 runs at 6.7%); before torchtitan's Grand
@@ -874,7 +874,7 @@ def test_the_headline_figures_are_the_readmes():
     assert _headline(PRE_LAYOUTS) == {
         "held out": (240, 7.1, 158.6, 4.7), "dense": (214, 6.4, 64.6, 4.6),
         "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)}
-    # Before the blocking sends (the latest change), every figure below as the README had it.
+    # Before the blocking sends (the change before), every figure below as the README had it.
     with overlapped_sends():
         rows = published_accuracy.evaluate_runs(RUNS)
         assert _figures(rows) == ({
@@ -1481,7 +1481,7 @@ def test_hagemann_et_al_costed_with_what_they_ran():
         assert _layout_figures(runs) == expected((8.9, -15.9, 69.4), (5.4, 6.5, 10.2, 14.3),
                                                  (6.7, 10.4, 7.7, 11.9, 26.4), (6, 12, 26),
                                                  (32, 9, 0.67), 3.0)
-        # Before the attention kernels' grid was costed (the latest change): tp 8 +15.1%, the
+        # Before the attention kernels' grid was costed (an earlier change): tp 8 +15.1%, the
         # median tau 0.66; every figure further down was measured without it too.
         with attention_without_grid():
             assert _layout_figures(runs) == expected((8.9, -15.9, 69.4), (5.4, 6.5, 10.2, 15.1),
