@@ -14,12 +14,15 @@ listed under the run's ``assumed``:
   ``_ALIASES``); model fields by the planner's ModelSpec names;
 - GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
   ``hardware`` text names (A100 40/80 GB, H100, H200, B200, B300, GB200, GB300) on its DGX or
-  NVL72 preset, or V100 on a DGX-2 or DGX-1 (``_V100_NODES``), with the per-node network the
+  NVL72 preset, or V100 on its DGX-2 or DGX-1 preset, with the per-node network the
   text gives as ``N x R Gb/s``;
 - software of the time: a source dated before 2023 (a year or an arXiv number in its text) ran
   without FlashAttention, with dropout, fp32 gradients and no gradient or parameter overlap
   (Megatron-LM's defaults until its 2023 releases; FlashAttention-2 and the overlapped
-  distributed optimizer came that year); a later one with the planner's defaults;
+  distributed optimizer came that year); before 2021 also the attention scores scaled, masked
+  and softmaxed by separate kernels, the column-parallel all-reduce blocking the backward and
+  fp16 gradients all-reduced in fp16 (``_BEFORE_2021``); a later one with the planner's
+  defaults;
 - unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
   size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one, and
   sequence parallelism for tensor-parallel rows from 2022 on.
@@ -53,19 +56,25 @@ _HARDWARE = [
     (r"h100", "dgx-h100", None),
     (r"a100[^,;]*?\b40\s*gb", "dgx-a100", "a100-40gb"),
     (r"a100", "dgx-a100", None),
-    (r"v100", "v100", None),
+    (r"v100", "dgx-1", None),          # a DGX-2 where the text names one (``_cluster``)
 ]
-# V100 servers have no cluster preset: DGX-2 (16 V100 on NVSwitch, 150 GB/s a GPU each way,
-# 8 x 100 Gb/s EDR InfiniBand) or DGX-1 (8 V100, NVLink hybrid cube-mesh, 4 x 100 Gb/s), from
-# NVIDIA's DGX-2 and DGX-1 datasheets; the network the text gives replaces the default.
-_V100_NODES = {"dgx-2": (16, "nvswitch", 150, 100, 8), "dgx-1": (8, "nvlink", 150, 50, 4)}
-_FAMILY = {"dgx-a100": "a100", "dgx-h100": "h100", "dgx-h200": "h200", "dgx-b200": "b200",
+_FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "dgx-h100": "h100",
+           "dgx-h200": "h200", "dgx-b200": "b200",
            "dgx-b300": "b300", "gb200-nvl72": "gb200", "gb300-nvl72": "gb300"}
-_GPUS_PER_NODE = {"gb200-nvl72": 72, "gb300-nvl72": 72}
+_GPUS_PER_NODE = {"dgx-2": 16, "gb200-nvl72": 72, "gb300-nvl72": 72}
 
 # Legacy software (module docstring): what a pre-2023 source ran.
 _LEGACY_TRAINING = {"flash_attention": False, "dropout": True, "overlap_grad_reduce": False,
                     "overlap_param_gather": False, "grad_dtype": "fp32"}
+# Older still, by Megatron-LM's own defaults (megatron/arguments.py history): the scores' scale,
+# mask and softmax ran as separate kernels until the fused kernel became the default on
+# 2021-01-06 (9acc895632, "Change some arguments to default to on"), and fp16 gradients were
+# all-reduced as they were until fp32 accumulation arrived in March 2021 (b4bc51b1e7); the
+# column-parallel input all-reduce blocked the backward until it ran asynchronously by
+# default from 2021-09-02 (3f65246911). A source of 2021 keeps the overlap, as the corpus keeps
+# its 2021 runs (the README's "known misdescription": marking SC'21's fit table truthfully
+# calls for a refit that is not made), so a table of that year replays as the corpus does.
+_BEFORE_2021 = {"softmax_fusion": False, "async_tensor_model_parallel_allreduce": False}
 _DEGREES = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp")
 _DIRECT_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
 _TFLOPS_KEYS = ("tflops_per_gpu_published", "tflops_per_gpu")
@@ -167,7 +176,15 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
     training["precision"] = (row.get("precision") or doc.get("precision")
-                             or ("fp16" if preset == "v100" else _precision(text)))
+                             or ("fp16" if _FAMILY.get(preset or "") == "v100"
+                                 else _precision(text)))
+    if year is not None and year < 2021:
+        training.update(_BEFORE_2021)
+        if training["precision"] == "fp16":
+            training["grad_dtype"] = "fp16"
+        assumed.append(f"software of {year}: the attention scores scaled, masked and softmaxed "
+                       "by separate kernels, the column-parallel all-reduce blocking the "
+                       "backward, fp16 gradients all-reduced in fp16")
     training.update(doc.get("training") or {})
     training.update(row.get("training") or {})
     training.update({k: row[k] for k in TrainingSpec.model_fields if k in row})
@@ -222,11 +239,12 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     text = f"{row.get('hardware', '')} {doc.get('hardware', '')}".lower()
     found = next((x for x in _HARDWARE if re.search(x[0], text)), None)
     if found is None:
-        raise ValueError("'hardware' names no GPU the planner has a preset for (A100, H100, "
-                         "H200, B200, B300, GB200, GB300); give 'cluster' as a cluster spec")
+        raise ValueError("'hardware' names no GPU the planner has a preset for (V100, A100, "
+                         "H100, H200, B200, B300, GB200, GB300); give 'cluster' as a cluster "
+                         "spec")
     _, preset, gpu = found
-    if preset == "v100":
-        return _v100_cluster(text, gpus), preset
+    if preset == "dgx-1" and re.search(r"dgx-?2", text):
+        preset = "dgx-2"
     per_node = _GPUS_PER_NODE.get(preset, 8)
     if gpus < per_node:
         cluster = {"preset": preset, "num_nodes": 1, "gpus_per_node": gpus}
@@ -243,22 +261,6 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
                                  "bandwidth_gb_per_s": int(nics[1]) * int(nics[2]) / 8,
                                  "latency_us": 5.0, "nics_per_node": int(nics[1])}
     return cluster, preset
-
-
-def _v100_cluster(text: str, gpus: int) -> dict:
-    per_node, kind, nvlink, network, nics = _V100_NODES[
-        "dgx-2" if re.search(r"dgx-?2", text) else "dgx-1"]
-    if gpus % per_node and gpus > per_node:
-        raise ValueError(f"gpus {gpus} is not a whole number of {per_node}-GPU nodes; give "
-                         "'cluster' as a cluster spec")
-    given = re.search(r"(\d+)\s*x\s*(\d+)\s*gb/s", text)
-    if given:
-        nics, network = int(given[1]), int(given[1]) * int(given[2]) / 8
-    return {"name": "v100", "num_nodes": max(1, gpus // per_node),
-            "gpus_per_node": min(per_node, gpus), "gpu": "v100-32gb",
-            "intra_node": {"kind": kind, "bandwidth_gb_per_s": nvlink, "latency_us": 1.0},
-            "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": network,
-                           "latency_us": 5.0, "nics_per_node": nics}}
 
 
 def _measured(row: dict, conventions: str, model: dict, gpus: int) -> dict:

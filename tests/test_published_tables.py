@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from planner.specs import ClusterSpec, TrainingSpec
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -196,11 +198,39 @@ def test_mfu_figures_aliases_and_v100_servers():
     assert skipped == []
     run = runs[0]
     assert run["training"]["precision"] == "fp16"
-    assert run["cluster"]["gpus_per_node"] == 16 and run["cluster"]["num_nodes"] == 32
-    assert run["cluster"]["inter_node"]["bandwidth_gb_per_s"] == 100
-    assert run["cluster"]["intra_node"]["kind"] == "nvswitch"
+    cluster = ClusterSpec.model_validate(run["cluster"])
+    assert (run["cluster"]["preset"], cluster.gpus_per_node, cluster.num_nodes) == ("dgx-2", 16, 32)
+    assert cluster.gpu.name == "v100-32gb"
+    assert cluster.inter_node.bandwidth_gb_per_s == 100 and cluster.inter_node.nics_per_node == 8
+    assert cluster.intra_node.kind == "nvswitch"
+    # 2019 software: Megatron-LM's defaults before 2021.
+    assert {k: run["training"][k] for k in ("softmax_fusion", "grad_dtype",
+                                            "async_tensor_model_parallel_allreduce")} == {
+        "softmax_fusion": False, "grad_dtype": "fp16",
+        "async_tensor_model_parallel_allreduce": False}
     row = published_accuracy.evaluate_runs([run])[0]
     assert row["gpus"] == 512 and row["plan"]["dp"] == 64
+    # A DGX-1 (the default V100 server): 8 GPUs a node, GPU-to-GPU NVLink, 4 x 100 Gb/s.
+    runs, _ = published_tables.load_table(
+        _table([v100], source="a 2020 paper", hardware="V100 32GB servers"), "x", corpus=[])
+    dgx1 = ClusterSpec.model_validate(runs[0]["cluster"])
+    assert (runs[0]["cluster"]["preset"], dgx1.gpus_per_node, dgx1.num_nodes) == ("dgx-1", 8, 64)
+    assert dgx1.intra_node.kind == "nvlink" and dgx1.inter_node.bandwidth_gb_per_s == 50
+
+
+def test_software_before_2021_and_after():
+    """Megatron-LM's defaults by the source's year: 2020 runs the scores through three kernels,
+    blocks on the TP all-reduce and all-reduces fp16 gradients; 2021 and 2022 keep the fused
+    softmax, the overlap and fp32 gradients (the legacy set); 2023 the planner's defaults."""
+    for year, fused, overlap, grads, flash in ((2020, False, False, "fp16", False),
+                                               (2021, True, True, "fp32", False),
+                                               (2022, True, True, "fp32", False),
+                                               (2023, True, True, "fp32", True)):
+        runs, _ = published_tables.load_table(
+            _table([{**ROW, "precision": "fp16"}], source=f"a paper of {year}"), "x", corpus=[])
+        t = TrainingSpec.model_validate(runs[0]["training"])
+        assert (t.softmax_fusion, t.async_tensor_model_parallel_allreduce, t.grad_dtype,
+                t.flash_attention) == (fused, overlap, grads, flash), year
 
 
 @pytest.mark.parametrize(("conventions", "mode"), [
@@ -226,3 +256,46 @@ def test_palm_counts_and_the_models_own_parameters():
     bare = {k: v for k, v in ROW.items() if k != "params_billion"}
     runs, _ = published_tables.load_table(_table([bare]), "x", corpus=[])
     assert runs[0]["measured"]["step_time_s"] == pytest.approx(1.97352, rel=1e-5)
+
+
+# Megatron-LM's README of September 2020 as the paper-table form gives it: its DGX-2 (V100)
+# rows (images/cases.png, images/scaling-mp.png), TFLOP/s per GPU through Megatron's count.
+MEGATRON_2020_V100 = {
+    "source": "Megatron-LM README, September 2020", "hardware": "DGX-2 (V100)",
+    "conventions": "96 B s l h^2 (1 + s/6h + V/16lh), with activation recomputation",
+    "rows": [{"model": f"GPT-2 {case}", "num_layers": layers, "hidden_size": hidden,
+              "num_attention_heads": heads, "vocab_size": 51200, "seq_length": 1024,
+              "global_batch_size": 8, "gpus": tp, "tp": tp, "tflops_per_gpu": tflops}
+             for case, hidden, heads, layers, tp, tflops in (
+                 ("1B", 1920, 15, 24, 1, 71.9), ("2B", 2304, 18, 30, 2, 64.2),
+                 ("4B", 3072, 24, 36, 4, 58.5), ("8B", 4096, 32, 42, 8, 52.2))]}
+
+
+def test_a_v100_table_finds_the_corpus_runs_or_builds_them_alike():
+    """The four V100 rows match the corpus's runs on the DGX-2 preset and replay as it encodes
+    them; without the corpus they are built with the same software of 2020 and the same
+    server, and predicted within 1% of the encoded runs."""
+    corpus = published_accuracy.load_runs()
+    encoded = {r["id"]: r for r in corpus if r["source"] == "megatron-lm-readme-2020"}
+    runs, skipped = published_tables.load_table(MEGATRON_2020_V100, "x", corpus=corpus)
+    assert skipped == []
+    ids = [r["id"] for r in runs]
+    assert ids == [f"megatron-2020-{c}-v100-{g}" for c, g in
+                   (("1b", 1), ("2b", 2), ("4b", 4), ("8b", 8))]
+    for run in runs:
+        assert run["split"] == "held_out" and run["id"] in run["assumed"][0]
+        assert run["measured"]["step_time_s"] == pytest.approx(
+            encoded[run["id"]]["measured"]["step_time_s"], rel=1e-3)
+    built, skipped = published_tables.load_table(MEGATRON_2020_V100, "x", corpus=[])
+    assert skipped == []
+    keys = ("precision", "flash_attention", "softmax_fusion", "grad_dtype", "dropout",
+            "async_tensor_model_parallel_allreduce", "overlap_grad_reduce")
+    for run, ref_id in zip(built, ids, strict=True):
+        ref = encoded[ref_id]
+        assert run["cluster"]["preset"] == ref["cluster"]["preset"] == "dgx-2"
+        assert {k: run["training"][k] for k in keys} == {k: ref["training"][k] for k in keys}
+    rows = published_accuracy.evaluate_runs(built)
+    refs = {r["id"]: r for r in published_accuracy.evaluate_runs(list(encoded.values()))}
+    for row, ref_id in zip(rows, ids, strict=True):
+        assert row["predicted_step_s"] == pytest.approx(refs[ref_id]["predicted_step_s"],
+                                                        rel=0.01), ref_id

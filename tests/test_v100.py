@@ -33,12 +33,14 @@ def test_hbm_rates_are_the_mean_of_gpu_streams_scale_and_triad():
         assert round((scale + triad) / 2 / peak, 2) == want == gpu.hbm_efficiency
 
 
-def test_a_dgx2_of_v100s_is_a_cluster_spec():
-    """No V100 preset cluster: a DGX-2 (16 V100 on NVSwitch, 8 x 100 Gb/s) is given in full,
-    as the corpus's Megatron-LM 2020 runs give it."""
-    dgx2 = ClusterSpec.model_validate({
-        "name": "dgx-2", "num_nodes": 2, "gpus_per_node": 16, "gpu": "v100-32gb",
-        "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 150, "latency_us": 1.0},
-        "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 100, "latency_us": 5.0,
-                       "nics_per_node": 8}})
-    assert (dgx2.num_gpus, dgx2.gpu.name, dgx2.gpu.sm_count) == (32, "v100-32gb", 80)
+def test_dgx1_and_dgx2_presets_are_their_datasheets():
+    """DGX-1: 8 V100 joined GPU to GPU by NVLink 2 (six links of 25 GB/s each way, 150 GB/s),
+    4 x 100 Gb/s EDR (50 GB/s a node); DGX-2: 16 V100 on NVSwitch (the same 150 GB/s to any
+    GPU), 8 x 100 Gb/s (100 GB/s)."""
+    for name, gpus, kind, network, nics in (("dgx-1", 8, "nvlink", 50, 4),
+                                            ("dgx-2", 16, "nvswitch", 100, 8)):
+        c = ClusterSpec.model_validate({"preset": name, "num_nodes": 2})
+        assert (c.num_gpus, c.gpus_per_node, c.gpu.name, c.gpu.sm_count) == (
+            2 * gpus, gpus, "v100-32gb", 80)
+        assert (c.intra_node.kind, c.intra_node.bandwidth_gb_per_s) == (kind, 150)
+        assert (c.inter_node.bandwidth_gb_per_s, c.inter_node.nics_per_node) == (network, nics)

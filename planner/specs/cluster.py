@@ -3,7 +3,8 @@
 Link conventions (the same as DESIGN.md's JSON contract):
 - ``intra_node.bandwidth_gb_per_s`` is per GPU, one direction (NVLink 3 on A100: 600 GB/s
   bidirectional = 300 GB/s each way; NVLink 4 on H100/H200: 450 GB/s each way).
-- ``inter_node.bandwidth_gb_per_s`` is per node, one direction, all NICs together (DGX A100:
+- ``inter_node.bandwidth_gb_per_s`` is per node, one direction, all NICs together (DGX-1 and
+  DGX-2 with V100: 4 and 8 x 100 Gb/s EDR = 50 and 100 GB/s; DGX A100:
   8 x 200 Gb/s HDR = 200 GB/s; DGX H100/H200/B200: 8 x 400 Gb/s NDR = 400 GB/s; DGX B300:
   8 x 800 Gb/s = 800 GB/s).
 - A node is one NVLink domain: 8 GPUs on a DGX, 72 on a GB200 or GB300 NVL72 rack, whose
@@ -68,36 +69,44 @@ class LinkSpec(PresetSpec):
         return self.latency_us * 1e-6
 
 
-def _nvswitch_nodes(name: str, gpu: str, nvlink_gb_per_s: float, network_gb_per_s: float,
-                    gpus: int = 8, **more: Any) -> dict[str, Any]:
-    """A preset of NVSwitch nodes on InfiniBand: NVLink per GPU and direction, the network
-    per node and direction (all NICs, one per GPU)."""
+def _dgx_nodes(name: str, gpu: str, nvlink_gb_per_s: float, network_gb_per_s: float,
+               gpus: int = 8, nics: int | None = None, nvlink: str = "nvswitch",
+               **more: Any) -> dict[str, Any]:
+    """A preset of NVLink nodes on InfiniBand: NVLink per GPU and direction (through NVSwitch
+    unless ``nvlink`` says "nvlink", GPU to GPU), the network per node and direction (all
+    NICs together; one a GPU unless ``nics`` says otherwise)."""
     return {"name": name, "num_nodes": 1, "gpus_per_node": gpus, "gpu": gpu, **more,
-            "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": nvlink_gb_per_s,
+            "intra_node": {"kind": nvlink, "bandwidth_gb_per_s": nvlink_gb_per_s,
                            "latency_us": 1.0},
             "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": network_gb_per_s,
-                           "latency_us": 5.0, "nics_per_node": gpus}}
+                           "latency_us": 5.0, "nics_per_node": nics or gpus}}
 
 
 _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
-    "dgx-a100": _nvswitch_nodes("dgx-a100", "a100-80gb", 300, 200),
-    "dgx-h100": _nvswitch_nodes("dgx-h100", "h100-sxm", 450, 400),
-    "dgx-h200": _nvswitch_nodes("dgx-h200", "h200-sxm", 450, 400),
+    # V100 servers (NVIDIA's DGX-1 and DGX-2 datasheets): DGX-1, 8 V100 SXM2 32 GB whose six
+    # NVLink 2 links (25 GB/s each way) join them GPU to GPU in a hybrid cube-mesh, 150 GB/s
+    # a GPU each way, and 4 x 100 Gb/s EDR InfiniBand; DGX-2, 16 V100 32 GB whose six links
+    # go to NVSwitches (the same 150 GB/s to every GPU), and 8 x 100 Gb/s InfiniBand.
+    "dgx-1": _dgx_nodes("dgx-1", "v100-32gb", 150, 50, nics=4, nvlink="nvlink"),
+    "dgx-2": _dgx_nodes("dgx-2", "v100-32gb", 150, 100, gpus=16, nics=8),
+    "dgx-a100": _dgx_nodes("dgx-a100", "a100-80gb", 300, 200),
+    "dgx-h100": _dgx_nodes("dgx-h100", "h100-sxm", 450, 400),
+    "dgx-h200": _dgx_nodes("dgx-h200", "h200-sxm", 450, 400),
     # DGX B200: NVLink 5, 1.8 TB/s per GPU bidirectional (900 GB/s each way); 8 single-port
     # ConnectX-7 at 400 Gb/s for the compute fabric (DGX B200 datasheet), as on DGX H100.
-    "dgx-b200": _nvswitch_nodes("dgx-b200", "b200-sxm", 900, 400),
+    "dgx-b200": _dgx_nodes("dgx-b200", "b200-sxm", 900, 400),
     # GB200 NVL72: one NVLink domain of 72 GPUs (18 compute trays of 4 GPUs, NVLink 5 at
     # 1.8 TB/s per GPU through the rack's NVLink switches; GB200 NVL72 specifications) is one
     # "node" of the cost model; each tray is a host of 4 GPUs (gpus_per_host) for torchrun,
     # Slurm and Kubernetes, with one 400 Gb/s ConnectX-7 per GPU (72 x 50 GB/s a rack). Each
     # Grace CPU reaches its two GPUs over NVLink-C2C, 900 GB/s both ways together (GB200
     # NVL72 specifications): 225 GB/s per GPU and direction to host memory.
-    "gb200-nvl72": _nvswitch_nodes("gb200-nvl72", "gb200", 900, 72 * 50, gpus=72,
+    "gb200-nvl72": _dgx_nodes("gb200-nvl72", "gb200", 900, 72 * 50, gpus=72,
                                    gpus_per_host=4, host_link_gb_per_s=225),
     # DGX B300 and GB300 NVL72: the same NVLink 5 and NVLink-C2C, ConnectX-8 at 800 Gb/s per
     # GPU (DGX B300 datasheet: 8 OSFP ports; GB300 NVL72: 72 ConnectX-8, 4 a tray).
-    "dgx-b300": _nvswitch_nodes("dgx-b300", "b300-sxm", 900, 800),
-    "gb300-nvl72": _nvswitch_nodes("gb300-nvl72", "gb300", 900, 72 * 100, gpus=72,
+    "dgx-b300": _dgx_nodes("dgx-b300", "b300-sxm", 900, 800),
+    "gb300-nvl72": _dgx_nodes("gb300-nvl72", "gb300", 900, 72 * 100, gpus=72,
                                    gpus_per_host=4, host_link_gb_per_s=225),
     # This development machine: 4 gloo ranks over loopback TCP. Alpha and bandwidth are the
     # order of magnitude measured with gloo on a 2-core VM (research/collectives.md section 5:
