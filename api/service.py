@@ -15,7 +15,7 @@ from planner.cost.tables import cost_tables
 from planner.errors import PlannerInputError
 from planner.kept import Kept
 from planner.launch import build_launch, with_launch
-from planner.request import EstimateRequest, attention_kernel_problem
+from planner.request import EstimateRequest, gpu_problem
 from planner.result import LaunchSpec, PlanEstimate
 from planner.search import PlanRequest, PlanResult, answer
 from planner.specs import ClusterSpec, TrainingSpec
@@ -47,7 +47,7 @@ def resolve_cluster(cluster: Any, training: TrainingSpec, *, engine: Engine | No
                              errors=[{"pointer": "#/cluster/id", "field": "cluster.id",
                                       "detail": "unknown cluster id"}])
         cluster = ClusterSpec.model_validate(row["spec"])
-        problem = attention_kernel_problem(cluster, training)
+        problem = gpu_problem(cluster, training)
         if problem:
             raise PlannerInputError(f"training.{problem[0]}", problem[1])
     return cluster

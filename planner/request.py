@@ -34,7 +34,7 @@ class SetupRequest(BaseModel):
     def _recompute_fits_the_model(self) -> SetupRequest:
         # A cluster given by reference (the API's stored clusters) is checked once resolved.
         problem = recompute_problem(self.model, self.training) or (
-            attention_kernel_problem(self.cluster, self.training)
+            gpu_problem(self.cluster, self.training)
             if isinstance(self.cluster, ClusterSpec) else None)
         if problem:
             field, reason = problem
@@ -66,11 +66,15 @@ def recompute_problem(model: ModelSpec, training: TrainingSpec) -> tuple[str, st
     return None
 
 
-def attention_kernel_problem(cluster: ClusterSpec, training: TrainingSpec
-                             ) -> tuple[str, str] | None:
-    """("attention_kernel", reason) when a GPU of the cluster (of any of its pools) has no
-    rate for the named attention kernel, or None."""
+def gpu_problem(cluster: ClusterSpec, training: TrainingSpec) -> tuple[str, str] | None:
+    """(training field, reason) when a GPU of the cluster (of any of its pools) cannot run the
+    training: it lacks its precision (V100 has no bf16, only Hopper and later fp8) or has no
+    rate for the named attention kernel; else None."""
     for pool in cluster.pools or (cluster,):
+        try:
+            pool.gpu.peak_flops(training.precision)
+        except ValueError as exc:
+            return ("precision", str(exc))
         try:
             pool.gpu.attention_rate(training.attention_kernel)
         except ValueError as exc:

@@ -123,6 +123,24 @@ def test_plan_rejects_bad_search_fields(tmp_path):
     assert res.exit_code == 2 and "min(4) > max(2)" in res.stderr
 
 
+def test_plan_on_gpus_without_the_precision_is_an_error_not_a_traceback(tmp_path):
+    """bf16 (the default) on V100s: the search is refused naming training.precision; in fp16
+    the same request is searched."""
+    body = {"model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-2", "num_nodes": 2},
+            "training": {"global_batch_size": 256, "seq_length": 2048}}
+    req = tmp_path / "v100.json"
+    req.write_text(json.dumps(body))
+    res = runner.invoke(app, ["plan", str(req)])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
+    assert "training.precision: GPU 'v100-32gb' has no bf16 peak" in res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+    body["training"]["precision"] = "fp16"
+    req.write_text(json.dumps(body))
+    res = runner.invoke(app, ["plan", str(req), "--json"])
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["search"]["status"] == "OPTIMAL"
+
+
 def test_plan_emits_a_launch_artifact():
     res = runner.invoke(app, ["plan", str(PLAN_EXAMPLE), "--emit", "megatron"])
     assert res.exit_code == 0, res.output

@@ -47,7 +47,11 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   8192 matrices (mli/transformers-benchmarks, README "Micro-Benchmarking Summary",
   micro_bench.ipynb) reaches 95 of 125 TFLOP/s on V100 (0.760) and 230 of 312 on A100
   (0.737); the A100's fitted 0.76 times their ratio is 0.78. HBM: ``hbm_efficiency`` below,
-  gpu-stream's scale and triad kernels on V100 (809 and 788 of 900 GB/s, 0.89).
+  gpu-stream's scale and triad kernels on V100 (809 and 788 of 900 GB/s, 0.89). Its fused
+  attention rate, 0.45, has no source: FlashAttention does not run on V100 (sm70); what does
+  is xFormers' CUTLASS kernel, PyTorch SDPA's memory-efficient backend ("a bit slower than
+  Flash-Attention, but ... supports any GPU above P100", xformers issue 950), for which no
+  V100 figure was found. Runs of the time used unfused attention (``flash_attention`` false).
 - ``attention_efficiency``: fused attention forward + backward at long sequences, head dim 128,
   causal, as a fraction of the bf16 peak: A100 FlashAttention-2 194 TFLOP/s (0.62; the
   FlashAttention repository's benchmark figures); H100 cuDNN fused attention (what Transformer

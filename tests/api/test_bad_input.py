@@ -75,6 +75,13 @@ CASES = [
                                     ["training", "precision"], "bf16"), 422, "no bf16 peak"),
     ("POST", "/v1/plans", with_(OK, ["training", "attention_kernel"], "flash_triton"), 422,
      "training.attention_kernel: GPU 'h100-sxm' has no rate for attention kernel"),
+    # A search on GPUs without the training's precision (V100 has no bf16), on one cluster or
+    # on one of its pools.
+    ("POST", "/v1/plans", with_(OK, ["cluster"], {"preset": "dgx-2", "num_nodes": 1}), 422,
+     "training.precision: GPU 'v100-32gb' has no bf16 peak; it supports fp32, fp16"),
+    ("POST", "/v1/plans", with_(OK, ["cluster"], {"pools": [
+        {"preset": "dgx-h100", "num_nodes": 1}, {"preset": "dgx-1", "num_nodes": 1}]}), 422,
+     "training.precision: GPU 'v100-32gb' has no bf16 peak"),
     ("POST", "/v1/clusters", {"preset": "dgx-h100", "num_nodes": 0}, 422, "num_nodes"),
     ("POST", "/v1/jobs", {"kind": "sleep", "request": OK}, 422, "kind"),
     ("POST", "/v1/jobs", {"kind": "plan", "request": {**OK, "validation": {}}}, 422,
@@ -199,3 +206,12 @@ def test_a_stored_clusters_gpu_is_checked_against_the_attention_kernel(shared_se
             assert r.json()["detail"].startswith("training.attention_kernel: GPU 'h100-sxm'")
         body["training"]["attention_kernel"] = "flash2"            # a kernel it has a rate for
         assert c.post("/v1/estimates", json={**body, "plan": {"dp": 8}}).status_code == 200
+        # and to the training's precision: a stored DGX-2 (V100) has no bf16.
+        v100 = c.post("/v1/clusters", json={"preset": "dgx-2", "num_nodes": 1}).json()["id"]
+        body = with_(OK, ["cluster"], {"id": v100})
+        for url, payload in (("/v1/plans", body), ("/v1/estimates", {**body, "plan": {"dp": 16}})):
+            r = c.post(url, json=payload)
+            assert r.status_code == 422, r.text
+            assert r.json()["detail"].startswith("training.precision: GPU 'v100-32gb' has no bf16")
+        body["training"]["precision"] = "fp16"
+        assert c.post("/v1/estimates", json={**body, "plan": {"dp": 16}}).status_code == 200
