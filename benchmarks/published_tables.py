@@ -59,8 +59,8 @@ _HARDWARE = [
     (r"v100", "dgx-1", None),          # a DGX-2 where the text names one (``_cluster``)
 ]
 _FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "dgx-h100": "h100",
-           "dgx-h200": "h200", "dgx-b200": "b200",
-           "dgx-b300": "b300", "gb200-nvl72": "gb200", "gb300-nvl72": "gb300"}
+           "dgx-h200": "h200", "dgx-b200": "b200", "dgx-b300": "b300", "gb200-nvl72": "gb200",
+           "gb300-nvl72": "gb300"}
 _GPUS_PER_NODE = {"dgx-2": 16, "gb200-nvl72": 72, "gb300-nvl72": 72}
 
 # Legacy software (module docstring): what a pre-2023 source ran.
@@ -169,22 +169,23 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
     training: dict = {"global_batch_size": row["global_batch_size"],
                       "seq_length": row["seq_length"]}
     assumed = []
-    if year is not None and year < 2023:
+    training["precision"] = (row.get("precision") or doc.get("precision")
+                             or ("fp16" if _FAMILY.get(preset or "") == "v100"
+                                 else _precision(text)))
+    if year is not None and year < 2021:
+        training.update({**_LEGACY_TRAINING, **_BEFORE_2021})
+        if training["precision"] == "fp16":
+            training["grad_dtype"] = "fp16"
+        assumed.append(f"software of {year}: no FlashAttention, the attention scores scaled, "
+                       "masked and softmaxed by separate kernels, dropout, the column-parallel "
+                       f"all-reduce blocking the backward, {training['grad_dtype']} gradients, "
+                       "no gradient or parameter overlap")
+    elif year is not None and year < 2023:
         training.update(_LEGACY_TRAINING)
         assumed.append(f"software of {year}: no FlashAttention, dropout, fp32 gradients, no "
                        "gradient or parameter overlap")
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
-    training["precision"] = (row.get("precision") or doc.get("precision")
-                             or ("fp16" if _FAMILY.get(preset or "") == "v100"
-                                 else _precision(text)))
-    if year is not None and year < 2021:
-        training.update(_BEFORE_2021)
-        if training["precision"] == "fp16":
-            training["grad_dtype"] = "fp16"
-        assumed.append(f"software of {year}: the attention scores scaled, masked and softmaxed "
-                       "by separate kernels, the column-parallel all-reduce blocking the "
-                       "backward, fp16 gradients all-reduced in fp16")
     training.update(doc.get("training") or {})
     training.update(row.get("training") or {})
     training.update({k: row[k] for k in TrainingSpec.model_fields if k in row})

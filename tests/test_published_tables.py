@@ -231,6 +231,8 @@ def test_software_before_2021_and_after():
         t = TrainingSpec.model_validate(runs[0]["training"])
         assert (t.softmax_fusion, t.async_tensor_model_parallel_allreduce, t.grad_dtype,
                 t.flash_attention) == (fused, overlap, grads, flash), year
+        said = [a for a in runs[0]["assumed"] if a.startswith("software of")]
+        assert len(said) == (year < 2023) and all(f"{grads} gradients" in a for a in said)
 
 
 @pytest.mark.parametrize(("conventions", "mode"), [

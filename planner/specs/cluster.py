@@ -102,12 +102,12 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
     # Grace CPU reaches its two GPUs over NVLink-C2C, 900 GB/s both ways together (GB200
     # NVL72 specifications): 225 GB/s per GPU and direction to host memory.
     "gb200-nvl72": _dgx_nodes("gb200-nvl72", "gb200", 900, 72 * 50, gpus=72,
-                                   gpus_per_host=4, host_link_gb_per_s=225),
+                              gpus_per_host=4, host_link_gb_per_s=225),
     # DGX B300 and GB300 NVL72: the same NVLink 5 and NVLink-C2C, ConnectX-8 at 800 Gb/s per
     # GPU (DGX B300 datasheet: 8 OSFP ports; GB300 NVL72: 72 ConnectX-8, 4 a tray).
     "dgx-b300": _dgx_nodes("dgx-b300", "b300-sxm", 900, 800),
     "gb300-nvl72": _dgx_nodes("gb300-nvl72", "gb300", 900, 72 * 100, gpus=72,
-                                   gpus_per_host=4, host_link_gb_per_s=225),
+                              gpus_per_host=4, host_link_gb_per_s=225),
     # This development machine: 4 gloo ranks over loopback TCP. Alpha and bandwidth are the
     # order of magnitude measured with gloo on a 2-core VM (research/collectives.md section 5:
     # all_reduce alpha 0.3-0.6 ms, busbw 0.6-0.9 GB/s); calibration refines them.
