@@ -14,7 +14,7 @@ listed under the run's ``assumed``:
   ``_ALIASES``); model fields by the planner's ModelSpec names;
 - GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
   ``hardware`` text names (A100 40/80 GB, H100, H200, B200, B300, GB200, GB300) on its DGX or
-  NVL72 preset, or V100 on its DGX-2 or DGX-1 preset, with the per-node network the
+  NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the per-node network the
   text gives as ``N x R Gb/s``;
 - software of the time: a source dated before 2023 (a year or an arXiv number in its text) ran
   without FlashAttention, with dropout, fp32 gradients and no gradient or parameter overlap
@@ -56,6 +56,7 @@ _HARDWARE = [
     (r"h100", "dgx-h100", None),
     (r"a100[^,;]*?\b40\s*gb", "dgx-a100", "a100-40gb"),
     (r"a100", "dgx-a100", None),
+    (r"v100[^,;]*?\b16\s*gb", "dgx-1", "v100-16gb"),
     (r"v100", "dgx-1", None),          # a DGX-2 where the text names one (``_cluster``)
 ]
 _FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "dgx-h100": "h100",
@@ -357,9 +358,10 @@ def _match_key(run: dict) -> str | None:
 
 
 def _family(cluster: dict, preset: str | None) -> str | None:
-    """The GPU family a run's cluster names (A100 40 GB apart from 80 GB)."""
+    """The GPU family a run's cluster names (A100 40 GB apart from 80 GB, V100 16 GB from
+    32 GB)."""
     gpu = cluster.get("gpu")
-    return "a100-40gb" if gpu == "a100-40gb" else _FAMILY.get(preset or "")
+    return gpu if gpu in ("a100-40gb", "v100-16gb") else _FAMILY.get(preset or "")
 
 
 def _derived_dp(degrees: dict, gpus: int) -> int:

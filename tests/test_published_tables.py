@@ -216,6 +216,12 @@ def test_mfu_figures_aliases_and_v100_servers():
     dgx1 = ClusterSpec.model_validate(runs[0]["cluster"])
     assert (runs[0]["cluster"]["preset"], dgx1.gpus_per_node, dgx1.num_nodes) == ("dgx-1", 8, 64)
     assert dgx1.intra_node.kind == "nvlink" and dgx1.inter_node.bandwidth_gb_per_s == 50
+    assert dgx1.gpu.name == "v100-32gb"
+    # The first DGX-1's 16 GB V100s, where the text says so.
+    runs, _ = published_tables.load_table(
+        _table([v100], source="a 2018 paper", hardware="DGX-1, 8 V100 16GB"), "x", corpus=[])
+    small = ClusterSpec.model_validate(runs[0]["cluster"])
+    assert (small.gpu.name, small.gpu.memory_gib, small.gpus_per_node) == ("v100-16gb", 16, 8)
 
 
 def test_software_before_2021_and_after():

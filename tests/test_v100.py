@@ -21,6 +21,10 @@ def test_v100_gemm_rate_is_the_a100s_fitted_rate_times_their_benchmark_ratio():
     assert round(derived, 3) == 0.784
     assert v100.matmul_efficiency == round(derived, 2) == 0.78
     assert v100.peak_tflops.fp16 == 125 and v100.peak_tflops.bf16 is None
+    # The 16 GB part: the same chip and HBM2 rate, half the memory.
+    small = GPUSpec.from_preset("v100-16gb")
+    assert small.model_dump(exclude={"name", "memory_gib"}) == v100.model_dump(
+        exclude={"name", "memory_gib"}) and (small.memory_gib, v100.memory_gib) == (16, 32)
 
 
 def test_hbm_rates_are_the_mean_of_gpu_streams_scale_and_triad():

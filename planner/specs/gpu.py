@@ -1,7 +1,8 @@
 """Accelerator description: dense peak FLOP/s per precision, memory and HBM bandwidth.
 
 Preset numbers are the vendors' datasheet figures for dense (not 2:4 sparse) math:
-- V100 SXM2 32 GB: 125 TFLOP/s fp16 tensor cores, 15.7 fp32, 900 GB/s HBM2 (no bf16, tf32, fp8).
+- V100 SXM2 16 and 32 GB: 125 TFLOP/s fp16 tensor cores, 15.7 fp32, 900 GB/s HBM2 (no bf16,
+  tf32, fp8); the 16 GB part is the first DGX-1's.
 - A100 SXM4 40/80 GB: 312 bf16/fp16, 156 tf32, 19.5 fp32; 1,555 / 2,039 GB/s (no fp8).
 - H100 SXM5 80 GB: 989 bf16/fp16, 1,979 fp8, 494.7 tf32, 66.9 fp32; 3,350 GB/s.
 - H200 SXM 141 GB: the H100's compute; 4,800 GB/s HBM3e.
@@ -145,6 +146,11 @@ def _blackwell(name: str, memory_gib: float, bf16: float, sms: int, matmul: floa
 
 
 _GPU_PRESETS: dict[str, dict[str, Any]] = {
+    "v100-16gb": {
+        "name": "v100-16gb", "memory_gib": 16, "memory_bandwidth_gb_per_s": 900,
+        "peak_tflops": {"fp32": 15.7, "fp16": 125}, "sm_count": 80,
+        "matmul_efficiency": 0.78, "attention_efficiency": 0.45, "hbm_efficiency": 0.89,
+    },
     "v100-32gb": {
         "name": "v100-32gb", "memory_gib": 32, "memory_bandwidth_gb_per_s": 900,
         "peak_tflops": {"fp32": 15.7, "fp16": 125}, "sm_count": 80,
