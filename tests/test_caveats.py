@@ -322,3 +322,21 @@ def test_every_published_interleaved_layout_runs_as_its_closed_form():
         assert not any("event simulation" in x for x in est.caveats), run["id"]
     assert len(gaps) >= 20
     assert max(abs(g) for g in gaps.values()) < 0.025 < SCHEDULE_MARGIN, gaps
+
+
+def test_flash_attention_on_v100_is_flagged():
+    """FlashAttention needs Ampere or newer: a V100 plan that assumes it says so and names the
+    unsourced rate it is costed at; the same plan without it does not."""
+    dgx2 = ClusterSpec.from_preset("dgx-2", num_nodes=2)
+    model = ModelSpec.from_preset("llama2-7b")
+    for flash in (True, False):
+        train = TrainingSpec(global_batch_size=256, seq_length=2048, precision="fp16",
+                             flash_attention=flash)
+        est = estimate(model, dgx2, train, ParallelPlan(dp=32, zero_stage=1, recompute="full"))
+        notes = [c for c in est.caveats if "FlashAttention does not run on V100" in c]
+        assert len(notes) == flash
+        if flash:
+            assert "0.45 of the peak" in notes[0] and "flash_attention" in notes[0]
+    a100 = estimate(model, A100x8, TrainingSpec(global_batch_size=256, seq_length=2048),
+                    ParallelPlan(dp=64, zero_stage=1, recompute="full"))
+    assert not any("FlashAttention does not run" in c for c in a100.caveats)

@@ -38,6 +38,8 @@ BEST_DENSE_MFU: dict[tuple[str, str], tuple[tuple[tuple[float, float, str], ...]
                        (405.85e9, 0.433, "bridge-llama-3.1-405b-1024-gbs1536")), 44),
 }
 PARAMS_ROUNDING = 0.01e9       # the steps' parameters, to 0.01 B
+# GPU families FlashAttention does not run on (flash-attn needs sm80, Ampere, or newer).
+NO_FLASH_ATTENTION = ("v100",)
 # Points of MFU above that best before a plan is flagged (the issue's "within 3 points").
 MFU_MARGIN = 0.03
 
@@ -125,6 +127,13 @@ def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, m
             "ones); read the step time as a lower bound, or split the layers so that no "
             "chunk outweighs the others")
     family = cluster.gpu.name.split("-")[0]
+    if family in NO_FLASH_ATTENTION and training.flash_attention:
+        out.append(
+            f"FlashAttention does not run on {family.upper()} (flash-attn: \"FlashAttention "
+            "only supports Ampere GPUs or newer\"); a fused attention there is PyTorch SDPA's "
+            "memory-efficient kernel, costed at a rate no benchmark gives "
+            f"({cluster.gpu.attention_efficiency:.2f} of the peak); set training.flash_attention "
+            "false to cost unfused attention (Megatron-LM's fused softmax) instead")
     best = best_dense_mfu(family, precision_group(training), model.num_params)
     if best is not None and not model.is_moe and mfu > best[0] + MFU_MARGIN:
         mfu_best, run_id, runs = best
