@@ -22,7 +22,8 @@ listed under the run's ``assumed``:
   distributed optimizer came that year); before 2021 also the attention scores scaled, masked
   and softmaxed by separate kernels, the column-parallel all-reduce blocking the backward and
   fp16 gradients all-reduced in fp16 (``_BEFORE_2021``); a later one with the planner's
-  defaults;
+  defaults; a source that names DeepSpeed, pipeline sends split over the TP ranks
+  (``p2p_scatter_gather``, as the corpus's Megatron-DeepSpeed runs);
 - unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
   size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one, and
   sequence parallelism for tensor-parallel rows from 2022 on.
@@ -187,6 +188,11 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
                        "gradient or parameter overlap")
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
+    if re.search(r"deepspeed", text.lower()):
+        training["p2p_scatter_gather"] = True
+        assumed.append("DeepSpeed's pipeline engine sends each activation split over the "
+                       "model-parallel ranks (PipelineEngine is_pipe_partitioned), as the "
+                       "corpus's Megatron-DeepSpeed runs do: p2p_scatter_gather")
     training.update(doc.get("training") or {})
     training.update(row.get("training") or {})
     training.update({k: row[k] for k in TrainingSpec.model_fields if k in row})

@@ -307,3 +307,18 @@ def test_a_v100_table_finds_the_corpus_runs_or_builds_them_alike():
     for row, ref_id in zip(rows, ids, strict=True):
         assert row["predicted_step_s"] == pytest.approx(refs[ref_id]["predicted_step_s"],
                                                         rel=0.01), ref_id
+
+
+def test_a_deepspeed_source_splits_its_pipeline_sends():
+    """A source that names DeepSpeed (Megatron-DeepSpeed's pipeline engine) sends activations
+    split over the TP ranks, as the corpus's BLOOM, MT-NLG, GLM-130B and GPT-NeoX-20B runs do;
+    another source keeps Megatron-Core's whole sends."""
+    corpus = published_accuracy.load_runs()
+    ds = {r["source"] for r in corpus if r["training"].get("p2p_scatter_gather")}
+    assert {"bloom", "mtnlg", "glm-130b", "gpt-neox-20b"} <= ds
+    row = {**ROW, "pp": 4, "tp": 2}
+    for source, split in (("Megatron-DeepSpeed, 2022", True), ("Megatron-LM, 2022", False)):
+        runs, _ = published_tables.load_table(_table([row], source=source), "x", corpus=[])
+        t = TrainingSpec.model_validate(runs[0]["training"])
+        assert t.p2p_scatter_gather is split, source
+        assert any("is_pipe_partitioned" in a for a in runs[0]["assumed"]) is split
