@@ -70,13 +70,13 @@ class LinkSpec(PresetSpec):
 
 
 def _dgx_nodes(name: str, gpu: str, nvlink_gb_per_s: float, network_gb_per_s: float,
-               gpus: int = 8, nics: int | None = None, nvlink: str = "nvswitch",
+               gpus: int = 8, nics: int | None = None, intra_kind: str = "nvswitch",
                **more: Any) -> dict[str, Any]:
-    """A preset of NVLink nodes on InfiniBand: NVLink per GPU and direction (through NVSwitch
-    unless ``nvlink`` says "nvlink", GPU to GPU), the network per node and direction (all
+    """A preset of NVLink nodes on InfiniBand: NVLink per GPU and direction (through NVSwitch,
+    or GPU to GPU where ``intra_kind`` is "nvlink"), the network per node and direction (all
     NICs together; one a GPU unless ``nics`` says otherwise)."""
     return {"name": name, "num_nodes": 1, "gpus_per_node": gpus, "gpu": gpu, **more,
-            "intra_node": {"kind": nvlink, "bandwidth_gb_per_s": nvlink_gb_per_s,
+            "intra_node": {"kind": intra_kind, "bandwidth_gb_per_s": nvlink_gb_per_s,
                            "latency_us": 1.0},
             "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": network_gb_per_s,
                            "latency_us": 5.0, "nics_per_node": nics or gpus}}
@@ -87,7 +87,7 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
     # NVLink 2 links (25 GB/s each way) join them GPU to GPU in a hybrid cube-mesh, 150 GB/s
     # a GPU each way, and 4 x 100 Gb/s EDR InfiniBand; DGX-2, 16 V100 32 GB whose six links
     # go to NVSwitches (the same 150 GB/s to every GPU), and 8 x 100 Gb/s InfiniBand.
-    "dgx-1": _dgx_nodes("dgx-1", "v100-32gb", 150, 50, nics=4, nvlink="nvlink"),
+    "dgx-1": _dgx_nodes("dgx-1", "v100-32gb", 150, 50, nics=4, intra_kind="nvlink"),
     "dgx-2": _dgx_nodes("dgx-2", "v100-32gb", 150, 100, gpus=16, nics=8),
     "dgx-a100": _dgx_nodes("dgx-a100", "a100-80gb", 300, 200),
     "dgx-h100": _dgx_nodes("dgx-h100", "h100-sxm", 450, 400),
