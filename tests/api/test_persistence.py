@@ -431,19 +431,26 @@ def test_a_killed_replicas_plan_job_is_run_again_by_another(database_url, tmp_pa
     migrate(engine)
     with live_server(database_url, log=tmp_path / "server.log",
                      env={"PLANNER_JOB_LEASE_S": "6"}) as srv, srv.client() as c:
-        # The dead replica's job appears once this replica runs, so the 4 s lease is measured
+        # The dead replica's job appears once this replica runs, so the 6 s lease is measured
         # from here and not eaten by a slow start-up. Leases of seconds, not the default's 30,
         # keep the test short; with a 3 s lease and a 2 s one here, a full suite on a loaded
         # two-core machine once read the job already failed, so both leave room for slow beats.
-        t = now()
+        lease_s = 6
+        t, started = now(), time.monotonic()
         with engine.begin() as conn:
             conn.execute(jobs_table.insert().values(
                 id="job-orphan", kind="plan", state="running", progress=0.5, request=PLAN,
                 result=None, error=None, created_at=t, started_at=t, finished_at=None,
-                owner="dead-replica", lease_until=t + timedelta(seconds=4), attempts=1))
+                owner="dead-replica", lease_until=t + timedelta(seconds=lease_s), attempts=1))
         engine.dispose()
         first = c.get("/v1/jobs/job-orphan").json()
-        assert first["state"] == "running", first     # the job and its error, if it failed
+        if time.monotonic() - started < lease_s - 1:
+            # Read well inside its lease, the dead replica's job is left alone.
+            assert first["state"] == "running" and first["attempts"] == 1, first
+        else:
+            # A loaded machine (CI once took over 4 s from the insert to this read) may have
+            # seen the lease lapse; the job is then queued again or already on its second run.
+            assert first["state"] in ("running", "queued", "succeeded"), first
         done = wait_job(c, "/v1/jobs/job-orphan", timeout=30)
         assert done["state"] == "succeeded" and done["attempts"] == 2, done
         assert done["result"]["plans"]
