@@ -146,7 +146,38 @@ def test_out_of_memory_request_explains_with_numbers():
     text = " ".join(res.infeasible_reasons)
     assert "GiB per GPU" in text and "h100-sxm has 80 GiB" in text
     assert "alone need" in text and "GPUs in all" in text
-    assert "h200-sxm" in text
+    # About 857 GiB per GPU: no larger GPU holds it, so none is suggested as if it would.
+    help_ = res.infeasible_reasons[-1]
+    assert "no GPU preset holds" in help_ and "gb300" in help_ and "more GPUs" in help_
+    assert "h200-sxm" not in help_ and "b200-sxm" not in help_
+
+
+def test_a_larger_gpu_is_suggested_only_where_the_smallest_footprint_fits_it():
+    """Llama 3 70B on 8 A100 80GB needs about 150 GiB per GPU at the least: the B200/B300
+    class (180-270 GiB) holds it, H200 (141 GB, 124.6 GiB usable) does not."""
+    from planner.search.explain import larger_gpu_hint
+    from planner.specs import GPUSpec
+
+    res = plan(PlanRequest.model_validate({
+        "model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+        "training": {"global_batch_size": 64, "seq_length": 4096}}))
+    assert res.search.status == "INFEASIBLE"
+    named = float(res.infeasible_reasons[0].split("footprint in the space is ")[1]
+                  .split(" GiB")[0])
+    help_ = res.infeasible_reasons[-1]
+    for name in GPUSpec.preset_names():
+        gib = GPUSpec.from_preset(name).memory_gib
+        suggested = name + "," in help_ or name + ")" in help_
+        assert suggested == (gib > 80 and gib * 0.95 >= named), (name, gib, named, help_)
+    assert "b200-sxm" in help_ and "h200-sxm" not in help_
+    # The hint by hand: an H200 is named just under 0.95 of its memory, not just over it.
+    h100 = GPUSpec.from_preset("h100-sxm")
+    h200 = GPUSpec.from_preset("h200-sxm").memory_gib
+    assert "h200-sxm" in larger_gpu_hint(h100, 0.95 * h200 - 0.1, 0.95)
+    assert "h200-sxm" not in larger_gpu_hint(h100, 0.95 * h200 + 0.1, 0.95)
+    top = max(GPUSpec.preset_names(), key=lambda g: GPUSpec.from_preset(g).memory_gib)
+    assert larger_gpu_hint(GPUSpec.from_preset(top), 10.0, 0.95).startswith(
+        "no GPU preset has more memory")
 
 
 def test_uneven_stages_make_a_plan_fit():

@@ -128,10 +128,25 @@ def memory_reasons(req, plans: PlanArrays, bc: BatchCost, capacity: float) -> li
         hints.append("allow zero_stage=3 (shards the weights too)")
     if parts["activations"] > states:
         hints.append("a smaller micro-batch, sequence or global batch, or context parallelism")
-    bigger = [g for g in GPUSpec.preset_names()
-              if GPUSpec.from_preset(g).memory_gib > gpu.memory_gib]
-    if bigger:
-        hints.append(f"a GPU with more memory ({', '.join(bigger)})")
+    need = float(exact.memory_bytes[0]) / GIB
+    hints.append(larger_gpu_hint(gpu, need, 1 - s.memory_headroom))
     hints.append("more GPUs")
     out.append("what would help: " + "; ".join(hints))
     return out
+
+
+def larger_gpu_hint(gpu: GPUSpec, need_gib: float, usable_share: float) -> str:
+    """Which GPU presets would hold the smallest footprint (``need_gib`` per GPU, at the same
+    share of their memory usable): a larger GPU is named only where the plan would then fit,
+    and where none would, the hint says so rather than suggesting one that still overflows."""
+    bigger = sorted((GPUSpec.from_preset(g) for g in GPUSpec.preset_names()),
+                    key=lambda g: g.memory_gib)
+    bigger = [g for g in bigger if g.memory_gib > gpu.memory_gib]
+    holds = [g.name for g in bigger if g.memory_gib * usable_share >= need_gib]
+    if holds:
+        return f"a GPU with more memory that holds {need_gib:.1f} GiB ({', '.join(holds)})"
+    if not bigger:
+        return f"no GPU preset has more memory than the {gpu.name}"
+    top = bigger[-1]
+    return (f"no GPU preset holds {need_gib:.1f} GiB per GPU (the largest, {top.name}, has "
+            f"{top.memory_gib * usable_share:.1f} GiB usable)")
