@@ -12,6 +12,7 @@ from planner.cost.caveats import (
     BEST_DENSE_MFU,
     FINE_GRAINED_ERRORS,
     FINE_GRAINED_EXPERTS,
+    FINE_GRAINED_SLOWER,
     MEASURED_OVER_PREDICTED,
     best_dense_mfu,
     model_class,
@@ -93,7 +94,8 @@ def test_a_plan_is_held_to_the_best_run_of_a_model_as_large_or_larger():
 def test_fine_grained_moe_errors_are_the_corpus_errors(replayed):
     errors = [row["error_pct"] for run, row in replayed if row["moe"]
               and ModelSpec.model_validate(run["model"]).experts >= FINE_GRAINED_EXPERTS]
-    assert all(e > 0 for e in errors)        # optimistic on every one
+    # Optimistic on all but NeMo AutoModel's two runs, which measured faster than predicted.
+    assert sum(e > 0 for e in errors) == FINE_GRAINED_SLOWER == len(errors) - 2
     assert FINE_GRAINED_ERRORS == (len(errors), round(min(errors)), round(
         statistics.median(errors)), round(max(errors)))
 
@@ -276,6 +278,9 @@ def test_fine_grained_moe_is_flagged_and_coarse_moe_is_not():
                       ParallelPlan(dp=4, tp=4, ep=4, zero_stage=1, sequence_parallel=True))
     assert any("fine-grained MoE (128 experts)" in c for c in fine.caveats)
     assert not any("fine-grained" in c for c in coarse.caveats)
+    # The note gives both sides: most such runs measured slower, NeMo AutoModel's faster.
+    (note,) = [c for c in fine.caveats if "fine-grained" in c]
+    assert "18 of the 20" in note and "up to 159%" in note and "up to 18% faster" in note
 
 
 def test_deep_interleaving_and_full_memory_are_not_flagged_as_published_runs_ran_them():

@@ -198,11 +198,13 @@ def test_estimate_table_and_json_carry_the_caveats(tmp_path):
     assert "caveat:" in res.stdout and "fine-grained MoE (128 experts)" in res.stdout
     body = json.loads(runner.invoke(app, ["estimate", str(path), "--json"]).stdout)
     assert any("lower bound" in c for c in body["caveats"])
-    # The model's track record on the class, in both: fine-grained MoE runs measured slower.
+    # The model's track record on the class, in both: most fine-grained MoE runs measured
+    # slower (the median above the prediction), NeMo AutoModel's two faster (the low decile
+    # below it).
     band = body["step_time_band"]
     assert band["model_class"] == "fine_grained_moe" and band["runs"] >= 18
     assert 2 <= band["sources"] <= band["runs"]
-    assert body["step_time_s"] < band["low_s"] < band["median_s"] < band["high_s"]
+    assert band["low_s"] < body["step_time_s"] < band["median_s"] < band["high_s"]
     assert (f"8 in 10 of the {band['runs']} held-out fine-grained-MoE runs (from "
             f"{band['sources']} sources, each weighing the same) would have measured"
             ) in " ".join(res.stdout.split())
