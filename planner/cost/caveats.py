@@ -146,9 +146,10 @@ def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, m
             "published run confirms it; read it as an upper bound")
     if model.is_moe and model.experts >= FINE_GRAINED_EXPERTS:
         n, lo, med, hi = FINE_GRAINED_ERRORS
+        faster = (f"; the other {n - FINE_GRAINED_SLOWER} up to {-lo}% faster"
+                  if FINE_GRAINED_SLOWER < n else "")
         out.append(
             f"fine-grained MoE ({model.experts} experts): {FINE_GRAINED_SLOWER} of the {n} "
             f"published runs of such models measured slower than this model predicts, up to "
-            f"{hi}% (median {med}%; the other {n - FINE_GRAINED_SLOWER} up to {-lo}% faster); "
-            "read the step time as a likely lower bound")
+            f"{hi}% (median {med}%{faster}); read the step time as a likely lower bound")
     return out
