@@ -139,9 +139,9 @@ def larger_gpu_hint(gpu: GPUSpec, need_gib: float, usable_share: float) -> str:
     """Which GPU presets would hold the smallest footprint (``need_gib`` per GPU, at the same
     share of their memory usable): a larger GPU is named only where the plan would then fit,
     and where none would, the hint says so rather than suggesting one that still overflows."""
-    bigger = sorted((GPUSpec.from_preset(g) for g in GPUSpec.preset_names()),
+    presets = (GPUSpec.from_preset(g) for g in GPUSpec.preset_names())
+    bigger = sorted((g for g in presets if g.memory_gib > gpu.memory_gib),
                     key=lambda g: g.memory_gib)
-    bigger = [g for g in bigger if g.memory_gib > gpu.memory_gib]
     holds = [g.name for g in bigger if g.memory_gib * usable_share >= need_gib]
     if holds:
         return f"a GPU with more memory that holds {need_gib:.1f} GiB ({', '.join(holds)})"
