@@ -860,6 +860,8 @@ def test_the_headline_figures_are_the_readmes():
     their unfused softmax was costed), before the Zero Bubble and FSDP papers (207 runs at
     9.5%) and before December 2026's held-out batch (120 runs at 8.8%): a change to the step
     model or the corpus that moves them updates the README."""
+    # 695 runs from 36 sources (33 of them held out, 4 fit, SC'21 in both).
+    assert (len(ALL_RUNS), len({r["source"] for r in ALL_RUNS})) == (695, 36)
     every = published_accuracy.evaluate_runs(ALL_RUNS)
     assert _figures(every) == ({
         "held out": (656, 8.5, 158.6, 7.8), "dense": (628, 8.3, 71.0, 7.7),
