@@ -867,39 +867,32 @@ def test_the_headline_figures_are_the_readmes():
     every = published_accuracy.evaluate_runs(ALL_RUNS)
     ids = {"before": {r["id"] for r in BEFORE_AUTOMODEL}, "runs": {r["id"] for r in RUNS}}
 
-    def rows_of(state: str | None = None, layouts: bool = True) -> list[dict]:
-        return [x for x in every if (state is None or x["id"] in ids[state])
-                and (layouts or x["id"] not in LAYOUTS)]
+    def state(name: str | None, figures: tuple, dense_once: float, no_layouts: dict) -> None:
+        """One state of the corpus (None: today's): its headline and each-source-once
+        median, its dense runs' each-source-once median, its headline without the layouts."""
+        rows = [x for x in every if name is None or x["id"] in ids[name]]
+        assert _figures(rows) == figures, name
+        assert _dense_source_median(rows) == dense_once, name
+        assert _headline([], [x for x in rows if x["id"] not in LAYOUTS]) == no_layouts, name
 
-    assert _figures(every) == ({
-        "held out": (656, 8.5, 158.6, 7.8), "dense": (628, 8.3, 71.0, 7.7),
-        "moe": (28, 17.8, 158.6, 17.1), "fit": (39, 2.4, 11.5, -1.1)}, 9.9)
-    assert _dense_source_median(every) == 6.5
-    assert _headline([], rows_of(layouts=False)) == {
-        "held out": (255, 6.9, 158.6, 4.4), "dense": (227, 6.3, 64.6, 4.1),
-        "moe": (28, 17.8, 158.6, 17.1), "fit": (39, 2.4, 11.5, -1.1)}
+    state(None, ({"held out": (656, 8.5, 158.6, 7.8), "dense": (628, 8.3, 71.0, 7.7),
+                  "moe": (28, 17.8, 158.6, 17.1), "fit": (39, 2.4, 11.5, -1.1)}, 9.9), 6.5,
+          {"held out": (255, 6.9, 158.6, 4.4), "dense": (227, 6.3, 64.6, 4.1),
+           "moe": (28, 17.8, 158.6, 17.1), "fit": (39, 2.4, 11.5, -1.1)})
     assert sum(t["kendall_tau"] >= 0.8 for t in published_accuracy.sweep_taus(every).values()
                if t["split"] == "held_out") == 41
     assert len({t for t, v in published_accuracy.sweep_taus(every).items()
                 if v["split"] == "held_out"}) == 71
     # Before NeMo AutoModel's runs joined (the latest change), the figures as they were.
-    before = rows_of("before")
-    assert _figures(before) == ({
-        "held out": (653, 8.5, 158.6, 7.9), "dense": (627, 8.3, 71.0, 7.7),
-        "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)}, 9.8)
-    assert _dense_source_median(before) == 6.3
-    assert _headline([], rows_of("before", layouts=False)) == {
-        "held out": (252, 6.9, 158.6, 4.5), "dense": (226, 6.3, 64.6, 4.2),
-        "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)}
+    state("before", ({"held out": (653, 8.5, 158.6, 7.9), "dense": (627, 8.3, 71.0, 7.7),
+                      "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)}, 9.8), 6.3,
+          {"held out": (252, 6.9, 158.6, 4.5), "dense": (226, 6.3, 64.6, 4.2),
+           "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)})
     # Before Megatron-LM's 2020 table joined (the change before), the figures as they were.
-    now = rows_of("runs")
-    assert _figures(now) == ({
-        "held out": (641, 8.7, 158.6, 8.1), "dense": (615, 8.4, 71.0, 8.0),
-        "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)}, 9.9)
-    assert _dense_source_median(now) == 6.5
-    assert _headline([], rows_of("runs", layouts=False)) == {
-        "held out": (240, 7.1, 158.6, 4.7), "dense": (214, 6.4, 64.6, 4.6),
-        "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)}
+    state("runs", ({"held out": (641, 8.7, 158.6, 8.1), "dense": (615, 8.4, 71.0, 8.0),
+                    "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)}, 9.9), 6.5,
+          {"held out": (240, 7.1, 158.6, 4.7), "dense": (214, 6.4, 64.6, 4.6),
+           "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)})
     # Before the blocking sends (an earlier change), every figure below as the README had it.
     with overlapped_sends():
         rows = published_accuracy.evaluate_runs(RUNS)
