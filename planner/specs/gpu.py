@@ -145,17 +145,17 @@ def _blackwell(name: str, memory_gib: float, bf16: float, sms: int, matmul: floa
             "attention_efficiency": 0.50, "hbm_efficiency": 0.90}
 
 
+def _v100(name: str, memory_gib: float) -> dict[str, Any]:
+    """A V100 SXM2 preset (module docstring): 125 TFLOP/s fp16, 15.7 fp32, 900 GB/s of HBM2,
+    80 SMs, the rates derived from benchmarks beside an A100."""
+    return {"name": name, "memory_gib": memory_gib, "memory_bandwidth_gb_per_s": 900,
+            "peak_tflops": {"fp32": 15.7, "fp16": 125}, "sm_count": 80,
+            "matmul_efficiency": 0.78, "attention_efficiency": 0.45, "hbm_efficiency": 0.89}
+
+
 _GPU_PRESETS: dict[str, dict[str, Any]] = {
-    "v100-16gb": {
-        "name": "v100-16gb", "memory_gib": 16, "memory_bandwidth_gb_per_s": 900,
-        "peak_tflops": {"fp32": 15.7, "fp16": 125}, "sm_count": 80,
-        "matmul_efficiency": 0.78, "attention_efficiency": 0.45, "hbm_efficiency": 0.89,
-    },
-    "v100-32gb": {
-        "name": "v100-32gb", "memory_gib": 32, "memory_bandwidth_gb_per_s": 900,
-        "peak_tflops": {"fp32": 15.7, "fp16": 125}, "sm_count": 80,
-        "matmul_efficiency": 0.78, "attention_efficiency": 0.45, "hbm_efficiency": 0.89,
-    },
+    "v100-16gb": _v100("v100-16gb", 16),
+    "v100-32gb": _v100("v100-32gb", 32),
     "a100-40gb": {
         "name": "a100-40gb", "memory_gib": 40, "memory_bandwidth_gb_per_s": 1555,
         "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
