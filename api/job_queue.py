@@ -23,8 +23,8 @@ What it does not decide, and this module does:
   database) is;
 - a stored job that no queue job serves is taken up: a ``running`` one whose queue job
   finished without storing an outcome (its retries ran out on database errors), or one left
-  by the embedded engine before an upgrade, is queued again or failed as its attempts allow;
-  a ``queued`` one is queued for a worker.
+  by the embedded engine before an upgrade once its lease lapses, is queued again or failed
+  as its attempts allow; a ``queued`` one is queued for a worker.
 
 The schema of procrastinate is created by the Alembic migration 0005 (PostgreSQL only), so
 replicas that start together do not race to create it.
@@ -187,12 +187,16 @@ class QueueJobs:
         an outcome, or the database was upgraded from the embedded engine while it ran) is
         queued again while it has attempts left and failed after; a queued one (written
         before this engine ran it, or whose queueing was cut short) is queued for a worker.
-        A queue job about to start (``todo``) or running (``doing``) serves its stored job."""
+        A queue job about to start (``todo``) or running (``doing``) serves its stored job.
+        A running job that still holds a lease (an embedded engine's replica, as before an
+        upgrade to the queue, may still be running it) is left alone until the lease lapses,
+        so a rolling upgrade never runs one job twice at once."""
         queued = sa.table("procrastinate_jobs", sa.column("lock"), sa.column("status"))
         unserved = ~sa.exists().where(queued.c.lock == jobs.c.id,
                                       sa.cast(queued.c.status, sa.Text).in_(("todo", "doing")))
         again, failed = store.requeue_or_fail(
-            engine=self.engine, running=unserved, max_attempts=self.settings.job_max_attempts,
+            engine=self.engine, running=unserved & store.lease_lapsed(),
+            max_attempts=self.settings.job_max_attempts,
             detail=f"the job stopped without an outcome (its worker stopped or lost the "
                    f"database), {self.settings.job_max_attempts} time(s)")
         with self.engine.connect() as conn:

@@ -194,12 +194,17 @@ def requeue_or_fail(*, engine: Engine, running: sa.ColumnElement[bool], max_atte
     return retried, failed
 
 
+def lease_lapsed() -> sa.ColumnElement[bool]:
+    """A job holds no live lease: none was taken (the queue engine watches its worker
+    instead), or the embedded engine's lease ran out."""
+    return sa.or_(jobs.c.lease_until.is_(None), jobs.c.lease_until < now())
+
+
 def expire_jobs(*, engine: Engine, max_attempts: int) -> tuple[int, int]:
     """Jobs running on a replica whose lease lapsed (it stopped or lost the database): queued
     again while they have attempts left, failed after. Jobs other replicas are running, with
     live leases, are left alone. Returns (retried, failed)."""
-    lapsed = sa.or_(jobs.c.lease_until.is_(None), jobs.c.lease_until < now())
-    return requeue_or_fail(engine=engine, running=lapsed, max_attempts=max_attempts,
+    return requeue_or_fail(engine=engine, running=lease_lapsed(), max_attempts=max_attempts,
                            detail=f"the service stopped while this job was running (its lease "
                                   f"lapsed), {max_attempts} time(s)")
 

@@ -444,9 +444,14 @@ def test_a_killed_replicas_plan_job_is_run_again_by_another(database_url, tmp_pa
                 owner="dead-replica", lease_until=t + timedelta(seconds=lease_s), attempts=1))
         engine.dispose()
         first = c.get("/v1/jobs/job-orphan").json()
+        time.sleep(max(0.0, started + 3 - time.monotonic()))
+        second = c.get("/v1/jobs/job-orphan").json()
         if time.monotonic() - started < lease_s - 1:
-            # Read well inside its lease, the dead replica's job is left alone.
-            assert first["state"] == "running" and first["attempts"] == 1, first
+            # Read well inside its lease, and after a watch pass (every third of a lease), the
+            # dead replica's job is left alone: on PostgreSQL too, where no queue job serves it
+            # (a replica of the embedded engine, as before an upgrade, may still be running it).
+            for read in (first, second):
+                assert read["state"] == "running" and read["attempts"] == 1, read
         else:
             # A loaded machine (CI once took over 4 s from the insert to this read) may have
             # seen the lease lapse; the job is then queued again or already on its second run.
