@@ -50,33 +50,32 @@ GPUS = (64, 1024, 16384)
 # Megatron-LM/PaLM model-FLOPs convention (non-causal attention, no recompute): a run of the
 # same model or of a larger one, never of a smaller one (small models reach MFUs large ones
 # do not; the MFU caveat holds plans to the same rule).
+DGXC_405B = ("DGX Cloud Benchmarking 25.02 (NeMo 24.12): Llama 3.1 405B on 576 H100 (tp8 pp9 "
+             "cp2 vpp7, no recompute), 17.5 s a step, 54.85% MFU (the best published H100 bf16 "
+             "run of a model of 70B or more; its Llama 3.1 70B on 64, the 70B winner's plan, "
+             "54.52%)")
 REFERENCES = {
     ("gpt3-175b", "a100"): (0.556, "nemo-megatron-2022-07-175b-128",
                            "NeMo Megatron README (July 2022): 175B on 128 A100 (tp8 pp8, "
                            "micro-batch 2, selective recompute + SP), 55.6% MFU"),
-    ("gpt3-175b", "h100"): (0.438, "megatron-readme-177b",
-                           "Megatron-LM README: 177B on 2,304 H100 (tp8 pp6), 432.8 TFLOP/s, "
-                           "43.8% MFU"),
+    ("gpt3-175b", "h100"): (0.5485, "dgxc-2502-llama3.1-405b-h100-576-bf16", DGXC_405B),
     ("llama3-8b", "a100"): (0.706, "hagemann-13b-2k-64g-fa2rms-noac-m1t1p1-132178",
                            "Hagemann et al. 2023 (their released sweep data): Llama 13B on 64 "
                            "A100, dp64 with ZeRO-1, no recompute, FlashAttention-2 and a fused "
                            "RMSNorm, 70.6% MFU (PaLM convention; the best published A100 run "
                            "of a model of 8B parameters or more)"),
-    ("llama3-8b", "h100"): (0.494, "megatron-readme-16b",
-                           "Megatron-LM README: 16B on 192 H100 (tp4), 489.1 TFLOP/s, 49.4% MFU "
-                           "(the best published H100 bf16 run of a model of 8B or more)"),
+    ("llama3-8b", "h100"): (0.5999, "dgxc-2502-llama3.1-8b-h100-8-bf16",
+                           "DGX Cloud Benchmarking 25.02 (NeMo 24.12): Llama 3.1 8B on 8 H100 "
+                           "(cp2 dp4, no recompute), 12.78 s a step, 59.99% MFU (the best "
+                           "published H100 bf16 run of a model of 8B or more)"),
     ("llama3-70b", "a100"): (0.517, "torchtitan-a100-70b-full",
                             "torchtitan docs: Llama 3 70B on 64 A100, FSDP + full recompute, "
                             "331 tokens/s/GPU, 51.7% MFU"),
-    ("llama3-70b", "h100"): (0.424, "megatron-readme-70b",
-                            "Megatron-LM README: 70B on 768 H100 (tp8 pp2), 419.7 TFLOP/s, "
-                            "42.4% MFU"),
+    ("llama3-70b", "h100"): (0.5485, "dgxc-2502-llama3.1-405b-h100-576-bf16", DGXC_405B),
     ("llama3-405b", "a100"): (0.560, "korthikanti-530b-selective",
                              "Korthikanti et al.: 530B on 280 A100 (tp8 pp35 vpp3, selective "
                              "recompute + SP), 56.0% MFU"),
-    ("llama3-405b", "h100"): (0.43, "llama3-405b-8192-seq8192",
-                             "Dubey et al. 2024 Table 4: Llama 3 405B on 8,192 H100 (tp8 pp16 "
-                             "dp64), 430 TFLOP/s, 43% MFU"),
+    ("llama3-405b", "h100"): (0.5485, "dgxc-2502-llama3.1-405b-h100-576-bf16", DGXC_405B),
 }
 
 
