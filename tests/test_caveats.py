@@ -147,7 +147,8 @@ def test_the_readme_quotes_the_bands():
 
 def test_an_estimate_carries_its_class_band():
     """The band is the prediction times the class's deciles; a dense model's spans it (runs
-    measured both faster and slower), a coarse MoE model's lies below it."""
+    measured both faster and slower), and so does a coarse MoE model's (the Mixtral runs
+    measured faster than predicted, DGX Cloud's Grok-1 in fp8 slower)."""
     train = TrainingSpec(global_batch_size=256, seq_length=4096, moe_load_imbalance=1.0)
     h100 = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
     dense = estimate(ModelSpec.from_preset("llama3-8b"), h100, train, ParallelPlan(dp=16))
@@ -161,7 +162,7 @@ def test_an_estimate_carries_its_class_band():
         assert (band.low_s, band.median_s, band.high_s) == pytest.approx(
             (est.step_time_s * low, est.step_time_s * median, est.step_time_s * high))
     assert dense.step_time_band.low_s < dense.step_time_s < dense.step_time_band.high_s
-    assert coarse.step_time_band.high_s < coarse.step_time_s
+    assert coarse.step_time_band.low_s < coarse.step_time_s < coarse.step_time_band.high_s
     assert step_time_band(ModelSpec.from_preset("llama3-8b"), 2.0)["high_s"] == pytest.approx(
         2.0 * MEASURED_OVER_PREDICTED["dense"][4])
 

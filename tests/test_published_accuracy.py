@@ -837,11 +837,11 @@ def _dense_source_median(rows: list[dict]) -> float:
 
 
 def test_the_headline_figures_are_the_readmes():
-    """The accuracy table at the top of the README's accuracy section (held out: 710 runs,
+    """The accuracy table at the top of the README's accuracy section (held out: 716 runs,
     median 8.5%, max 158.6%, signed +6.7%, 9.8% with each source counted once; dense 682 at
-    8.4%, max 71.0%, 6.8% each source once; MoE 28 at 17.8%; fit 39 at 2.4%; 49 of the 81
+    8.4%, max 71.0%, 6.8% each source once; MoE 34 at 15.7%; fit 39 at 2.4%; 51 of the 83
     held-out sweeps at tau 0.8 or more), the same table without Hagemann et al.'s layout
-    sweeps (309 runs at 7.8%); before DGX Cloud Benchmarking's runs joined (the latest
+    sweeps (315 runs at 7.8%); before DGX Cloud Benchmarking's runs joined (the latest
     change: 656 runs, median 8.5%, signed +7.8%, 9.9% each source once; dense 628, 6.5% each
     source once; 41 of 71 sweeps; without the layout sweeps 255 runs at 6.9%); before NeMo
     AutoModel's runs joined (the change before: 653
@@ -868,8 +868,8 @@ def test_the_headline_figures_are_the_readmes():
     their unfused softmax was costed), before the Zero Bubble and FSDP papers (207 runs at
     9.5%) and before December 2026's held-out batch (120 runs at 8.8%): a change to the step
     model or the corpus that moves them updates the README."""
-    # 749 runs from 37 sources (34 of them held out, 4 fit, SC'21 in both).
-    assert (len(ALL_RUNS), len({r["source"] for r in ALL_RUNS})) == (749, 37)
+    # 755 runs from 37 sources (34 of them held out, 4 fit, SC'21 in both).
+    assert (len(ALL_RUNS), len({r["source"] for r in ALL_RUNS})) == (755, 37)
     # Each run is replayed on its own, so the corpus's earlier states are subsets of one
     # replay's rows (ids as in the corpus).
     every = published_accuracy.evaluate_runs(ALL_RUNS)
@@ -884,17 +884,17 @@ def test_the_headline_figures_are_the_readmes():
         assert _dense_source_median(rows) == dense_once, name
         assert _headline([], [x for x in rows if x["id"] not in LAYOUTS]) == no_layouts, name
 
-    state(None, ({"held out": (710, 8.5, 158.6, 6.7), "dense": (682, 8.4, 71.0, 6.6),
-                  "moe": (28, 17.8, 158.6, 17.1), "fit": (39, 2.4, 11.5, -1.1)}, 9.8), 6.8,
-          {"held out": (309, 7.8, 158.6, 1.4), "dense": (281, 7.3, 64.6, 1.1),
-           "moe": (28, 17.8, 158.6, 17.1), "fit": (39, 2.4, 11.5, -1.1)})
+    state(None, ({"held out": (716, 8.5, 158.6, 6.7), "dense": (682, 8.4, 71.0, 6.6),
+                  "moe": (34, 15.7, 158.6, 10.1), "fit": (39, 2.4, 11.5, -1.1)}, 9.8), 6.8,
+          {"held out": (315, 7.8, 158.6, 1.4), "dense": (281, 7.3, 64.6, 1.1),
+           "moe": (34, 15.7, 158.6, 10.1), "fit": (39, 2.4, 11.5, -1.1)})
 
     def taus(rows: list[dict]) -> tuple[int, int]:
         """Held-out sweeps at tau 0.8 or more, and all held-out sweeps."""
         held = [t["kendall_tau"] for t in published_accuracy.sweep_taus(rows).values()
                 if t["split"] == "held_out"]
         return sum(t >= 0.8 for t in held), len(held)
-    assert taus(every) == (49, 81)
+    assert taus(every) == (51, 83)
     # Before DGX Cloud Benchmarking's runs joined (the latest change), the figures as they were.
     state("dgxc", ({"held out": (656, 8.5, 158.6, 7.8), "dense": (628, 8.3, 71.0, 7.7),
                     "moe": (28, 17.8, 158.6, 17.1), "fit": (39, 2.4, 11.5, -1.1)}, 9.9), 6.5,
@@ -1169,56 +1169,67 @@ def test_nemo_automodel_rows_are_held_out_and_replayed_as_the_readme_says():
 
 
 def test_dgx_cloud_rows_are_held_out_and_replayed_as_the_readme_says():
-    """README, 'DGX Cloud Benchmarking's weak-scaling sweeps' (the latest change): 54 held-out
-    H100 runs of ten weak-scaling sweeps whose quoted cells give each run's degrees, GPUs,
-    batch and step time; the model predicts all but one slower than they ran (median 8.5%, max
-    18.9%): Llama 3.1 70B in fp8 within 3.5%, the other Llama and Nemotron-4 15B runs 4.7% to
-    11.4%, Nemotron-4 340B 14.8% to 18.9%; two ran the plan of a fit run (NeMo 24.12's 8B 13%
-    faster than 24.07's; 340B as fast, costed without the fit row's TP overlap); every sweep
-    but Llama 3.1 8B's two orders right."""
+    """README, 'DGX Cloud Benchmarking's weak-scaling sweeps' (the latest change): 60 held-out
+    H100 runs of twelve weak-scaling sweeps whose quoted cells give each run's degrees, GPUs,
+    batch and step time; the model predicts every dense run but one slower than it ran
+    (median 8.5%, max 18.9%): Llama 3.1 70B in fp8 within 3.5%, the other Llama and Nemotron-4
+    15B runs 4.7% to 11.4%, Nemotron-4 340B 14.8% to 18.9%; Grok-1 within 3.2% in bf16 and
+    9.1% to 11.5% too fast in fp8; two dense runs ran the plan of a fit run (NeMo 24.12's 8B
+    13% faster than 24.07's; 340B as fast, costed without the fit row's TP overlap); every
+    sweep but Llama 3.1 8B's two orders right."""
     import re
 
-    assert len(DGXC) == 54 and all(r["split"] == "held_out" for r in DGXC)
+    assert len(DGXC) == 60 and all(r["split"] == "held_out" for r in DGXC)
     for run in DGXC:
-        # The quote: the table's title cell (degrees), the column's header (GPUs, GBS), the
-        # step-time and MFU cells (405B: its per-column layers, GBS, PP and VP cells).
+        # The quote: the table's title cell (degrees; Grok-1's are in its configuration row,
+        # quoted last), the column's header (GPUs, GBS), the step-time and MFU cells (405B:
+        # its per-column layers, GBS, PP and VP cells).
         title, head, step, mfu = [c.strip() for c in run["quote"].split("|")[1:5]]
-        degs = {k: int(v) for k, v in re.findall(r"(TP|PP|CP|VP|MBS|GA)=(\d+)", title)}
         p, t = run["plan"], run["training"]
+        if "Grok" in title:
+            row = [int(c) for c in run["quote"].split("configuration row: |")[1].strip(
+                " |").split("|") if c.strip().isdigit()]
+            gpus, seq, layers, tp, pp, cp, ep, _, vp, mbs, gbs, ga = row
+            degs = {"TP": tp, "PP": pp, "CP": cp, "VP": vp, "MBS": mbs, "GA": ga}
+            assert (seq, layers, ep, gbs) == (t["seq_length"], run["model"]["num_layers"],
+                                              p["ep"], t["global_batch_size"])
+        else:
+            degs = {k: int(v) for k, v in re.findall(r"(TP|PP|CP|VP|MBS|GA)=(\d+)", title)}
+            gbs = int(re.search(r"GBS(?:=|: )(\d+)", head if "GBS=" in head
+                                else run["quote"])[1])
+            assert t["seq_length"] == (8192 if "Llama" in title else 4096)
         assert (degs["TP"], degs["PP"], degs.get("CP", 1), degs.get("VP", 1), degs["MBS"]) == (
             p["tp"], p["pp"], p["cp"], p["vpp"], p["micro_batch_size"]), run["id"]
-        assert int(re.search(r"(\d+)x H100", head)[1]) == 8 * run["cluster"]["num_nodes"] == (
+        assert int(re.search(r"(\d+)x? H100", head)[1]) == 8 * run["cluster"]["num_nodes"] == (
             p["dp"] * p["tp"] * p["pp"] * p["cp"])
-        gbs = re.search(r"GBS(?:=|: )(\d+)", head if "GBS=" in head else run["quote"])
-        assert int(gbs[1]) == t["global_batch_size"] == p["dp"] * degs["GA"] * degs["MBS"]
+        assert gbs == t["global_batch_size"] == p["dp"] * degs["GA"] * degs["MBS"]
         assert float(step.split(": ")[1].strip()) == run["measured"]["step_time_s"], run["id"]
-        assert (" BF16 " in title) == (t["precision"] == "bf16")
-        assert t["seq_length"] == (8192 if "Llama" in title else 4096)
+        assert ("BF16" in title) == (t["precision"] == "bf16")
     # Within a sweep the batch per GPU is fixed, so the table's MFU times its step time is too:
     # the step times were read from the right column.
     sweeps: dict[str, list[float]] = {}
     for run in DGXC:
         mfu = float(run["quote"].split("|")[4].split(": ")[1].strip().rstrip("%"))
         sweeps.setdefault(run["sweep"], []).append(mfu * run["measured"]["step_time_s"])
-    assert len(sweeps) == 10
+    assert len(sweeps) == 12
     assert all(max(v) / min(v) < 1.006 for v in sweeps.values())
     rows = {x["id"]: x for x in published_accuracy.evaluate_runs(DGXC)}
     err = {i: round(x["error_pct"], 1) for i, x in rows.items()}
     part = published_accuracy.summarize(list(rows.values()))
     assert (round(part["median_abs_error_pct"], 1), round(part["median_signed_error_pct"], 1),
             round(part["max_abs_error_pct"], 1)) == (8.5, -8.5, 18.9)
-    assert [i for i, e in err.items() if e > 0] == ["dgxc-2502-llama3.1-70b-h100-2048-fp8"]
+    dense = {i: e for i, e in err.items() if "grok" not in i}
+    assert [i for i, e in dense.items() if e > 0] == ["dgxc-2502-llama3.1-70b-h100-2048-fp8"]
 
-    def span(*keys: str) -> tuple[float, float]:
-        got = [e for i, e in err.items() if any(k in i for k in keys)]
+    def span(pred) -> tuple[float, float]:
+        got = [e for i, e in err.items() if pred(i)]
         return min(got), max(got)
-    assert span("llama3.1-70b-h100-") == (-9.0, 0.3)
-    assert span("-70b-h100-64-fp8", "-70b-h100-128-fp8", "-70b-h100-256-fp8", "-70b-h100-512-fp8",
-                "-70b-h100-1024-fp8", "-70b-h100-2048-fp8") == (-3.5, 0.3)
-    other = [e for i, e in err.items() if "-340b-" not in i and not (
-        "-70b-" in i and i.endswith("fp8"))]
-    assert (min(other), max(other)) == (-11.4, -4.7)
-    assert span("-340b-") == (-18.9, -14.8)
+    assert span(lambda i: "-70b-" in i and i.endswith("fp8")) == (-3.5, 0.3)
+    assert span(lambda i: "grok" not in i and "-340b-" not in i
+                and not ("-70b-" in i and i.endswith("fp8"))) == (-11.4, -4.7)
+    assert span(lambda i: "-340b-" in i) == (-18.9, -14.8)
+    assert span(lambda i: "grok" in i and i.endswith("bf16")) == (-3.2, -1.9)
+    assert span(lambda i: "grok" in i and i.endswith("fp8")) == (9.1, 11.5)
     assert all(x["fits_in_memory"] for x in rows.values())
     # Plans of fit runs on the same GPUs and batch: Llama 3 8B in fp8 on 8 H100 (NeMo 24.07,
     # then 24.12) and Nemotron-4 340B in fp8 on 128 (24.07, then 24.09).
@@ -1242,15 +1253,17 @@ def test_dgx_cloud_rows_are_held_out_and_replayed_as_the_readme_says():
     growth = {}
     for name in sweeps:
         sweep = sorted((x for x in rows.values() if x["sweep"] == name), key=lambda x: x["gpus"])
-        growth[name] = tuple(round(100 * (sweep[-1][k] / sweep[0][k] - 1), 1)
+        growth[name] = tuple(100 * (sweep[-1][k] / sweep[0][k] - 1)
                              for k in ("measured_step_s", "predicted_step_s"))
         if "llama3.1-8b" in name:
             predicted = [x["predicted_step_s"] for x in sweep]
             assert max(predicted) - min(predicted) < 0.004 and predicted[0] == max(predicted)
-    measured = [m for m, _ in growth.values()]
+    measured = [round(m, 1) for m, _ in growth.values()]
     assert (min(measured), max(measured)) == (1.1, 10.4)
-    others = [p for n, (_, p) in growth.items() if "llama3.1-8b" not in n]
+    others = [round(p, 1) for n, (_, p) in growth.items() if "llama3.1-8b" not in n
+              and "grok" not in n]
     assert (min(others), max(others)) == (0.4, 9.9)
+    assert sorted(round(p, 2) for n, (_, p) in growth.items() if "grok" in n) == [0.05, 0.15]
     taus = {n: t["kendall_tau"] for n, t in published_accuracy.sweep_taus(
         list(rows.values())).items()}
     assert {n: v for n, v in taus.items() if "llama3.1-8b" in n} == {
@@ -1258,8 +1271,8 @@ def test_dgx_cloud_rows_are_held_out_and_replayed_as_the_readme_says():
         "dgxc-2502-llama3.1-8b-h100-fp8-weak-scaling": -0.2}
     assert min(v for n, v in taus.items() if "llama3.1-8b" not in n) == 0.857
     text = " ".join((ROOT / "README.md").read_text().split())
-    assert "holds 749 published training runs from 37 sources" in text
-    assert "| held out | 54 | 8.5% | -8.5% |" in text
+    assert "holds 755 published training runs from 37 sources" in text
+    assert "| held out | 60 | 8.5% | -8.5% |" in text
 
 
 def test_the_h100_winners_sit_below_dgx_clouds_runs_as_the_readme_says():
@@ -1292,11 +1305,11 @@ def test_the_h100_winners_sit_below_dgx_clouds_runs_as_the_readme_says():
 
 
 def test_the_runs_the_model_puts_over_memory_are_the_readmes():
-    """README, 'Memory is conservative where it errs': 13 of the 749 runs ran where the model
+    """README, 'Memory is conservative where it errs': 13 of the 755 runs ran where the model
     puts them over their GPUs' memory, each named there with its footprint."""
     rows = published_accuracy.evaluate_runs(ALL_RUNS)
     over = {r["id"]: round(r["memory_gib"], 1) for r in rows if not r["fits_in_memory"]}
-    assert len(rows) == 749 and over == {
+    assert len(rows) == 755 and over == {
         "hagemann-65b-2k-64g-fa2rms-noac-m4t8p4-nosp-132985": 82.2,
         "automodel-deepseek-v3-h100-256-bf16": 81.4,
         "automodel-qwen3-30b-a3b-h100-8-bf16": 82.0,
