@@ -1258,6 +1258,14 @@ def test_dgx_cloud_rows_are_held_out_and_replayed_as_the_readme_says():
         if "llama3.1-8b" in name:
             predicted = [x["predicted_step_s"] for x in sweep]
             assert max(predicted) - min(predicted) < 0.004 and predicted[0] == max(predicted)
+    # Why 8 GPUs come out slowest: the ZeRO-1 optimizer step shrinks with the data-parallel
+    # group faster than the exposed gradient reduction grows; measured, the step grows 0.38 s.
+    ends = [published_accuracy.predict_run(by_id[f"dgxc-2502-llama3.1-8b-h100-{g}-bf16"])[0]
+            for g in (8, 128)]
+    assert [(round(e.breakdown["optimizer"], 4), round(e.breakdown["dp_comm"], 4))
+            for e in ends] == [(0.0093, 0.0065), (0.0006, 0.0098)]
+    assert round(by_id["dgxc-2502-llama3.1-8b-h100-128-bf16"]["measured"]["step_time_s"]
+                 - by_id["dgxc-2502-llama3.1-8b-h100-8-bf16"]["measured"]["step_time_s"], 2) == 0.38
     measured = [round(m, 1) for m, _ in growth.values()]
     assert (min(measured), max(measured)) == (1.1, 10.4)
     others = [round(p, 1) for n, (_, p) in growth.items() if "llama3.1-8b" not in n
