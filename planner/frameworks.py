@@ -318,6 +318,18 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         f"{DEEPSPEED} deepspeed/runtime/precision_config.py",
                         "only with bf16_master_weights_and_grads (bf16 master weights)"),
     },
+    "no_master_weights": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/training/arguments.py",
+                       "main parameters are kept in fp32, or in fp16 with "
+                       "--use-precision-aware-optimizer --main-params-dtype: a copy either way"),
+        "torchtitan": _s("yes", "training.dtype = \"bfloat16\"",
+                         f"{TITAN} torchtitan/config/job_config.py, torchtitan/train.py",
+                         "parameters, gradients and optimizer states all in bf16; FSDP2 "
+                         "reduces in mixed_precision_reduce (float32) and casts back"),
+        "deepspeed": _s("no", "bf16.bf16_master_weights_and_grads",
+                        f"{DEEPSPEED} deepspeed/runtime/precision_config.py",
+                        "keeps a bf16 master copy beside the bf16 weights"),
+    },
     "multi_token_prediction": {
         "megatron": _s("yes", "--mtp-num-layers", f"{MEGATRON} "
                        "megatron/core/transformer/transformer_config.py, "
@@ -522,13 +534,24 @@ def _rules():
          lambda c: (c["vpp"] > 1) & ~c["p2p_overlap"]),
         ("torchtitan", "fp16", "fp16 training", lambda c: np.full(c["n"], c["fp16"])),
         ("torchtitan", "bf16_gradient_reduce", "bf16 gradient reduction",
-         lambda c: np.full(c["n"], c["bf16_grads"])),
+         lambda c: np.full(c["n"], c["bf16_reduce"])),
         ("megatron", "low_precision_optimizer_states", "optimizer states below fp32 without "
          "the distributed optimizer (Megatron-Core raises '--use-precision-aware-optimizer "
          "only supported with distributed optimizer')",
          lambda c: c["low_states"] & (z(c) == 0)),
-        ("torchtitan", "low_precision_optimizer_states", "optimizer states below fp32 "
-         "(training.optimizer_state_dtype)", lambda c: np.full(c["n"], c["low_states"])),
+        ("torchtitan", "low_precision_optimizer_states", "optimizer states below fp32 beside "
+         "fp32 master weights (training.optimizer_state_dtype; only training.dtype "
+         "\"bfloat16\" keeps them in bf16, with no master copy)",
+         lambda c: np.full(c["n"], c["low_states"] and not c["no_master"])),
+        ("megatron", "no_master_weights", "no fp32 master weights (training.master_weights)",
+         lambda c: np.full(c["n"], c["no_master"])),
+        ("torchtitan", "no_master_weights", "no master weights with fp32 gradients or optimizer "
+         "states (training.master_weights; its training.dtype \"bfloat16\" keeps both in bf16: "
+         "grad_dtype and optimizer_state_dtype bf16)",
+         lambda c: np.full(c["n"], c["no_master"] and not c["pure_bf16"])),
+        ("deepspeed", "no_master_weights", "no master weights (training.master_weights; "
+         "bf16_master_weights_and_grads keeps a bf16 copy)",
+         lambda c: np.full(c["n"], c["no_master"])),
         ("deepspeed", "low_precision_optimizer_states", "optimizer states below fp32 beside "
          "fp32 master weights (training.optimizer_state_dtype)",
          lambda c: np.full(c["n"], c["low_states"])),
@@ -592,7 +615,11 @@ def _rules():
          lambda c: c["zero_ar"] & ((z(c) == 1) | (z(c) == 2))),
         *[(fw, "grad_reduce_dtype", "a gradient reduction in another dtype than the "
            "gradients accumulate in (training.grad_reduce_dtype)",
-           lambda c: np.full(c["n"], c["grad_cast"])) for fw in FRAMEWORKS],
+           lambda c: np.full(c["n"], c["grad_cast"])) for fw in ("megatron", "deepspeed")],
+        ("torchtitan", "grad_reduce_dtype", "a gradient reduction in another dtype than the "
+         "gradients accumulate in (training.grad_reduce_dtype; only its training.dtype "
+         "\"bfloat16\" reduces bf16 gradients in fp32)",
+         lambda c: np.full(c["n"], c["grad_cast"] and not c["pure_bf16"])),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -663,7 +690,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "mtp": bool(mtp),
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
-            "bf16_grads": training.grad_dtype == "bf16",
+            "bf16_reduce": (training.grad_reduce_dtype or training.grad_dtype) == "bf16",
             "bf16": np.full(len(plans), training.precision == "bf16"),
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
             "async_ar": np.full(len(plans), training.async_tensor_model_parallel_allreduce),
@@ -687,7 +714,14 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "unfused_norm": not training.norm_fusion,
             "zero_ar": np.full(len(plans), training.zero_grad_allreduce),
             "gathered_loss": not training.vocab_parallel_loss,
-            "grad_cast": training.grad_reduce_bytes != training.grad_bytes}
+            "grad_cast": training.grad_reduce_bytes != training.grad_bytes,
+            "no_master": training.no_master_copy,
+            # torchtitan's training.dtype "bfloat16": bf16 weights, gradients and states, the
+            # gradients reduced in fp32 (mixed_precision_reduce, float32 only).
+            "pure_bf16": (training.no_master_copy and training.precision == "bf16"
+                          and training.grad_dtype == "bf16"
+                          and training.optimizer_state_dtype == "bf16"
+                          and training.grad_reduce_dtype == "fp32")}
 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False,

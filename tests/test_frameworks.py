@@ -22,6 +22,10 @@ FSDP2 = {"zero3_per_parameter": True}
 # torchtitan's tensor parallelism (DTensor, always sequence parallel) keeps the gathered input
 # and reduce-scatters its gradient before going on.
 DTENSOR_TP = {**FSDP2, "async_tensor_model_parallel_allreduce": False}
+# torchtitan's training.dtype "bfloat16": bf16 weights updated in place, bf16 gradients reduced
+# in fp32, bf16 optimizer states.
+PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduce_dtype": "fp32",
+             "optimizer_state_dtype": "bf16"}
 
 
 @pytest.mark.parametrize("plan_fields,training,frameworks", [
@@ -96,6 +100,15 @@ DTENSOR_TP = {**FSDP2, "async_tensor_model_parallel_allreduce": False}
     (dict(dp=16, zero_stage=0, recompute="full"),
      {"recompute_head": True, "microbatch_grad_copy": True}, ["deepspeed"]),
     (dict(dp=16, zero_stage=0), {"recompute_head": True}, ["megatron", "torchtitan"]),
+    # No fp32 master weights: torchtitan's training.dtype "bfloat16", which keeps gradients
+    # and Adam's moments in bf16 too and reduces the gradients in fp32 (FSDP2 casting back);
+    # Megatron keeps an fp32 (or fp16) copy, DeepSpeed a bf16 one. Any other pure-bf16 mix
+    # runs nowhere, and bf16 moments beside a master copy stay Megatron's.
+    (dict(dp=16, zero_stage=3), {**PURE_BF16}, ["torchtitan"]),
+    (dict(dp=16, zero_stage=3), {**PURE_BF16, "grad_reduce_dtype": None}, []),
+    (dict(dp=16, zero_stage=3), {**PURE_BF16, "optimizer_state_dtype": "fp32"}, []),
+    (dict(dp=16, zero_stage=3), {**PURE_BF16, "master_weights": True}, []),
+    (dict(dp=16, zero_stage=1), {"master_weights": False}, []),
 ])
 def test_frameworks_of_a_plan(plan_fields, training, frameworks):
     est = estimate(M8, C16, TR.model_copy(update=training),

@@ -284,6 +284,32 @@ def test_torchtitan_runs_the_plan_compiled():
                      ParallelPlan(dp=8, zero_stage=3, recompute="full"))
     cfg = tomllib.loads(full.launch.torchtitan_toml)
     assert cfg["activation_checkpoint"] == {"mode": "full", "early_stop": True}
+    assert "dtype" not in cfg["training"]
+
+
+def test_a_pure_bf16_plan_runs_torchtitan_in_bf16():
+    """No master weights (training.master_weights false, bf16 gradients and states, fp32
+    reduction) is torchtitan v0.2.2's training.dtype = "bfloat16" (torchtitan/config/
+    job_config.py: "all parameters, gradients, and optimizer states in bfloat16, without an
+    extra copy of fp32 weights"); the artifact sets it, and Megatron and DeepSpeed refuse it."""
+    import tomllib
+    est = estimated(ModelSpec.from_preset("llama3-8b"),
+                    ClusterSpec.from_preset("dgx-h100", num_nodes=1),
+                    TrainingSpec(global_batch_size=8, seq_length=4096, zero3_per_parameter=True,
+                                 master_weights=False, grad_dtype="bf16",
+                                 grad_reduce_dtype="fp32", optimizer_state_dtype="bf16"),
+                    ParallelPlan(dp=8, zero_stage=3))
+    assert est.frameworks == ["torchtitan"]
+    # ZeRO-3 over 8: 2 bytes of weights, 2 of gradients and 4 of bf16 moments a parameter, each
+    # an eighth a GPU (no 4-byte master copy).
+    shard = ModelSpec.from_preset("llama3-8b").num_params / 8 / 2**30
+    assert (est.memory.weights_gib, est.memory.gradients_gib, est.memory.optimizer_gib) == (
+        pytest.approx(2 * shard), pytest.approx(2 * shard), pytest.approx(4 * shard))
+    cfg = tomllib.loads(est.launch.torchtitan_toml)
+    assert cfg["training"]["dtype"] == "bfloat16"
+    assert cfg["training"]["mixed_precision_param"] == "bfloat16"
+    assert any("master" in r for r in est.launch.not_runnable["megatron"])
+    assert any("master" in r for r in est.launch.not_runnable["deepspeed"])
 
 
 def test_a_plan_no_framework_runs_refuses_every_artifact():

@@ -119,6 +119,17 @@ def test_training_optimizer_state_bytes():
     with pytest.raises(ValidationError, match="needs Adam"):
         TrainingSpec(global_batch_size=8, seq_length=8, optimizer="sgd",
                      optimizer_state_dtype="bf16")
+    # Pure bf16 (torchtitan's training.dtype "bfloat16", torch.optim on bf16 weights): no
+    # master copy, bf16 moments: 2 + 2 bytes of state; with fp32 moments 8; weights 2 and
+    # gradients 2 bytes as before, so 8 bytes a parameter in all against mixed precision's 18.
+    pure = TrainingSpec(global_batch_size=8, seq_length=8, master_weights=False,
+                        grad_dtype="bf16", optimizer_state_dtype="bf16")
+    assert (pure.param_bytes, pure.grad_bytes, pure.optimizer_state_bytes) == (2, 2, 4)
+    assert pure.no_master_copy and not low.no_master_copy
+    assert pure.model_copy(update={"optimizer_state_dtype": "fp32"}).optimizer_state_bytes == 8
+    # fp32 training keeps no copy whatever the field says.
+    fp32 = TrainingSpec(global_batch_size=8, seq_length=8, precision="fp32", master_weights=False)
+    assert fp32.optimizer_state_bytes == 8 and not fp32.no_master_copy
 
 
 def test_optimizer_step_bytes_worked_by_hand():
@@ -131,6 +142,10 @@ def test_optimizer_step_bytes_worked_by_hand():
     # fp32 training: no master copy; the weight itself is read and written.
     assert TrainingSpec(global_batch_size=8, seq_length=8,
                         precision="fp32").optimizer_step_bytes == 4 + 16 + 8
+    # Pure bf16: reads the bf16 gradient, the two bf16 moments and the weight, writes the
+    # moments and the weight: 2 + 2 (2 + 2) + 2 (2).
+    assert t.model_copy(update={"master_weights": False, "grad_dtype": "bf16",
+                                "optimizer_state_dtype": "bf16"}).optimizer_step_bytes == 2 + 8 + 4
 
 
 LLAMA70 = ModelSpec.from_preset("llama3-70b")

@@ -97,6 +97,9 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
             "global_batch_size": t.global_batch_size,
             "seq_len": t.seq_length,
             "mixed_precision_param": TORCH_DTYPE[t.precision],
+            # No master weights: parameters, gradients and optimizer states all in bf16
+            # (v0.2.2's training.dtype; the frameworks refuse any other such plan here).
+            **({"dtype": "bfloat16"} if t.no_master_copy else {}),
         },
         "parallelism": parallelism,
         "activation_checkpoint": {"mode": p.recompute},

@@ -59,6 +59,16 @@ class TrainingSpec(BaseModel):
         "--use-precision-aware-optimizer --exp-avg-dtype / --exp-avg-sq-dtype, Transformer "
         "Engine's FusedAdam; the update itself runs in fp32): bf16 halves them, 8 instead of "
         "12 bytes of optimizer state per parameter with fp32 master weights.")
+    master_weights: bool = Field(
+        True, description="Mixed precision keeps an fp32 master copy of the weights, which the "
+        "optimizer updates (Megatron-LM, DeepSpeed, FSDP over fp32 parameters: 4 bytes a "
+        "parameter, ZeRO-sharded with the optimizer states). False: the optimizer updates the "
+        "16-bit weights themselves, with no fp32 copy: torchtitan's training.dtype = "
+        "\"bfloat16\" (\"all parameters, gradients, and optimizer states in bfloat16, without "
+        "an extra copy of fp32 weights\"), or torch.optim on a model built in bf16 (NeMo "
+        "AutoModel's MoE recipes); set grad_dtype and optimizer_state_dtype to bf16 with it, "
+        "and grad_reduce_dtype fp32 where FSDP2 reduces in fp32 and casts back. No effect with "
+        "fp32 or tf32 precision, which keeps no copy.")
     flash_attention: bool = Field(
         True, description="Fused attention (FlashAttention): no s x s score matrix is stored or "
         "streamed through HBM. False models the 2021-era fused-softmax kernels."
@@ -295,6 +305,7 @@ class TrainingSpec(BaseModel):
         Mixed precision Adam: fp32 master weights + momentum + variance = 12 (K=12);
         mixed precision SGD with momentum: master + momentum = 8; fp32 training has no master
         copy: Adam 8, SGD 4. Moments stored in ``optimizer_state_dtype`` (bf16: Adam 4 + 4).
+        Without ``master_weights`` no copy either: pure bf16 Adam with bf16 moments 4.
         """
         return self._states * DTYPE_BYTES[self.optimizer_state_dtype] + 4 * self._master
 
@@ -304,7 +315,12 @@ class TrainingSpec(BaseModel):
 
     @property
     def _master(self) -> int:
-        return 0 if self.precision in ("fp32", "tf32") else 1
+        return 0 if self.precision in ("fp32", "tf32") or not self.master_weights else 1
+
+    @property
+    def no_master_copy(self) -> bool:
+        """16-bit weights updated in place (``master_weights`` false)."""
+        return not self._master and self.precision not in ("fp32", "tf32")
 
     @property
     def optimizer_step_bytes(self) -> int:
