@@ -794,6 +794,20 @@ def _as_of(run: dict, k: int) -> dict:
     return {**run, "training": training}
 
 
+# NeMo AutoModel's two MoE runs train in pure bf16 (``training.master_weights`` false, bf16
+# gradients and moments, fp32 reduction): encoded so once the planner could express it.
+PURE_BF16_RUNS = ("automodel-deepseek-v3-h100-256-bf16", "automodel-qwen3-30b-a3b-h100-8-bf16")
+
+
+def _with_master_copy(run: dict) -> dict:
+    """The run as the corpus costed it before ``training.master_weights`` existed: NeMo
+    AutoModel's MoE runs with an fp32 master copy, fp32 moments and fp32 gradients."""
+    if run["id"] not in PURE_BF16_RUNS:
+        return run
+    dropped = ("master_weights", "grad_dtype", "grad_reduce_dtype", "optimizer_state_dtype")
+    return {**run, "training": {k: v for k, v in run["training"].items() if k not in dropped}}
+
+
 def _grouped_experts(run: dict) -> dict:
     """The run as it was costed before ``TrainingSpec.moe_expert_gemm`` existed (every run's
     local experts one grouped kernel): the figures the README quoted before that change."""
@@ -841,10 +855,11 @@ def test_the_headline_figures_are_the_readmes():
     median 8.5%, max 158.6%, signed +6.7%, 9.8% with each source counted once; dense 682 at
     8.4%, max 71.0%, 6.8% each source once; MoE 34 at 15.7%; fit 39 at 2.4%; 51 of the 83
     held-out sweeps at tau 0.8 or more), the same table without Hagemann et al.'s layout
-    sweeps (315 runs at 7.8%); before DGX Cloud Benchmarking's runs joined (the latest
-    change: 656 runs, median 8.5%, signed +7.8%, 9.9% each source once; dense 628, 6.5% each
+    sweeps (315 runs at 7.8%), which NeMo AutoModel's MoE runs costed in pure bf16 (the
+    latest change) leave as they were; before DGX Cloud Benchmarking's runs joined (the change
+    before: 656 runs, median 8.5%, signed +7.8%, 9.9% each source once; dense 628, 6.5% each
     source once; 41 of 71 sweeps; without the layout sweeps 255 runs at 6.9%); before NeMo
-    AutoModel's runs joined (the change before: 653
+    AutoModel's runs joined (an earlier change: 653
     runs, median 8.5%, signed +7.9%, 9.8% each source once; dense 627, 6.3% each source once;
     MoE 26 at 18.0%; without the layout sweeps 252 runs at 6.9%); before Megatron-LM's 2020
     table joined (an earlier change:
@@ -876,10 +891,17 @@ def test_the_headline_figures_are_the_readmes():
     ids = {"dgxc": {r["id"] for r in BEFORE_DGXC}, "before": {r["id"] for r in BEFORE_AUTOMODEL},
            "runs": {r["id"] for r in RUNS}}
 
+    # Before AutoModel's MoE runs were costed in pure bf16 (the latest change), as they were.
+    then = {x["id"]: x for x in published_accuracy.evaluate_runs(
+        [_with_master_copy(r) for r in AUTOMODEL if r["id"] in PURE_BF16_RUNS])}
+    assert len(then) == 2
+    every_then = [then.get(x["id"], x) for x in every]
+
     def state(name: str | None, figures: tuple, dense_once: float, no_layouts: dict) -> None:
         """One state of the corpus (None: today's): its headline and each-source-once
         median, its dense runs' each-source-once median, its headline without the layouts."""
-        rows = [x for x in every if name is None or x["id"] in ids[name]]
+        rows = [x for x in (every if name is None else every_then)
+                if name is None or x["id"] in ids[name]]
         assert _figures(rows) == figures, name
         assert _dense_source_median(rows) == dense_once, name
         assert _headline([], [x for x in rows if x["id"] not in LAYOUTS]) == no_layouts, name
@@ -895,13 +917,15 @@ def test_the_headline_figures_are_the_readmes():
                 if t["split"] == "held_out"]
         return sum(t >= 0.8 for t in held), len(held)
     assert taus(every) == (51, 83)
-    # Before DGX Cloud Benchmarking's runs joined (the latest change), the figures as they were.
+    # The pure-bf16 costing moves none of today's figures.
+    assert _figures(every_then) == _figures(every)
+    # Before DGX Cloud Benchmarking's runs joined (the change before), the figures as they were.
     state("dgxc", ({"held out": (656, 8.5, 158.6, 7.8), "dense": (628, 8.3, 71.0, 7.7),
                     "moe": (28, 17.8, 158.6, 17.1), "fit": (39, 2.4, 11.5, -1.1)}, 9.9), 6.5,
           {"held out": (255, 6.9, 158.6, 4.4), "dense": (227, 6.3, 64.6, 4.1),
            "moe": (28, 17.8, 158.6, 17.1), "fit": (39, 2.4, 11.5, -1.1)})
-    assert taus([x for x in every if x["id"] in ids["dgxc"]]) == (41, 71)
-    # Before NeMo AutoModel's runs joined (the change before), the figures as they were.
+    assert taus([x for x in every_then if x["id"] in ids["dgxc"]]) == (41, 71)
+    # Before NeMo AutoModel's runs joined (an earlier change), the figures as they were.
     state("before", ({"held out": (653, 8.5, 158.6, 7.9), "dense": (627, 8.3, 71.0, 7.7),
                       "moe": (26, 18.0, 158.6, 18.0), "fit": (39, 2.4, 11.5, -1.1)}, 9.8), 6.3,
           {"held out": (252, 6.9, 158.6, 4.5), "dense": (226, 6.3, 64.6, 4.2),
@@ -1121,13 +1145,14 @@ def test_megatron_2020_table_is_held_out_and_replayed_as_the_readme_says():
 
 
 def test_nemo_automodel_rows_are_held_out_and_replayed_as_the_readme_says():
-    """README, 'NeMo AutoModel's performance page' (the latest change): three held-out H100
-    rows whose step times give back the tokens per GPU the page prints; the model predicts the
-    two fine-grained MoE runs 17.5% and 18.1% too slow (DeepSeek-V3 on 256 GPUs, its DeepEP
-    exchanges 3.23 s of the 9.92 s predicted; Qwen3-30B-A3B on 8) and the dense Llama 3 70B
-    with CP 2 7.9% too slow; the MoE runs land over 80 GB in the model, which gives their bf16
-    parameters an fp32 master copy they do not have; costed as ZeRO-3, DeepSeek-V3's pipelined
-    FSDP would be 1.5% slower."""
+    """README, 'NeMo AutoModel's performance page' (an earlier change): three held-out H100
+    rows whose step times give back the tokens per GPU the page prints; as they joined the
+    model predicted the two fine-grained MoE runs 17.5% and 18.1% too slow (DeepSeek-V3 on 256
+    GPUs, its DeepEP exchanges 3.23 s of the 9.92 s predicted; Qwen3-30B-A3B on 8) and the
+    dense Llama 3 70B with CP 2 7.9% too slow, and put the MoE runs over 80 GB, with an fp32
+    master copy they do not have; costed as ZeRO-3, DeepSeek-V3's pipelined FSDP would be 1.5%
+    slower. README, 'Pure bf16' (the latest change): costed without the copy they land at 46.7
+    and 46.3 GiB, 17.4% and 17.9% too slow."""
     assert len(AUTOMODEL) == 3 and all(r["split"] == "held_out" for r in AUTOMODEL)
     for run in AUTOMODEL:
         # The quoted row: #GPUs, GBS, ..., time per global step (15th), tokens/s/GPU (17th).
@@ -1138,14 +1163,27 @@ def test_nemo_automodel_rows_are_held_out_and_replayed_as_the_readme_says():
         assert step == run["measured"]["step_time_s"], run["id"]
         tokens = t["global_batch_size"] * t["seq_length"] / step / int(cells[1])
         assert tokens == pytest.approx(float(cells[16]), rel=1e-3), run["id"]
-    rows = {x["id"]: x for x in published_accuracy.evaluate_runs(AUTOMODEL)}
-    assert {i: round(x["error_pct"], 1) for i, x in rows.items()} == {
+    # As they joined, costed with an fp32 master copy, fp32 moments and fp32 gradients: over
+    # 80 GB; in pure bf16 (training.master_weights false, the latest change) within it.
+    joined = {x["id"]: x for x in published_accuracy.evaluate_runs(
+        [_with_master_copy(r) for r in AUTOMODEL])}
+    assert {i: round(x["error_pct"], 1) for i, x in joined.items()} == {
         "automodel-deepseek-v3-h100-256-bf16": -17.5,
         "automodel-qwen3-30b-a3b-h100-8-bf16": -18.1,
         "automodel-llama3-70b-h100-64-bf16": -7.9}
-    assert [i for i, x in rows.items() if not x["fits_in_memory"]] == [
-        "automodel-deepseek-v3-h100-256-bf16", "automodel-qwen3-30b-a3b-h100-8-bf16"]
-    dsv3 = next(r for r in AUTOMODEL if r["id"] == "automodel-deepseek-v3-h100-256-bf16")
+    assert {i: round(x["memory_gib"], 1) for i, x in joined.items()
+            if not x["fits_in_memory"]} == {"automodel-deepseek-v3-h100-256-bf16": 81.4,
+                                            "automodel-qwen3-30b-a3b-h100-8-bf16": 82.0}
+    rows = {x["id"]: x for x in published_accuracy.evaluate_runs(AUTOMODEL)}
+    assert {i: (round(x["error_pct"], 1), round(x["memory_gib"], 1), x["fits_in_memory"])
+            for i, x in rows.items()} == {
+        "automodel-deepseek-v3-h100-256-bf16": (-17.4, 46.7, True),
+        "automodel-qwen3-30b-a3b-h100-8-bf16": (-17.9, 46.3, True),
+        "automodel-llama3-70b-h100-64-bf16": (-7.9, 31.5, True)}
+    assert all(r["training"].get("master_weights") is False for r in AUTOMODEL
+               if r["id"] in PURE_BF16_RUNS)
+    dsv3 = _with_master_copy(next(r for r in AUTOMODEL
+                                  if r["id"] == "automodel-deepseek-v3-h100-256-bf16"))
     est, _ = published_accuracy.predict_run(dsv3)
     assert (round(est.step_time_s, 2), round(est.breakdown["ep_comm"], 2)) == (9.92, 3.23)
     assert est.layers_per_stage == [16, 15, 15, 15] and est.vpp == 8
@@ -1157,7 +1195,7 @@ def test_nemo_automodel_rows_are_held_out_and_replayed_as_the_readme_says():
     # 5.2 s of it recompute and 4.06 s all-to-alls nothing overlaps).
     by_id = {r["id"]: r for r in ALL_RUNS}
     pair = [by_id["mbridge-guide-qwen3-30b-a3b-h100-16-bf16"],
-            by_id["automodel-qwen3-30b-a3b-h100-8-bf16"]]
+            _with_master_copy(by_id["automodel-qwen3-30b-a3b-h100-8-bf16"])]
     tokens = {r["training"]["global_batch_size"] * r["training"]["seq_length"]
               / (8 * r["cluster"]["num_nodes"]) for r in pair}
     megatron, automodel = (published_accuracy.predict_run(r)[0] for r in pair)
@@ -1313,14 +1351,13 @@ def test_the_h100_winners_sit_below_dgx_clouds_runs_as_the_readme_says():
 
 
 def test_the_runs_the_model_puts_over_memory_are_the_readmes():
-    """README, 'Memory is conservative where it errs': 13 of the 755 runs ran where the model
-    puts them over their GPUs' memory, each named there with its footprint."""
+    """README, 'Memory is conservative where it errs': 11 of the 755 runs ran where the model
+    puts them over their GPUs' memory, each named there with its footprint (13 before NeMo
+    AutoModel's MoE runs were costed in pure bf16)."""
     rows = published_accuracy.evaluate_runs(ALL_RUNS)
     over = {r["id"]: round(r["memory_gib"], 1) for r in rows if not r["fits_in_memory"]}
     assert len(rows) == 755 and over == {
         "hagemann-65b-2k-64g-fa2rms-noac-m4t8p4-nosp-132985": 82.2,
-        "automodel-deepseek-v3-h100-256-bf16": 81.4,
-        "automodel-qwen3-30b-a3b-h100-8-bf16": 82.0,
         "llama3-405b-8192-seq8192": 96.9, "llama3-405b-16384-seq8192": 89.5,
         "mbridge-2511-gpt-oss-120b-h100-64-bf16-gbs512": 113.1,
         "mbridge-2511-qwen3-30b-a3b-h100-16-fp8-pp2vp24": 80.0,
