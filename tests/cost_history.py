@@ -16,6 +16,20 @@ from planner.cost.pipeline import exchanges
 from planner.cost.tables import cost_tables
 from planner.specs import gpu
 
+# NeMo AutoModel's two MoE runs train in pure bf16 (``training.master_weights`` false, bf16
+# gradients and moments, fp32 reduction): encoded so once the planner could express it.
+PURE_BF16_RUNS = ("automodel-deepseek-v3-h100-256-bf16", "automodel-qwen3-30b-a3b-h100-8-bf16")
+
+
+def with_master_copy(run: dict) -> dict:
+    """The run as the corpus costed it before ``training.master_weights`` existed: NeMo
+    AutoModel's MoE runs with an fp32 master copy, fp32 moments and fp32 gradients (an
+    encoding of the corpus then, not a formula of the model)."""
+    if run["id"] not in PURE_BF16_RUNS:
+        return run
+    dropped = ("master_weights", "grad_dtype", "grad_reduce_dtype", "optimizer_state_dtype")
+    return {**run, "training": {k: v for k, v in run["training"].items() if k not in dropped}}
+
 
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the

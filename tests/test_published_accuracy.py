@@ -16,11 +16,13 @@ import published_accuracy  # noqa: E402
 
 from planner.specs.gpu import GPUSpec  # noqa: E402
 from tests.cost_history import (  # noqa: E402
+    PURE_BF16_RUNS,
     a100_rate_before_blocking_sends,
     attention_without_grid,
     loss_in_logits_dtype,
     overlapped_sends,
     sends_overlapped,
+    with_master_copy,
 )
 
 ALL_RUNS = published_accuracy.load_runs()
@@ -794,20 +796,6 @@ def _as_of(run: dict, k: int) -> dict:
     return {**run, "training": training}
 
 
-# NeMo AutoModel's two MoE runs train in pure bf16 (``training.master_weights`` false, bf16
-# gradients and moments, fp32 reduction): encoded so once the planner could express it.
-PURE_BF16_RUNS = ("automodel-deepseek-v3-h100-256-bf16", "automodel-qwen3-30b-a3b-h100-8-bf16")
-
-
-def _with_master_copy(run: dict) -> dict:
-    """The run as the corpus costed it before ``training.master_weights`` existed: NeMo
-    AutoModel's MoE runs with an fp32 master copy, fp32 moments and fp32 gradients."""
-    if run["id"] not in PURE_BF16_RUNS:
-        return run
-    dropped = ("master_weights", "grad_dtype", "grad_reduce_dtype", "optimizer_state_dtype")
-    return {**run, "training": {k: v for k, v in run["training"].items() if k not in dropped}}
-
-
 def _grouped_experts(run: dict) -> dict:
     """The run as it was costed before ``TrainingSpec.moe_expert_gemm`` existed (every run's
     local experts one grouped kernel): the figures the README quoted before that change."""
@@ -893,7 +881,7 @@ def test_the_headline_figures_are_the_readmes():
 
     # Before AutoModel's MoE runs were costed in pure bf16 (the latest change), as they were.
     then = {x["id"]: x for x in published_accuracy.evaluate_runs(
-        [_with_master_copy(r) for r in AUTOMODEL if r["id"] in PURE_BF16_RUNS])}
+        [with_master_copy(r) for r in AUTOMODEL if r["id"] in PURE_BF16_RUNS])}
     assert len(then) == 2
     every_then = [then.get(x["id"], x) for x in every]
 
@@ -1166,7 +1154,7 @@ def test_nemo_automodel_rows_are_held_out_and_replayed_as_the_readme_says():
     # As they joined, costed with an fp32 master copy, fp32 moments and fp32 gradients: over
     # 80 GB; in pure bf16 (training.master_weights false, the latest change) within it.
     joined = {x["id"]: x for x in published_accuracy.evaluate_runs(
-        [_with_master_copy(r) for r in AUTOMODEL])}
+        [with_master_copy(r) for r in AUTOMODEL])}
     assert {i: round(x["error_pct"], 1) for i, x in joined.items()} == {
         "automodel-deepseek-v3-h100-256-bf16": -17.5,
         "automodel-qwen3-30b-a3b-h100-8-bf16": -18.1,
@@ -1182,7 +1170,7 @@ def test_nemo_automodel_rows_are_held_out_and_replayed_as_the_readme_says():
         "automodel-llama3-70b-h100-64-bf16": (-7.9, 31.5, True)}
     assert all(r["training"].get("master_weights") is False for r in AUTOMODEL
                if r["id"] in PURE_BF16_RUNS)
-    dsv3 = _with_master_copy(next(r for r in AUTOMODEL
+    dsv3 = with_master_copy(next(r for r in AUTOMODEL
                                   if r["id"] == "automodel-deepseek-v3-h100-256-bf16"))
     est, _ = published_accuracy.predict_run(dsv3)
     assert (round(est.step_time_s, 2), round(est.breakdown["ep_comm"], 2)) == (9.92, 3.23)
@@ -1195,7 +1183,7 @@ def test_nemo_automodel_rows_are_held_out_and_replayed_as_the_readme_says():
     # 5.2 s of it recompute and 4.06 s all-to-alls nothing overlaps).
     by_id = {r["id"]: r for r in ALL_RUNS}
     pair = [by_id["mbridge-guide-qwen3-30b-a3b-h100-16-bf16"],
-            _with_master_copy(by_id["automodel-qwen3-30b-a3b-h100-8-bf16"])]
+            with_master_copy(by_id["automodel-qwen3-30b-a3b-h100-8-bf16"])]
     tokens = {r["training"]["global_batch_size"] * r["training"]["seq_length"]
               / (8 * r["cluster"]["num_nodes"]) for r in pair}
     megatron, automodel = (published_accuracy.predict_run(r)[0] for r in pair)
