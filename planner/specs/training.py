@@ -315,12 +315,12 @@ class TrainingSpec(BaseModel):
 
     @property
     def _master(self) -> int:
-        return 0 if self.precision in ("fp32", "tf32") or not self.master_weights else 1
+        return int(self.master_weights and self.precision not in ("fp32", "tf32"))
 
     @property
     def no_master_copy(self) -> bool:
         """16-bit weights updated in place (``master_weights`` false)."""
-        return not self._master and self.precision not in ("fp32", "tf32")
+        return not self.master_weights and self.precision not in ("fp32", "tf32")
 
     @property
     def optimizer_step_bytes(self) -> int:
