@@ -545,10 +545,11 @@ def _rules():
          lambda c: np.full(c["n"], c["low_states"] and not c["no_master"])),
         ("megatron", "no_master_weights", "no fp32 master weights (training.master_weights)",
          lambda c: np.full(c["n"], c["no_master"])),
-        ("torchtitan", "no_master_weights", "no master weights with fp32 gradients or optimizer "
-         "states (training.master_weights; its training.dtype \"bfloat16\" keeps both in bf16: "
-         "grad_dtype and optimizer_state_dtype bf16)",
-         lambda c: np.full(c["n"], c["no_master"] and not c["pure_bf16"])),
+        ("torchtitan", "no_master_weights", "no master weights but as its training.dtype "
+         "\"bfloat16\" runs them under FSDP (training.master_weights: bf16 gradients reduced "
+         "in fp32 by fully_shard's mixed_precision_reduce, bf16 optimizer states, ZeRO-2/3; "
+         "without sharding its DDP would reduce them in bf16)",
+         lambda c: c["no_master"] & ~(c["pure_bf16"] & (z(c) >= 2))),
         ("deepspeed", "no_master_weights", "no master weights (training.master_weights; "
          "bf16_master_weights_and_grads keeps a bf16 copy)",
          lambda c: np.full(c["n"], c["no_master"])),
@@ -619,7 +620,7 @@ def _rules():
         ("torchtitan", "grad_reduce_dtype", "a gradient reduction in another dtype than the "
          "gradients accumulate in (training.grad_reduce_dtype; only its training.dtype "
          "\"bfloat16\" reduces bf16 gradients in fp32)",
-         lambda c: np.full(c["n"], c["grad_cast"] and not c["pure_bf16"])),
+         lambda c: c["grad_cast"] & ~(c["pure_bf16"] & (z(c) >= 2))),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",

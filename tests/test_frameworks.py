@@ -105,6 +105,8 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
     # Megatron keeps an fp32 (or fp16) copy, DeepSpeed a bf16 one. Any other pure-bf16 mix
     # runs nowhere, and bf16 moments beside a master copy stay Megatron's.
     (dict(dp=16, zero_stage=3), {**PURE_BF16}, ["torchtitan"]),
+    # ... under FSDP only: without sharding its DDP would reduce the bf16 gradients in bf16.
+    (dict(dp=16, zero_stage=0), {**PURE_BF16}, []),
     (dict(dp=16, zero_stage=3), {**PURE_BF16, "grad_reduce_dtype": None}, []),
     (dict(dp=16, zero_stage=3), {**PURE_BF16, "optimizer_state_dtype": "fp32"}, []),
     (dict(dp=16, zero_stage=3), {**PURE_BF16, "master_weights": True}, []),
