@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 
 from planner.cost import batch, kernels, layers
@@ -53,6 +54,13 @@ def _full_grid(seq: float, batch_heads: float, sm_count: int | None) -> float:
     """Fused attention at its benchmark rate whatever its grid, as costed until December
     2026."""
     return 1.0
+
+
+def _windows_of_one_micro_batch(n, m, pp, v, group):
+    """Every once-per-step reduction and gather as n buckets within one micro-batch's backward
+    and forward, interleaved or not, as costed until December 2026."""
+    one = np.ones_like(np.asarray(m))
+    return np.maximum(n, 1), one, one
 
 
 @contextmanager
@@ -113,4 +121,13 @@ def overlapped_sends() -> Iterator[None]:
     send/recv overlapped (``sends_overlapped``), and the A100's rate the fit chose then
     (``a100_rate_before_blocking_sends``)."""
     with a100_rate_before_blocking_sends(), sends_overlapped():
+        yield
+
+
+@contextmanager
+def one_micro_batch_windows() -> Iterator[None]:
+    """The step model before an interleaved stage's reduction and gather were released chunk
+    by chunk over its micro-batch groups (``batch.chunk_windows``): the n buckets within the
+    last micro-batch's backward and the first one's forward, whatever the schedule."""
+    with _patched(batch, "chunk_windows", _windows_of_one_micro_batch):
         yield

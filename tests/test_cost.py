@@ -185,6 +185,45 @@ def test_bucket_tail_closed_form_equals_the_recurrence():
         assert float(bucket_tail(tau, n, B, 0.0)) == pytest.approx(e - B)
 
 
+def test_interleaved_reduction_and_gather_windows_equal_the_event_replay():
+    """An interleaved stage releases chunk c's gradients after the last backward of c and
+    needs its weights at the first forward of c: the step's reduction (gather) queued as v
+    parts on one stream from those times ends exactly where the closed form says, on every
+    pipeline shape, micro-batch count and group (``batch.chunk_windows``), against the
+    event-level schedule of ``pipeline.simulate`` (uniform chunks, forward 1, backward 2)."""
+    from planner.cost.batch import bucket_tail, chunk_windows
+    from planner.cost.pipeline import simulate
+
+    f, b = 1.0, 2.0
+    checked = 0
+    for p, v, m, g in [(2, 2, 2, None), (3, 2, 2, None), (4, 2, 12, 8), (4, 3, 10, 4),
+                       (2, 3, 5, 2), (4, 4, 8, None), (8, 12, 8, None), (8, 5, 24, None),
+                       (3, 2, 5, 4), (4, 3, 14, 6)]:
+        tl = simulate([[f] * v] * p, [[b] * v] * p, m, 0.0, g)
+        parts, wb, wf = chunk_windows(10, m, p, v, g or p)
+        assert int(parts) == v
+        for total in (5.0, 20.0, 60.0):
+            ends, late = [], 0.0
+            for ops in tl.ops:
+                released = {c: max(e for k, c2, _, _, e in ops if k == "B" and c2 == c)
+                            for c in range(v)}
+                needed = {c: min(s for k, c2, _, s, _ in ops if k == "F" and c2 == c)
+                          for c in range(v)}
+                e = 0.0
+                for r in sorted(released.values()):
+                    e = max(e, r) + total / v
+                ends.append(e)
+                late = max(late, max((j + 1) * total / v - needed[c]
+                                     for j, c in enumerate(sorted(needed))))
+            tail = max(ends) - tl.makespan
+            assert float(bucket_tail(total / v, v, int(wb) * v * b, 0.0)) == pytest.approx(tail)
+            assert float(bucket_tail(total / v, v, int(wf) * v * f, 0.0)) == pytest.approx(late)
+            checked += 1
+    assert checked == 30
+    # Without interleaving: one micro-batch's backward and forward.
+    assert [int(x) for x in chunk_windows(10, 16, 4, 1, 4)] == [10, 1, 1]
+
+
 def test_context_parallel_splits_activations():
     m = ModelSpec.from_preset("llama3-8b")
     c = ClusterSpec.from_preset("dgx-h100", num_nodes=1)

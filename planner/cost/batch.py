@@ -33,9 +33,20 @@ The gradient reduction (ZeRO 0/1, once per step) runs in buckets while the last 
 backward proceeds: bucket k of n is ready at k/n of that backward B and the buckets queue on
 one stream, so the step ends max(tau, n tau - (n - 1) B / n) after the backward (the
 max-plus recurrence e_k = max(e_(k-1), k B / n) + tau solved in closed form). The ZeRO-1/2
-weight all-gather overlaps the next forward the same way. Stages are grouped into at most four
-classes (first, last, and the middle stages by layer count), since stages of a class differ
-only in how many micro-batches they hold; each class is costed at its earliest stage.
+weight all-gather overlaps the next forward the same way. Interleaved over v model chunks, the
+schedule releases a chunk's gradients once the last micro-batch group's backward has left it,
+chunk v - 1 first (Megatron-Core's interleaved schedule launches each chunk's reduction there:
+``grad_sync_func`` at ``is_last_microbatch_for_model_chunk``; torch's pipelining stages reduce
+at their last backward alike), and needs a chunk's weights at the first group's first forward
+of it (``param_sync_func``): the reduction runs as v parts of n tau / v, the j-th ready at j / v
+of max(g_last, p) micro-batches' backward B, g_last the last group's micro-batches (m - g
+floor((m - 1) / g) with groups of g), and the gather likewise over max(min(m, g), p)
+forwards; max(g, p), since fewer micro-batches than stages leave a chunk's backwards (and
+forwards) on a stage one pipeline traversal apart. Both equal the replay of
+``pipeline.simulate``'s chunk release (need) times on every stage (tests/test_cost.py).
+Stages are grouped into at most four classes (first, last, and the middle stages by layer
+count), since stages of a class differ only in how many micro-batches they hold; each class is
+costed at its earliest stage.
 """
 
 from __future__ import annotations
@@ -232,6 +243,18 @@ def bucket_tail(tau, n, window, k: float):
     n = np.maximum(n, 1)
     tail = np.maximum(tau, n * tau - (n - 1) / n * window)
     return tail + k * np.minimum(n * tau - tail, window)
+
+
+def chunk_windows(n, m, pp, v, group):
+    """(parts, backward micro-batches, forward micro-batches) of a step's once-per-step
+    gradient reduction of n buckets and its weight gather (module docstring): without
+    interleaving the n buckets within one micro-batch's backward and forward; interleaved, v
+    parts (one per model chunk) over max(g_last, p) and max(min(m, g), p) micro-batches,
+    g_last = m - g floor((m - 1) / g). At least one part (no buckets: no data parallelism)."""
+    last = m - group * ((m - 1) // group)
+    inter = np.asarray(v) > 1
+    return (np.maximum(np.where(inter, v, n), 1), np.where(inter, np.maximum(last, pp), 1),
+            np.where(inter, np.maximum(np.minimum(m, group), pp), 1))
 
 
 def compose(plans: PlanArrays, tables: CostTables,
@@ -648,14 +671,20 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
         "offload": m * (offload_c[0] + offload_c[1])[rows, b],
     }
     once = (zero <= 1)
+    # Interleaved (v > 1): a model chunk's gradients are released once the last micro-batch
+    # group's backward has left it, chunk v - 1 first, and a chunk's weights are needed at the
+    # first group's first forward of it, so the step's reduction (and gather) runs as v
+    # parts, the j-th ready (needed) at j / v of a window of max(group, pp) micro-batches
+    # (module docstring).
+    parts, mbs_b, mbs_f = chunk_windows(n_b, m, pp, v, grp)
     if training.overlap_grad_reduce:
-        dp_exp = bucket_tail(t_grad, n_b, window_b, k)
+        dp_exp = bucket_tail(n_b * t_grad / parts, parts, mbs_b * window_b, k)
     else:
         dp_exp = n_b * t_grad
     dp_tail = np.where(once, dp_exp, 0.0)
     bd["dp_comm"] = bd["dp_comm"] + dp_tail
     if training.overlap_param_gather:
-        ag_exp = bucket_tail(t_gather, n_b, F_c[:, 0], k)
+        ag_exp = bucket_tail(n_b * t_gather / parts, parts, mbs_f * F_c[:, 0], k)
     else:
         ag_exp = n_b * t_gather
     gather_tail = np.where(t_gather > 0, ag_exp, 0.0)
