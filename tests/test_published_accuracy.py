@@ -868,41 +868,39 @@ def _dense_source_median(rows: list[dict]) -> float:
 
 
 def test_the_headline_figures_are_the_readmes():
-    """The accuracy table at the top of the README's accuracy section (held out: 724 runs,
-    median 8.5%, max 158.6%, signed +6.6%, 9.5% with each source counted once; dense 690 at
-    8.2%, max 71.0%, 6.2% each source once; MoE 34 at 15.3%; fit 39 at 2.4%; 52 of the 84
-    held-out sweeps at tau 0.8 or more) and the same table without Hagemann et al.'s layout
-    sweeps (323 runs at 7.6%), after MLPerf Training v3.1's runs joined and the interleaved
-    schedule's reduction windows were costed (the latest change); before it (the change
-    before: 716 runs, median 8.5%, max 158.6%, signed +6.7%, 9.8% each source once; dense 682
-    at 8.4%, max 71.0%, 6.8% each source once; MoE 34 at 15.7%; fit 39 at 2.4%; 51 of 83
-    sweeps; 315 runs at 7.8% without the layouts), which NeMo AutoModel's MoE runs costed in
-    pure bf16 (an earlier change) left as they were; before DGX Cloud Benchmarking's runs
-    joined (an earlier change: 656 runs, median 8.5%, signed +7.8%, 9.9% each source once;
-    dense 628, 6.5% each source once; 41 of 71 sweeps; without the layout sweeps 255 runs at
-    6.9%); before NeMo AutoModel's runs joined (an earlier change: 653 runs, median 8.5%,
-    signed +7.9%, 9.8% each source once; dense 627, 6.3% each source once; MoE 26 at 18.0%; without the layout sweeps 252 runs at 6.9%); before Megatron-LM's 2020
-    table joined (an earlier change:
-    held out 641 runs, median 8.7%, max 158.6%, signed +8.1%, 9.9% with each source counted
-    once; dense 615 at 8.4%, max 71.0%, 6.5% each source once; MoE 26 at 18.0%; fit 39 at
-    2.4%; without the layout sweeps 240 runs at 7.1%); before the interleaved
-    schedules' blocking sends were costed and the A100 rate refitted (an earlier change: held
-    out 8.0%, max 158.6%, signed +7.0%, 9.5% each source once; dense 7.6%, max 69.4%, 5.9%
-    each source once; MoE 18.0%; fit 2.3%; the same before the attention kernels' grid was
-    costed; without the layout sweeps 240 runs at 6.7%); before torchtitan's Grand
-    Teton H100s took the middle of their peak range (held out 8.3%, signed +7.3%, 9.6% each
-    source once; dense 7.9%, max 78.1%; 240 runs at 7.1%); before Hagemann's head rerun was
-    costed (held out 9.0%, signed +8.4%, 10.1% each source once; dense 8.8%); before the
-    gathered loss's fp32 upcast too (held out 10.3%, signed +9.5%, 11.6% each source once;
-    dense 10.0%); before the
-    experts' per-expert GEMM launches too (MoE 18.4%, max 173.4%, 11.7% each source once); as
-    before the eager RMSNorm,
-    what Hagemann's trainer ran and torchtitan's DTensor TP were costed (641 at 18.9%; 14.2%
-    with the norms alone, 13.1% with its TP all-reduce, 11.3% with its elementwise kernels,
-    10.9% with its ZeRO all-reduce; 240 at 7.5%; 8.1% as the FSDP paper's runs joined, before
-    their unfused softmax was costed), before the Zero Bubble and FSDP papers (207 runs at
-    9.5%) and before December 2026's held-out batch (120 runs at 8.8%): a change to the step
-    model or the corpus that moves them updates the README."""
+    """The accuracy table at the top of the README's accuracy section (held out: 724 runs, median 8.5%,
+    max 158.6%, signed +6.6%, 9.5% with each source counted once; dense 690 at 8.2%, max 71.0%,
+    6.2% each source once; MoE 34 at 15.3%; fit 39 at 2.4%; 52 of the 84 held-out sweeps at tau
+    0.8 or more) and the same table without Hagemann et al.'s layout sweeps (323 runs at 7.6%),
+    after MLPerf Training v3.1's runs joined and the interleaved schedule's reduction windows
+    were costed (the latest change); before it (the change before: 716 runs, median 8.5%, max
+    158.6%, signed +6.7%, 9.8% each source once; dense 682 at 8.4%, max 71.0%, 6.8% each source
+    once; MoE 34 at 15.7%; fit 39 at 2.4%; 51 of 83 sweeps; 315 runs at 7.8% without the
+    layouts), which NeMo AutoModel's MoE runs costed in pure bf16 (an earlier change) left as
+    they were; before DGX Cloud Benchmarking's runs joined (an earlier change: 656 runs, median
+    8.5%, signed +7.8%, 9.9% each source once; dense 628, 6.5% each source once; 41 of 71
+    sweeps; without the layout sweeps 255 runs at 6.9%); before NeMo AutoModel's runs joined (an
+    earlier change: 653 runs, median 8.5%, signed +7.9%, 9.8% each source once; dense 627, 6.3%
+    each source once; MoE 26 at 18.0%; without the layout sweeps 252 runs at 6.9%); before
+    Megatron-LM's 2020 table joined (an earlier change: held out 641 runs, median 8.7%, max
+    158.6%, signed +8.1%, 9.9% with each source counted once; dense 615 at 8.4%, max 71.0%, 6.5%
+    each source once; MoE 26 at 18.0%; fit 39 at 2.4%; without the layout sweeps 240 runs at
+    7.1%); before the interleaved schedules' blocking sends were costed and the A100 rate
+    refitted (an earlier change: held out 8.0%, max 158.6%, signed +7.0%, 9.5% each source once;
+    dense 7.6%, max 69.4%, 5.9% each source once; MoE 18.0%; fit 2.3%; the same before the
+    attention kernels' grid was costed; without the layout sweeps 240 runs at 6.7%); before
+    torchtitan's Grand Teton H100s took the middle of their peak range (held out 8.3%, signed
+    +7.3%, 9.6% each source once; dense 7.9%, max 78.1%; 240 runs at 7.1%); before Hagemann's
+    head rerun was costed (held out 9.0%, signed +8.4%, 10.1% each source once; dense 8.8%);
+    before the gathered loss's fp32 upcast too (held out 10.3%, signed +9.5%, 11.6% each source
+    once; dense 10.0%); before the experts' per-expert GEMM launches too (MoE 18.4%, max 173.4%,
+    11.7% each source once); as before the eager RMSNorm, what Hagemann's trainer ran and
+    torchtitan's DTensor TP were costed (641 at 18.9%; 14.2% with the norms alone, 13.1% with
+    its TP all-reduce, 11.3% with its elementwise kernels, 10.9% with its ZeRO all-reduce; 240
+    at 7.5%; 8.1% as the FSDP paper's runs joined, before their unfused softmax was costed),
+    before the Zero Bubble and FSDP papers (207 runs at 9.5%) and before December 2026's held-
+    out batch (120 runs at 8.8%): a change to the step model or the corpus that moves them
+    updates the README."""
     # 763 runs from 38 sources (35 of them held out, 4 fit, SC'21 in both).
     assert (len(ALL_RUNS), len({r["source"] for r in ALL_RUNS})) == (763, 38)
     every = published_accuracy.evaluate_runs(ALL_RUNS)
