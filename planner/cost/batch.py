@@ -36,17 +36,16 @@ max-plus recurrence e_k = max(e_(k-1), k B / n) + tau solved in closed form). Th
 weight all-gather overlaps the next forward the same way. Interleaved over v model chunks, the
 schedule releases a chunk's gradients once the last micro-batch group's backward has left it,
 chunk v - 1 first (Megatron-Core's interleaved schedule launches each chunk's reduction there:
-``grad_sync_func`` at ``is_last_microbatch_for_model_chunk``; torch's pipelining stages reduce
-at their last backward alike), and needs a chunk's weights at the first group's first forward
-of it (``param_sync_func``): the reduction runs as v parts of n tau / v, the j-th ready at j / v
-of max(g_last, p) micro-batches' backward B, g_last the last group's micro-batches (m - g
-floor((m - 1) / g) with groups of g), and the gather likewise over max(min(m, g), p)
-forwards; max(g, p), since fewer micro-batches than stages leave a chunk's backwards (and
-forwards) on a stage one pipeline traversal apart. Both equal the replay of
-``pipeline.simulate``'s chunk release (need) times on every stage (tests/test_cost.py).
-Stages are grouped into at most four classes (first, last, and the middle stages by layer
-count), since stages of a class differ only in how many micro-batches they hold; each class is
-costed at its earliest stage.
+``grad_sync_func`` at ``is_last_microbatch_for_model_chunk``), and needs a chunk's weights at
+the first group's first forward of it (``param_sync_func``): the reduction runs as v parts of
+n tau / v, the j-th ready at j / v of max(g_last, p) micro-batches' backward B, g_last the
+last group's micro-batches (m - g floor((m - 1) / g) with groups of g), and the gather
+likewise over max(min(m, g), p) forwards; max(g, p), since fewer micro-batches than stages
+leave a chunk's backwards (and forwards) on a stage one pipeline traversal apart. Both equal
+the replay of ``pipeline.simulate``'s chunk release (need) times on every stage
+(tests/test_cost.py). Stages are grouped into at most four classes (first, last, and the
+middle stages by layer count), since stages of a class differ only in how many micro-batches
+they hold; each class is costed at its earliest stage.
 """
 
 from __future__ import annotations
@@ -674,8 +673,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     # Interleaved (v > 1): a model chunk's gradients are released once the last micro-batch
     # group's backward has left it, chunk v - 1 first, and a chunk's weights are needed at the
     # first group's first forward of it, so the step's reduction (and gather) runs as v
-    # parts, the j-th ready (needed) at j / v of a window of max(group, pp) micro-batches
-    # (module docstring).
+    # parts, the j-th ready (needed) at j / v of the windows ``chunk_windows`` gives.
     parts, mbs_b, mbs_f = chunk_windows(n_b, m, pp, v, grp)
     if training.overlap_grad_reduce:
         dp_exp = bucket_tail(n_b * t_grad / parts, parts, mbs_b * window_b, k)
