@@ -13,10 +13,12 @@ fit best wins. The result is what ``planner/specs/gpu.py``'s presets and
 ``EfficiencyModel.microbatch_overhead_us`` / ``matmul_half_dim`` carry (today: A100 0.76, H100
 0.61, H100 fp8 0.61, 100 us, 256).
 
-    python benchmarks/fit_constants.py [--json fitted.json] [--grid]
+    python benchmarks/fit_constants.py [--json fitted.json] [--grid] [--held-out]
 
 ``--grid`` also prints, for every pair of the two discrete constants, the fit runs' median and
 mean absolute error with that pair's fitted rates (how well the fit tells the pairs apart).
+``--held-out`` then replays every run of the corpus with the fitted constants and prints the
+held-out split's summary (what adopting them would do; the presets are not edited).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from published_accuracy import evaluate_runs, load_runs  # noqa: E402
+from published_accuracy import evaluate_runs, load_runs, summarize  # noqa: E402
 
 from planner.cost.tables import cost_tables  # noqa: E402
 from planner.specs import gpu as gpu_specs  # noqa: E402
@@ -76,6 +78,15 @@ def fit(runs: list[dict], grid: list | None = None) -> dict:
             **best[2]}
 
 
+def replay(runs: list[dict], result: dict) -> dict[str, dict]:
+    """Each split's summary of ``runs`` replayed with the constants ``fit`` returned and left in
+    place (its rates in the presets, the discrete pair passed as efficiency overrides)."""
+    eff = {name: result[name]["value"] for name in ("microbatch_overhead_us", "matmul_half_dim")}
+    rows = evaluate_runs(runs, eff)
+    return {split: summarize([r for r in rows if r["split"] == split])
+            for split in ("fit", "held_out")}
+
+
 def _set(preset: str, field: str, value: float) -> None:
     """Give the preset (and its 40 GB twin, which shares the A100's rates) ``value`` and drop
     the cost tables built with the previous one."""
@@ -111,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--grid", action="store_true",
                     help="print every pair of the discrete constants with its fit errors")
+    ap.add_argument("--held-out", action="store_true",
+                    help="replay the whole corpus with the fitted constants, print held_out")
     args = ap.parse_args(argv)
-    runs = [r for r in load_runs() if r["split"] == "fit"]
+    corpus = load_runs()
+    runs = [r for r in corpus if r["split"] == "fit"]
     grid: list = []
     result = fit(runs, grid)
     if args.grid:
@@ -127,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
                  if "burst_bound" in x else "")
         print(f"{name:<42} {x['value']:g}  ({x['runs']} fit runs, median |error| "
               f"{x['median_abs_error_pct']:.1f}%{extra})")
+    if args.held_out:
+        held = replay(corpus, result)["held_out"]
+        print(f"held_out with these constants: {held['rows']} runs, median |error| "
+              f"{held['median_abs_error_pct']:.1f}%, each source once "
+              f"{held['source_median_abs_error_pct']:.1f}%, max {held['max_abs_error_pct']:.1f}%")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     return 0

@@ -293,6 +293,15 @@ def test_the_fit_picks_the_pair_of_discrete_constants_with_the_lowest_median_and
             runs, {"microbatch_overhead_us": best[0], "matmul_half_dim": best[1]})
         assert statistics.median(abs(r["error_pct"]) for r in rows) == pytest.approx(best[2])
         assert statistics.mean(abs(r["error_pct"]) for r in rows) == pytest.approx(best[3])
+        # ``--held-out`` replays other runs with those constants too.
+        held = [r for r in RUNS if r["id"] == "sc21-t2-gpt3-175b-ptdp-384"]
+        replayed = fit_constants.replay(runs + held, result)
+        assert replayed["fit"]["median_abs_error_pct"] == pytest.approx(best[2], abs=0.01)
+        alone = published_accuracy.evaluate_runs(
+            held, {"microbatch_overhead_us": best[0], "matmul_half_dim": best[1]})
+        assert replayed["held_out"]["rows"] == 1
+        assert replayed["held_out"]["max_abs_error_pct"] == pytest.approx(
+            abs(alone[0]["error_pct"]), abs=0.01)
     finally:
         for name, preset in saved.items():
             gpu_specs._GPU_PRESETS[name].clear()
