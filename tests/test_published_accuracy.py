@@ -2204,3 +2204,30 @@ def test_nvidias_recipes_and_deep_interleaving_are_predicted_as_the_winners_sect
     assert {n for r in ALL_RUNS if r["id"] in ids[3:]
             for stage in published_accuracy.predict_run(r)[0].layers_per_chunk
             for n in stage} == {1}
+
+
+def test_mlperf_logs_give_the_step_time_the_corpus_quotes(tmp_path):
+    """``benchmarks/mlperf_logs.py``: a log's median train_step_timing after the first three
+    steps (2.0, 1.5, 1.2 dropped; 1.0, 1.3, 1.1 left: 1.1), a submission's median over its
+    logs, and a clear error (exit 2) for a folder without logs or a log without steps."""
+    import mlperf_logs
+
+    def log(steps: list[float], gbs: int = 2688) -> str:
+        head = [f':::MLLOG {{"key": "global_batch_size", "value": {gbs}, "metadata": {{}}}}',
+                ':::MLLOG {"key": "gradient_accumulation_steps", "value": 8, "metadata": {}}',
+                ':::MLLOG {"key": "submission_platform", "value": "1344xND_H100_v5"}']
+        return "\n".join(head + [f':::MLLOG {{"key": "tracked_stats", "value": '
+                                 f'{{"train_step_timing": {t}}}}}' for t in steps]) + "\n"
+    parsed = mlperf_logs.parse_log(log([2.0, 1.5, 1.2, 1.0, 1.3, 1.1]))
+    assert parsed == {"global_batch_size": 2688, "gradient_accumulation_steps": 8,
+                      "submission_platform": "1344xND_H100_v5", "steps": 6,
+                      "median_step_s": 1.1}
+    for i, tail in enumerate(([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], [1.5, 1.4, 1.6])):
+        (tmp_path / f"result_{i}.txt").write_text(log([9.0, 9.0, 9.0] + tail))
+    assert mlperf_logs.submission(tmp_path)["step_time_s"] == 1.5
+    with pytest.raises(ValueError, match="warm-up"):
+        mlperf_logs.parse_log(log([1.0, 1.0]))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert mlperf_logs.main([str(empty)]) == 2
+    assert mlperf_logs.WARMUP == 3      # the "first 3" of the corpus's quotes
