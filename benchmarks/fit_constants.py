@@ -80,11 +80,17 @@ def fit(runs: list[dict], grid: list | None = None) -> dict:
 
 def replay(runs: list[dict], result: dict) -> dict[str, dict]:
     """Each split's summary of ``runs`` replayed with the constants ``fit`` returned and left in
-    place (its rates in the presets, the discrete pair passed as efficiency overrides)."""
+    place (its rates in the presets, the discrete pair passed as efficiency overrides), and
+    each held-out source's."""
     eff = {name: result[name]["value"] for name in ("microbatch_overhead_us", "matmul_half_dim")}
     rows = evaluate_runs(runs, eff)
-    return {split: summarize([r for r in rows if r["split"] == split])
-            for split in ("fit", "held_out")}
+    out = {split: summarize([r for r in rows if r["split"] == split])
+           for split in ("fit", "held_out")}
+    out["held_out_by_source"] = {source: summarize([r for r in rows if r["source"] == source
+                                                    and r["split"] == "held_out"])
+                                 for source in sorted({r["source"] for r in rows
+                                                       if r["split"] == "held_out"})}
+    return out
 
 
 def _set(preset: str, field: str, value: float) -> None:
@@ -142,10 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<42} {x['value']:g}  ({x['runs']} fit runs, median |error| "
               f"{x['median_abs_error_pct']:.1f}%{extra})")
     if args.held_out:
-        held = replay(corpus, result)["held_out"]
+        replayed = replay(corpus, result)
+        held = replayed["held_out"]
         print(f"held_out with these constants: {held['rows']} runs, median |error| "
               f"{held['median_abs_error_pct']:.1f}%, each source once "
               f"{held['source_median_abs_error_pct']:.1f}%, max {held['max_abs_error_pct']:.1f}%")
+        for source, x in replayed["held_out_by_source"].items():
+            print(f"  {source:<34} {x['rows']:>4} runs  median |error| "
+                  f"{x['median_abs_error_pct']:5.1f}%  signed {x['median_signed_error_pct']:+6.1f}%")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     return 0

@@ -300,6 +300,7 @@ def test_the_fit_picks_the_pair_of_discrete_constants_with_the_lowest_median_and
         alone = published_accuracy.evaluate_runs(
             held, {"microbatch_overhead_us": best[0], "matmul_half_dim": best[1]})
         assert replayed["held_out"]["rows"] == 1
+        assert replayed["held_out_by_source"] == {"megatron-sc21": replayed["held_out"]}
         assert replayed["held_out"]["max_abs_error_pct"] == pytest.approx(
             abs(alone[0]["error_pct"]), abs=0.01)
     finally:
