@@ -238,6 +238,21 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          "removed, pytorch/ao#1680): training.fp8_recipe 'tensorwise'"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py", "no fp8 in the engine"),
     },
+    "fp8_param_gather": {
+        "megatron": _s("partial", "--fp8-param-gather",
+                       f"{MEGATRON} megatron/training/arguments.py, "
+                       "megatron/core/distributed/distributed_data_parallel_config.py",
+                       "with the distributed optimizer or Megatron-FSDP ('--fp8-param-gather "
+                       "only supported with distributed optimizer, torch fsdp2, megatron "
+                       "fsdp'); under --use-torch-fsdp2 it is turned off from Transformer "
+                       "Engine 2.0"),
+        "torchtitan": _s("partial", "quantize.linear.float8.enable_fsdp_float8_all_gather = true",
+                         f"{TITAN} torchtitan/config/job_config.py, "
+                         "torchtitan/components/quantization/float8.py",
+                         "only where FSDP shards the weights (parallel_dims.dp_shard_enabled), "
+                         "with tensorwise scaling"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py", "no fp8 in the engine"),
+    },
     "fp16": {
         "megatron": _s("yes", "--fp16", f"{MEGATRON} megatron/core/model_parallel_config.py"),
         "torchtitan": _s("no", "training.mixed_precision_param", f"{TITAN} torchtitan/config/job_config.py",
@@ -496,6 +511,14 @@ def _rules():
         ("deepspeed", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("megatron", "eager_elementwise", "torchtitan's eager elementwise kernels "
          "(training.eager_elementwise)", lambda c: np.full(c["n"], c["eager"])),
+        ("megatron", "fp8_param_gather", "fp8 weight gathers without the distributed "
+         "optimizer (training.fp8_param_gather with ZeRO stage 0: Megatron-LM asserts "
+         "--use-distributed-optimizer or FSDP)",
+         lambda c: c["fp8_gather"] & (z(c) == 0)),
+        ("torchtitan", "fp8_param_gather", "fp8 weight gathers without FSDP sharding the "
+         "weights (training.fp8_param_gather: enable_fsdp_float8_all_gather acts only with "
+         "dp_shard > 1, ZeRO-2/3 here)",
+         lambda c: c["fp8_gather"] & ~sharded(c)),
         ("torchtitan", "fp8", "an fp8 recipe other than per-tensor current scaling (torchao's "
          "float8 training scales by the current amax: training.fp8_recipe 'tensorwise')",
          lambda c: np.full(c["n"], c["fp8"] and c["fp8_recipe"] != "tensorwise")),
@@ -706,6 +729,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "head_rerun": np.full(len(plans), training.recompute_head),
             "eager": training.eager_elementwise,
             "fp8_recipe": training.fp8_recipe,
+            "fp8_gather": np.full(len(plans), training.fp8_param_gather),
             "fp8_modules": (training.precision == "fp8" and training.fp8_recipe == "delayed"
                             and bool({"moe_act", "layernorm"} & set(training.recompute_modules))),
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap),

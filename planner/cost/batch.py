@@ -563,7 +563,8 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     fsdp2 = (zero >= 2) & sharding if training.zero3_per_parameter else np.zeros(len(plans), bool)
     pb = training.param_bytes
     launch1 = eff.kernel_overhead_us * 1e-6
-    copy_out = np.where(fsdp2, layer_params[:, 0] * 2 * pb / hbm + launch1, 0.0)
+    copy_out = np.where(fsdp2, layer_params[:, 0] * 2 * training.layer_gather_bytes / hbm
+                        + launch1, 0.0)
     copy_in = np.where(fsdp2, layer_params[:, 0] * (pb + training.grad_bytes) / hbm + launch1,
                        0.0)
     fsdp_f = copy_out

@@ -98,7 +98,8 @@ def evaluate(
         uses.append((u, u.calls * plan.vpp * m, bd["pp_comm"]))
     p_stage = tables.largest_stage_params(plan.tp, layout)
     per_mb = m if plan.zero_stage == 2 else 1
-    dp_uses = tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage, npn)
+    dp_uses = tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage, npn,
+                             layer_params=tables.stage_layer_params(plan.tp, n_b))
     dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, npn,
                                      n_b, plan.ep, plan.etp)
     for u in dp_uses:

@@ -464,7 +464,7 @@ class CostTables:
             if size == 1:
                 continue
             g = self.group(size, stride, npn)
-            ag = self.collective("all_gather", layer_p * self.training.param_bytes / n, g)
+            ag = self.collective("all_gather", layer_p * self.training.layer_gather_bytes / n, g)
             rs = self.collective("reduce_scatter", layer_p * self.training.grad_reduce_bytes / n,
                                  g)
             out += [CollectiveUse("ZeRO", ag, 2 * n, g), CollectiveUse("DP", rs, n, g)]
@@ -541,7 +541,8 @@ class CostTables:
         key = (tp, cp, dp, zero, npn, stage_params, stage_layers, ep, etp)
         hit = self._dp.get(key)
         if hit is None:
-            uses = self.dp_uses(tp, cp, dp, zero, stage_params, npn)
+            uses = self.dp_uses(tp, cp, dp, zero, stage_params, npn,
+                                layer_params=self.stage_layer_params(tp, stage_layers))
             uses += self.expert_dp_uses(tp, cp, dp, zero, npn, stage_layers, ep, etp)
             grads = [u for u in uses if u.strategy == "DP"]
             gathers = [u for u in uses if u.strategy == "ZeRO"]
@@ -553,11 +554,15 @@ class CostTables:
         return hit
 
     def dp_uses(self, tp: int, cp: int, dp: int, zero: int, stage_params: float, npn: int,
-                group: tuple[int, int] | None = None) -> list[CollectiveUse]:
+                group: tuple[int, int] | None = None, layer_params: float = 0.0
+                ) -> list[CollectiveUse]:
         """Gradient reduction in buckets (all_reduce; reduce_scatter when gradients or
         optimizer states are sharded, unless ``training.zero_grad_allreduce``) and, for
         ZeRO-1/2, the all_gather of the updated weights; ``calls`` = buckets. ``group``
-        (size, stride) defaults to the dp * cp ranks at stride tp."""
+        (size, stride) defaults to the dp * cp ranks at stride tp. ``layer_params`` of the
+        ``stage_params`` are transformer-layer weights, which gather at
+        ``training.layer_gather_bytes`` (the rest, embeddings and output layer, at
+        ``param_bytes``)."""
         nd, stride = group or (dp * cp, tp)
         if nd == 1 or zero >= 3 or stage_params <= 0:
             return []
@@ -572,10 +577,17 @@ class CostTables:
         uses = [CollectiveUse("DP", self.collective(op, bucket * self.training.grad_reduce_bytes, g),
                               n_buckets, g)]
         if zero in (1, 2):
+            layers = min(max(layer_params, 0.0), stage_params)
+            gather_bytes = (layers * self.training.layer_gather_bytes
+                            + (stage_params - layers) * self.training.param_bytes) / n_buckets
             uses.append(CollectiveUse(
-                "ZeRO", self.collective("all_gather", bucket * self.training.param_bytes, g),
-                n_buckets, g))
+                "ZeRO", self.collective("all_gather", gather_bytes, g), n_buckets, g))
         return uses
+
+    def stage_layer_params(self, tp: int, stage_layers: int) -> float:
+        """Non-expert transformer-layer weights one GPU of a stage of ``stage_layers`` layers
+        holds (``dp_uses``' ``layer_params``)."""
+        return stage_layers * self.model.nonexpert_params_per_layer / tp
 
     def expert_dp_uses(self, tp: int, cp: int, dp: int, zero: int, npn: int, stage_layers: int,
                        ep: int, etp: int) -> list[CollectiveUse]:
@@ -586,7 +598,8 @@ class CostTables:
             return []
         edp = tp * cp * dp // (ep * etp)
         params = float(expert_stage_params(self.model, stage_layers, ep, etp))
-        return self.dp_uses(tp, cp, dp, zero, params, npn, group=(edp, ep * etp))
+        return self.dp_uses(tp, cp, dp, zero, params, npn, group=(edp, ep * etp),
+                            layer_params=params)
 
 
 def _pair_span(cross: bool) -> GroupSpan:

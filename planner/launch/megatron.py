@@ -111,6 +111,8 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
             # Megatron-LM's default recipe is delayed scaling; TransformerConfig refuses
             # moe_act / layernorm recompute with it (planner.frameworks does too).
             args += ["--fp8-recipe", t.fp8_recipe]
+        if t.fp8_param_gather:
+            args += ["--fp8-param-gather"]
     if t.attention_kernel == "flash2" and t.flash_attention:
         args += ["--attention-backend", "flash"]
     if not (t.flash_attention or t.softmax_fusion):

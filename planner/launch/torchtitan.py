@@ -117,6 +117,8 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         sections["activation_checkpoint"]["selective_ac_option"] = "op"
     if t.precision == "fp8":
         sections["model"] = {"converters": ["float8"]}
+        if t.fp8_param_gather:
+            sections["quantize.linear.float8"] = {"enable_fsdp_float8_all_gather": True}
     lines = [f"# torchtitan (v0.2.2) job config sections for dp={p.dp} tp={p.tp} pp={p.pp} "
              f"cp={p.cp} ({p.gpus_used} GPUs), from the planner"]
     for name, values in sections.items():

@@ -134,6 +134,16 @@ class TrainingSpec(BaseModel):
         True, description="ZeRO-1/2: the all-gather of the updated weights overlaps the next "
         "step's forward pass (Megatron-LM --overlap-param-gather)."
     )
+    fp8_param_gather: bool = Field(
+        False, description="fp8 training: the data-parallel gathers of the transformer layers' "
+        "weights (the distributed optimizer's once per step, ZeRO-3/FSDP's per layer) move "
+        "fp8, 1 byte a weight instead of 2 (Megatron-LM --fp8-param-gather, which builds the "
+        "layers under Transformer Engine's fp8_model_init; torchtitan "
+        "float8.enable_fsdp_float8_all_gather, which casts each Float8Linear weight's shard "
+        "before FSDP's all-gather). Embeddings and the output layer gather in 16 bits. Memory "
+        "is costed as without it: on Hopper an fp8 weight keeps a transposed fp8 copy beside "
+        "its own for the backward (Transformer Engine's Float8Tensor ``_transpose``), 2 bytes "
+        "a weight as the 16-bit copy was. Needs precision fp8.")
     zero3_prefetch_layers: float = Field(
         1.0, ge=0, le=64, description="ZeRO-3/FSDP: how many layers ahead the weights are "
         "gathered (FSDP2 and Megatron-FSDP: 1; 0: gathered on demand, e.g. DeepSpeed's default "
@@ -267,6 +277,13 @@ class TrainingSpec(BaseModel):
         return tuple(sorted(v, key=RECOMPUTE_MODULES.index))
 
     @model_validator(mode="after")
+    def _fp8_gather_needs_fp8(self) -> TrainingSpec:
+        if self.fp8_param_gather and self.precision != "fp8":
+            raise ValueError(f"fp8_param_gather needs precision fp8 (got {self.precision}): "
+                             "only fp8 weights can be gathered in fp8")
+        return self
+
+    @model_validator(mode="after")
     def _states_need_adam(self) -> TrainingSpec:
         if self.optimizer_state_dtype != "fp32" and self.optimizer == "sgd":
             raise ValueError("optimizer_state_dtype other than fp32 needs Adam (Megatron-LM's "
@@ -284,6 +301,12 @@ class TrainingSpec(BaseModel):
     def param_bytes(self) -> int:
         """Bytes of the working copy of each weight (fp8 training keeps bf16 weights)."""
         return 4 if self.precision in ("fp32", "tf32") else 2
+
+    @property
+    def layer_gather_bytes(self) -> int:
+        """Bytes per weight of a transformer layer on the wire of a data-parallel weight gather
+        (``fp8_param_gather``: 1)."""
+        return 1 if self.fp8_param_gather else self.param_bytes
 
     @property
     def activation_bytes(self) -> int:

@@ -129,14 +129,15 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
     layout = explicit_layout(tuple(est.layers_per_stage), est.vpp, est.mtp_standalone,
                              tables.model.mtp_num_layers)
     p_stage = tables.largest_stage_params(est.tp, layout)
+    n_stage = max(stage_layer_counts(tables.model, layout))
     dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
                "dp"]
-              for u in tables.dp_uses(est.tp, est.cp, est.dp, est.zero_stage, p_stage, npn)]
+              for u in tables.dp_uses(est.tp, est.cp, est.dp, est.zero_stage, p_stage, npn,
+                                      layer_params=tables.stage_layer_params(est.tp, n_stage))]
     dp_ops += [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
                 "edp"]
                for u in tables.expert_dp_uses(est.tp, est.cp, est.dp, est.zero_stage, npn,
-                                              max(stage_layer_counts(tables.model, layout)),
-                                              est.ep, est.etp)]
+                                              n_stage, est.ep, est.etp)]
     ep_fwd, ep_bwd = [], []
     for use in tables.ep_uses(*key, est.ep, est.etp):
         kind = "ep" if use.cost.op == "all_to_all" else "etp"

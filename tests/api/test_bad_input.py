@@ -85,6 +85,8 @@ CASES = [
     ("POST", "/v1/plans", with_(with_(OK, ["cluster"], {"preset": "dgx-a100", "num_nodes": 1}),
                                 ["training", "precision"], "fp8"), 422,
      "training.precision: GPU 'a100-80gb' has no fp8 peak"),
+    ("POST", "/v1/plans", with_(OK, ["training", "fp8_param_gather"], True), 422,
+     "fp8_param_gather needs precision fp8 (got bf16)"),
     ("POST", "/v1/clusters", {"preset": "dgx-h100", "num_nodes": 0}, 422, "num_nodes"),
     ("POST", "/v1/jobs", {"kind": "sleep", "request": OK}, 422, "kind"),
     ("POST", "/v1/jobs", {"kind": "plan", "request": {**OK, "validation": {}}}, 422,
