@@ -218,6 +218,19 @@ def _group_summaries(runs: list[dict], rows: dict[str, dict]) -> dict:
     return out
 
 
+def kept(runs: list[dict]) -> dict:
+    """The constants in the presets and the efficiency model's defaults, before any fit, on
+    ``runs``: the objective, the median |error| over all of them and each group's."""
+    rows = {r["id"]: r for r in evaluate_runs(runs)}
+    groups = {f"{p} {'/'.join(precisions)}": statistics.median(
+        abs(rows[r["id"]]["error_pct"]) for r in _members(runs, p, precisions))
+        for p, precisions, _, _ in GROUPS if _members(runs, p, precisions)}
+    return {"objective_pct": objective(runs, rows),
+            "median_abs_error_pct": statistics.median(abs(r["error_pct"])
+                                                      for r in rows.values()),
+            "groups": groups}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, default=None)
@@ -228,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     corpus = load_runs()
     runs = [r for r in corpus if r["split"] == "fit"]
+    before = kept(runs)
+    print(f"kept constants: each group once {before['objective_pct']:.2f}%, median |error| "
+          f"{before['median_abs_error_pct']:.2f}% ("
+          + ", ".join(f"{name} {med:.2f}%" for name, med in before["groups"].items()) + ")")
     grid: list = []
     result = fit(runs, grid)
     if args.grid:

@@ -364,6 +364,11 @@ def test_the_fit_searches_the_rates_jointly_to_where_no_single_rate_lowers_its_o
 
     saved = copy.deepcopy(gpu_specs._GPU_PRESETS)
     try:
+        before = fit_constants.kept(runs)           # the presets' rates, the default pair
+        assert before["objective_pct"] == pytest.approx(score())
+        assert before["objective_pct"] == pytest.approx(
+            statistics.mean(before["groups"].values()))
+        assert len(before["groups"]) == 3
         fit_constants._fit_groups(runs, eff)
         per_group = score()
         grid: list = []
