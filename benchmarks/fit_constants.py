@@ -13,9 +13,11 @@ groups (``objective``); the pair with the lowest objective wins. The rates are s
 jointly, since an fp8 run's bf16 GEMMs tie the H100's two rates together: each group is first
 fitted to its own runs' median, then coordinate descent moves one rate at a time over its
 grid, re-costing every run on that GPU, while that lowers the objective, and stops where no
-single rate's change lowers it. The result is what ``planner/specs/gpu.py``'s presets and
-``EfficiencyModel.microbatch_overhead_us`` / ``matmul_half_dim`` carry (today: A100 0.76, H100
-0.61, H100 fp8 0.61, 100 us, 256).
+single rate's change lowers it. ``planner/specs/gpu.py``'s presets and
+``EfficiencyModel.microbatch_overhead_us`` / ``matmul_half_dim`` carry the constants kept (A100
+0.76, H100 0.61, H100 fp8 0.61, 100 us, 256), which this fit, searched jointly, no longer
+returns (README, "The protocol's fit, searched jointly"); the script prints their figures
+first.
 
     python benchmarks/fit_constants.py [--json fitted.json] [--grid] [--held-out]
 
