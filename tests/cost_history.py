@@ -32,6 +32,16 @@ def with_master_copy(run: dict) -> dict:
     return {**run, "training": {k: v for k, v in run["training"].items() if k not in dropped}}
 
 
+def with_bf16_gathers(run: dict) -> dict:
+    """The run as the corpus costed it before ``training.fp8_param_gather`` existed: weights
+    gathered in 16 bits (an encoding of the corpus then; its sources' fp8 weight gathers were
+    quoted in ``assumed`` as not modelled)."""
+    if "fp8_param_gather" not in run["training"]:
+        return run
+    return {**run, "training": {k: v for k, v in run["training"].items()
+                                if k != "fp8_param_gather"}}
+
+
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the
     whole vocabulary in the logits' own dtype (no fp32 upcast) and no per-rank copies out of

@@ -24,10 +24,16 @@ from tests.cost_history import (  # noqa: E402
     one_micro_batch_windows,
     overlapped_sends,
     sends_overlapped,
+    with_bf16_gathers,
     with_master_copy,
 )
 
-ALL_RUNS = published_accuracy.load_runs()
+# The corpus today, and as every figure but the headline's was measured: before 42 fp8 runs
+# whose sources gather the weights in fp8 were marked so (training.fp8_param_gather; DGX Cloud
+# 25.02, NeMo 25.02, four torchtitan runs, one Megatron-Bridge run).
+TODAY = published_accuracy.load_runs()
+ALL_RUNS = [with_bf16_gathers(r) for r in TODAY]
+FP8_GATHERS = [r for r in TODAY if r["training"].get("fp8_param_gather")]
 # MLPerf Training v3.1's GPT-3 175B submissions (NVIDIA's Eos and Azure, H100) joined last,
 # with the interleaved schedule's reduction windows (``batch.chunk_windows``); the tests of
 # earlier states replay the corpus without them (BEFORE_MLPERF) and, where the step model
@@ -963,9 +969,11 @@ def test_the_headline_figures_are_the_readmes():
     """The accuracy table at the top of the README's accuracy section (held out: 724 runs, median 8.5%,
     max 158.6%, signed +6.6%, 9.5% with each source counted once; dense 690 at 8.2%, max 71.0%,
     6.2% each source once; MoE 34 at 15.3%; fit 39 at 2.4%; 52 of the 84 held-out sweeps at tau
-    0.8 or more) and the same table without Hagemann et al.'s layout sweeps (323 runs at 7.6%),
-    after MLPerf Training v3.1's runs joined and the interleaved schedule's reduction windows
-    were costed (the latest change); before it (the change before: 716 runs, median 8.5%, max
+    0.8 or more) and the same table without Hagemann et al.'s layout sweeps (323 runs at 7.6%,
+    dense 289 at 6.9%), with 42 fp8 runs' weight gathers in fp8 (the latest change: the same
+    figures but the dense runs without the layouts, 7.2% before), as after MLPerf Training
+    v3.1's runs joined and the interleaved schedule's reduction windows were costed (the change
+    before); before that (716 runs, median 8.5%, max
     158.6%, signed +6.7%, 9.8% each source once; dense 682 at 8.4%, max 71.0%, 6.8% each source
     once; MoE 34 at 15.7%; fit 39 at 2.4%; 51 of 83 sweeps; 315 runs at 7.8% without the
     layouts), which NeMo AutoModel's MoE runs costed in pure bf16 (an earlier change) left as
@@ -994,8 +1002,32 @@ def test_the_headline_figures_are_the_readmes():
     out batch (120 runs at 8.8%): a change to the step model or the corpus that moves them
     updates the README."""
     # 763 runs from 38 sources (35 of them held out, 4 fit, SC'21 in both).
-    assert (len(ALL_RUNS), len({r["source"] for r in ALL_RUNS})) == (763, 38)
+    assert (len(TODAY), len({r["source"] for r in TODAY})) == (763, 38)
+
+    def taus(rows: list[dict]) -> tuple[int, int]:
+        """Held-out sweeps at tau 0.8 or more, and all held-out sweeps."""
+        held = [t["kendall_tau"] for t in published_accuracy.sweep_taus(rows).values()
+                if t["split"] == "held_out"]
+        return sum(t >= 0.8 for t in held), len(held)
+
+    # Today, with the 42 fp8 runs whose sources gather the weights in fp8 so marked: the same
+    # rounded headline; without the layout sweeps the dense runs at 6.9% (7.2% before).
+    today = published_accuracy.evaluate_runs(TODAY)
+    assert _figures(today) == ({"held out": (724, 8.5, 158.6, 6.6), "dense": (690, 8.2, 71.0, 6.5),
+                                "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}, 9.5)
+    assert _dense_source_median(today) == 6.2
+    assert _headline([], [x for x in today if x["id"] not in LAYOUTS]) == {
+        "held out": (323, 7.6, 158.6, 1.4), "dense": (289, 6.9, 64.6, 1.1),
+        "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}
+    assert taus(today) == (52, 84)
+    # The change before (MLPerf's runs and the reduction windows): weights gathered in 16 bits.
     every = published_accuracy.evaluate_runs(ALL_RUNS)
+    marked = {r["id"] for r in FP8_GATHERS}
+    assert len(marked) == 42
+    for rows, figure in ((every, (42, 7.5, 36.9, -5.5)), (today, (42, 7.5, 36.9, -4.9))):
+        s = published_accuracy.summarize([x for x in rows if x["id"] in marked])
+        assert (s["rows"], round(s["median_abs_error_pct"], 1), round(s["max_abs_error_pct"], 1),
+                round(s["median_signed_error_pct"], 1)) == figure
     _, now = _figures(every)
     assert _figures(every) == ({"held out": (724, 8.5, 158.6, 6.6), "dense": (690, 8.2, 71.0, 6.5),
                                 "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}, 9.5)
@@ -1003,12 +1035,6 @@ def test_the_headline_figures_are_the_readmes():
     assert _headline([], [x for x in every if x["id"] not in LAYOUTS]) == {
         "held out": (323, 7.6, 158.6, 1.3), "dense": (289, 7.2, 64.6, 1.1),
         "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}
-
-    def taus(rows: list[dict]) -> tuple[int, int]:
-        """Held-out sweeps at tau 0.8 or more, and all held-out sweeps."""
-        held = [t["kendall_tau"] for t in published_accuracy.sweep_taus(rows).values()
-                if t["split"] == "held_out"]
-        return sum(t >= 0.8 for t in held), len(held)
     assert taus(every) == (52, 84)
     # The latest change in two halves: the reduction windows alone on the corpus before MLPerf's
     # runs (716 runs at 8.5%, 9.6% each source once; dense 8.3%, 6.3%; 315 at 7.8%), and
@@ -2314,3 +2340,36 @@ def test_mlperf_logs_give_the_step_time_the_corpus_quotes(tmp_path):
     empty.mkdir()
     assert mlperf_logs.main([str(empty)]) == 2
     assert mlperf_logs.WARMUP == 3      # the "first 3" of the corpus's quotes
+
+
+def test_fp8_weight_gathers_move_the_marked_runs_as_the_readme_says():
+    """README, 'fp8 weight gathers' (the latest change): the 42 runs marked
+    ``training.fp8_param_gather`` are every row whose quotes name the flag, and the figures
+    they move: NeMo 25.02's page from 9.7% to 10.0% (its B200 Nemotron-4 340B from -1.4% to
+    +9.6%, its exposed weight gather from 0.22 s to 0.04 s of a 1.7 s step), DGX Cloud's from
+    8.4% to 8.3%."""
+    flags = ("fp8_params", "fp8_param_gather", "enable_fsdp_float8_all_gather")
+    quoted = {r["id"] for r in TODAY
+              if any(f in a and "= false" not in a and "not stated" not in a
+                     and "not published" not in a for a in r["assumed"] for f in flags)}
+    assert {r["id"] for r in FP8_GATHERS} == quoted
+    assert {r["source"] for r in FP8_GATHERS} == {
+        "dgxc-benchmarking-25.02", "nemo-perf-25.02", "torchtitan", "mbridge-perf-26.06"}
+    assert all(r["training"]["precision"] == "fp8" for r in FP8_GATHERS)
+    sources = ("nemo-perf-25.02", "dgxc-benchmarking-25.02")
+    ids = {r["id"] for r in TODAY if r["source"] in sources}
+    after = published_accuracy.evaluate_runs([r for r in TODAY if r["id"] in ids])
+    before = published_accuracy.evaluate_runs([r for r in ALL_RUNS if r["id"] in ids])
+    for source, moved in zip(sources, ((9.7, 10.0), (8.4, 8.3)), strict=True):
+        got = tuple(round(published_accuracy.summarize(
+            [x for x in rows if x["source"] == source])["median_abs_error_pct"], 1)
+            for rows in (before, after))
+        assert got == moved, source
+    run = "nemo2502-b200-nemotron-4-340b-128"
+    (b,) = [x for x in before if x["id"] == run]
+    (a,) = [x for x in after if x["id"] == run]
+    assert (round(b["error_pct"], 1), round(a["error_pct"], 1)) == (-1.4, 9.6)
+    ests = [published_accuracy.predict_run(r)[0] for r in (
+        next(x for x in ALL_RUNS if x["id"] == run), next(x for x in TODAY if x["id"] == run))]
+    assert [round(e.breakdown["zero_comm"], 2) for e in ests] == [0.22, 0.04]
+    assert round(ests[0].step_time_s, 1) == 1.7
