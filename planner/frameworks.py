@@ -250,7 +250,8 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          f"{TITAN} torchtitan/config/job_config.py, "
                          "torchtitan/components/quantization/float8.py",
                          "only where FSDP shards the weights (parallel_dims.dp_shard_enabled), "
-                         "with tensorwise scaling"),
+                         "with tensorwise scaling, dense models (the experts' grouped GEMMs are "
+                         "not Float8Linear)"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py", "no fp8 in the engine"),
     },
     "fp16": {
@@ -519,6 +520,10 @@ def _rules():
          "weights (training.fp8_param_gather: enable_fsdp_float8_all_gather acts only with "
          "dp_shard > 1, ZeRO-2/3 here)",
          lambda c: c["fp8_gather"] & ~sharded(c)),
+        ("torchtitan", "fp8_param_gather", "fp8 weight gathers of routed experts "
+         "(training.fp8_param_gather with a MoE model: Float8Linear converts nn.Linear only, "
+         "the experts' grouped GEMMs gather in 16 bits)",
+         lambda c: np.full(c["n"], c["moe"]) & c["fp8_gather"]),
         ("torchtitan", "fp8", "an fp8 recipe other than per-tensor current scaling (torchao's "
          "float8 training scales by the current amax: training.fp8_recipe 'tensorwise')",
          lambda c: np.full(c["n"], c["fp8"] and c["fp8_recipe"] != "tensorwise")),

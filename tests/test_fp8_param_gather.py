@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from planner.cost import EfficiencyModel, estimate
 from planner.cost.tables import CostTables
+from planner.frameworks import reasons_by_framework
 from planner.launch import with_launch
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 
@@ -93,3 +94,16 @@ def test_torchtitan_gathers_in_fp8_under_fsdp():
     assert "[quantize.linear" not in with_launch(
         estimate(M8, C16, FP8, ParallelPlan(dp=16, zero_stage=3, micro_batch_size=1)),
         M8, C16, FP8).launch.torchtitan_toml
+
+
+def test_torchtitan_does_not_gather_experts_in_fp8():
+    """torchtitan's Float8Linear converts nn.Linear only; its MoE experts' grouped GEMMs
+    (quantize.grouped_mm.float8 has no FSDP all-gather switch) gather in 16 bits, so a MoE
+    plan with fp8 weight gathers is not torchtitan's; the same plan of a dense model is."""
+    plan = ParallelPlan(dp=16, zero_stage=3, micro_batch_size=1)
+    dense = reasons_by_framework(plan, 4, True, GATHER, moe=False)
+    moe = reasons_by_framework(plan, 4, True, GATHER, moe=True)
+    assert dense["torchtitan"] == []
+    assert any("routed experts" in m for m in moe["torchtitan"])
+    assert not any("routed experts" in m
+                   for m in reasons_by_framework(plan, 4, True, FP8, moe=True)["torchtitan"])

@@ -138,9 +138,10 @@ class TrainingSpec(BaseModel):
         False, description="fp8 training: the data-parallel gathers of the transformer layers' "
         "weights (the distributed optimizer's once per step, ZeRO-3/FSDP's per layer) move "
         "fp8, 1 byte a weight instead of 2 (Megatron-LM --fp8-param-gather, which builds the "
-        "layers under Transformer Engine's fp8_model_init; torchtitan "
-        "float8.enable_fsdp_float8_all_gather, which casts each Float8Linear weight's shard "
-        "before FSDP's all-gather). Embeddings and the output layer gather in 16 bits. Memory "
+        "layers under Transformer Engine's fp8_model_init, routed experts included; "
+        "torchtitan quantize.linear.float8.enable_fsdp_float8_all_gather, which casts each "
+        "Float8Linear weight's shard before FSDP's all-gather, dense models). Embeddings and "
+        "the output layer gather in 16 bits. Memory "
         "is costed as without it: on Hopper an fp8 weight keeps a transposed fp8 copy beside "
         "its own for the backward (Transformer Engine's Float8Tensor ``_transpose``), 2 bytes "
         "a weight as the 16-bit copy was. Needs precision fp8.")
