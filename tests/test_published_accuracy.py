@@ -1010,18 +1010,20 @@ def test_the_headline_figures_are_the_readmes():
                 if t["split"] == "held_out"]
         return sum(t >= 0.8 for t in held), len(held)
 
-    # Today, with the 42 fp8 runs whose sources gather the weights in fp8 so marked: the same
-    # rounded headline; without the layout sweeps the dense runs at 6.9% (7.2% before).
+    # Today, with the 42 fp8 runs whose sources gather the weights in fp8 so marked, and the
+    # change before (MLPerf's runs and the reduction windows), weights gathered in 16 bits: the
+    # same rounded headline; without the layout sweeps the dense runs at 6.9% (7.2% before).
     today = published_accuracy.evaluate_runs(TODAY)
-    assert _figures(today) == ({"held out": (724, 8.5, 158.6, 6.6), "dense": (690, 8.2, 71.0, 6.5),
-                                "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}, 9.5)
-    assert _dense_source_median(today) == 6.2
-    assert _headline([], [x for x in today if x["id"] not in LAYOUTS]) == {
-        "held out": (323, 7.6, 158.6, 1.4), "dense": (289, 6.9, 64.6, 1.1),
-        "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}
-    assert taus(today) == (52, 84)
-    # The change before (MLPerf's runs and the reduction windows): weights gathered in 16 bits.
     every = published_accuracy.evaluate_runs(ALL_RUNS)
+    for rows, signed, dense in ((today, 1.4, 6.9), (every, 1.3, 7.2)):
+        assert _figures(rows) == (
+            {"held out": (724, 8.5, 158.6, 6.6), "dense": (690, 8.2, 71.0, 6.5),
+             "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}, 9.5)
+        assert _dense_source_median(rows) == 6.2
+        assert _headline([], [x for x in rows if x["id"] not in LAYOUTS]) == {
+            "held out": (323, 7.6, 158.6, signed), "dense": (289, dense, 64.6, 1.1),
+            "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}
+        assert taus(rows) == (52, 84)
     marked = {r["id"] for r in FP8_GATHERS}
     assert len(marked) == 42
     for rows, figure in ((every, (42, 7.5, 36.9, -5.5)), (today, (42, 7.5, 36.9, -4.9))):
@@ -1029,14 +1031,7 @@ def test_the_headline_figures_are_the_readmes():
         assert (s["rows"], round(s["median_abs_error_pct"], 1), round(s["max_abs_error_pct"], 1),
                 round(s["median_signed_error_pct"], 1)) == figure
     _, now = _figures(every)
-    assert _figures(every) == ({"held out": (724, 8.5, 158.6, 6.6), "dense": (690, 8.2, 71.0, 6.5),
-                                "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}, 9.5)
-    assert _dense_source_median(every) == 6.2
-    assert _headline([], [x for x in every if x["id"] not in LAYOUTS]) == {
-        "held out": (323, 7.6, 158.6, 1.3), "dense": (289, 7.2, 64.6, 1.1),
-        "moe": (34, 15.3, 158.6, 10.1), "fit": (39, 2.4, 11.5, -0.9)}
-    assert taus(every) == (52, 84)
-    # The latest change in two halves: the reduction windows alone on the corpus before MLPerf's
+    # The change before in two halves: the reduction windows alone on the corpus before MLPerf's
     # runs (716 runs at 8.5%, 9.6% each source once; dense 8.3%, 6.3%; 315 at 7.8%), and
     # MLPerf's runs joined under one micro-batch's window (724 at 8.6%, 9.9%; dense 8.5%).
     alone = [x for x in every if x["source"] != MLPERF_SOURCE]
