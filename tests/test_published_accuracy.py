@@ -269,53 +269,62 @@ def test_megatron_runs_that_overlap_pipeline_sends_search_their_interleaving():
     assert any(v > 1 for v in interleaved)
 
 
-def test_the_fit_picks_the_pair_of_discrete_constants_with_the_lowest_median_and_lists_all():
-    """``fit_constants.fit`` on two A100 fit runs: one grid row per (overhead, prologue) pair,
-    each row's median the one its fitted rate gives, and the winner the row of least objective
-    (with one group, that group's median).
-    (The fit writes the GPU presets; they are put back afterwards.)"""
+@pytest.fixture
+def kept_presets():
+    """The fit writes the GPU presets' rates: they are put back afterwards, and the cost
+    tables built with the fit's dropped."""
     import copy
-    import statistics
-
-    import fit_constants
 
     from planner.cost.tables import cost_tables
     from planner.specs import gpu as gpu_specs
 
     saved = copy.deepcopy(gpu_specs._GPU_PRESETS)
+    yield
+    for name, preset in saved.items():
+        gpu_specs._GPU_PRESETS[name].clear()
+        gpu_specs._GPU_PRESETS[name].update(preset)
+    cost_tables.cache_clear()
+
+
+@pytest.mark.usefixtures("kept_presets")
+def test_the_fit_picks_the_pair_of_discrete_constants_with_the_lowest_median_and_lists_all():
+    """``fit_constants.fit`` on two A100 fit runs: one grid row per (overhead, prologue) pair,
+    each row's median the one its fitted rate gives, and the winner the row of least objective
+    (with one group, that group's median).
+    (The fit writes the GPU presets; they are put back afterwards.)"""
+    import statistics
+
+    import fit_constants
+
+    from planner.specs import gpu as gpu_specs
+
     runs = [r for r in RUNS if r["id"] in ("korthikanti-22b-full", "korthikanti-22b-selective")]
-    try:
-        grid: list = []
-        result = fit_constants.fit(runs, grid)
-        assert len(grid) == len(fit_constants.OVERHEADS_US) * len(fit_constants.HALF_DIMS)
-        assert {(o, h) for o, h, *_ in grid} == {
-            (o, h) for o in fit_constants.OVERHEADS_US for h in fit_constants.HALF_DIMS}
-        best = min(grid, key=lambda row: row[5])
-        assert all(row[5] == pytest.approx(row[2]) for row in grid)     # one group: its median
-        assert (result["microbatch_overhead_us"]["value"],
-                result["matmul_half_dim"]["value"]) == best[:2]
-        # The winner's rate is in the presets: replaying gives the winner's median again.
-        (rate,) = best[4].values()
-        assert gpu_specs._GPU_PRESETS["a100-80gb"]["matmul_efficiency"] == rate
-        rows = published_accuracy.evaluate_runs(
-            runs, {"microbatch_overhead_us": best[0], "matmul_half_dim": best[1]})
-        assert statistics.median(abs(r["error_pct"]) for r in rows) == pytest.approx(best[2])
-        assert statistics.mean(abs(r["error_pct"]) for r in rows) == pytest.approx(best[3])
-        # ``--held-out`` replays other runs with those constants too.
-        held = [r for r in RUNS if r["id"] == "sc21-t2-gpt3-175b-ptdp-384"]
-        replayed = fit_constants.replay(runs + held, result)
-        assert replayed["fit"]["median_abs_error_pct"] == pytest.approx(best[2], abs=0.01)
-        alone = published_accuracy.evaluate_runs(
-            held, {"microbatch_overhead_us": best[0], "matmul_half_dim": best[1]})
-        assert replayed["held_out"]["rows"] == 1
-        assert replayed["held_out_by_source"] == {"megatron-sc21": replayed["held_out"]}
-        assert replayed["held_out"]["max_abs_error_pct"] == pytest.approx(
-            abs(alone[0]["error_pct"]), abs=0.01)
-    finally:
-        for name, preset in saved.items():
-            gpu_specs._GPU_PRESETS[name].clear()
-            gpu_specs._GPU_PRESETS[name].update(preset)
-        cost_tables.cache_clear()
+    grid: list = []
+    result = fit_constants.fit(runs, grid)
+    assert len(grid) == len(fit_constants.OVERHEADS_US) * len(fit_constants.HALF_DIMS)
+    assert {(o, h) for o, h, *_ in grid} == {
+        (o, h) for o in fit_constants.OVERHEADS_US for h in fit_constants.HALF_DIMS}
+    best = min(grid, key=lambda row: row[5])
+    assert all(row[5] == pytest.approx(row[2]) for row in grid)     # one group: its median
+    assert (result["microbatch_overhead_us"]["value"],
+            result["matmul_half_dim"]["value"]) == best[:2]
+    # The winner's rate is in the presets: replaying gives the winner's median again.
+    (rate,) = best[4].values()
+    assert gpu_specs._GPU_PRESETS["a100-80gb"]["matmul_efficiency"] == rate
+    rows = published_accuracy.evaluate_runs(
+        runs, {"microbatch_overhead_us": best[0], "matmul_half_dim": best[1]})
+    assert statistics.median(abs(r["error_pct"]) for r in rows) == pytest.approx(best[2])
+    assert statistics.mean(abs(r["error_pct"]) for r in rows) == pytest.approx(best[3])
+    # ``--held-out`` replays other runs with those constants too.
+    held = [r for r in RUNS if r["id"] == "sc21-t2-gpt3-175b-ptdp-384"]
+    replayed = fit_constants.replay(runs + held, result)
+    assert replayed["fit"]["median_abs_error_pct"] == pytest.approx(best[2], abs=0.01)
+    alone = published_accuracy.evaluate_runs(
+        held, {"microbatch_overhead_us": best[0], "matmul_half_dim": best[1]})
+    assert replayed["held_out"]["rows"] == 1
+    assert replayed["held_out_by_source"] == {"megatron-sc21": replayed["held_out"]}
+    assert replayed["held_out"]["max_abs_error_pct"] == pytest.approx(
+        abs(alone[0]["error_pct"]), abs=0.01)
 
 
 def test_the_fit_objective_counts_each_group_once():
@@ -338,6 +347,7 @@ def test_the_fit_objective_counts_each_group_once():
     assert fit_constants.objective(runs, table) == pytest.approx(18.5)
 
 
+@pytest.mark.usefixtures("kept_presets")
 def test_the_fit_searches_the_rates_jointly_to_where_no_single_rate_lowers_its_objective(
         monkeypatch):
     """``fit_constants.fit`` on two fit runs of each group (A100, H100 bf16, H100 fp8), one
@@ -346,11 +356,8 @@ def test_the_fit_searches_the_rates_jointly_to_where_no_single_rate_lowers_its_o
     and the objective there is below the 7.0% each group's own best rate gives on these runs
     (the fp8 runs' bf16 GEMMs read the bf16 rate: what the fit missed before it searched
     jointly). (The fit writes the GPU presets; they are put back afterwards.)"""
-    import copy
-
     import fit_constants
 
-    from planner.cost.tables import cost_tables
     from planner.specs import gpu as gpu_specs
 
     monkeypatch.setattr(fit_constants, "OVERHEADS_US", [100])
@@ -368,34 +375,27 @@ def test_the_fit_searches_the_rates_jointly_to_where_no_single_rate_lowers_its_o
         return fit_constants.objective(runs, {r["id"]: r for r in
                                               published_accuracy.evaluate_runs(runs, eff)})
 
-    saved = copy.deepcopy(gpu_specs._GPU_PRESETS)
-    try:
-        before = fit_constants.kept(runs)           # the presets' rates, the default pair
-        assert before["objective_pct"] == pytest.approx(score())
-        assert before["objective_pct"] == pytest.approx(
-            statistics.mean(before["groups"].values()))
-        assert len(before["groups"]) == 3
-        fit_constants._fit_groups(runs, eff)
-        per_group = score()
-        grid: list = []
-        result = fit_constants.fit(runs, grid)
-        (row,) = grid
-        chosen = score()
-        assert chosen == pytest.approx(row[5]) == pytest.approx(
-            result["matmul_half_dim"]["objective_pct"], abs=0.01)
-        assert per_group == pytest.approx(7.02, abs=0.01)
-        assert chosen < per_group - 0.4
-        for preset, _, field, bound in fit_constants.GROUPS:
-            kept = gpu_specs._GPU_PRESETS[preset][field]
-            for value in (v for v in fit_constants.GRID if v <= bound and v != kept):
-                fit_constants._set(preset, field, value)
-                assert score() >= chosen - 1e-9, (preset, field, value)
-            fit_constants._set(preset, field, kept)
-    finally:
-        for name, preset in saved.items():
-            gpu_specs._GPU_PRESETS[name].clear()
-            gpu_specs._GPU_PRESETS[name].update(preset)
-        cost_tables.cache_clear()
+    before = fit_constants.kept(runs)           # the presets' rates, the default pair
+    assert before["objective_pct"] == pytest.approx(score())
+    assert before["objective_pct"] == pytest.approx(
+        statistics.mean(before["groups"].values()))
+    assert len(before["groups"]) == 3
+    fit_constants._fit_groups(runs, eff)
+    per_group = score()
+    grid: list = []
+    result = fit_constants.fit(runs, grid)
+    (row,) = grid
+    chosen = score()
+    assert chosen == pytest.approx(row[5]) == pytest.approx(
+        result["matmul_half_dim"]["objective_pct"], abs=0.01)
+    assert per_group == pytest.approx(7.02, abs=0.01)
+    assert chosen < per_group - 0.4
+    for preset, _, field, bound in fit_constants.GROUPS:
+        kept = gpu_specs._GPU_PRESETS[preset][field]
+        for value in (v for v in fit_constants.GRID if v <= bound and v != kept):
+            fit_constants._set(preset, field, value)
+            assert score() >= chosen - 1e-9, (preset, field, value)
+        fit_constants._set(preset, field, kept)
 
 
 def test_rows_give_what_the_model_misses_per_micro_batch_and_per_layer():
