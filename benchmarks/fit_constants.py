@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from published_accuracy import evaluate_runs, load_runs, summarize  # noqa: E402
 
 from planner.cost.tables import cost_tables  # noqa: E402
+from planner.specs import ClusterSpec  # noqa: E402
 from planner.specs import gpu as gpu_specs  # noqa: E402
 
 # (GPU preset, precisions, field of the preset, burst upper bound)
@@ -52,8 +53,9 @@ GRID = [round(0.50 + 0.01 * i, 2) for i in range(40)]
 
 
 def _gpu_of(run: dict) -> str:
-    return run["cluster"].get("gpu") or {"dgx-a100": "a100-80gb", "dgx-h100": "h100-sxm",
-                                         "dgx-h200": "h200-sxm"}[run["cluster"]["preset"]]
+    """The preset whose rates the run's GPU reads (the A100 40 GB twin shares the 80 GB's)."""
+    name = ClusterSpec.model_validate(run["cluster"]).gpu.name
+    return "a100-80gb" if name == "a100-40gb" else name
 
 
 OVERHEADS_US = [100, 300, 1000, 3000]
@@ -126,8 +128,7 @@ def _costed(runs: list[dict], eff: dict) -> list[dict]:
     the descent re-costs only what a move changes. ``fit`` empties it when it starts."""
     out = []
     for run in runs:
-        gpu = _gpu_of(run)
-        preset = "a100-80gb" if gpu == "a100-40gb" else gpu      # the twin shares its rates
+        preset = _gpu_of(run)
         mine = [(p, field) for p, _, field, _ in GROUPS if p == preset]
         rates = tuple(gpu_specs._GPU_PRESETS[p][field] for p, field in
                       (mine or [(p, field) for p, _, field, _ in GROUPS]))
@@ -178,10 +179,6 @@ def _descend(runs: list[dict], eff: dict, max_rounds: int = 10) -> dict[str, dic
     changes nothing. Leaves the rates in the presets and returns the rows at them, by run
     id."""
     rows = {r["id"]: r for r in _costed(runs, eff)}
-
-    def median(table: dict[str, dict]) -> float:
-        return objective(runs, table)
-
     for _ in range(max_rounds):
         moved = False
         for preset, precisions, field, bound in GROUPS:
@@ -189,13 +186,13 @@ def _descend(runs: list[dict], eff: dict, max_rounds: int = 10) -> dict[str, dic
                 continue
             on_gpu = [r for r in runs if _gpu_of(r) == preset]
             current = gpu_specs._GPU_PRESETS[preset][field]
-            best = (median(rows), current, rows)
+            best = (objective(runs, rows), current, rows)
             for value in (v for v in GRID if v <= bound and v != current):
                 _set(preset, field, value)
                 trial = {**rows, **{r["id"]: r for r in _costed(on_gpu, eff)}}
-                med = median(trial)
-                if med < best[0] - 1e-9:
-                    best = (med, value, trial)
+                score = objective(runs, trial)
+                if score < best[0] - 1e-9:
+                    best = (score, value, trial)
             _set(preset, field, best[1])
             if best[1] != current:
                 moved, rows = True, best[2]
