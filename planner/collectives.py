@@ -107,6 +107,9 @@ class GroupTopology:
     intra: AlphaBeta
     inter: AlphaBeta
     num_nodes: int = 0     # nodes spanned; 0: ceil(size / ranks_per_node)
+    # NVLink SHARP's all_reduce bus bandwidth over ``intra``'s (0: the switches cannot reduce;
+    # ``ClusterSpec`` intra_node.nvls_busbw_ratio)
+    nvls_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         if self.size < 1 or not 1 <= self.ranks_per_node <= self.size:
@@ -352,6 +355,13 @@ def collective_time(
 # Simple ring values, 3.4 us NVLink and 14 us network), the base latency per call does not.
 
 PROTOCOLS = ("LL", "LL128", "Simple")
+# NVLS (NVLink SHARP) all_reduce inside one node, Simple protocol only (tuning.cc): no base
+# latency, one NVLink hop of 25 us where the Simple ring step is 3.4 us (hwLat), so it scales
+# with the link's latency like the other per-step latencies; its bus bandwidth is
+# ``GroupTopology.nvls_ratio`` times the ring's and, as in tuning.cc (algbw = busBw x nRanks /
+# nsteps), independent of the group size, so the time's bandwidth term is 2 (p - 1) / p n over
+# it, as the ring's is over the link's.
+NVLS_STEP_RATIO = 25.0 / 3.4
 NCCL_BASE_LATENCY_S = {"ring": (6.6e-6, 14.0e-6, 8.4e-6), "tree": (6.8e-6, 14.0e-6, 8.4e-6),
                        "direct": (6.6e-6, 14.0e-6, 8.4e-6)}
 # Per-step latency of each protocol relative to Simple's, per algorithm and tier (tuning.cc
@@ -417,4 +427,9 @@ def nccl_time(op: str, message_bytes: float, group: GroupTopology) -> Collective
                  + transfer)
             if t < best[0]:
                 best = (t, f"{alg}/{proto}")
+    if op == "all_reduce" and nodes == 1 and group.nvls_ratio > 0:
+        t = (group.intra.alpha_s * NVLS_STEP_RATIO
+             + 2 * (p - 1) / p * message_bytes / (group.intra.bandwidth * group.nvls_ratio))
+        if t < best[0]:
+            best = (t, "nvls/Simple")
     return CollectiveCost(op, best[1], message_bytes, p, group.tier, best[0])

@@ -166,16 +166,19 @@ class CostTables:
         return launch_layout(world, self.cluster.gpus_per_node).nproc_per_node
 
     def topology(self, span: GroupSpan) -> GroupTopology:
-        """A group's links: NVLink inside a node; across nodes each member's share of its
-        node's NICs (one rail per GPU), rings across many nodes a little slower."""
+        """A group's links: NVLink inside a node (with NVLink SHARP's all_reduce where the
+        switches have it); across nodes each member's share of its node's NICs (one rail per
+        GPU), rings across many nodes a little slower."""
         hit = self._topo.get(span)
         if hit is None:
             c = self.cluster
             intra = AlphaBeta(c.intra_node.alpha_s, c.intra_node.effective_bandwidth)
             inter = AlphaBeta(c.inter_node.alpha_s, c.inter_node.effective_bandwidth
                               / c.gpus_per_node * ring_bandwidth_scale(span.nodes))
+            nvls = c.intra_node.nvls_busbw_ratio if span.nodes == 1 else None
             hit = self._topo[span] = GroupTopology(span.size, span.min_per_node, intra, inter,
-                                                   num_nodes=span.nodes)
+                                                   num_nodes=span.nodes,
+                                                   nvls_ratio=nvls or 0.0)
         return hit
 
     def group(self, size: int, stride: int, npn: int) -> GroupTopology:

@@ -35,6 +35,22 @@ DEFAULT_LINK_EFFICIENCY: dict[str, float] = {
     "infiniband": 0.9, "roce": 0.85, "ethernet": 0.7,
 }
 
+# NVLink SHARP (NVLS): on Hopper and Blackwell NVSwitch nodes NCCL (2.17 on) runs all_reduce
+# inside a node by having the switches reduce (multimem loads and stores), by default. Its bus
+# bandwidth over the ring's, the one the link's bandwidth x efficiency gives:
+# - Hopper: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
+#   effective NVLink bandwidth of 370GB/s [...] Now allreduce uses NVLink SHARP by default
+#   [...] On 8 GPUs, you should reach a peak busBw of ~480GB/s (algbw ~275GB/s)" (NCCL's
+#   maintainer, NVIDIA/nccl-tests issue 212; GTC talk S62129 quotes the same 480 GB/s):
+#   480 / 370 = 1.30.
+# - Blackwell: no measured figure found; NCCL's tuner rates NVLS at 0.74 of the NVLink
+#   bandwidth on Blackwell against 0.85 on Hopper (src/graph/tuning.cc ``nvlsEfficiency``),
+#   so 1.30 x 0.74 / 0.85 = 1.13.
+# Across nodes NCCL's NVLS tree gains little beyond two nodes (320 GB/s busbw with or without
+# NVLS on 4 nodes of 8 H100, against 330 -> 430 GB/s on one or two; NVIDIA/nccl issue 1221),
+# so the cost model uses NVLS for single-node groups only (``collectives.nccl_time``).
+NVLS_BUSBW_RATIO: dict[str, float] = {"hopper": 1.30, "blackwell": 1.13}
+
 
 class LinkSpec(PresetSpec):
     """One tier of the network: what kind of link, its bandwidth and its per-step latency."""
@@ -54,6 +70,13 @@ class LinkSpec(PresetSpec):
         None, ge=1, le=1024,
         description="Inter-node only: NICs per node (informational; bandwidth is the sum)."
     )
+    nvls_busbw_ratio: float | None = Field(
+        None, ge=0.1, le=10,
+        description="Intra-node NVSwitch only: NVLink SHARP (the switch reduces), NCCL's NVLS "
+        "algorithm for all_reduce inside a node, whose bus bandwidth is this multiple of the "
+        "link's ring bus bandwidth (bandwidth x efficiency). The Hopper and Blackwell presets "
+        "set it (NCCL enables NVLS by default on their NVSwitch nodes); null: no NVLS "
+        "(NCCL_NVLS_ENABLE=0, or a switch without it).")
 
     @property
     def effective_efficiency(self) -> float:
@@ -71,13 +94,14 @@ class LinkSpec(PresetSpec):
 
 def _dgx_nodes(name: str, gpu: str, nvlink_gb_per_s: float, network_gb_per_s: float,
                gpus: int = 8, nics: int | None = None, intra_kind: str = "nvswitch",
-               **more: Any) -> dict[str, Any]:
+               nvls: float | None = None, **more: Any) -> dict[str, Any]:
     """A preset of NVLink nodes on InfiniBand: NVLink per GPU and direction (through NVSwitch,
     or GPU to GPU where ``intra_kind`` is "nvlink"), the network per node and direction (all
-    NICs together; one a GPU unless ``nics`` says otherwise)."""
+    NICs together; one a GPU unless ``nics`` says otherwise), and NVLink SHARP's all_reduce
+    bus bandwidth over the ring's where the switches have it (``NVLS_BUSBW_RATIO``)."""
     return {"name": name, "num_nodes": 1, "gpus_per_node": gpus, "gpu": gpu, **more,
             "intra_node": {"kind": intra_kind, "bandwidth_gb_per_s": nvlink_gb_per_s,
-                           "latency_us": 1.0},
+                           "latency_us": 1.0, "nvls_busbw_ratio": nvls},
             "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": network_gb_per_s,
                            "latency_us": 5.0, "nics_per_node": nics or gpus}}
 
@@ -90,11 +114,14 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
     "dgx-1": _dgx_nodes("dgx-1", "v100-32gb", 150, 50, nics=4, intra_kind="nvlink"),
     "dgx-2": _dgx_nodes("dgx-2", "v100-32gb", 150, 100, gpus=16, nics=8),
     "dgx-a100": _dgx_nodes("dgx-a100", "a100-80gb", 300, 200),
-    "dgx-h100": _dgx_nodes("dgx-h100", "h100-sxm", 450, 400),
-    "dgx-h200": _dgx_nodes("dgx-h200", "h200-sxm", 450, 400),
+    "dgx-h100": _dgx_nodes("dgx-h100", "h100-sxm", 450, 400,
+                           nvls=NVLS_BUSBW_RATIO["hopper"]),
+    "dgx-h200": _dgx_nodes("dgx-h200", "h200-sxm", 450, 400,
+                           nvls=NVLS_BUSBW_RATIO["hopper"]),
     # DGX B200: NVLink 5, 1.8 TB/s per GPU bidirectional (900 GB/s each way); 8 single-port
     # ConnectX-7 at 400 Gb/s for the compute fabric (DGX B200 datasheet), as on DGX H100.
-    "dgx-b200": _dgx_nodes("dgx-b200", "b200-sxm", 900, 400),
+    "dgx-b200": _dgx_nodes("dgx-b200", "b200-sxm", 900, 400,
+                           nvls=NVLS_BUSBW_RATIO["blackwell"]),
     # GB200 NVL72: one NVLink domain of 72 GPUs (18 compute trays of 4 GPUs, NVLink 5 at
     # 1.8 TB/s per GPU through the rack's NVLink switches; GB200 NVL72 specifications) is one
     # "node" of the cost model; each tray is a host of 4 GPUs (gpus_per_host) for torchrun,
@@ -102,12 +129,15 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
     # Grace CPU reaches its two GPUs over NVLink-C2C, 900 GB/s both ways together (GB200
     # NVL72 specifications): 225 GB/s per GPU and direction to host memory.
     "gb200-nvl72": _dgx_nodes("gb200-nvl72", "gb200", 900, 72 * 50, gpus=72,
-                              gpus_per_host=4, host_link_gb_per_s=225),
+                              gpus_per_host=4, host_link_gb_per_s=225,
+                              nvls=NVLS_BUSBW_RATIO["blackwell"]),
     # DGX B300 and GB300 NVL72: the same NVLink 5 and NVLink-C2C, ConnectX-8 at 800 Gb/s per
     # GPU (DGX B300 datasheet: 8 OSFP ports; GB300 NVL72: 72 ConnectX-8, 4 a tray).
-    "dgx-b300": _dgx_nodes("dgx-b300", "b300-sxm", 900, 800),
+    "dgx-b300": _dgx_nodes("dgx-b300", "b300-sxm", 900, 800,
+                           nvls=NVLS_BUSBW_RATIO["blackwell"]),
     "gb300-nvl72": _dgx_nodes("gb300-nvl72", "gb300", 900, 72 * 100, gpus=72,
-                              gpus_per_host=4, host_link_gb_per_s=225),
+                              gpus_per_host=4, host_link_gb_per_s=225,
+                              nvls=NVLS_BUSBW_RATIO["blackwell"]),
     # This development machine: 4 gloo ranks over loopback TCP. Alpha and bandwidth are the
     # order of magnitude measured with gloo on a 2-core VM (research/collectives.md section 5:
     # all_reduce alpha 0.3-0.6 ms, busbw 0.6-0.9 GB/s); calibration refines them.
@@ -294,6 +324,13 @@ class ClusterSpec(PresetSpec):
                 f"inter_node.kind {self.inter_node.kind!r} is an in-node link; "
                 f"use one of {', '.join(INTER_KINDS)}"
             )
+        if self.inter_node.nvls_busbw_ratio is not None:
+            raise ValueError("inter_node.nvls_busbw_ratio: NVLink SHARP reduces inside an "
+                             "NVSwitch node; give it on intra_node, or null")
+        if self.intra_node.nvls_busbw_ratio is not None and self.intra_node.kind != "nvswitch":
+            raise ValueError(
+                f"intra_node.nvls_busbw_ratio needs NVSwitch (NVLink SHARP reduces in the "
+                f"switches), not intra_node.kind {self.intra_node.kind!r}; set it null")
         return self
 
     @property

@@ -1,0 +1,135 @@
+"""NVLink SHARP (NCCL's NVLS algorithm): all_reduce inside a Hopper or Blackwell NVSwitch node
+at the measured bus bandwidth, nowhere else (planner/collectives.py ``nccl_time``,
+planner/specs/cluster.py ``NVLS_BUSBW_RATIO``)."""
+
+import pytest
+from pydantic import ValidationError
+
+from planner.collectives import AlphaBeta, GroupTopology, nccl_time
+from planner.cost import EfficiencyModel, estimate
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+from planner.specs.cluster import NVLS_BUSBW_RATIO
+
+GIB = 2**30
+NVLINK = AlphaBeta(1e-6, 450e9 * 0.8)          # the dgx-h100 preset's link: 1 us, 360 GB/s
+
+
+def node(p: int, nvls: float = 0.0, nodes: int = 1) -> GroupTopology:
+    return GroupTopology(p, p // nodes, NVLINK, AlphaBeta(5e-6, 50e9 * 0.9), num_nodes=nodes,
+                         nvls_ratio=nvls)
+
+
+def test_nvls_all_reduce_in_one_h100_node_is_worked_by_hand_and_meets_the_measured_figure():
+    # 1 GiB over 8 GPUs. NVLS: 25 / 3.4 of the 1 us step latency, and 2 x 7/8 of the buffer
+    # over 1.30 x 360 GB/s = 468 GB/s:
+    #   7.353 us + 1,879,048,192 B / 468e9 B/s = 7.353 us + 4,015.060 us = 4,022.413 us.
+    # The ring (Simple): 8.4 us + 14 steps x 1 us + 1,879,048,192 / 360e9 = 5,242.0 us.
+    nvls = nccl_time("all_reduce", GIB, node(8, NVLS_BUSBW_RATIO["hopper"]))
+    assert nvls.algorithm == "nvls/Simple"
+    assert nvls.time_s == pytest.approx(25 / 3.4 * 1e-6 + 1.75 * GIB / 468e9, rel=1e-12)
+    assert nvls.time_s * 1e6 == pytest.approx(4022.413, abs=1e-3)
+    ring = nccl_time("all_reduce", GIB, node(8))
+    assert ring.algorithm == "ring/Simple"
+    assert ring.time_s * 1e6 == pytest.approx(8.4 + 14 + 1.75 * GIB / 360e9 * 1e6, abs=1e-6)
+    # NCCL's maintainer: "On 8 GPUs, you should reach a peak busBw of ~480GB/s (algbw
+    # ~275GB/s)" (NVIDIA/nccl-tests issue 212); the ring's busbw is the link's 360 GB/s.
+    assert nvls.busbw_gb_per_s == pytest.approx(480, rel=0.03)
+    assert nvls.algbw_gb_per_s == pytest.approx(275, rel=0.03)
+    assert ring.busbw_gb_per_s == pytest.approx(358.5, abs=0.1)
+
+
+@pytest.mark.parametrize("p", [2, 4, 8])
+def test_nvls_bus_bandwidth_does_not_depend_on_the_group_size(p):
+    # NCCL's tuner: busBw per channel independent of the ranks, algbw = busBw x p / (2 (p-1)).
+    got = nccl_time("all_reduce", 4 * GIB, node(p, 1.3))
+    assert got.algorithm == "nvls/Simple"
+    assert got.busbw_gb_per_s == pytest.approx(1.3 * 360, rel=0.002)
+
+
+def test_nvls_serves_all_reduce_inside_one_node_only():
+    for op in ("reduce_scatter", "all_gather", "broadcast", "all_to_all"):
+        with_nvls = nccl_time(op, GIB, node(8, 1.3))
+        assert with_nvls == nccl_time(op, GIB, node(8)), op
+        assert not with_nvls.algorithm.startswith("nvls")
+    # Two nodes: NCCL's NVLS tree is not costed (no gain past two nodes, NVIDIA/nccl issue
+    # 1221), so the two-node all_reduce is the ring's or the tree's either way.
+    two = nccl_time("all_reduce", GIB, node(16, 1.3, nodes=2))
+    assert two == nccl_time("all_reduce", GIB, node(16, nodes=2))
+    assert not two.algorithm.startswith("nvls")
+
+
+def test_the_presets_carry_nvls_where_the_switches_reduce():
+    ratios = {name: ClusterSpec.model_validate({"preset": name, "num_nodes": 1})
+              .intra_node.nvls_busbw_ratio for name in ClusterSpec.preset_names()}
+    assert ratios["dgx-h100"] == ratios["dgx-h200"] == 1.30
+    for name in ("dgx-b200", "gb200-nvl72", "dgx-b300", "gb300-nvl72"):
+        assert ratios[name] == pytest.approx(1.30 * 0.74 / 0.85, abs=0.005) == 1.13
+    for name in ("dgx-1", "dgx-2", "dgx-a100", "local-cpu"):
+        assert ratios[name] is None, name
+    off = ClusterSpec.model_validate({"preset": "dgx-h100", "num_nodes": 1,
+                                      "intra_node": {"nvls_busbw_ratio": None}})
+    assert off.intra_node.nvls_busbw_ratio is None
+    with pytest.raises(ValidationError, match="intra_node.nvls_busbw_ratio needs NVSwitch"):
+        ClusterSpec.model_validate({"preset": "dgx-h100", "num_nodes": 1,
+                                    "intra_node": {"kind": "pcie"}})
+    with pytest.raises(ValidationError, match="inter_node.nvls_busbw_ratio"):
+        ClusterSpec.model_validate({"preset": "dgx-a100", "num_nodes": 2,
+                                    "inter_node": {"nvls_busbw_ratio": 1.3}})
+
+
+def _tp_estimate(sequence_parallel: bool, nvls: bool):
+    cluster = {"preset": "dgx-h100", "num_nodes": 1}
+    if not nvls:
+        cluster["intra_node"] = {"nvls_busbw_ratio": None}
+    return estimate(ModelSpec.model_validate({"preset": "llama3-8b"}),
+                    ClusterSpec.model_validate(cluster),
+                    TrainingSpec(global_batch_size=64, seq_length=4096),
+                    ParallelPlan(dp=1, tp=8, micro_batch_size=1, recompute="none",
+                                 zero_stage=1, sequence_parallel=sequence_parallel),
+                    EfficiencyModel())
+
+
+def test_tensor_parallel_all_reduces_take_nvls_in_the_step_model():
+    # Without sequence parallelism each layer all-reduces its activations over the 8 GPUs:
+    # NVLS carries them (the estimate names it) and the exposed TP time drops; with sequence
+    # parallelism the layer reduce-scatters and all-gathers instead, and nothing changes.
+    on, off = _tp_estimate(False, True), _tp_estimate(False, False)
+    assert {c.algorithm for c in on.communication if c.op == "all_reduce"} == {"nvls/Simple"}
+    assert {c.algorithm for c in off.communication if c.op == "all_reduce"} == {"ring/Simple"}
+    item_on = next(c for c in on.communication if c.op == "all_reduce")
+    item_off = next(c for c in off.communication if c.op == "all_reduce")
+    n = item_on.message_bytes
+    assert item_on.time_s == pytest.approx(nccl_time("all_reduce", n, node(8, 1.3)).time_s)
+    assert item_off.time_s == pytest.approx(nccl_time("all_reduce", n, node(8)).time_s)
+    assert on.breakdown["tp_comm"] < 0.75 * off.breakdown["tp_comm"]
+    assert on.step_time_s < off.step_time_s
+    sp_on, sp_off = _tp_estimate(True, True), _tp_estimate(True, False)
+    assert sp_on.step_time_s == sp_off.step_time_s
+
+
+def test_the_readme_figures_of_the_tensor_parallel_example():
+    on, off = _tp_estimate(False, True), _tp_estimate(False, False)
+    assert (round(on.breakdown["tp_comm"], 2), round(off.breakdown["tp_comm"], 2)) == (0.63, 1.0)
+    assert round(nccl_time("all_reduce", GIB, node(8)).time_s * 1e3, 2) == 5.24
+
+
+def test_no_published_run_moves_with_nvls():
+    # The corpus's runs on NVLS nodes reduce-scatter and all-gather (sequence parallelism,
+    # distributed optimizers, FSDP): none of their predictions depends on NVLS (README).
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import published_accuracy
+
+    def nvls_node(run):
+        cluster = run["cluster"]
+        return isinstance(cluster, dict) and ClusterSpec.model_validate(
+            cluster).intra_node.nvls_busbw_ratio is not None
+
+    runs = [r for r in published_accuracy.load_runs() if nvls_node(r)]
+    off = [{**r, "cluster": {**r["cluster"], "intra_node": {
+        **r["cluster"].get("intra_node", {}), "nvls_busbw_ratio": None}}} for r in runs]
+    assert len(runs) > 150
+    on_rows = published_accuracy.evaluate_runs(runs)
+    off_rows = published_accuracy.evaluate_runs(off)
+    assert [r["predicted_step_s"] for r in on_rows] == [r["predicted_step_s"] for r in off_rows]
