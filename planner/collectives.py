@@ -351,8 +351,10 @@ def collective_time(
 # the bandwidth, lowest latency), LL128 120 of every 128 bytes, Simple all of them with the
 # highest latency. Ring steps inside a node pay the NVLink latency, those between nodes the
 # network's; the tree's latency is 2 ((g - 1) intra + lg N inter) (reduce up, broadcast down).
-# The per-step latencies scale with the links' ``latency_us`` (the presets use tuning.cc's
-# Simple ring values, 3.4 us NVLink and 14 us network), the base latency per call does not.
+# The per-step latencies scale with the links' ``latency_us`` as tuning.cc's Simple ring step
+# (3.4 us NVLink, 14 us network) does to the other protocols' and algorithms'; the base latency
+# per call does not. (The presets' steps, 1.0 us NVLink and 5.0 us network, sit inside the
+# ranges tuning.cc gives per protocol, below its Simple values; calibration replaces them.)
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 # NVLS (NVLink SHARP) all_reduce inside one node, Simple protocol only (tuning.cc): no base
