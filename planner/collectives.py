@@ -359,11 +359,23 @@ def collective_time(
 PROTOCOLS = ("LL", "LL128", "Simple")
 # NVLS (NVLink SHARP) all_reduce inside one node, Simple protocol only (tuning.cc): no base
 # latency, one NVLink hop of 25 us where the Simple ring step is 3.4 us (hwLat), so it scales
-# with the link's latency like the other per-step latencies; its bus bandwidth is
-# ``GroupTopology.nvls_ratio`` times the ring's and, as in tuning.cc (algbw = busBw x nRanks /
-# nsteps), independent of the group size, so the time's bandwidth term is 2 (p - 1) / p n over
-# it, as the ring's is over the link's.
+# with the link's latency like the other per-step latencies. Its algorithm bandwidth grows
+# slowly with the group and saturates: measured on 8 H100 SXM with NCCL_ALGO=NVLS (NVIDIA/nccl
+# issue 1455), busbw 365-370 GB/s at 2 to 4 GPUs (the ring's) and 420 / 440 / 460 / 480 at 5 to
+# 8, algbw 258 / 265 / 270 / 273; algbw(p) = algbw(8) (1 - c / p) / (1 - c / 8) with c = 0.65
+# gives all four within 1% (and 249 at 4 GPUs, the 247 that 370 GB/s busbw means).
+# ``GroupTopology.nvls_ratio`` is the bus bandwidth at 8 GPUs over the ring's
+# (``ClusterSpec`` intra_node.nvls_busbw_ratio): algbw(8) = ratio x B x 8 / 14.
 NVLS_STEP_RATIO = 25.0 / 3.4
+NVLS_GROUP_SHAPE = 0.65
+
+
+def nvls_algbw(p: int, link_bandwidth: float, ratio: float) -> float:
+    """NVLS all_reduce's algorithm bandwidth (bytes/s) over ``p`` GPUs of one node whose link's
+    ring bus bandwidth is ``link_bandwidth`` and NVLS's bus bandwidth at 8 GPUs ``ratio``
+    times that (module comment above)."""
+    c = NVLS_GROUP_SHAPE
+    return ratio * link_bandwidth * 8 / 14 * (1 - c / p) / (1 - c / 8)
 NCCL_BASE_LATENCY_S = {"ring": (6.6e-6, 14.0e-6, 8.4e-6), "tree": (6.8e-6, 14.0e-6, 8.4e-6),
                        "direct": (6.6e-6, 14.0e-6, 8.4e-6)}
 # Per-step latency of each protocol relative to Simple's, per algorithm and tier (tuning.cc
@@ -431,7 +443,7 @@ def nccl_time(op: str, message_bytes: float, group: GroupTopology) -> Collective
                 best = (t, f"{alg}/{proto}")
     if op == "all_reduce" and nodes == 1 and group.nvls_ratio > 0:
         t = (group.intra.alpha_s * NVLS_STEP_RATIO
-             + 2 * (p - 1) / p * message_bytes / (group.intra.bandwidth * group.nvls_ratio))
+             + message_bytes / nvls_algbw(p, group.intra.bandwidth, group.nvls_ratio))
         if t < best[0]:
             best = (t, "nvls/Simple")
     return CollectiveCost(op, best[1], message_bytes, p, group.tier, best[0])

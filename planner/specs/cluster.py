@@ -37,7 +37,8 @@ DEFAULT_LINK_EFFICIENCY: dict[str, float] = {
 
 # NVLink SHARP (NVLS): on Hopper and Blackwell NVSwitch nodes NCCL (2.17 on) runs all_reduce
 # inside a node by having the switches reduce (multimem loads and stores), by default. Its bus
-# bandwidth over the ring's, the one the link's bandwidth x efficiency gives:
+# bandwidth on 8 GPUs over the ring's, the one the link's bandwidth x efficiency gives (how it
+# varies with the group's size: ``collectives.nvls_algbw``):
 # - Hopper: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
 #   effective NVLink bandwidth of 370GB/s [...] Now allreduce uses NVLink SHARP by default
 #   [...] On 8 GPUs, you should reach a peak busBw of ~480GB/s (algbw ~275GB/s)" (NCCL's
@@ -73,8 +74,9 @@ class LinkSpec(PresetSpec):
     nvls_busbw_ratio: float | None = Field(
         None, ge=0.1, le=10,
         description="Intra-node NVSwitch only: NVLink SHARP (the switch reduces), NCCL's NVLS "
-        "algorithm for all_reduce inside a node, whose bus bandwidth is this multiple of the "
-        "link's ring bus bandwidth (bandwidth x efficiency). The Hopper and Blackwell presets "
+        "algorithm for all_reduce inside a node, whose bus bandwidth on 8 GPUs is this multiple "
+        "of the link's ring bus bandwidth (bandwidth x efficiency; fewer GPUs get less of it, "
+        "as measured). The Hopper and Blackwell presets "
         "set it (NCCL enables NVLS by default on their NVSwitch nodes); null: no NVLS "
         "(NCCL_NVLS_ENABLE=0, or a switch without it).")
 
