@@ -93,6 +93,11 @@ def test_the_presets_carry_nvls_where_the_switches_reduce():
     with pytest.raises(ValidationError, match="intra_node.nvls_busbw_ratio needs NVSwitch"):
         ClusterSpec.model_validate({"preset": "dgx-h100", "num_nodes": 1,
                                     "intra_node": {"kind": "pcie"}})
+    # A GPU older than Hopper (no fp8 peak) swapped into a Hopper node preset gets no NVLS.
+    swapped = ClusterSpec.model_validate({"preset": "dgx-h100", "num_nodes": 1,
+                                          "gpu": "a100-80gb"})
+    assert swapped.intra_node.nvls_busbw_ratio == 1.30 and swapped.nvls_ratio is None
+    assert ClusterSpec.model_validate("dgx-b200").nvls_ratio == 1.13
     with pytest.raises(ValidationError, match="inter_node.nvls_busbw_ratio"):
         ClusterSpec.model_validate({"preset": "dgx-a100", "num_nodes": 2,
                                     "inter_node": {"nvls_busbw_ratio": 1.3}})
@@ -145,7 +150,7 @@ def test_no_published_run_moves_with_nvls():
     def nvls_node(run):
         cluster = run["cluster"]
         return isinstance(cluster, dict) and ClusterSpec.model_validate(
-            cluster).intra_node.nvls_busbw_ratio is not None
+            cluster).nvls_ratio is not None
 
     runs = [r for r in published_accuracy.load_runs() if nvls_node(r)]
     off = [{**r, "cluster": {**r["cluster"], "intra_node": {

@@ -175,7 +175,7 @@ class CostTables:
             intra = AlphaBeta(c.intra_node.alpha_s, c.intra_node.effective_bandwidth)
             inter = AlphaBeta(c.inter_node.alpha_s, c.inter_node.effective_bandwidth
                               / c.gpus_per_node * ring_bandwidth_scale(span.nodes))
-            nvls = c.intra_node.nvls_busbw_ratio if span.nodes == 1 else None
+            nvls = c.nvls_ratio if span.nodes == 1 else None
             hit = self._topo[span] = GroupTopology(span.size, span.min_per_node, intra, inter,
                                                    num_nodes=span.nodes,
                                                    nvls_ratio=nvls or 0.0)

@@ -77,8 +77,9 @@ class LinkSpec(PresetSpec):
         "algorithm for all_reduce inside a node, whose bus bandwidth on 8 GPUs is this multiple "
         "of the link's ring bus bandwidth (bandwidth x efficiency; fewer GPUs get less of it, "
         "as measured). The Hopper and Blackwell presets "
-        "set it (NCCL enables NVLS by default on their NVSwitch nodes); null: no NVLS "
-        "(NCCL_NVLS_ENABLE=0, or a switch without it).")
+        "set it (NCCL enables NVLS by default on their NVSwitch nodes); GPUs older than "
+        "Hopper (no fp8 peak) never use it; null: no NVLS (NCCL_NVLS_ENABLE=0, or a switch "
+        "without it).")
 
     @property
     def effective_efficiency(self) -> float:
@@ -334,6 +335,17 @@ class ClusterSpec(PresetSpec):
                 f"intra_node.nvls_busbw_ratio needs NVSwitch (NVLink SHARP reduces in the "
                 f"switches), not intra_node.kind {self.intra_node.kind!r}; set it null")
         return self
+
+    @property
+    def nvls_ratio(self) -> float | None:
+        """NVLink SHARP's all_reduce bus bandwidth over the ring's inside a node, where it
+        applies: ``intra_node.nvls_busbw_ratio`` on GPUs from Hopper on. Hopper's
+        third-generation NVSwitch brought NVLink SHARP, and every GPU from Hopper on has fp8
+        tensor cores while none before it does, so a GPU without an fp8 peak (a preset's
+        V100 or A100 swapped into a Hopper node preset) gets none."""
+        if self.gpu.peak_tflops.fp8 is None:
+            return None
+        return self.intra_node.nvls_busbw_ratio
 
     @property
     def num_gpus(self) -> int:
