@@ -72,8 +72,9 @@ def test_nvls_serves_all_reduce_inside_one_node_only():
         with_nvls = nccl_time(op, GIB, node(8, 1.3))
         assert with_nvls == nccl_time(op, GIB, node(8)), op
         assert not with_nvls.algorithm.startswith("nvls")
-    # Two nodes: NCCL's NVLS tree is not costed (no gain past two nodes, NVIDIA/nccl issue
-    # 1221), so the two-node all_reduce is the ring's or the tree's either way.
+    # Two nodes: NCCL's NVLS tree is not costed (NVIDIA/nccl issue 1221 measured a gain on
+    # two nodes and none on four), so the two-node all_reduce is the ring's or the tree's
+    # either way.
     two = nccl_time("all_reduce", GIB, node(16, 1.3, nodes=2))
     assert two == nccl_time("all_reduce", GIB, node(16, nodes=2))
     assert not two.algorithm.startswith("nvls")
