@@ -160,3 +160,36 @@ def test_no_published_run_moves_with_nvls():
     on_rows = published_accuracy.evaluate_runs(runs)
     off_rows = published_accuracy.evaluate_runs(off)
     assert [r["predicted_step_s"] for r in on_rows] == [r["predicted_step_s"] for r in off_rows]
+
+
+def test_a_plan_costed_without_nvls_on_nvls_capable_nodes_launches_without_it():
+    # NCCL uses NVLink SHARP by default on Hopper and newer NVSwitch nodes; a cluster costed
+    # without it runs its launch files with NCCL_NVLS_ENABLE=0, so the run is the prediction.
+    import yaml
+
+    from planner.launch import render, with_launch
+
+    def launch_files(cluster):
+        model = ModelSpec.model_validate({"preset": "llama3-8b"})
+        training = TrainingSpec(global_batch_size=64, seq_length=4096)
+        plan = ParallelPlan(dp=2, tp=4, micro_batch_size=1, recompute="none", zero_stage=1,
+                            sequence_parallel=True)
+        cluster = ClusterSpec.model_validate(cluster)
+        est = with_launch(estimate(model, cluster, training, plan, EfficiencyModel()), model,
+                          cluster, training)
+        return render(est.launch, "sbatch"), yaml.safe_load(render(est.launch, "kubernetes"))
+
+    def k8s_env(manifest):
+        job = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        return {e["name"]: e.get("value") for e in job["containers"][0]["env"]}
+
+    off = {"preset": "dgx-h100", "num_nodes": 1, "intra_node": {"nvls_busbw_ratio": None}}
+    sbatch, manifest = launch_files(off)
+    assert "export NCCL_DEBUG=WARN\nexport NCCL_NVLS_ENABLE=0\n" in sbatch
+    assert k8s_env(manifest)["NCCL_NVLS_ENABLE"] == "0"
+    for default in ({"preset": "dgx-h100", "num_nodes": 1},       # NVLS costed: NCCL's default
+                    {"preset": "dgx-a100", "num_nodes": 1}):      # no NVLS to turn off
+        sbatch, manifest = launch_files(default)
+        assert "NCCL_NVLS_ENABLE" not in sbatch
+        assert "NCCL_NVLS_ENABLE" not in k8s_env(manifest)
+        assert k8s_env(manifest)["NCCL_DEBUG"] == "WARN"

@@ -26,6 +26,8 @@ class LaunchShape:
     comment: str = ""
     # A fragmented allocation: per node (node rank order) its host name and the GPUs used.
     hosts: tuple[tuple[str | None, tuple[int, ...]], ...] = ()
+    # Environment of every rank (name, value), in order.
+    env: tuple[tuple[str, str], ...] = (("NCCL_DEBUG", "WARN"),)
 
 
 @dataclass(frozen=True)
@@ -72,5 +74,18 @@ class LaunchContext:
                    f"{p.gpus_used} GPUs ({self.nnodes} nodes x {self.nproc_per_node}); predicted "
                    f"step {p.step_time_s:.3f} s, {p.memory_per_gpu_gib:.1f} GiB per GPU.")
         return LaunchShape(self.nnodes, self.nproc_per_node, self.job_name, self.time_limit,
-                           self.image, self.rdzv_port, comment, self.hosts)
+                           self.image, self.rdzv_port, comment, self.hosts,
+                           (("NCCL_DEBUG", "WARN"), *self.nccl_env))
+
+    @property
+    def nccl_env(self) -> tuple[tuple[str, str], ...]:
+        """NCCL settings the prediction assumed where NCCL's default differs: on NVSwitch nodes
+        of Hopper or newer GPUs NCCL runs all_reduce with NVLink SHARP unless told not to, so a
+        cluster costed without it (``intra_node.nvls_busbw_ratio`` null) launches with
+        ``NCCL_NVLS_ENABLE=0``."""
+        c = self.cluster
+        if (c.intra_node.kind == "nvswitch" and c.gpu.peak_tflops.fp8 is not None
+                and c.nvls_ratio is None):
+            return (("NCCL_NVLS_ENABLE", "0"),)
+        return ()
 

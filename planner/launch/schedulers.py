@@ -75,6 +75,7 @@ def sbatch_script(shape: LaunchShape, program: list[str]) -> str:
                 if shape.hosts and len(names) == len(shape.hosts) else "")
     # Whole nodes, unless the job takes part of an allocation other jobs share.
     exclusive = "" if shape.hosts else "\n#SBATCH --exclusive"
+    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in shape.env)
     return f"""#!/bin/bash
 {comment}#SBATCH --job-name={shlex.quote(shape.job_name)}
 #SBATCH --nodes={shape.nnodes}{nodelist}
@@ -85,7 +86,7 @@ set -euo pipefail
 
 head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 head_node_ip=$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address | awk '{{print $1}}')
-export NCCL_DEBUG=WARN
+{exports}
 
 srun {" ".join(words)}
 """
@@ -119,7 +120,7 @@ def kubernetes_manifest(shape: LaunchShape, program: list[str],
                             "env": [{"name": "NODE_RANK", "valueFrom": {"fieldRef": {
                                 "fieldPath": "metadata.annotations['batch.kubernetes.io/"
                                              "job-completion-index']"}}},
-                                    {"name": "NCCL_DEBUG", "value": "WARN"}],
+                                    *_env(shape)],
                             "ports": [{"containerPort": shape.rdzv_port}],
                             "resources": {"limits": {"nvidia.com/gpu": shape.nproc_per_node}},
                         }],
@@ -130,6 +131,10 @@ def kubernetes_manifest(shape: LaunchShape, program: list[str],
         },
     }
     return yaml.safe_dump(manifest, sort_keys=False, width=100)
+
+
+def _env(shape: LaunchShape) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in shape.env]
 
 
 def _node_affinity(shape: LaunchShape) -> dict:
@@ -152,7 +157,7 @@ def pytorchjob_manifest(shape: LaunchShape, program: list[str]) -> str:
     def replica(count: int) -> dict:
         return {"replicas": count, "restartPolicy": "Never", "template": {"spec": {
             "containers": [{"name": "pytorch", "image": shape.image, "command": list(cmd),
-                            "env": [{"name": "NCCL_DEBUG", "value": "WARN"}],
+                            "env": _env(shape),
                             "resources": {"limits": {"nvidia.com/gpu": shape.nproc_per_node}}}]}}}
 
     specs = {"Master": replica(1)}
