@@ -44,9 +44,10 @@ DEFAULT_LINK_EFFICIENCY: dict[str, float] = {
 #   [...] On 8 GPUs, you should reach a peak busBw of ~480GB/s (algbw ~275GB/s)" (NCCL's
 #   maintainer, NVIDIA/nccl-tests issue 212; GTC talk S62129 quotes the same 480 GB/s):
 #   480 / 370 = 1.30.
-# - Blackwell: no measured figure found; NCCL's tuner rates NVLS at 0.74 of the NVLink
-#   bandwidth on Blackwell against 0.85 on Hopper (src/graph/tuning.cc ``nvlsEfficiency``),
-#   so 1.30 x 0.74 / 0.85 = 1.13.
+# - Blackwell: NCCL's tuner rates NVLS at 0.74 of the NVLink bandwidth on Blackwell against
+#   0.85 on Hopper (src/graph/tuning.cc ``nvlsEfficiency``), so 1.30 x 0.74 / 0.85 = 1.13.
+#   One user's 8 B200 node measured all_reduce at "830+" GB/s busbw where NCCL's topology puts
+#   the ring at 721.8 (NVIDIA/nccl issue 1807): 1.15, within 2%.
 # Across nodes NCCL's NVLS tree gains little beyond two nodes (320 GB/s busbw with or without
 # NVLS on 4 nodes of 8 H100, against 330 -> 430 GB/s on one or two; NVIDIA/nccl issue 1221),
 # so the cost model uses NVLS for single-node groups only (``collectives.nccl_time``).
