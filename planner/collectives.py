@@ -364,7 +364,7 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 # issue 1455), busbw 365-370 GB/s at 2 to 4 GPUs (the ring's) and 420 / 440 / 460 / 480 at 5 to
 # 8, algbw 258 / 265 / 270 / 273; algbw(p) = algbw(8) (1 - c / p) / (1 - c / 8) with c = 0.65
 # gives all four within 1% (and 249 at 4 GPUs, the 247 that 370 GB/s busbw means). Past 8
-# GPUs (an NVL72 rack's groups) it is extrapolated: 1.078 times the 8-GPU figure at 72.
+# GPUs (an NVL72 rack's groups) it is extrapolated: 1.079 times the 8-GPU figure at 72.
 # ``GroupTopology.nvls_ratio`` is the bus bandwidth at 8 GPUs over the ring's
 # (``ClusterSpec`` intra_node.nvls_busbw_ratio): algbw(8) = ratio x B x 8 / 14.
 NVLS_STEP_RATIO = 25.0 / 3.4
