@@ -84,8 +84,7 @@ class LaunchContext:
         cluster costed without it (``intra_node.nvls_busbw_ratio`` null) launches with
         ``NCCL_NVLS_ENABLE=0``."""
         c = self.cluster
-        if (c.intra_node.kind == "nvswitch" and c.gpu.peak_tflops.fp8 is not None
-                and c.nvls_ratio is None):
+        if c.nvls_capable and c.nvls_ratio is None:
             return (("NCCL_NVLS_ENABLE", "0"),)
         return ()
 

@@ -338,15 +338,18 @@ class ClusterSpec(PresetSpec):
         return self
 
     @property
+    def nvls_capable(self) -> bool:
+        """Whether the nodes' switches can reduce (NVLink SHARP): NVSwitch with GPUs from
+        Hopper on. Hopper's third-generation NVSwitch brought NVLink SHARP, and every GPU from
+        Hopper on has fp8 tensor cores while none before it does, so a GPU without an fp8 peak
+        (a preset's V100 or A100 swapped into a Hopper node preset) has none."""
+        return self.intra_node.kind == "nvswitch" and self.gpu.peak_tflops.fp8 is not None
+
+    @property
     def nvls_ratio(self) -> float | None:
-        """NVLink SHARP's all_reduce bus bandwidth over the ring's inside a node, where it
-        applies: ``intra_node.nvls_busbw_ratio`` on GPUs from Hopper on. Hopper's
-        third-generation NVSwitch brought NVLink SHARP, and every GPU from Hopper on has fp8
-        tensor cores while none before it does, so a GPU without an fp8 peak (a preset's
-        V100 or A100 swapped into a Hopper node preset) gets none."""
-        if self.gpu.peak_tflops.fp8 is None:
-            return None
-        return self.intra_node.nvls_busbw_ratio
+        """NVLink SHARP's all_reduce bus bandwidth over the ring's inside a node, where the
+        nodes have it (``nvls_capable``): ``intra_node.nvls_busbw_ratio``."""
+        return self.intra_node.nvls_busbw_ratio if self.nvls_capable else None
 
     @property
     def num_gpus(self) -> int:
