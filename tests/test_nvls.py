@@ -37,6 +37,7 @@ def test_nvls_all_reduce_in_one_h100_node_is_worked_by_hand_and_meets_the_measur
     assert nvls.busbw_gb_per_s == pytest.approx(480, rel=0.03)
     assert nvls.algbw_gb_per_s == pytest.approx(275, rel=0.03)
     assert ring.busbw_gb_per_s == pytest.approx(358.5, abs=0.1)
+    assert round(nvls.busbw_gb_per_s) == 467                   # the README's figure
 
 
 # NCCL_ALGO=NVLS on 8 H100 SXM, 2-4 GiB (NVIDIA/nccl issue 1455): bus bandwidth "about
