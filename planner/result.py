@@ -88,6 +88,11 @@ class LaunchSpec(BaseModel):
         None, description="The framework the torchrun, sbatch and Kubernetes artifacts start "
         "(Megatron-LM first, then torchtitan, then DeepSpeed); null when none runs the plan.")
     torchrun: list[str] | None = Field(description="torchrun argv for each node.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment every rank needs for the run to be "
+        "the one predicted, beyond the launch files' defaults (e.g. NCCL_NVLS_ENABLE=0 where "
+        "the plan is costed without NVLink SHARP on nodes that have it); the sbatch, "
+        "Kubernetes and torchrun artifacts set it.")
     node_commands: list[str] | None = Field(
         None, description="Fragmented allocations: per node, its torchrun command with its "
         "--node-rank and CUDA_VISIBLE_DEVICES (the GPUs the plan uses there).")

@@ -180,6 +180,7 @@ def test_a_plan_costed_without_nvls_on_nvls_capable_nodes_launches_without_it():
         cluster = ClusterSpec.model_validate(cluster)
         est = with_launch(estimate(model, cluster, training, plan, EfficiencyModel()), model,
                           cluster, training)
+        launch_files.last = est.launch
         return render(est.launch, "sbatch"), yaml.safe_load(render(est.launch, "kubernetes"))
 
     def k8s_env(manifest):
@@ -190,12 +191,22 @@ def test_a_plan_costed_without_nvls_on_nvls_capable_nodes_launches_without_it():
     sbatch, manifest = launch_files(off)
     assert "export NCCL_DEBUG=WARN\nexport NCCL_NVLS_ENABLE=0\n" in sbatch
     assert k8s_env(manifest)["NCCL_NVLS_ENABLE"] == "0"
+    assert launch_files.last.env == {"NCCL_NVLS_ENABLE": "0"}
+    assert render(launch_files.last, "torchrun").startswith("NCCL_NVLS_ENABLE=0 torchrun ")
+    # On a scheduler's free GPUs each node's command carries it too.
+    launch_files({**off, "num_nodes": 2, "free_gpus_per_node": [4, 4]})
+    commands = render(launch_files.last, "torchrun").splitlines()[1::2]
+    assert len(commands) == 2
+    for line in commands:
+        assert line.startswith("CUDA_VISIBLE_DEVICES=0,1,2,3 NCCL_NVLS_ENABLE=0 torchrun "), line
     for default in ({"preset": "dgx-h100", "num_nodes": 1},       # NVLS costed: NCCL's default
                     {"preset": "dgx-a100", "num_nodes": 1}):      # no NVLS to turn off
         sbatch, manifest = launch_files(default)
         assert "NCCL_NVLS_ENABLE" not in sbatch
         assert "NCCL_NVLS_ENABLE" not in k8s_env(manifest)
         assert k8s_env(manifest)["NCCL_DEBUG"] == "WARN"
+        assert launch_files.last.env == {}
+        assert render(launch_files.last, "torchrun").startswith("torchrun ")
 
 
 def test_a_b200_node_meets_the_one_measured_figure():

@@ -107,6 +107,7 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
         megatron_args=margs, torchtitan_toml=toml, deepspeed_config=ds,
         launcher_framework=launcher,
         torchrun=torchrun_argv(ctx.shape, program) if program else None,
+        env=dict(ctx.nccl_env),
         slurm_sbatch=(sbatch_script(ctx.shape, program)
                       if program and "sbatch" not in withheld else None),
         kubernetes=(kubernetes_manifest(ctx.shape, program, annotations)
@@ -154,8 +155,9 @@ def render(launch: LaunchSpec, fmt: str) -> str:
     if fmt == "torchrun" and launch.node_commands:
         return "\n".join(launch.node_commands) + "\n"
     if fmt == "torchrun":
-        return " ".join(shlex.quote(a) if not a.startswith("--rdzv-endpoint=$") else a
-                        for a in _built(launch.torchrun, fmt)) + "\n"
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in launch.env.items())
+        return env + " ".join(shlex.quote(a) if not a.startswith("--rdzv-endpoint=$") else a
+                              for a in _built(launch.torchrun, fmt)) + "\n"
     if fmt == "sbatch":
         return _built(launch.slurm_sbatch, fmt, launch)
     return _built(launch.kubernetes, fmt, launch)

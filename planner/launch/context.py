@@ -13,6 +13,10 @@ TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16", "fp32":
                "tf32": "float32"}
 
 
+# What every launch file sets for every rank.
+DEFAULT_ENV: tuple[tuple[str, str], ...] = (("NCCL_DEBUG", "WARN"),)
+
+
 @dataclass(frozen=True)
 class LaunchShape:
     """What a scheduler artifact needs: how many nodes and ranks, a name, limits, an image."""
@@ -26,8 +30,13 @@ class LaunchShape:
     comment: str = ""
     # A fragmented allocation: per node (node rank order) its host name and the GPUs used.
     hosts: tuple[tuple[str | None, tuple[int, ...]], ...] = ()
-    # Environment of every rank (name, value), in order.
-    env: tuple[tuple[str, str], ...] = (("NCCL_DEBUG", "WARN"),)
+    # Environment of every rank (name, value), in order: the defaults, then what the plan needs.
+    env: tuple[tuple[str, str], ...] = DEFAULT_ENV
+
+    @property
+    def plan_env(self) -> tuple[tuple[str, str], ...]:
+        """The environment beyond the defaults (what the per-node commands spell out)."""
+        return tuple(e for e in self.env if e not in DEFAULT_ENV)
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,7 @@ class LaunchContext:
                    f"step {p.step_time_s:.3f} s, {p.memory_per_gpu_gib:.1f} GiB per GPU.")
         return LaunchShape(self.nnodes, self.nproc_per_node, self.job_name, self.time_limit,
                            self.image, self.rdzv_port, comment, self.hosts,
-                           (("NCCL_DEBUG", "WARN"), *self.nccl_env))
+                           (*DEFAULT_ENV, *self.nccl_env))
 
     @property
     def nccl_env(self) -> tuple[tuple[str, str], ...]:

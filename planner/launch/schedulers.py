@@ -48,8 +48,9 @@ def node_commands(shape: LaunchShape, program: list[str]) -> list[str]:
         argv = torchrun_argv(shape, program, endpoint=head)
         argv.insert(3, f"--node-rank={i}")
         words = [a if a.startswith("--rdzv-endpoint=$") else shlex.quote(a) for a in argv]
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in shape.plan_env)
         lines.append(f"# node {i}: {host_name(shape, i)}\n"
-                     f"CUDA_VISIBLE_DEVICES={','.join(map(str, gpus))} " + " ".join(words))
+                     f"CUDA_VISIBLE_DEVICES={','.join(map(str, gpus))} {env}" + " ".join(words))
     return lines
 
 
