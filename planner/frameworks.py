@@ -20,8 +20,6 @@ from typing import Literal
 
 import numpy as np
 
-from planner.cost.batch import PlanArrays
-
 Framework = Literal["megatron", "torchtitan", "deepspeed"]
 FRAMEWORKS: tuple[Framework, ...] = ("megatron", "torchtitan", "deepspeed")
 # What a search may ask for: one framework, or "any" plan the step model costs, whether or not
@@ -780,6 +778,10 @@ def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
     """For one plan (a ParallelPlan or a PlanEstimate): each framework's missing pieces (an
     empty list: it runs the plan as predicted). ``group``: its interleaved micro-batch group;
     ``moe``: the model has expert layers; ``mtp``: multi-token prediction modules."""
+    # Imported here: the step model imports this module (cost.step -> frameworks), so a module
+    # level import of planner.cost would close a cycle whenever frameworks is imported first.
+    from planner.cost.batch import PlanArrays
+
     ctx = _context(PlanArrays.from_plans([plan]), [grad_accum_steps], [even], training,
                    None if group is None else [group], moe, mtp)
     return {fw: [message for f, _, message, pred in RULES

@@ -24,3 +24,23 @@ def test_the_core_never_imports_the_service():
                  if any(line.strip().startswith(("import api", "from api"))
                         for line in p.read_text().splitlines())]
     assert offenders == []
+
+
+def test_every_planner_module_imports_first():
+    """Each module of planner/ imports in a fresh interpreter before any other: no import
+    cycle hides behind the order the service happens to import them in (``import
+    planner.launch`` once failed on frameworks -> cost -> step -> frameworks)."""
+    names = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                   for p in (ROOT / "planner").rglob("*.py"))
+    code = ("import importlib, sys\n"
+            "for name in sys.argv[1:]:\n"
+            "    for key in [k for k in sys.modules if k == 'planner' or k.startswith('planner.')]:\n"
+            "        del sys.modules[key]\n"
+            "    try:\n"
+            "        importlib.import_module(name)\n"
+            "    except Exception as exc:\n"
+            "        print(name, type(exc).__name__, exc)\n")
+    proc = subprocess.run([sys.executable, "-c", code, *names], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "", proc.stdout[-4000:]
