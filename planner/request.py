@@ -46,7 +46,11 @@ class SetupRequest(BaseModel):
 
 def recompute_problem(model: ModelSpec, training: TrainingSpec) -> tuple[str, str] | None:
     """(training field, reason) when the selective recompute names what ``model`` lacks
-    (Megatron-LM refuses mla_up_proj without multi-latent attention), or None."""
+    (Megatron-LM refuses mla_up_proj without multi-latent attention), or DeepSpeed's ZeRO-3
+    reuse distance is set on a model it is not costed for; or None."""
+    if training.zero3_max_reuse_params is not None and model.is_moe:
+        return ("zero3_max_reuse_params", "DeepSpeed's reuse distance is costed for dense "
+                "models (not mixture-of-experts)")
     mods = training.recompute_modules
     if training.selective_recompute == "per_op":
         if mods != ("core_attn",):

@@ -316,9 +316,11 @@ def test_per_rank_copies_add_group_size_copy_calls_to_every_zero3_gather():
     plain = _tables(TrainingSpec(**base), 48).zero3_times(1, 1, 384, 8)
     copies = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48).zero3_times(
         1, 1, 384, 8)
+    # (forward gather, backward gather without and with recompute, reduce-scatter, network)
     assert copies[0] - plain[0] == pytest.approx(12 * 384 * 6e-6)
-    assert copies[1] - plain[1] == pytest.approx(12 * 384 * 6e-6)
-    assert copies[2] == plain[2] == 1.0
+    assert copies[1] == copies[2] == copies[0]     # no reuse distance: the same gather again
+    assert copies[3] - plain[3] == pytest.approx(12 * 384 * 6e-6)
+    assert copies[4] == plain[4] == 1.0
 
 
 def test_per_rank_copies_are_gpu_bound_when_the_host_issues_them_faster():

@@ -572,16 +572,22 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     c_f = fwd + tp_f + cp_f + ep_f + fsdp_f           # a layer's forward and backward
     c_b = _col(bwd + fsdp_b) + rec_s + tp_b + cp_b + ep_b    # periods, (n, classes)
 
-    def z3_row(flag, t, c, d, n, e, et):
-        return tables.zero3_times(t, c, d, n, e, et) if flag else (0.0, 0.0, 0.0)
+    def z3_row(flag, t, c, d, n, e, et, layers):
+        return (tables.zero3_times(t, c, d, n, e, et, layers) if flag
+                else (0.0, 0.0, 0.0, 0.0, 0.0))
 
-    z3_ag, z3_rs, z3_net = _gather(np.stack([z3, tp, cp, dp, npn, plans.ep, plans.etp], 1),
-                                   z3_row, 3, tables.row_memo("zero3")).T
+    z3_ag, z3_ag_b0, z3_ag_b1, z3_rs, z3_net = _gather(
+        np.stack([z3, tp, cp, dp, npn, plans.ep, plans.etp, L.max(axis=1)], 1), z3_row, 5,
+        tables.row_memo("zero3")).T
+    # The backward's gathers: under DeepSpeed's reuse distance, as many again as the
+    # recompute needs on the layers full recompute reruns (``reuse.backward_gathers``).
+    full = np.where(_col(plans.rec == 2), 1.0 if W is None else W, 0.0)
+    ag_b = _col(z3_ag_b0) + full * _col(z3_ag_b1 - z3_ag_b0)
     # Concurrent groups that cross nodes share the NICs: a layer's ZeRO-3 traffic waits for
     # the NIC time its ring-attention exchanges take.
     shared = z3_net > 0
     g_f = z3_ag + np.where(shared, LW[:, 11], 0.0)
-    g_b = _col(z3_ag + z3_rs) + np.where(_col(shared), cp_net_b, 0.0)
+    g_b = ag_b + _col(z3_rs) + np.where(_col(shared), cp_net_b, 0.0)
     P = training.zero3_prefetch_layers
     period_f = np.where(z3, zero3_period(c_f, g_f, P, k), c_f)
     period_b = np.where(_col(z3), zero3_period(c_b, g_b, P, k), c_b)

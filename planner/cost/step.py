@@ -90,7 +90,8 @@ def evaluate(
                          m * n_b * model.moe_share, bd["ep_comm"])
     uses += per_layer
     if plan.zero_stage >= 3:
-        uses += _shares(tables.zero3_uses(plan.tp, plan.cp, plan.dp, npn, plan.ep, plan.etp),
+        uses += _shares(tables.zero3_uses(plan.tp, plan.cp, plan.dp, npn, plan.ep, plan.etp,
+                                          n_b, plan.recompute == "full"),
                         m * n_b, bd["zero_comm"])
     if plan.pp > 1:
         u = tables.p2p_use(plan.tp, plan.cp, plan.dp, plan.pp, plan.micro_batch_size,

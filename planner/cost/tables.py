@@ -67,6 +67,7 @@ from planner.cost.layers import (
     mtp_work,
 )
 from planner.cost.memory import expert_stage_params, stage_params
+from planner.cost.reuse import backward_gathers, layer_matrices
 from planner.cost.routing import unit_hit_probability
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
@@ -148,7 +149,7 @@ class CostTables:
         self._stage_params: dict[tuple, float] = {}
         self._dp: dict[tuple, tuple[float, float, float, float]] = {}
         self._p2p: dict[tuple, float] = {}
-        self._z3: dict[tuple, tuple[float, float, float]] = {}
+        self._z3: dict[tuple, tuple[float, ...]] = {}
         self._memos: dict[str, dict] = {}
         self._row_memos: dict[str, RowMemo] = {}
 
@@ -449,29 +450,51 @@ class CostTables:
         return hit
 
     # -- data parallelism ---------------------------------------------------------------------
-    def zero3_uses(self, tp: int, cp: int, dp: int, npn: int, ep: int = 1, etp: int = 1
-                   ) -> list[CollectiveUse]:
+    def zero3_uses(self, tp: int, cp: int, dp: int, npn: int, ep: int = 1, etp: int = 1,
+                   layers: int = 0, recompute: bool = False) -> list[CollectiveUse]:
         """ZeRO-3: all_gather of a layer's weights (forward, and again in the backward) and
         reduce_scatter of its gradients, per layer per micro-batch (Rajbhandari et al. section
         7.2.2), in ``zero3_gathers_per_layer`` calls each: (all_gather, reduce_scatter) of the
         weights TP splits over the dp * cp ranks, then, for a MoE model, of the mean layer's
         routed experts over the expert data parallel group (tp cp dp / (ep etp) ranks at
-        stride ep etp: Megatron-FSDP and torchtitan's FSDP shard experts over it)."""
+        stride ep etp: Megatron-FSDP and torchtitan's FSDP shard experts over it). Under
+        DeepSpeed's reuse distance (``zero3_max_reuse_params``, dense models) the backward's
+        gathers are per weight matrix instead, each ``reuse.backward_gathers`` times on a
+        stage of ``layers`` layers, its recompute included."""
         n = self.training.zero3_gathers_per_layer
         parts = [(dp * cp, tp, self.model.nonexpert_params_per_layer / tp)]
         if self.model.is_moe:
             parts.append((tp * cp * dp // (ep * etp), ep * etp,
                           self.model.expert_params_per_layer / (ep * etp)))
         out: list[CollectiveUse] = []
+        reuse = self.reuse_counts(tp, layers, recompute)
         for size, stride, layer_p in parts:
             if size == 1:
                 continue
             g = self.group(size, stride, npn)
-            ag = self.collective("all_gather", layer_p * self.training.layer_gather_bytes / n, g)
+            pb = self.training.layer_gather_bytes
+            ag = self.collective("all_gather", layer_p * pb / n, g)
             rs = self.collective("reduce_scatter", layer_p * self.training.grad_reduce_bytes / n,
                                  g)
-            out += [CollectiveUse("ZeRO", ag, 2 * n, g), CollectiveUse("DP", rs, n, g)]
+            if reuse is None:
+                out.append(CollectiveUse("ZeRO", ag, 2 * n, g))
+            else:
+                out.append(CollectiveUse("ZeRO", ag, n, g))
+                out += [CollectiveUse("ZeRO", self.collective("all_gather", w * pb, g), c, g)
+                        for w, c in zip(layer_matrices(self.model, tp), reuse, strict=True)
+                        if c > 0]
+            out.append(CollectiveUse("DP", rs, n, g))
         return out
+
+    def reuse_counts(self, tp: int, layers: int, recompute: bool
+                     ) -> tuple[float, ...] | None:
+        """Backward gathers per weight matrix (``reuse.backward_gathers``) where DeepSpeed's
+        reuse distance applies (``zero3_max_reuse_params`` on a dense model, a stage of
+        ``layers`` > 0); None where a layer is gathered once for its backward."""
+        limit = self.training.zero3_max_reuse_params
+        if limit is None or self.model.is_moe or layers <= 0:
+            return None
+        return backward_gathers(layer_matrices(self.model, tp), max(layers, 1), limit, recompute)
 
     def p2p_use(self, tp: int, cp: int, dp: int, pp: int, mbs: int, sp: bool
                 ) -> CollectiveUse:
@@ -490,23 +513,39 @@ class CostTables:
                 self.topology(_pair_span(across_nodes))).time_s
         return hit
 
-    def zero3_times(self, tp: int, cp: int, dp: int, npn: int, ep: int = 1, etp: int = 1
-                    ) -> tuple[float, float, float]:
-        """(all-gather, reduce-scatter) seconds of one layer's ZeRO-3 traffic per pass, all its
-        calls together (dense and expert parts on one stream), and 1.0 when a group crosses
-        nodes (memoised)."""
-        key = (tp, cp, dp, npn, ep, etp)
+    def zero3_times(self, tp: int, cp: int, dp: int, npn: int, ep: int = 1, etp: int = 1,
+                    layers: int = 0) -> tuple[float, float, float, float, float]:
+        """Seconds of one layer's ZeRO-3 traffic per pass, all its calls together (dense and
+        expert parts on one stream): (forward all-gather, backward all-gather without
+        recompute, backward all-gather under full recompute, reduce-scatter), and 1.0 when a
+        group crosses nodes (memoised). The backward gathers differ only under DeepSpeed's
+        reuse distance (``zero3_uses``)."""
+        key = (tp, cp, dp, npn, ep, etp, layers)
         hit = self._z3.get(key)
         if hit is None:
-            uses = self.zero3_uses(tp, cp, dp, npn, ep, etp)
             n = self.training.zero3_gathers_per_layer
+
+            def gathers(uses: list[CollectiveUse], forward: bool) -> float:
+                return sum(u.calls / (2 if forward else 1) * self._call_s(u) for u in uses
+                           if u.cost.op == "all_gather")
+
+            plain = self.zero3_uses(tp, cp, dp, npn, ep, etp)
+            fwd = gathers(plain, True)
+            if self.reuse_counts(tp, layers, False) is None:
+                back = (fwd, fwd)
+            else:
+                back = tuple(
+                    gathers(self.zero3_uses(tp, cp, dp, npn, ep, etp, layers, rec), False) - fwd
+                    for rec in (False, True))
             hit = self._z3[key] = (
-                n * sum(u.cost.time_s + self.copy_out_s(u) for u in uses
-                        if u.cost.op == "all_gather"),
-                n * sum(u.cost.time_s + self.copy_out_s(u) for u in uses
-                        if u.cost.op == "reduce_scatter"),
-                float(any(u.group.tier == "inter_node" for u in uses)))
+                fwd, *back,
+                n * sum(self._call_s(u) for u in plain if u.cost.op == "reduce_scatter"),
+                float(any(u.group.tier == "inter_node" for u in plain)))
         return hit
+
+    def _call_s(self, use: CollectiveUse) -> float:
+        """Seconds of one call of ``use``: the collective and its per-rank copy-out."""
+        return use.cost.time_s + self.copy_out_s(use)
 
     def copy_out_s(self, use: CollectiveUse) -> float:
         """Seconds of one gather's copy-out into per-rank views (``zero3_per_rank_copies``):

@@ -10,7 +10,26 @@ built as a ``PipelineModule`` of as many stages, ZeRO <= 1, evenly split layers)
 
 from __future__ import annotations
 
+import math
+
+from planner.cost.reuse import layer_matrices
 from planner.launch.context import LaunchContext
+
+# DeepSpeed's default stage3_max_reuse_distance (deepspeed/runtime/zero/config.py).
+DEFAULT_REUSE_DISTANCE = 10**9
+
+
+def reuse_distance(ctx: LaunchContext) -> int:
+    """ZeRO-3's ``stage3_max_reuse_distance`` for the run the plan costs: the training's
+    ``zero3_max_reuse_params`` where set; otherwise large enough that a layer gathered for its
+    recompute stays gathered through its backward (twice the layer's weights on a rank, the
+    most that runs between a matrix's recompute and its backward: planner/cost/reuse.py), and
+    never below DeepSpeed's default. The memory model already holds that layer."""
+    if ctx.training.zero3_max_reuse_params is not None:
+        return math.ceil(ctx.training.zero3_max_reuse_params)
+    layer = sum(layer_matrices(ctx.model, ctx.plan.tp)) + ctx.model.expert_params_per_layer / (
+        ctx.plan.ep * ctx.plan.etp)
+    return max(DEFAULT_REUSE_DISTANCE, math.ceil(2 * layer))
 
 
 def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
@@ -24,6 +43,8 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
                               "contiguous_gradients": True},
         "gradient_clipping": 1.0,
     }
+    if p.zero_stage == 3:
+        cfg["zero_optimization"]["stage3_max_reuse_distance"] = reuse_distance(ctx)
     if t.zero_grad_allreduce and p.zero_stage in (1, 2):
         cfg["zero_optimization"]["reduce_scatter"] = False
     if p.tp > 1:

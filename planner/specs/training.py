@@ -154,6 +154,14 @@ class TrainingSpec(BaseModel):
         1, ge=1, le=1000, description="ZeRO-3/FSDP: collective calls per layer per pass (1: one "
         "coalesced call per layer, FSDP2 and Megatron-FSDP; DeepSpeed gathers each submodule)."
     )
+    zero3_max_reuse_params: float | None = Field(
+        None, gt=0, le=1e15, description="ZeRO-3, dense models: DeepSpeed's "
+        "stage3_max_reuse_distance (its default 1e9). A weight matrix released after a use is "
+        "gathered again at its next use when at least this many parameters run in between, "
+        "so under full recompute a layer's large matrices are gathered for the recompute and "
+        "again for the backward (planner/cost/reuse.py). Null: a layer gathered for its "
+        "backward stays gathered through its recompute and backward (FSDP, Megatron-FSDP; "
+        "the planner's DeepSpeed configs set the distance to keep it so).")
     zero3_per_rank_copies: bool = Field(
         False, description="ZeRO-3: each gather writes into a list of per-rank views "
         "(torch.distributed.all_gather with a list output, as DeepSpeed's ZeRO-3 did in 2021: "
