@@ -149,7 +149,7 @@ class CostTables:
         self._stage_params: dict[tuple, float] = {}
         self._dp: dict[tuple, tuple[float, float, float, float]] = {}
         self._p2p: dict[tuple, float] = {}
-        self._z3: dict[tuple, tuple[float, ...]] = {}
+        self._z3: dict[tuple, tuple[float, float, float, float, float]] = {}
         self._memos: dict[str, dict] = {}
         self._row_memos: dict[str, RowMemo] = {}
 
@@ -531,14 +531,13 @@ class CostTables:
 
             plain = self.zero3_uses(tp, cp, dp, npn, ep, etp)
             fwd = gathers(plain, True)
-            if self.reuse_counts(tp, layers, False) is None:
-                back = (fwd, fwd)
-            else:
-                back = tuple(
+            back_none = back_full = fwd
+            if self.reuse_counts(tp, layers, False) is not None:
+                back_none, back_full = (
                     gathers(self.zero3_uses(tp, cp, dp, npn, ep, etp, layers, rec), False) - fwd
                     for rec in (False, True))
             hit = self._z3[key] = (
-                fwd, *back,
+                fwd, back_none, back_full,
                 n * sum(self._call_s(u) for u in plain if u.cost.op == "reduce_scatter"),
                 float(any(u.group.tier == "inter_node" for u in plain)))
         return hit
