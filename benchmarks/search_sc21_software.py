@@ -27,7 +27,8 @@ from search_winners import plan_label  # noqa: E402
 
 from planner.search import PlanRequest, plan  # noqa: E402
 
-ZERO3_2021 = ("zero3_prefetch_layers", "zero3_gathers_per_layer", "zero3_per_rank_copies")
+ZERO3_2021 = ("zero3_prefetch_layers", "zero3_gathers_per_layer", "zero3_per_rank_copies",
+              "zero3_max_reuse_params")
 SEARCH = {"top_k": 1, "framework": "any", "recompute": "full", "sequence_parallel": False,
           "cp": 1}
 

@@ -42,6 +42,17 @@ def with_bf16_gathers(run: dict) -> dict:
                                 if k != "fp8_param_gather"}}
 
 
+def before_deepspeed_reuse(run: dict) -> dict:
+    """The run as the corpus encoded it before ``training.zero3_max_reuse_params`` existed:
+    SC'21 Table 2's DeepSpeed ZeRO-3 rows with the backward gathering every tensor once, as
+    the forward does, and fp32 gradients (what they were encoded with until DeepSpeed
+    0.3.13's fp16 reduction buckets and reuse distance were read)."""
+    if "zero3_max_reuse_params" not in run["training"]:
+        return run
+    training = {k: v for k, v in run["training"].items() if k != "zero3_max_reuse_params"}
+    return {**run, "training": {**training, "grad_dtype": "fp32"}}
+
+
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the
     whole vocabulary in the logits' own dtype (no fp32 upcast) and no per-rank copies out of
