@@ -149,12 +149,25 @@ def _deepspeed(model: ModelSpec, tp: int, **training):
     return cfg["zero_optimization"]
 
 
-def test_the_deepspeed_config_keeps_a_layer_gathered_from_its_recompute_to_its_backward():
-    # GPT-3 175B at tp 1: twice a layer's 12 h^2 = 3,623,878,656 parameters, so no matrix of
-    # a recomputed layer is released before its backward, as the plan is costed (DeepSpeed's
-    # default 1e9 would regather QKV, the projection and FC1).
-    assert _deepspeed(GPT3, 1)["stage3_max_reuse_distance"] == 2 * 12 * H * H
-    # At tp 8 the layer is 8 times smaller and DeepSpeed's default already keeps it.
-    assert _deepspeed(GPT3, 8)["stage3_max_reuse_distance"] == 10**9
+def test_the_deepspeed_config_gathers_as_the_plan_is_costed():
+    # GPT-3 175B at tp 1: a layer is 12 h^2 + 2 h (its norms) = 1,811,963,904 parameters.
+    # Prefetched one layer ahead (training.zero3_prefetch_layers 1, DeepSpeed's default bucket
+    # being 5e7), at most two layers live (the one in use and the one ahead, as the memory
+    # model holds), and kept from its recompute to its backward: twice a layer, where
+    # DeepSpeed's default 1e9 would regather QKV, the projection and FC1.
+    layer = 12 * H * H + 2 * H
+    assert layer == 1_811_963_904
+    assert _deepspeed(GPT3, 1) == {"stage": 3, "overlap_comm": True, "contiguous_gradients": True,
+                                   "stage3_prefetch_bucket_size": layer,
+                                   "stage3_max_live_parameters": 2 * layer,
+                                   "stage3_max_reuse_distance": 2 * layer}
+    # At tp 8 the layer is 8 times smaller and DeepSpeed's defaults already cover the rest.
+    small = _deepspeed(GPT3, 8)
+    assert small["stage3_prefetch_bucket_size"] == layer // 8
+    assert small["stage3_max_live_parameters"] == small["stage3_max_reuse_distance"] == 10**9
+    # Half a layer ahead, or on demand (no prefetch, as P = 0 is costed).
+    assert _deepspeed(GPT3, 1, zero3_prefetch_layers=0.5)["stage3_prefetch_bucket_size"] == (
+        layer // 2)
+    assert _deepspeed(GPT3, 1, zero3_prefetch_layers=0)["stage3_prefetch_bucket_size"] == 0
     # A distance the training names is what the config sets (and what the plan is costed with).
     assert _deepspeed(GPT3, 1, zero3_max_reuse_params=5e8)["stage3_max_reuse_distance"] == 5 * 10**8

@@ -12,24 +12,36 @@ from __future__ import annotations
 
 import math
 
-from planner.cost.reuse import layer_matrices
 from planner.launch.context import LaunchContext
 
-# DeepSpeed's default stage3_max_reuse_distance (deepspeed/runtime/zero/config.py).
+# DeepSpeed's defaults (deepspeed/runtime/zero/config.py): stage3_max_reuse_distance and
+# stage3_max_live_parameters.
 DEFAULT_REUSE_DISTANCE = 10**9
+DEFAULT_MAX_LIVE = 10**9
 
 
-def reuse_distance(ctx: LaunchContext) -> int:
-    """ZeRO-3's ``stage3_max_reuse_distance`` for the run the plan costs: the training's
-    ``zero3_max_reuse_params`` where set; otherwise large enough that a layer gathered for its
-    recompute stays gathered through its backward (twice the layer's weights on a rank, the
-    most that runs between a matrix's recompute and its backward: planner/cost/reuse.py), and
-    never below DeepSpeed's default. The memory model already holds that layer."""
-    if ctx.training.zero3_max_reuse_params is not None:
-        return math.ceil(ctx.training.zero3_max_reuse_params)
-    layer = sum(layer_matrices(ctx.model, ctx.plan.tp)) + ctx.model.expert_params_per_layer / (
-        ctx.plan.ep * ctx.plan.etp)
-    return max(DEFAULT_REUSE_DISTANCE, math.ceil(2 * layer))
+def zero3_settings(ctx: LaunchContext) -> dict[str, int]:
+    """ZeRO-3's gather settings for the run the plan costs, in parameters of a rank's mean
+    layer L (its TP share, and its routed experts' EP share):
+
+    - ``stage3_prefetch_bucket_size``: ``training.zero3_prefetch_layers`` x L, the weights the
+      step model gathers ahead (DeepSpeed's default, 5e7, is a small part of a large layer's,
+      and 0 gathers on demand, as P = 0 is costed);
+    - ``stage3_max_live_parameters``: the layers the memory model holds gathered, the one in
+      use and max(1, P) ahead, so that the limit never stops that prefetch (never below
+      DeepSpeed's default, 1e9);
+    - ``stage3_max_reuse_distance``: ``training.zero3_max_reuse_params`` where set; otherwise
+      2 L, so that a layer gathered for its recompute stays gathered through its backward, as
+      costed without a reuse distance (planner/cost/reuse.py; never below the default, 1e9)."""
+    t, p, m = ctx.training, ctx.plan, ctx.model
+    layer = m.nonexpert_params_per_layer / p.tp + m.expert_params_per_layer / (p.ep * p.etp)
+    ahead = t.zero3_prefetch_layers
+    reuse = (math.ceil(t.zero3_max_reuse_params) if t.zero3_max_reuse_params is not None
+             else max(DEFAULT_REUSE_DISTANCE, math.ceil(2 * layer)))
+    return {"stage3_prefetch_bucket_size": math.ceil(ahead * layer),
+            "stage3_max_live_parameters": max(DEFAULT_MAX_LIVE,
+                                              math.ceil((1 + max(1.0, ahead)) * layer)),
+            "stage3_max_reuse_distance": reuse}
 
 
 def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
@@ -44,7 +56,7 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
         "gradient_clipping": 1.0,
     }
     if p.zero_stage == 3:
-        cfg["zero_optimization"]["stage3_max_reuse_distance"] = reuse_distance(ctx)
+        cfg["zero_optimization"].update(zero3_settings(ctx))
     if t.zero_grad_allreduce and p.zero_stage in (1, 2):
         cfg["zero_optimization"]["reduce_scatter"] = False
     if p.tp > 1:
