@@ -377,10 +377,11 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                        "the fp32 main_grad"),
         "torchtitan": _s("no", "", f"{TITAN} torchtitan/distributed/utils.py",
                          "autograd accumulates the gradients in place"),
-        "deepspeed": _s("yes", "bf16.enabled (BF16_Optimizer, fp32 grad_accum_dtype)",
+        "deepspeed": _s("yes", "data_types.grad_accum_dtype = fp32, ZeRO-1",
                         f"{DEEPSPEED} deepspeed/runtime/bf16_optimizer.py",
-                        "every micro-batch's bf16 gradients are added into fp32 ones, "
-                        "parameter by parameter (training.microbatch_grad_copy)"),
+                        "every micro-batch's 16-bit gradients are added into fp32 ones, "
+                        "parameter by parameter (BF16_Optimizer; fp16's grad_accum in "
+                        "zero/stage_1_and_2.py): training.microbatch_grad_copy"),
     },
     "attention_kernel": {
         "megatron": _s("partial", "--attention-backend flash",
@@ -448,6 +449,20 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         "communication_data_type and data_types.grad_accum_dtype exist, but its "
                         "bf16 optimizer accumulates in fp32; not costed"),
     },
+    "grad_reduce_overlap": {
+        "megatron": _s("yes", "--overlap-grad-reduce",
+                       f"{MEGATRON} megatron/core/distributed/distributed_data_parallel.py"),
+        "torchtitan": _s("yes", "FSDP2 / DDP buckets", f"{TITAN} torchtitan/distributed/utils.py",
+                         "reduces bucket by bucket during the backward"),
+        "deepspeed": _s("partial", "zero_optimization.overlap_comm",
+                        f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "only with ZeRO-1/2/3 outside the pipeline engine: without ZeRO the engine "
+                        "all-reduces after the backward (_backward_epilogue -> "
+                        "allreduce_gradients -> buffered_allreduce_fallback), the pipeline "
+                        "engine at the end of the schedule (ReduceGrads), and ZeRO-1 with bf16 "
+                        "weights and fp32 gradients runs as BF16_Optimizer, which reduces "
+                        "after the backward too"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -483,6 +498,18 @@ def _rules():
 
     def head_rerun(c):
         return c["head_rerun"] & (c["rec"] == 2)
+
+    def separate_accumulation(c):
+        """ZeRO-1 with 16-bit weights and fp32 gradients: DeepSpeed adds each micro-batch's
+        gradients into fp32 ones, parameter by parameter (BF16_Optimizer's hp gradients;
+        DeepSpeedZeroOptimizer's ``grad_accum`` where gradients are not partitioned,
+        stage_1_and_2.py)."""
+        return c["fp32_grads_16bit"] & (z(c) == 1)
+
+    def bf16_optimizer(c):
+        """DeepSpeed's BF16_Optimizer: what its engine builds for ZeRO-1 with bf16 weights and
+        fp32 gradient accumulation (``_do_optimizer_sanity_check``)."""
+        return c["bf16"] & c["fp32_grads_16bit"] & (z(c) == 1)
 
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)
@@ -590,12 +617,14 @@ def _rules():
          "into fp32 (training.microbatch_grad_copy)", lambda c: np.full(c["n"], c["grad_copy"])),
         ("torchtitan", "microbatch_gradient_copy", "a copy of every micro-batch's gradients "
          "into fp32 (training.microbatch_grad_copy)", lambda c: np.full(c["n"], c["grad_copy"])),
-        ("deepspeed", "microbatch_gradient_copy", "bf16 with ZeRO 0-1 without "
-         "training.microbatch_grad_copy (its BF16_Optimizer adds every micro-batch's bf16 "
-         "gradients into fp32 ones)", lambda c: c["bf16"] & (z(c) <= 1) & ~c["grad_copy"]),
+        ("deepspeed", "microbatch_gradient_copy", "ZeRO-1 with 16-bit weights and fp32 "
+         "gradients without training.microbatch_grad_copy (DeepSpeed adds every micro-batch's "
+         "16-bit gradients into fp32 ones: its BF16_Optimizer, or ZeRO-1's grad_accum)",
+         lambda c: separate_accumulation(c) & ~c["grad_copy"]),
         ("deepspeed", "microbatch_gradient_copy", "training.microbatch_grad_copy where "
-         "DeepSpeed makes no such copy (only its bf16 optimizer does, with ZeRO 0-1; fp16 and "
-         "ZeRO-2/3 accumulate otherwise)", lambda c: c["grad_copy"] & ~(c["bf16"] & (z(c) <= 1))),
+         "DeepSpeed makes no such copy (it does only for ZeRO-1 with 16-bit weights and fp32 "
+         "gradients; the rest accumulate in place or on their shards)",
+         lambda c: c["grad_copy"] & ~separate_accumulation(c)),
         ("megatron", "blocking_tp_allreduce", "a blocking backward TP all-reduce or "
          "reduce-scatter (training.async_tensor_model_parallel_allreduce false; Megatron-Core "
          "overlaps it with the weight-gradient GEMM)",
@@ -647,6 +676,18 @@ def _rules():
          "gradients accumulate in (training.grad_reduce_dtype; only its training.dtype "
          "\"bfloat16\" reduces bf16 gradients in fp32)",
          lambda c: c["grad_cast"] & ~(c["pure_bf16"] & (z(c) >= 2))),
+        ("deepspeed", "grad_reduce_overlap", "the gradient reduction overlapped with the "
+         "backward (training.overlap_grad_reduce) without ZeRO, with pipeline stages or on its "
+         "BF16_Optimizer (ZeRO-1, bf16 weights, fp32 gradients): DeepSpeed reduces after the "
+         "backward there", lambda c: c["dp_overlap"] & (c["nd"] > 1)
+         & ((z(c) == 0) | (c["pp"] > 1) | bf16_optimizer(c))),
+        ("deepspeed", "zero_1", "reduce-scattered fp32 gradients with bf16 weights "
+         "(training.zero_grad_allreduce false): DeepSpeed runs that ZeRO-1 as its "
+         "BF16_Optimizer, which all-reduces them", lambda c: bf16_optimizer(c) & ~c["zero_ar"]
+         & (c["nd"] > 1)),
+        ("deepspeed", "data_parallel", "16-bit weights with fp32 gradients without ZeRO "
+         "(DeepSpeed's engine refuses that mix: 'unsupported mix of model_dtype and "
+         "grad_accum_dtype')", lambda c: c["fp32_grads_16bit"] & (z(c) == 0)),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
@@ -741,6 +782,9 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "unfused_softmax": not (training.flash_attention or training.softmax_fusion),
             "unfused_norm": not training.norm_fusion,
             "zero_ar": np.full(len(plans), training.zero_grad_allreduce),
+            "dp_overlap": np.full(len(plans), training.overlap_grad_reduce),
+            "fp32_grads_16bit": np.full(len(plans), training.precision in ("bf16", "fp16")
+                                        and training.grad_dtype == "fp32"),
             "gathered_loss": not training.vocab_parallel_loss,
             "grad_cast": training.grad_reduce_bytes != training.grad_bytes,
             "no_master": training.no_master_copy,

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from planner.cli.main import app
 from planner.cost import EfficiencyModel, estimate
 from planner.errors import PlannerInputError
+from planner.frameworks import reasons_by_framework
 from planner.launch import with_launch
 from planner.request import EstimateRequest, parse_request
 from planner.search import PlanRequest, plan
@@ -19,6 +20,10 @@ TR = TrainingSpec(global_batch_size=64, seq_length=4096)
 
 
 FSDP2 = {"zero3_per_parameter": True}
+# DeepSpeed's BF16_Optimizer, what it runs ZeRO-1 with under bf16 weights and fp32 gradients:
+# every micro-batch's gradients added into fp32, all-reduced after the backward.
+BF16_OPTIMIZER = {"microbatch_grad_copy": True, "zero_grad_allreduce": True,
+                  "overlap_grad_reduce": False}
 # torchtitan's tensor parallelism (DTensor, always sequence parallel) keeps the gathered input
 # and reduce-scatters its gradient before going on.
 DTENSOR_TP = {**FSDP2, "async_tensor_model_parallel_allreduce": False}
@@ -83,22 +88,22 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
     # The reference eager RMSNorm: neither Megatron (fused kernels or torch.nn.RMSNorm) nor
     # torchtitan (torch.nn.RMSNorm) runs it; the model code DeepSpeed trains may.
     (dict(dp=16, zero_stage=1), {"norm_fusion": False}, []),
-    (dict(dp=16, zero_stage=1), {"norm_fusion": False, "microbatch_grad_copy": True},
-     ["deepspeed"]),
+    (dict(dp=16, zero_stage=1), {"norm_fusion": False, **BF16_OPTIMIZER}, ["deepspeed"]),
     (dict(dp=16, zero_stage=3), {**FSDP2, "norm_fusion": False}, []),
     (dict(dp=16, zero_stage=3), {**FSDP2}, ["torchtitan"]),
     # ZeRO-1 all-reducing its gradients: DeepSpeed's reduce_scatter false, not Megatron's
     # distributed optimizer; plain data parallelism all-reduces anyway.
     (dict(dp=16, zero_stage=1), {"zero_grad_allreduce": True}, []),
-    (dict(dp=16, zero_stage=1), {"zero_grad_allreduce": True, "microbatch_grad_copy": True},
+    (dict(dp=16, zero_stage=1), BF16_OPTIMIZER, ["deepspeed"]),
+    (dict(dp=16, zero_stage=1), {"grad_dtype": "bf16", "zero_grad_allreduce": True},
      ["deepspeed"]),
     (dict(dp=16, zero_stage=0), {"zero_grad_allreduce": True}, ["megatron", "torchtitan"]),
     # A full recompute that reruns the embedding and the LM head (Aleph Alpha's every_layer
     # checkpointing): Megatron and torchtitan recompute the transformer layers only; a
     # DeepSpeed PipelineModule may checkpoint its head. Without full recompute it is moot.
     (dict(dp=16, zero_stage=0, recompute="full"), {"recompute_head": True}, []),
-    (dict(dp=16, zero_stage=0, recompute="full"),
-     {"recompute_head": True, "microbatch_grad_copy": True}, ["deepspeed"]),
+    (dict(dp=16, zero_stage=1, recompute="full"),
+     {"recompute_head": True, **BF16_OPTIMIZER}, ["deepspeed"]),
     (dict(dp=16, zero_stage=0), {"recompute_head": True}, ["megatron", "torchtitan"]),
     # No fp32 master weights: torchtitan's training.dtype "bfloat16", which keeps gradients
     # and Adam's moments in bf16 too and reduces the gradients in fp32 (FSDP2 casting back);
@@ -118,17 +123,17 @@ def test_frameworks_of_a_plan(plan_fields, training, frameworks):
     assert est.frameworks == frameworks
 
 
-@pytest.mark.parametrize("plan_fields", [dict(dp=16, zero_stage=0), dict(dp=16, zero_stage=1),
-                                         dict(dp=4, tp=4, zero_stage=1)])
-def test_deepspeed_runs_bf16_zero_0_1_plans_with_their_gradient_copy(plan_fields):
-    """DeepSpeed's BF16_Optimizer (bf16, fp32 accumulation, ZeRO 0-1) adds every
-    micro-batch's bf16 gradients into fp32: with ``training.microbatch_grad_copy`` the plan
-    is costed that way and DeepSpeed, only DeepSpeed, runs it as predicted. The copy costs
-    18 bytes a parameter per micro-batch over HBM; fp16 plans are untouched (FP16 and ZeRO
-    stage 1 accumulate in place)."""
+@pytest.mark.parametrize("plan_fields", [dict(dp=16, zero_stage=1), dict(dp=4, tp=4, zero_stage=1)])
+def test_deepspeed_runs_bf16_zero_1_plans_with_their_gradient_copy(plan_fields):
+    """DeepSpeed's BF16_Optimizer (bf16 weights, fp32 gradient accumulation, ZeRO-1: the
+    engine's ``_do_optimizer_sanity_check``) adds every micro-batch's bf16 gradients into
+    fp32 and all-reduces them after the backward: with ``training.microbatch_grad_copy`` (and
+    the all-reduce not overlapped) the plan is costed that way and DeepSpeed, only DeepSpeed,
+    runs it as predicted. The copy costs 18 bytes a parameter per micro-batch over HBM."""
     p = ParallelPlan(micro_batch_size=1, **plan_fields)
     # (AutoTP's backward all-reduce blocks: a TP plan runs on DeepSpeed only costed so.)
-    base = TR.model_copy(update={"async_tensor_model_parallel_allreduce": p.tp == 1})
+    base = TR.model_copy(update={"async_tensor_model_parallel_allreduce": p.tp == 1,
+                                 "zero_grad_allreduce": True, "overlap_grad_reduce": False})
     copy = base.model_copy(update={"microbatch_grad_copy": True})
     fused, copied = estimate(M8, C16, base, p), estimate(M8, C16, copy, p)
     assert copied.frameworks == ["deepspeed"] and "deepspeed" not in fused.frameworks
@@ -138,11 +143,44 @@ def test_deepspeed_runs_bf16_zero_0_1_plans_with_their_gradient_copy(plan_fields
     kernels = 2 * 12 * 32 * 2.5e-6             # two kernels for each of a layer's 12 tensors
     assert copied.step_time_s - fused.step_time_s == pytest.approx(
         m * (params * 18 / h100 + kernels), rel=0.02)
+    # fp16 weights with fp32 gradients: ZeRO-1 adds them into each parameter's fp32
+    # grad_accum, the same copy.
     fp16 = estimate(M8, C16, base.model_copy(update={"precision": "fp16"}), p)
-    assert "deepspeed" in fp16.frameworks
-    # A copy DeepSpeed would not make (fp16 here) is charged by no framework's run.
     fp16_copy = estimate(M8, C16, copy.model_copy(update={"precision": "fp16"}), p)
-    assert fp16_copy.frameworks == []
+    assert "deepspeed" not in fp16.frameworks and fp16_copy.frameworks == ["deepspeed"]
+    # A copy DeepSpeed would not make (bf16 gradients, accumulated in place) is charged by no
+    # framework's run.
+    bf16_grads = copy.model_copy(update={"grad_dtype": "bf16"})
+    assert estimate(M8, C16, bf16_grads, p).frameworks == []
+
+
+@pytest.mark.parametrize("plan_fields,training,reason", [
+    (dict(dp=16, zero_stage=0), {"grad_dtype": "bf16"}, "overlapped with the backward"),
+    (dict(dp=16, zero_stage=0), {"overlap_grad_reduce": False}, "unsupported mix"),
+    (dict(dp=16, zero_stage=1), {**BF16_OPTIMIZER, "overlap_grad_reduce": True},
+     "overlapped with the backward"),
+    (dict(dp=16, zero_stage=1), {**BF16_OPTIMIZER, "zero_grad_allreduce": False},
+     "which all-reduces them"),
+    (dict(dp=8, pp=2, zero_stage=1), {"grad_dtype": "bf16"}, "with pipeline stages"),
+])
+def test_deepspeed_reduces_its_gradients_after_the_backward_where_its_engine_does(
+        plan_fields, training, reason):
+    """DeepSpeed 0.19.6: without ZeRO its engine all-reduces the gradients after the backward
+    (``_backward_epilogue`` -> ``allreduce_gradients`` -> ``buffered_allreduce_fallback``), and
+    refuses 16-bit weights with fp32 gradient accumulation there; its pipeline engine reduces
+    at the end of the schedule (``ReduceGrads``); ZeRO-1 with bf16 weights and fp32 gradients
+    is its BF16_Optimizer, which all-reduces them after the backward too. A plan costed
+    otherwise is refused DeepSpeed, with the reason; costed as it runs, DeepSpeed takes it."""
+    p = ParallelPlan(micro_batch_size=1, **plan_fields)
+    tr = TR.model_copy(update=training)
+    est = estimate(M8, C16, tr, p)
+    assert "deepspeed" not in est.frameworks
+    reasons = reasons_by_framework(p, est.grad_accum_steps, True, tr)["deepspeed"]
+    assert any(reason in r for r in reasons), reasons
+    fixed = {"overlap_grad_reduce": False, "zero_grad_allreduce": True}
+    if reason == "unsupported mix":
+        fixed = {"grad_dtype": "bf16", "overlap_grad_reduce": False}
+    assert "deepspeed" in estimate(M8, C16, tr.model_copy(update=fixed), p).frameworks
 
 
 def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only():
@@ -157,7 +195,7 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
 
     p = ParallelPlan(dp=4, tp=4, micro_batch_size=1, zero_stage=1)
     blocking = TR.model_copy(update={"async_tensor_model_parallel_allreduce": False,
-                                     "microbatch_grad_copy": True})
+                                     "grad_dtype": "bf16"})
     overlap = blocking.model_copy(update={"async_tensor_model_parallel_allreduce": True})
     a, b = estimate(M8, C16, overlap, p), estimate(M8, C16, blocking, p)
     assert "deepspeed" not in a.frameworks and b.frameworks == ["deepspeed"]

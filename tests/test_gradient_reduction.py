@@ -43,13 +43,31 @@ def test_plain_data_parallelism_and_zero_3_do_not_move(plan):
 
 
 def test_deepspeeds_config_turns_its_reduce_scatter_off():
+    # bf16 gradients: DeepSpeed's ZeRO-1 optimizer, which reduce-scatters them unless told
+    # not to (with fp32 ones it would be its BF16_Optimizer, which all-reduces them anyway).
     plan = ParallelPlan(dp=16, zero_stage=1, micro_batch_size=1)
-    copy = {"microbatch_grad_copy": True}
-    for training, flag in ((TR.model_copy(update=copy), None),
-                           (AR.model_copy(update=copy), False)):
+    bf16 = {"grad_dtype": "bf16"}
+    for training, flag in ((TR.model_copy(update=bf16), None),
+                           (AR.model_copy(update=bf16), False)):
         est = with_launch(estimate(M8, C16, training, plan), M8, C16, training)
         assert "deepspeed" in est.frameworks
-        assert est.launch.deepspeed_config["zero_optimization"].get("reduce_scatter") is flag
+        cfg = est.launch.deepspeed_config
+        assert cfg["zero_optimization"].get("reduce_scatter") is flag
+        assert cfg["data_types"] == {"grad_accum_dtype": "bf16"}
+        assert cfg["communication_data_type"] == "bf16"
+
+
+def test_deepspeeds_config_accumulates_and_reduces_in_the_costed_dtypes():
+    # DeepSpeed's defaults are the weights' 16 bits for both; the config names what the plan
+    # is costed with: fp32 gradients (ZeRO-1: its BF16_Optimizer, with the copy and the
+    # all-reduce it runs), reduced in fp32.
+    plan = ParallelPlan(dp=16, zero_stage=1, micro_batch_size=1)
+    training = AR.model_copy(update={"microbatch_grad_copy": True})
+    est = with_launch(estimate(M8, C16, training, plan), M8, C16, training)
+    assert est.frameworks == ["deepspeed"]
+    cfg = est.launch.deepspeed_config
+    assert (cfg["data_types"], cfg["communication_data_type"]) == (
+        {"grad_accum_dtype": "fp32"}, "fp32")
 
 
 def test_bf16_gradients_reduced_in_fp32_keep_two_bytes_and_send_four():

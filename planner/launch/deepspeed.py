@@ -71,8 +71,10 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
         cfg["bf16"] = {"enabled": True}
     elif t.precision == "fp16":
         cfg["fp16"] = {"enabled": True, "loss_scale": 0}
-    if t.grad_dtype == "bf16":
-        cfg["communication_data_type"] = "bf16"
+    # The gradients accumulate in grad_dtype and are reduced in the dtype the plan is costed
+    # with (DeepSpeed's defaults are the weights' 16 bits for both).
+    cfg["data_types"] = {"grad_accum_dtype": t.grad_dtype}
+    cfg["communication_data_type"] = t.grad_reduce_dtype or t.grad_dtype
     if p.recompute != "none":
         cfg["activation_checkpointing"] = {"partition_activations": False,
                                            "contiguous_memory_optimization": False}
