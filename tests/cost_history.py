@@ -42,15 +42,25 @@ def with_bf16_gathers(run: dict) -> dict:
                                 if k != "fp8_param_gather"}}
 
 
+# The fp16 runs of DeepSpeed's 2022 pipeline stacks whose gradients were encoded fp32 (the
+# default) until its fp16 reduction was read.
+DEEPSPEED_FP16_GRAD_SOURCES = ("bloom", "glm-130b")
+
+
 def before_deepspeed_reuse(run: dict) -> dict:
-    """The run as the corpus encoded it before ``training.zero3_max_reuse_params`` existed:
-    SC'21 Table 2's DeepSpeed ZeRO-3 rows with the backward gathering every tensor once, as
-    the forward does, and fp32 gradients (what they were encoded with until DeepSpeed
-    0.3.13's fp16 reduction buckets and reuse distance were read)."""
-    if "zero3_max_reuse_params" not in run["training"]:
-        return run
-    training = {k: v for k, v in run["training"].items() if k != "zero3_max_reuse_params"}
-    return {**run, "training": {**training, "grad_dtype": "fp32"}}
+    """The run as the corpus encoded it before DeepSpeed's gradient dtypes and
+    ``training.zero3_max_reuse_params`` were read in its source: SC'21 Table 2's DeepSpeed
+    ZeRO-3 rows with the backward gathering every tensor once, as the forward does, and fp32
+    gradients (DeepSpeed 0.3.13 reduces fp16 buckets), and the fp16 BLOOM prequel and GLM-130B
+    runs with fp32 gradients (DeepSpeed's fp16 ZeRO-1 of 2022 reduces them in fp16)."""
+    training = run["training"]
+    if "zero3_max_reuse_params" in training:
+        training = {k: v for k, v in training.items() if k != "zero3_max_reuse_params"}
+        return {**run, "training": {**training, "grad_dtype": "fp32"}}
+    if (run["source"] in DEEPSPEED_FP16_GRAD_SOURCES and training.get("precision") == "fp16"
+            and training.get("grad_dtype") == "fp16"):
+        return {**run, "training": {k: v for k, v in training.items() if k != "grad_dtype"}}
+    return run
 
 
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
