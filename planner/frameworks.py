@@ -452,8 +452,9 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
     "grad_reduce_overlap": {
         "megatron": _s("yes", "--overlap-grad-reduce",
                        f"{MEGATRON} megatron/core/distributed/distributed_data_parallel.py"),
-        "torchtitan": _s("yes", "FSDP2 / DDP buckets", f"{TITAN} torchtitan/distributed/utils.py",
-                         "reduces bucket by bucket during the backward"),
+        "torchtitan": _s("yes", "FSDP2 / DDP (apply_fsdp, apply_ddp)",
+                         f"{TITAN} torchtitan/models/llama3/infra/parallelize.py",
+                         "reduces during the backward: FSDP2 per layer, DDP per bucket"),
         "deepspeed": _s("partial", "zero_optimization.overlap_comm",
                         f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "only with ZeRO-1/2/3 outside the pipeline engine: without ZeRO the engine "
