@@ -464,6 +464,19 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         "weights and fp32 gradients runs as BF16_Optimizer, which reduces "
                         "after the backward too"),
     },
+    "param_gather_overlap": {
+        "megatron": _s("yes", "--overlap-param-gather",
+                       f"{MEGATRON} megatron/core/distributed/distributed_data_parallel.py",
+                       "with the distributed optimizer: each bucket's gather runs ahead of the "
+                       "next forward that needs it"),
+        "torchtitan": _s("partial", "FSDP2 prefetch",
+                         f"{TITAN} torchtitan/models/llama3/infra/parallelize.py",
+                         "FSDP2 gathers layer by layer ahead of the forward (its ZeRO-2 with "
+                         "one micro-batch)"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/zero/stage_1_and_2.py",
+                        "ZeRO-1/2 gather the updated weights at the end of the optimizer step, "
+                        "before the next forward (step: all_gather_dp_groups)"),
+    },
     "bf16_gradient_reduce": {
         "megatron": _s("yes", "--grad-reduce-in-bf16", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("no", "training.mixed_precision_reduce", f"{TITAN} torchtitan/config/job_config.py",
@@ -682,6 +695,10 @@ def _rules():
          "BF16_Optimizer (ZeRO-1, bf16 weights, fp32 gradients): DeepSpeed reduces after the "
          "backward there", lambda c: c["dp_overlap"] & (c["nd"] > 1)
          & ((z(c) == 0) | (c["pp"] > 1) | bf16_optimizer(c))),
+        ("deepspeed", "param_gather_overlap", "the ZeRO-1/2 weight gather overlapped with "
+         "the next forward (training.overlap_param_gather): DeepSpeed gathers the updated "
+         "weights at the end of its optimizer step",
+         lambda c: c["param_overlap"] & ((z(c) == 1) | (z(c) == 2)) & (c["nd"] > 1)),
         ("deepspeed", "zero_1", "reduce-scattered fp32 gradients with bf16 weights "
          "(training.zero_grad_allreduce false): DeepSpeed runs that ZeRO-1 as its "
          "BF16_Optimizer, which all-reduces them", lambda c: bf16_optimizer(c) & ~c["zero_ar"]
@@ -784,6 +801,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "unfused_norm": not training.norm_fusion,
             "zero_ar": np.full(len(plans), training.zero_grad_allreduce),
             "dp_overlap": np.full(len(plans), training.overlap_grad_reduce),
+            "param_overlap": np.full(len(plans), training.overlap_param_gather),
             "fp32_grads_16bit": np.full(len(plans), training.precision in ("bf16", "fp16")
                                         and training.grad_dtype == "fp32"),
             "gathered_loss": not training.vocab_parallel_loss,

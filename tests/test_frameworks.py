@@ -22,8 +22,10 @@ TR = TrainingSpec(global_batch_size=64, seq_length=4096)
 FSDP2 = {"zero3_per_parameter": True}
 # DeepSpeed's BF16_Optimizer, what it runs ZeRO-1 with under bf16 weights and fp32 gradients:
 # every micro-batch's gradients added into fp32, all-reduced after the backward.
+# ... and, as every ZeRO-1/2 step of DeepSpeed, the updated weights gathered at the end of
+# the optimizer step, not beside the next forward.
 BF16_OPTIMIZER = {"microbatch_grad_copy": True, "zero_grad_allreduce": True,
-                  "overlap_grad_reduce": False}
+                  "overlap_grad_reduce": False, "overlap_param_gather": False}
 # torchtitan's tensor parallelism (DTensor, always sequence parallel) keeps the gathered input
 # and reduce-scatters its gradient before going on.
 DTENSOR_TP = {**FSDP2, "async_tensor_model_parallel_allreduce": False}
@@ -95,8 +97,9 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
     # distributed optimizer; plain data parallelism all-reduces anyway.
     (dict(dp=16, zero_stage=1), {"zero_grad_allreduce": True}, []),
     (dict(dp=16, zero_stage=1), BF16_OPTIMIZER, ["deepspeed"]),
-    (dict(dp=16, zero_stage=1), {"grad_dtype": "bf16", "zero_grad_allreduce": True},
-     ["deepspeed"]),
+    (dict(dp=16, zero_stage=1), {"grad_dtype": "bf16", "zero_grad_allreduce": True,
+                                 "overlap_param_gather": False}, ["deepspeed"]),
+    (dict(dp=16, zero_stage=1), {"grad_dtype": "bf16", "zero_grad_allreduce": True}, []),
     (dict(dp=16, zero_stage=0), {"zero_grad_allreduce": True}, ["megatron", "torchtitan"]),
     # A full recompute that reruns the embedding and the LM head (Aleph Alpha's every_layer
     # checkpointing): Megatron and torchtitan recompute the transformer layers only; a
@@ -133,7 +136,8 @@ def test_deepspeed_runs_bf16_zero_1_plans_with_their_gradient_copy(plan_fields):
     p = ParallelPlan(micro_batch_size=1, **plan_fields)
     # (AutoTP's backward all-reduce blocks: a TP plan runs on DeepSpeed only costed so.)
     base = TR.model_copy(update={"async_tensor_model_parallel_allreduce": p.tp == 1,
-                                 "zero_grad_allreduce": True, "overlap_grad_reduce": False})
+                                 "zero_grad_allreduce": True, "overlap_grad_reduce": False,
+                                 "overlap_param_gather": False})
     copy = base.model_copy(update={"microbatch_grad_copy": True})
     fused, copied = estimate(M8, C16, base, p), estimate(M8, C16, copy, p)
     assert copied.frameworks == ["deepspeed"] and "deepspeed" not in fused.frameworks
@@ -161,7 +165,9 @@ def test_deepspeed_runs_bf16_zero_1_plans_with_their_gradient_copy(plan_fields):
      "overlapped with the backward"),
     (dict(dp=16, zero_stage=1), {**BF16_OPTIMIZER, "zero_grad_allreduce": False},
      "which all-reduces them"),
-    (dict(dp=8, pp=2, zero_stage=1), {"grad_dtype": "bf16"}, "with pipeline stages"),
+    (dict(dp=8, pp=2, zero_stage=1), {"grad_dtype": "bf16", "overlap_param_gather": False},
+     "with pipeline stages"),
+    (dict(dp=16, zero_stage=2), {"grad_dtype": "bf16"}, "at the end of its optimizer step"),
 ])
 def test_deepspeed_reduces_its_gradients_after_the_backward_where_its_engine_does(
         plan_fields, training, reason):
@@ -169,15 +175,18 @@ def test_deepspeed_reduces_its_gradients_after_the_backward_where_its_engine_doe
     (``_backward_epilogue`` -> ``allreduce_gradients`` -> ``buffered_allreduce_fallback``), and
     refuses 16-bit weights with fp32 gradient accumulation there; its pipeline engine reduces
     at the end of the schedule (``ReduceGrads``); ZeRO-1 with bf16 weights and fp32 gradients
-    is its BF16_Optimizer, which all-reduces them after the backward too. A plan costed
-    otherwise is refused DeepSpeed, with the reason; costed as it runs, DeepSpeed takes it."""
+    is its BF16_Optimizer, which all-reduces them after the backward too; ZeRO-1/2 gather the
+    updated weights at the end of the optimizer step (``stage_1_and_2.py`` step). A plan
+    costed otherwise is refused DeepSpeed, with the reason; costed as it runs, DeepSpeed
+    takes it."""
     p = ParallelPlan(micro_batch_size=1, **plan_fields)
     tr = TR.model_copy(update=training)
     est = estimate(M8, C16, tr, p)
     assert "deepspeed" not in est.frameworks
     reasons = reasons_by_framework(p, est.grad_accum_steps, True, tr)["deepspeed"]
     assert any(reason in r for r in reasons), reasons
-    fixed = {"overlap_grad_reduce": False, "zero_grad_allreduce": True}
+    fixed = {"overlap_grad_reduce": False, "zero_grad_allreduce": True,
+             "overlap_param_gather": False}
     if reason == "unsupported mix":
         fixed = {"grad_dtype": "bf16", "overlap_grad_reduce": False}
     assert "deepspeed" in estimate(M8, C16, tr.model_copy(update=fixed), p).frameworks
@@ -195,7 +204,7 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
 
     p = ParallelPlan(dp=4, tp=4, micro_batch_size=1, zero_stage=1)
     blocking = TR.model_copy(update={"async_tensor_model_parallel_allreduce": False,
-                                     "grad_dtype": "bf16"})
+                                     "grad_dtype": "bf16", "overlap_param_gather": False})
     overlap = blocking.model_copy(update={"async_tensor_model_parallel_allreduce": True})
     a, b = estimate(M8, C16, overlap, p), estimate(M8, C16, blocking, p)
     assert "deepspeed" not in a.frameworks and b.frameworks == ["deepspeed"]
