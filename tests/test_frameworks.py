@@ -395,6 +395,25 @@ def test_a_torchtitan_search_costs_fsdp2s_copies_unless_told_otherwise():
     assert obj.training.zero3_per_parameter
 
 
+def test_a_deepspeed_search_costs_its_zero_1_2_weight_gather_after_the_step():
+    """DeepSpeed's ZeRO-1/2 gather the updated weights at the end of the optimizer step: a
+    search for DeepSpeed costs them so unless the request says otherwise, and finds ZeRO-2
+    plans it runs (with fp32 gradients ZeRO-1 would need its BF16_Optimizer's copy and
+    all-reduce, and plain data parallelism is refused the mix)."""
+    body = {"model": "llama3-8b", "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+            "training": {"global_batch_size": 64, "seq_length": 4096},
+            "search": {"framework": "deepspeed", "top_k": 3, "tp": 1, "pp": 1, "cp": 1}}
+    req = PlanRequest.model_validate(body)
+    assert req.training.overlap_param_gather is False
+    res = plan(req)
+    assert res.plans and all(p.frameworks and "deepspeed" in p.frameworks for p in res.plans)
+    assert {p.zero_stage for p in res.plans} <= {2, 3}
+    told = {**body, "training": {**body["training"], "overlap_param_gather": True}}
+    assert PlanRequest.model_validate(told).training.overlap_param_gather is True
+    assert PlanRequest.model_validate({**body, "search": {"top_k": 2}}
+                                      ).training.overlap_param_gather is True
+
+
 def test_a_torchtitan_search_with_tensor_parallelism_costs_dtensors_blocking_tp():
     """torchtitan runs TP as DTensor's sequence-parallel TP: a torchtitan search restricted to
     tp 4 finds plans only costed with the blocking reduce-scatters

@@ -13,8 +13,12 @@ from planner.search.spec import SearchSpec
 from planner.specs import TrainingSpec
 
 # What a named framework's execution implies for the training switches a request leaves unset:
-# torchtitan shards with FSDP2, whose gathers and reduce-scatters copy per parameter.
-FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {"torchtitan": {"zero3_per_parameter": True}}
+# torchtitan shards with FSDP2, whose gathers and reduce-scatters copy per parameter;
+# DeepSpeed's ZeRO-1/2 gather the updated weights at the end of the optimizer step, never
+# beside the next forward (deepspeed/runtime/zero/stage_1_and_2.py ``step``).
+FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {
+    "torchtitan": {"zero3_per_parameter": True},
+    "deepspeed": {"overlap_param_gather": False}}
 
 
 class PlanRequest(SetupRequest):
