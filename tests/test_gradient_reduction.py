@@ -5,6 +5,8 @@ parallelism and ZeRO-3 do not move; DeepSpeed's launch config says ``reduce_scat
 Gradients kept in one dtype and reduced in another (TrainingSpec.grad_reduce_dtype): memory
 counts the first, the wire the second."""
 
+import math
+
 import pytest
 
 from planner.cost import EfficiencyModel, estimate
@@ -85,3 +87,22 @@ def test_bf16_gradients_reduced_in_fp32_keep_two_bytes_and_send_four():
     assert c.breakdown["dp_comm"] == pytest.approx(a.breakdown["dp_comm"])
     assert c.breakdown["dp_comm"] / b.breakdown["dp_comm"] == pytest.approx(2.0, rel=0.02)
     assert c.frameworks == [] and "megatron" in a.frameworks
+
+
+def test_deepspeeds_config_reduces_in_the_buckets_the_plan_is_costed_with():
+    # ZeRO-2 over 16 ranks, overlapped: the model reduces the 8.03B gradients in Megatron's
+    # buckets of max(4e7, 1e6 x 16) = 40M parameters, 201 of them, the last one exposed; the
+    # config sets DeepSpeed's buckets (5e8 elements by default, 17 of them) to the same.
+    plan = ParallelPlan(dp=16, zero_stage=2, micro_batch_size=1)
+    training = TR.model_copy(update={"overlap_grad_reduce": True, "grad_dtype": "bf16"})
+    est = with_launch(estimate(M8, C16, training, plan), M8, C16, training)
+    assert "deepspeed" in est.frameworks
+    zero = est.launch.deepspeed_config["zero_optimization"]
+    assert zero["reduce_bucket_size"] == zero["allgather_bucket_size"] == 40_000_000
+    tables = CostTables(M8, C16, training, EfficiencyModel())
+    (grads, _) = tables.dp_uses(1, 1, 16, 2, float(M8.num_params), 8)
+    assert grads.calls == math.ceil(M8.num_params / 40_000_000) == 201
+    # Not overlapped, the model reduces in one bucket and the config leaves DeepSpeed's.
+    quiet = training.model_copy(update={"overlap_grad_reduce": False})
+    est = with_launch(estimate(M8, C16, quiet, plan), M8, C16, quiet)
+    assert "reduce_bucket_size" not in est.launch.deepspeed_config["zero_optimization"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from planner.cost.tables import ddp_bucket_params
 from planner.launch.context import LaunchContext
 
 # DeepSpeed's defaults (deepspeed/runtime/zero/config.py): stage3_max_reuse_distance and
@@ -57,6 +58,13 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
     }
     if p.zero_stage == 3:
         cfg["zero_optimization"].update(zero3_settings(ctx))
+    if p.zero_stage in (1, 2) and t.overlap_grad_reduce:
+        # The gradients reduce (and the weights gather) in the buckets the plan is costed
+        # with, Megatron's (``tables.ddp_bucket_params``), not DeepSpeed's 5e8 elements:
+        # the last bucket is what the backward leaves exposed.
+        bucket = ddp_bucket_params(p.dp * p.cp)
+        cfg["zero_optimization"].update({"reduce_bucket_size": bucket,
+                                         "allgather_bucket_size": bucket})
     if t.zero_grad_allreduce and p.zero_stage in (1, 2):
         cfg["zero_optimization"]["reduce_scatter"] = False
     if p.tp > 1:
