@@ -703,6 +703,10 @@ def _rules():
          "(training.zero_grad_allreduce false): DeepSpeed runs that ZeRO-1 as its "
          "BF16_Optimizer, which all-reduces them", lambda c: bf16_optimizer(c) & ~c["zero_ar"]
          & (c["nd"] > 1)),
+        ("deepspeed", "pipeline_parallel", "bf16 pipeline stages without ZeRO: its engine "
+         "runs them with its BF16_Optimizer (_do_optimizer_sanity_check), whose per-micro-batch "
+         "gradient accumulation into a buffer of its own is not costed",
+         lambda c: c["bf16"] & (z(c) == 0) & (c["pp"] > 1)),
         ("deepspeed", "data_parallel", "16-bit weights with fp32 gradients without ZeRO "
          "(DeepSpeed's engine refuses that mix: 'unsupported mix of model_dtype and "
          "grad_accum_dtype')", lambda c: c["fp32_grads_16bit"] & (z(c) == 0)),

@@ -395,6 +395,21 @@ def test_a_torchtitan_search_costs_fsdp2s_copies_unless_told_otherwise():
     assert obj.training.zero3_per_parameter
 
 
+def test_deepspeed_runs_bf16_pipelines_only_with_zero():
+    """Without ZeRO, DeepSpeed 0.19.6's engine runs bf16 pipeline stages with its
+    BF16_Optimizer (``_do_optimizer_sanity_check``: bf16 gradients and the pipeline engine),
+    which adds every micro-batch's gradients into a buffer of its own: not costed, so refused;
+    with ZeRO-1 the same plan runs on its ZeRO optimizer."""
+    tr = TR.model_copy(update={"grad_dtype": "bf16", "overlap_grad_reduce": False,
+                               "overlap_param_gather": False})
+    for zero, refused in ((0, True), (1, False)):
+        p = ParallelPlan(dp=8, pp=2, zero_stage=zero, micro_batch_size=1)
+        est = estimate(M8, C16, tr, p)
+        reasons = reasons_by_framework(p, est.grad_accum_steps, True, tr)["deepspeed"]
+        assert any("BF16_Optimizer" in r for r in reasons) is refused, reasons
+        assert ("deepspeed" in est.frameworks) is not refused
+
+
 def test_a_deepspeed_search_costs_its_zero_1_2_weight_gather_after_the_step():
     """DeepSpeed's ZeRO-1/2 gather the updated weights at the end of the optimizer step: a
     search for DeepSpeed costs them so unless the request says otherwise, and finds ZeRO-2
