@@ -157,13 +157,15 @@ def test_the_deepspeed_config_gathers_as_the_plan_is_costed():
     # DeepSpeed's default 1e9 would regather QKV, the projection and FC1.
     layer = 12 * H * H + 2 * H
     assert layer == 1_811_963_904
+    # Its gradients reduce-scatter in one bucket a layer, as costed.
     assert _deepspeed(GPT3, 1) == {"stage": 3, "overlap_comm": True, "contiguous_gradients": True,
                                    "stage3_prefetch_bucket_size": layer,
                                    "stage3_max_live_parameters": 2 * layer,
-                                   "stage3_max_reuse_distance": 2 * layer}
+                                   "stage3_max_reuse_distance": 2 * layer,
+                                   "reduce_bucket_size": layer}
     # At tp 8 the layer is 8 times smaller and DeepSpeed's defaults already cover the rest.
     small = _deepspeed(GPT3, 8)
-    assert small["stage3_prefetch_bucket_size"] == layer // 8
+    assert small["stage3_prefetch_bucket_size"] == small["reduce_bucket_size"] == layer // 8
     assert small["stage3_max_live_parameters"] == small["stage3_max_reuse_distance"] == 10**9
     # Half a layer ahead, or on demand (no prefetch, as P = 0 is costed).
     assert _deepspeed(GPT3, 1, zero3_prefetch_layers=0.5)["stage3_prefetch_bucket_size"] == (

@@ -33,7 +33,10 @@ def zero3_settings(ctx: LaunchContext) -> dict[str, int]:
       DeepSpeed's default, 1e9);
     - ``stage3_max_reuse_distance``: ``training.zero3_max_reuse_params`` where set; otherwise
       2 L, so that a layer gathered for its recompute stays gathered through its backward, as
-      costed without a reuse distance (planner/cost/reuse.py; never below the default, 1e9)."""
+      costed without a reuse distance (planner/cost/reuse.py; never below the default, 1e9);
+    - ``reduce_bucket_size``: L, one reduce-scatter of a layer's gradients as its backward
+      ends, as costed (DeepSpeed's 5e8 elements would span several small layers, or split a
+      large one), in the one layer of full gradients the memory model holds."""
     t, p, m = ctx.training, ctx.plan, ctx.model
     layer = m.nonexpert_params_per_layer / p.tp + m.expert_params_per_layer / (p.ep * p.etp)
     ahead = t.zero3_prefetch_layers
@@ -42,7 +45,8 @@ def zero3_settings(ctx: LaunchContext) -> dict[str, int]:
     return {"stage3_prefetch_bucket_size": math.ceil(ahead * layer),
             "stage3_max_live_parameters": max(DEFAULT_MAX_LIVE,
                                               math.ceil((1 + max(1.0, ahead)) * layer)),
-            "stage3_max_reuse_distance": reuse}
+            "stage3_max_reuse_distance": reuse,
+            "reduce_bucket_size": math.ceil(layer)}
 
 
 def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
