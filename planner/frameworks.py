@@ -521,9 +521,9 @@ def _rules():
         return c["fp32_grads_16bit"] & (z(c) == 1)
 
     def bf16_optimizer(c):
-        """DeepSpeed's BF16_Optimizer: what its engine builds for ZeRO-1 with bf16 weights and
-        fp32 gradient accumulation (``_do_optimizer_sanity_check``)."""
-        return c["bf16"] & c["fp32_grads_16bit"] & (z(c) == 1)
+        """DeepSpeed's BF16_Optimizer: what its engine builds for that ZeRO-1 with bf16
+        weights (``_do_optimizer_sanity_check``)."""
+        return c["bf16"] & separate_accumulation(c)
 
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)

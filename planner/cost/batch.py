@@ -576,8 +576,11 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
         return (tables.zero3_times(t, c, d, n, e, et, layers) if flag
                 else (0.0, 0.0, 0.0, 0.0, 0.0))
 
+    # (A stage's layer count matters only under DeepSpeed's reuse distance; elsewhere it is
+    # left out of the key, so plans that differ only in it share one row.)
+    z3_layers = L.max(axis=1) if tables.reuse_applies else np.zeros(len(plans))
     z3_ag, z3_ag_b0, z3_ag_b1, z3_rs, z3_net = _gather(
-        np.stack([z3, tp, cp, dp, npn, plans.ep, plans.etp, L.max(axis=1)], 1), z3_row, 5,
+        np.stack([z3, tp, cp, dp, npn, plans.ep, plans.etp, z3_layers], 1), z3_row, 5,
         tables.row_memo("zero3")).T
     # The backward's gathers: under DeepSpeed's reuse distance, as many again as the
     # recompute needs on the layers full recompute reruns (``reuse.backward_gathers``).

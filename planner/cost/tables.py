@@ -486,15 +486,21 @@ class CostTables:
             out.append(CollectiveUse("DP", rs, n, g))
         return out
 
+    @property
+    def reuse_applies(self) -> bool:
+        """Whether DeepSpeed's reuse distance is costed: ``zero3_max_reuse_params`` set on a
+        dense model (the stage's layer count then matters to ZeRO-3's gathers)."""
+        return self.training.zero3_max_reuse_params is not None and not self.model.is_moe
+
     def reuse_counts(self, tp: int, layers: int, recompute: bool
                      ) -> tuple[float, ...] | None:
         """Backward gathers per weight matrix (``reuse.backward_gathers``) where DeepSpeed's
-        reuse distance applies (``zero3_max_reuse_params`` on a dense model, a stage of
-        ``layers`` > 0); None where a layer is gathered once for its backward."""
+        reuse distance applies (``reuse_applies``, a stage of ``layers`` > 0); None where a
+        layer is gathered once for its backward."""
         limit = self.training.zero3_max_reuse_params
-        if limit is None or self.model.is_moe or layers <= 0:
+        if limit is None or not self.reuse_applies or layers <= 0:
             return None
-        return backward_gathers(layer_matrices(self.model, tp), max(layers, 1), limit, recompute)
+        return backward_gathers(layer_matrices(self.model, tp), layers, limit, recompute)
 
     def p2p_use(self, tp: int, cp: int, dp: int, pp: int, mbs: int, sp: bool
                 ) -> CollectiveUse:
@@ -532,7 +538,7 @@ class CostTables:
             plain = self.zero3_uses(tp, cp, dp, npn, ep, etp)
             fwd = gathers(plain, True)
             back_none = back_full = fwd
-            if self.reuse_counts(tp, layers, False) is not None:
+            if self.reuse_applies and layers > 0:
                 back_none, back_full = (
                     gathers(self.zero3_uses(tp, cp, dp, npn, ep, etp, layers, rec), False) - fwd
                     for rec in (False, True))
