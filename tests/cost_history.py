@@ -47,7 +47,7 @@ def with_bf16_gathers(run: dict) -> dict:
 DEEPSPEED_FP16_GRAD_SOURCES = ("bloom", "glm-130b")
 
 
-def before_deepspeed_reuse(run: dict) -> dict:
+def before_deepspeed_source_read(run: dict) -> dict:
     """The run as the corpus encoded it before DeepSpeed's gradient dtypes and
     ``training.zero3_max_reuse_params`` were read in its source: SC'21 Table 2's DeepSpeed
     ZeRO-3 rows with the backward gathering every tensor once, as the forward does, and fp32
