@@ -711,6 +711,12 @@ def _rules():
          "(DeepSpeed's engine refuses that mix: 'unsupported mix of model_dtype and "
          "grad_accum_dtype')", lambda c: c["fp32_grads_16bit"] & (z(c) == 0)),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
+        ("megatron", "context_parallel", "PyTorch's ring attention (training.ring_attention "
+         "'torch' or 'torch_allgather'; Megatron-Core runs Transformer Engine's)",
+         lambda c: (c["cp"] > 1) & (c["ring"] != "te")),
+        ("torchtitan", "context_parallel", "Transformer Engine's ring attention "
+         "(training.ring_attention 'te'; torchtitan runs PyTorch's context_parallel, "
+         "'torch')", lambda c: (c["cp"] > 1) & (c["ring"] == "te")),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
          lambda c: c["vpp"] > 1),
@@ -801,6 +807,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "a2a_overlap": np.full(len(plans), training.moe_a2a_overlap),
             "grouped_gemm": training.moe_expert_gemm == "grouped",
             "kernel": training.attention_kernel,
+            "ring": training.ring_attention,
             "unfused_softmax": not (training.flash_attention or training.softmax_fusion),
             "unfused_norm": not training.norm_fusion,
             "zero_ar": np.full(len(plans), training.zero_grad_allreduce),

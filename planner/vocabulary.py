@@ -24,6 +24,11 @@ SelectiveRecompute = Literal["modules", "per_op"]
 # or a named one whose published rates the GPU spec carries (GPUSpec.attention_kernels).
 AttentionKernel = Literal["default", "flash1", "flash2", "flash_triton"]
 ATTENTION_KERNELS: tuple[AttentionKernel, ...] = get_args(AttentionKernel)
+# Whose ring attention runs context parallelism: Transformer Engine's (Megatron-Core), or
+# PyTorch's experimental context_parallel (torch.distributed.tensor.experimental), torchtitan's,
+# rotating K and V step by step (rotate method "alltoall") or all-gathering them ("allgather").
+RingAttention = Literal["te", "torch", "torch_allgather"]
+RING_ATTENTIONS: tuple[RingAttention, ...] = get_args(RingAttention)
 
 Strategy = Literal["DP", "TP", "PP", "CP", "EP", "ZeRO"]
 

@@ -58,9 +58,15 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
     (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), {}, []),
     # TP without sequence parallelism, no pipeline: Megatron (and DeepSpeed's AutoTP, below).
     (dict(dp=4, tp=4, zero_stage=1), {}, ["megatron"]),
-    # Context parallelism: ring attention in Megatron and torchtitan, not DeepSpeed.
+    # Context parallelism: ring attention in Megatron (Transformer Engine's) and torchtitan
+    # (PyTorch's, training.ring_attention 'torch'), not DeepSpeed.
     (dict(dp=8, cp=2, zero_stage=3), {}, ["megatron"]),
-    (dict(dp=8, cp=2, zero_stage=3), FSDP2, ["torchtitan"]),
+    (dict(dp=8, cp=2, zero_stage=3), FSDP2, []),
+    (dict(dp=8, cp=2, zero_stage=3), {**FSDP2, "ring_attention": "torch"}, ["torchtitan"]),
+    (dict(dp=8, cp=2, zero_stage=3), {**FSDP2, "ring_attention": "torch_allgather"},
+     ["torchtitan"]),
+    (dict(dp=8, cp=2, zero_stage=3), {"ring_attention": "torch"}, []),
+    (dict(dp=8, zero_stage=3), {**FSDP2, "ring_attention": "te"}, ["torchtitan"]),
     # Selective recompute of the attention core: Megatron only.
     (dict(dp=16, zero_stage=0, recompute="selective"), {}, ["megatron"]),
     # Interleaved FSDP + TP + PP: torchtitan, whose Interleaved1F1B runs rounds of pp

@@ -49,6 +49,7 @@ from typing import NamedTuple
 
 from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
 from planner.cost.kernels import KernelModel
+from planner.cost.ring import torch_ring_extras
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.gpu import Precision
 
@@ -336,12 +337,20 @@ def layer_work(
                        kernels=elem_kernels + eager_k + unfused_kernels + norm_kf)
     elem_b = km.memory(2 * elem_bytes + eager_b + unfused_bytes + norm_b,
                        kernels=2 * (elem_kernels + eager_k) + unfused_kernels + norm_kb)
+    # PyTorch's ring attention merges and accumulates in fp32 with eager kernels (ring.py),
+    # part of the attention op (a per-op policy keeps its output); its SDPA receives K and V
+    # repeated to every query head.
+    ring_f = ring_b = 0.0
+    if training.ring_attention != "te" and training.flash_attention and cp > 1:
+        ring = torch_ring_extras(T * model.o_width / t, T * model.o_width / t, cp)
+        ring_f = km.memory(ring.fwd_bytes, kernels=ring.fwd_kernels)
+        ring_b = km.memory(ring.bwd_bytes, kernels=ring.bwd_kernels)
 
     # Local experts launched one GEMM (and fp8 quantisation) each: their fixed costs.
     pe_f, pe_b = (phi * n * km.kernel_overhead_s
                   for n in per_expert_kernels(model, training, plan))
-    fwd_s = fwd_lin + attn_f + elem_f + pe_f
-    bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b + pe_b
+    fwd_s = fwd_lin + attn_f + elem_f + pe_f + ring_f
+    bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b + pe_b + ring_b
     fwd_flops = linear_flops + model_attn_flops
 
     per_op = plan.recompute == "selective" and training.selective_recompute == "per_op"
@@ -377,8 +386,8 @@ def layer_work(
         moe_s = (km.memory(phi * (routed + expert_act + router), kernels=4) + shared_act_s
                  + pe_f if phi else 0.0)
         work: dict[str, tuple[tuple[int, ...], float, float]] = {
-            "core_attn": ((), attn_f + (km.memory(attn_bytes, kernels=1) if attn_bytes
-                                        else 0.0), model_attn_flops),
+            "core_attn": ((), attn_f + ring_f + (km.memory(attn_bytes, kernels=1)
+                                                 if attn_bytes else 0.0), model_attn_flops),
             "layernorm": ((), km.memory(norm_bytes + norm_f, kernels=2 + norm_kf), 0.0),
             "mla_up_proj": (_up_projections(model), 0.0, 0.0),
             "mlp": ((a, a + 1), km.memory((1 - phi) * T * f / t * e * act_factor, kernels=1),

@@ -68,6 +68,7 @@ from planner.cost.layers import (
 )
 from planner.cost.memory import expert_stage_params, stage_params
 from planner.cost.reuse import backward_gathers, layer_matrices
+from planner.cost.ring import torch_ring_exchange_bytes
 from planner.cost.routing import unit_hit_probability
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
@@ -260,7 +261,29 @@ class CostTables:
                 if sp and self.per_op(rec):     # the recomputed norms' outputs re-gathered
                     tp_b += 2 * t["all_gather"]
         net_f = net_b = 0.0
-        if cp > 1:
+        if cp > 1 and self.training.ring_attention != "te":
+            # PyTorch's ring (ring.py): K,V passed step by step, or all-gathered behind the
+            # first step of each pass; of the cp exchanges of the K,V gradients the last is
+            # exposed.
+            kv_use, grads = self.cp_uses(tp, cp, mbs, rec, sp, npn)
+            kv, dkv = kv_use.cost.time_s, grads.cost.time_s
+            step_f, step_b = lw.attn_core_fwd_s / cp, lw.attn_core_bwd_s / cp
+            if kv_use.cost.op == "all_gather":
+                cp_f = overlapped(kv, step_f, k)
+                cp_b = (overlapped(kv, step_b, k) + (cp - 1) * overlapped(dkv, step_b, k)
+                        + dkv)
+                net_f, net_b = kv, kv + cp * dkv
+            else:
+                cp_f = (cp - 1) * overlapped(kv, step_f, k)
+                cp_b = (cp - 1) * overlapped(kv + dkv, step_b, k) + dkv
+                net_f, net_b = (cp - 1) * kv, (cp - 1) * kv + cp * dkv
+            if kv_use.group.tier != "inter_node" and grads.group.tier != "inter_node":
+                net_f = net_b = 0.0
+            elif rec == 2:
+                net_b += net_f
+            if rec == 2:
+                cp_b += cp_f
+        elif cp > 1:
             fwd, bwd = self.cp_uses(tp, cp, mbs, rec, sp, npn)
             steps = cp - 1
             cp_f = steps * overlapped(fwd.cost.time_s, lw.attn_core_fwd_s / cp, k)
@@ -352,13 +375,30 @@ class CostTables:
     def cp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
                 ) -> list[CollectiveUse]:
         """Ring attention (context parallelism): cp - 1 exchanges of the K,V chunk forward,
-        of K,V and their gradients backward, each overlapped with a block of attention."""
+        of K,V and their gradients backward, each overlapped with a block of attention
+        (Transformer Engine's ring); PyTorch's (``TrainingSpec.ring_attention`` 'torch',
+        'torch_allgather'): K,V passed cp - 1 times (or all-gathered once) per pass and cp
+        exchanges of the K,V gradients (``ring.py``)."""
         if cp == 1:
             return []
         tokens = mbs * self.training.seq_length // cp
+        passes = 2 if rec == 2 else 1
+        if self.training.ring_attention != "te":
+            # PyTorch's ring (ring.py): K,V (repeated to every query head) passed cp - 1 times
+            # per pass or all-gathered once, and cp exchanges of their fp32 gradients per
+            # backward.
+            own, grads = torch_ring_exchange_bytes(tokens * self.model.o_width / tp,
+                                                   self.training.activation_bytes)
+            pair = self.pair(cp, tp, npn)
+            dkv = CollectiveUse("CP", self.collective("send_recv", grads, pair), cp, pair)
+            if self.training.ring_attention == "torch_allgather":
+                g = self.group(cp, tp, npn)
+                return [CollectiveUse("CP", self.collective("all_gather", cp * own, g),
+                                      passes + 1, g), dkv]
+            return [CollectiveUse("CP", self.collective("send_recv", own, pair),
+                                  (cp - 1) * (passes + 1), pair), dkv]
         kv_bytes = 2 * tokens * self.model.kv_width / tp * self.training.activation_bytes
         pair = self.pair(cp, tp, npn)
-        passes = 2 if rec == 2 else 1
         return [CollectiveUse("CP", self.collective("send_recv", kv_bytes, pair),
                               (cp - 1) * passes, pair),
                 CollectiveUse("CP", self.collective("send_recv", 2 * kv_bytes, pair), cp - 1,

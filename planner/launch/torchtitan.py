@@ -16,7 +16,8 @@ backward (``"never"``; the planner's ZeRO-2 only with one micro-batch). Pipeline
 the default even split of layers plus embedding and loss is given as
 ``module_fqns_per_model_part`` (the modules of each virtual stage, torchtitan's Llama naming:
 ``tok_embeddings``, ``layers.<i>``, ``norm``, ``output``). Context parallelism rotates K and V
-around the ring (``context_parallel_rotate_method = "alltoall"``). MoE models get
+around the ring (``context_parallel_rotate_method = "alltoall"``; "allgather" where
+``training.ring_attention`` is 'torch_allgather'). MoE models get
 ``expert_parallel_degree`` and ``expert_tensor_parallel_degree`` (v0.2.2's ``Parallelism``;
 the expert degrees it accepts are checked in ``planner.frameworks``).
 """
@@ -74,7 +75,8 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
     if p.tp > 1:
         parallelism["enable_async_tensor_parallel"] = False
     if p.cp > 1:
-        parallelism["context_parallel_rotate_method"] = "alltoall"
+        parallelism["context_parallel_rotate_method"] = (
+            "allgather" if ctx.training.ring_attention == "torch_allgather" else "alltoall")
     if p.pp > 1:
         m = p.grad_accum_steps
         parallelism["pipeline_parallel_schedule"] = (

@@ -17,7 +17,7 @@ from planner.specs import TrainingSpec
 # DeepSpeed's ZeRO-1/2 gather the updated weights at the end of the optimizer step, never
 # beside the next forward (deepspeed/runtime/zero/stage_1_and_2.py ``step``).
 FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {
-    "torchtitan": {"zero3_per_parameter": True},
+    "torchtitan": {"zero3_per_parameter": True, "ring_attention": "torch"},
     "deepspeed": {"overlap_param_gather": False}}
 
 

@@ -11,6 +11,7 @@ from planner.vocabulary import (
     RECOMPUTE_MODULES,
     AttentionKernel,
     RecomputeModule,
+    RingAttention,
     SelectiveRecompute,
 )
 
@@ -105,6 +106,17 @@ class TrainingSpec(BaseModel):
         "(flash-attn 1.x); 'flash_triton', FlashAttention in Triton (2022-23, MPT's attn_impl "
         "'triton'). v1 and Triton run forward + backward at under half of FlashAttention-2's "
         "rate on A100. Named kernels take the GPU's attention_kernels rates.")
+    ring_attention: RingAttention = Field(
+        "te", description="Whose ring attention runs context parallelism (cp > 1): 'te', "
+        "Transformer Engine's (Megatron-Core): K and V at their own head count passed ring "
+        "step by ring step beside each step's attention, the partial outputs merged inside the "
+        "kernels; 'torch', PyTorch's experimental context_parallel as torchtitan runs it with "
+        "context_parallel_rotate_method 'alltoall': K and V repeated to every query head and "
+        "passed step by step, their gradients passed around the ring in fp32, the partial "
+        "outputs and gradients merged and accumulated in fp32 by eager kernels "
+        "(planner/cost/ring.py); 'torch_allgather', the same with rotate method 'allgather' "
+        "(torchtitan's default of 2024): K and V all-gathered once per pass, behind the first "
+        "step only.")
     dropout: bool = Field(False, description="Dropout layers are active (stores their masks).")
     recompute_modules: tuple[RecomputeModule, ...] = Field(
         ("core_attn",), min_length=1, max_length=7,

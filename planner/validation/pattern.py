@@ -112,7 +112,16 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         tp_fwd.append([use.cost.op, use.cost.message_bytes, 2])
         tp_bwd.append([use.cost.op, use.cost.message_bytes, int(use.calls) - 2])
     cp_fwd, cp_bwd = [], []
-    if est.cp > 1:
+    if est.cp > 1 and training.ring_attention != "te":
+        # PyTorch's ring: K,V passed cp - 1 times per pass (an all-gather replayed as those
+        # exchanges of one rank's K,V); cp exchanges of the K,V gradients backward.
+        kv_use, grads = tables.cp_uses(*key)
+        own = kv_use.cost.message_bytes / (est.cp if kv_use.cost.op == "all_gather" else 1)
+        cp_fwd = [[own, est.cp - 1]]
+        cp_bwd = [[own, est.cp - 1], [grads.cost.message_bytes, est.cp]]
+        if est.recompute == "full":
+            cp_bwd.insert(0, [own, est.cp - 1])
+    elif est.cp > 1:
         fwd, bwd = tables.cp_uses(*key)      # ring steps: K,V forward; K,V and grads backward
         cp_fwd = [[fwd.cost.message_bytes, est.cp - 1]]
         cp_bwd = [[bwd.cost.message_bytes, est.cp - 1]]

@@ -1,0 +1,106 @@
+"""PyTorch's ring attention (``training.ring_attention`` 'torch' / 'torch_allgather',
+planner/cost/ring.py): its eager merges and accumulations, its exchanges, what torchtitan runs
+and what the corpus's torchtitan context-parallel sweeps then measure against it."""
+
+import pytest
+
+from planner.cost import EfficiencyModel, estimate
+from planner.cost.layers import kernel_model
+from planner.cost.ring import torch_ring_exchange_bytes, torch_ring_extras
+from planner.cost.tables import cost_tables, overlapped
+from planner.launch.context import LaunchContext
+from planner.launch.torchtitan import torchtitan_toml
+from planner.search.plan_request import PlanRequest
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+LLAMA8B = ModelSpec.from_preset("llama3-8b")
+NODE = ClusterSpec.from_preset("dgx-h100")
+EFF = EfficiencyModel()
+
+
+def test_the_merges_and_accumulations_are_worked_by_hand():
+    # E = E_kv = 1,000 elements, cp 4. Forward: 12 E (step 0's fp32 copy, the final cast) +
+    # 3 later steps x (32.5 E merge + 8 E_kv K,V concatenation) = 12,000 + 3 x 40,500.
+    # Backward: E (10 + 11.5 x 4) = 56,000; E_kv (40 + 31 x 3 + 16 x 4) = 197,000.
+    ring = torch_ring_extras(1000, 1000, 4)
+    assert (ring.fwd_bytes, ring.bwd_bytes) == (133_500, 253_000)
+    assert (ring.fwd_kernels, ring.bwd_kernels) == (28, 32)
+    # Without context parallelism nothing; K,V counted apart from the queries (E_kv 500).
+    assert torch_ring_extras(1000, 1000, 1).fwd_bytes == 0.0
+    assert torch_ring_extras(1000, 500, 2).fwd_bytes == 12_000 + 32_500 + 4_000
+    # One rank's K and V in bf16, and their gradients in fp32.
+    assert torch_ring_exchange_bytes(1000, 2) == (4000, 8000)
+
+
+def _layer(ring: str, cp: int = 4, rec: int = 0):
+    training = TrainingSpec(global_batch_size=8, seq_length=32768, ring_attention=ring)
+    tables = cost_tables(LLAMA8B, NODE, training, EFF)
+    return tables, tables.layer(1, cp, 1, rec, 0, 8)
+
+
+def test_the_layer_pays_the_eager_work_on_top_of_transformer_engines_ring():
+    _, te = _layer("te")
+    _, torch = _layer("torch")
+    # One rank's query block at cp 4: 8,192 tokens x 4,096 (32 heads of 128); K and V repeated
+    # to all 32 heads, so E_kv = E.
+    e = 32768 // 4 * 4096
+    ring = torch_ring_extras(e, e, 4)
+    km = kernel_model(NODE.gpu, TrainingSpec(global_batch_size=8, seq_length=32768), EFF)
+    assert torch.work.fwd_s - te.work.fwd_s == pytest.approx(
+        km.memory(ring.fwd_bytes, kernels=ring.fwd_kernels))
+    assert torch.work.bwd_s - te.work.bwd_s == pytest.approx(
+        km.memory(ring.bwd_bytes, kernels=ring.bwd_kernels))
+    # 133.5 E forward: 4.5 GB at 3,015 GB/s.
+    assert ring.fwd_bytes == pytest.approx(133.5 * e)
+
+
+def test_the_exchanges_follow_the_rotate_method():
+    k = EFF.overlap_slowdown
+    for ring, op, passes in (("torch", "send_recv", 3 * 3), ("torch_allgather", "all_gather", 3)):
+        tables, cost = _layer(ring, rec=2)
+        kv, grads = tables.cp_uses(1, 4, 1, 2, 0, 8)
+        # Full recompute: K,V in the forward, the recompute and the backward; cp gradient
+        # exchanges (fp32 K and V at all 32 heads: 8,192 x 4,096 x 2 x 4 bytes).
+        assert (kv.cost.op, kv.calls, grads.cost.op, grads.calls) == (op, passes, "send_recv",
+                                                                      4)
+        assert grads.cost.message_bytes == 8192 * 4096 * 2 * 4
+        step_f, step_b = cost.work.attn_core_fwd_s / 4, cost.work.attn_core_bwd_s / 4
+        t, d = kv.cost.time_s, grads.cost.time_s
+        if op == "all_gather":
+            # The all-gather hides behind the first step of each pass only.
+            assert kv.cost.message_bytes == 4 * 8192 * 4096 * 2 * 2
+            fwd = overlapped(t, step_f, k)
+            bwd = overlapped(t, step_b, k) + 3 * overlapped(d, step_b, k) + d
+        else:
+            fwd = 3 * overlapped(t, step_f, k)
+            bwd = 3 * overlapped(t + d, step_b, k) + d
+        assert (cost.cp_fwd, cost.cp_bwd) == pytest.approx((fwd, bwd + fwd))
+    # Transformer Engine's ring passes K and V at their 8 heads, in 16 bits, one pass at a time.
+    tables, _ = _layer("te")
+    fwd, bwd = tables.cp_uses(1, 4, 1, 0, 0, 8)
+    assert fwd.cost.message_bytes == 8192 * 1024 * 2 * 2 and bwd.calls == 3
+
+
+def test_torchtitan_runs_pytorchs_ring_and_a_search_for_it_costs_that():
+    request = PlanRequest.model_validate({
+        "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+        "training": {"global_batch_size": 8, "seq_length": 32768},
+        "search": {"framework": "torchtitan"}})
+    assert request.training.ring_attention == "torch"
+    # A request that says otherwise keeps what it says.
+    said = PlanRequest.model_validate({**request.model_dump(mode="json"),
+                                       "training": {"global_batch_size": 8,
+                                                    "seq_length": 32768,
+                                                    "ring_attention": "torch_allgather"}})
+    assert said.training.ring_attention == "torch_allgather"
+
+
+@pytest.mark.parametrize("ring,method", [("torch", "alltoall"), ("torch_allgather", "allgather")])
+def test_the_torchtitan_config_rotates_as_costed(ring, method):
+    training = TrainingSpec(global_batch_size=8, seq_length=32768, ring_attention=ring,
+                            zero3_per_parameter=True)
+    plan = ParallelPlan(dp=2, cp=4, micro_batch_size=1, zero_stage=3)
+    est = estimate(LLAMA8B, NODE, training, plan)
+    assert est.frameworks == ["torchtitan"]
+    toml, _ = torchtitan_toml(LaunchContext(est, LLAMA8B, NODE, training))
+    assert f'context_parallel_rotate_method = "{method}"' in toml
