@@ -63,6 +63,16 @@ def before_deepspeed_source_read(run: dict) -> dict:
     return run
 
 
+def before_torch_ring(run: dict) -> dict:
+    """The run as the corpus encoded it before PyTorch's ring attention was costed
+    (``training.ring_attention``): torchtitan's context-parallel sweeps with Transformer
+    Engine's ring."""
+    if "ring_attention" not in run["training"]:
+        return run
+    return {**run, "training": {k: v for k, v in run["training"].items()
+                                if k != "ring_attention"}}
+
+
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the
     whole vocabulary in the logits' own dtype (no fp32 upcast) and no per-rank copies out of
