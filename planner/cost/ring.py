@@ -47,8 +47,8 @@ Backward, cp steps:
 - the results cast back to 16 bits: 6 E and 12 E_kv.
 
 So, per layer: forward 12 E + (cp - 1)(32.5 E + 8 E_kv) bytes in 7 kernels a step; backward
-E (10 + 11.5 cp) + E_kv (40 + 31 (cp - 1) + 16 cp) bytes in 8 kernels a step. Every op is an
-eager kernel (the ring runs inside SDPA's dispatch, outside what torch.compile fuses).
+E (10 + 11.5 cp) + E_kv (40 + 31 (cp - 1) + 16 cp) bytes in 8 kernels a step, each op as
+written, a kernel of its own (that a compiled block fuses any of them is not assumed).
 Transformer Engine's ring (``te``) merges the partial outputs inside its attention kernels'
 epilogue and exchanges K,V at their own head count in 16 bits (``tables.cp_uses``).
 """
