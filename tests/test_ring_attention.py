@@ -104,3 +104,21 @@ def test_the_torchtitan_config_rotates_as_costed(ring, method):
     assert est.frameworks == ["torchtitan"]
     toml, _ = torchtitan_toml(LaunchContext(est, LLAMA8B, NODE, training))
     assert f'context_parallel_rotate_method = "{method}"' in toml
+
+
+def test_the_probe_replays_pytorchs_ring_as_costed():
+    # The step pattern's CP exchanges: per forward cp - 1 of one rank's K,V (the all-gather
+    # replayed as those), per backward the same again and cp exchanges of the fp32 K,V
+    # gradients; with full recompute the forward's once more.
+    from planner.cost.tables import CostTables
+    from planner.validation.pattern import step_pattern
+
+    own, grads = torch_ring_exchange_bytes(8192 * 4096, 2)
+    for ring in ("torch", "torch_allgather"):
+        training = TrainingSpec(global_batch_size=8, seq_length=32768, ring_attention=ring,
+                                zero3_per_parameter=True)
+        est = estimate(LLAMA8B, NODE, training, ParallelPlan(dp=2, cp=4, micro_batch_size=1,
+                                                               zero_stage=3, recompute="full"))
+        pat = step_pattern(est, CostTables(LLAMA8B, NODE, training, EFF))
+        assert pat["cp_fwd"] == [[own, 3]]
+        assert pat["cp_bwd"] == [[own, 3], [own, 3], [grads, 4]]
