@@ -268,7 +268,7 @@ class CostTables:
             kv_use, grads = self.cp_uses(tp, cp, mbs, rec, sp, npn)
             kv, dkv = kv_use.cost.time_s, grads.cost.time_s
             step_f, step_b = lw.attn_core_fwd_s / cp, lw.attn_core_bwd_s / cp
-            if kv_use.cost.op == "all_gather":
+            if self.training.ring_attention == "torch_allgather":
                 cp_f = overlapped(kv, step_f, k)
                 cp_b = (overlapped(kv, step_b, k) + (cp - 1) * overlapped(dkv, step_b, k)
                         + dkv)
