@@ -63,6 +63,21 @@ def before_deepspeed_source_read(run: dict) -> dict:
     return run
 
 
+# The sources whose fork of Megatron blocks on the TP all-reduce of the input gradient (no
+# asynchronous all-reduce beside the weight-gradient GEMM), encoded so once their code was read.
+BLOCKING_TP_SOURCES = ("bloom", "gpt-neox-20b")
+
+
+def before_blocking_tp_read(run: dict) -> dict:
+    """The run as the corpus encoded it before BigScience's and EleutherAI's Megatron forks
+    were read: their backward TP all-reduce overlapped, as Megatron-LM's
+    (``training.async_tensor_model_parallel_allreduce`` at its default)."""
+    if run["source"] not in BLOCKING_TP_SOURCES:
+        return run
+    return {**run, "training": {k: v for k, v in run["training"].items()
+                                if k != "async_tensor_model_parallel_allreduce"}}
+
+
 def before_torch_ring(run: dict) -> dict:
     """The run as the corpus encoded it before PyTorch's ring attention was costed
     (``training.ring_attention``): torchtitan's context-parallel sweeps with Transformer
