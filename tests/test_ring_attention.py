@@ -122,3 +122,14 @@ def test_the_probe_replays_pytorchs_ring_as_costed():
         pat = step_pattern(est, CostTables(LLAMA8B, NODE, training, EFF))
         assert pat["cp_fwd"] == [[own, 3]]
         assert pat["cp_bwd"] == [[own, 3], [own, 3], [grads, 4]]
+
+
+def test_the_merges_are_costed_with_the_exchanges_whatever_the_attention_kernel():
+    # Without flash attention the ring still exchanges and merges: both are charged or
+    # neither, never the exchanges alone.
+    for flash in (True, False):
+        base = TrainingSpec(global_batch_size=8, seq_length=32768, flash_attention=flash)
+        te = cost_tables(LLAMA8B, NODE, base, EFF).layer(1, 4, 1, 0, 0, 8)
+        torch = cost_tables(LLAMA8B, NODE, base.model_copy(update={"ring_attention": "torch"}),
+                            EFF).layer(1, 4, 1, 0, 0, 8)
+        assert torch.work.fwd_s > te.work.fwd_s and torch.cp_fwd != te.cp_fwd

@@ -339,9 +339,10 @@ def layer_work(
                        kernels=2 * (elem_kernels + eager_k) + unfused_kernels + norm_kb)
     # PyTorch's ring attention merges and accumulates in fp32 with eager kernels (ring.py),
     # part of the attention op (a per-op policy keeps its output); its SDPA receives K and V
-    # repeated to every query head.
+    # repeated to every query head. Costed with whatever kernel the ring calls, as its
+    # exchanges are (tables.cp_uses).
     ring_f = ring_b = 0.0
-    if training.ring_attention != "te" and training.flash_attention and cp > 1:
+    if training.ring_attention != "te" and cp > 1:
         ring = torch_ring_extras(T * model.o_width / t, T * model.o_width / t, cp)
         ring_f = km.memory(ring.fwd_bytes, kernels=ring.fwd_kernels)
         ring_b = km.memory(ring.bwd_bytes, kernels=ring.bwd_kernels)
