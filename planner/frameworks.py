@@ -173,6 +173,18 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/"
                         "checkpointing.py", "CheckpointFunction reruns the whole forward"),
     },
+    "distribute_saved_activations": {
+        "megatron": _s("yes", "--distribute-saved-activations",
+                       f"{MEGATRON} megatron/core/tensor_parallel/random.py",
+                       "tensor parallelism without sequence parallelism, full recompute "
+                       "(megatron/training/arguments.py, transformer_config.py)"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/distributed/activation_checkpoint.py",
+                         "its tensor parallelism always splits the sequence"),
+        "deepspeed": _s("yes", "activation_checkpointing.partition_activations",
+                        f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/"
+                        "checkpointing.py", "the model's layers checkpointed through "
+                        "deepspeed.checkpointing.checkpoint with its model-parallel unit"),
+    },
     "recompute_head": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/transformer/transformer_block.py",
                        "full recompute checkpoints the transformer layers "
@@ -547,6 +559,10 @@ def _rules():
         ("deepspeed", "recompute_early_stop", reentrant, early_stop),
         ("megatron", "recompute_head", rerun, head_rerun),
         ("torchtitan", "recompute_head", rerun, head_rerun),
+        ("torchtitan", "distribute_saved_activations", "a full recompute that keeps 1/tp of "
+         "each layer's input (training.distribute_saved_activations with tensor parallelism "
+         "and no sequence parallelism)",
+         lambda c: c["dsa"] & (c["rec"] == 2) & (c["tp"] > 1) & (c["sp"] == 0)),
         ("torchtitan", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("deepspeed", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("megatron", "eager_elementwise", "torchtitan's eager elementwise kernels "
@@ -799,6 +815,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "sharded": plans.data_sharded(bool(moe)),
             "early_stop": np.full(len(plans), training.recompute_early_stop),
             "head_rerun": np.full(len(plans), training.recompute_head),
+            "dsa": np.full(len(plans), training.distribute_saved_activations),
             "eager": training.eager_elementwise,
             "fp8_recipe": training.fp8_recipe,
             "fp8_gather": np.full(len(plans), training.fp8_param_gather),

@@ -88,6 +88,16 @@ def before_torch_ring(run: dict) -> dict:
                                 if k != "ring_attention"}}
 
 
+def before_distributed_saved_inputs(run: dict) -> dict:
+    """The run as the corpus encoded it before ``training.distribute_saved_activations``
+    existed: OPT-175B keeping every checkpointed layer input whole on each TP rank (metaseq's
+    --distribute-checkpointed-activations quoted in ``assumed`` as not costed)."""
+    if "distribute_saved_activations" not in run["training"]:
+        return run
+    return {**run, "training": {k: v for k, v in run["training"].items()
+                                if k != "distribute_saved_activations"}}
+
+
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the
     whole vocabulary in the logits' own dtype (no fp32 upcast) and no per-rank copies out of

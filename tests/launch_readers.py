@@ -33,7 +33,8 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--overlap-grad-reduce", "--overlap-param-gather", "--grad-reduce-in-bf16",
                  "--account-for-embedding-in-pipeline-split",
                  "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
-                 "--moe-grouped-gemm", "--multi-latent-attention"):
+                 "--moe-grouped-gemm", "--multi-latent-attention",
+                 "--distribute-saved-activations"):
         ap.add_argument(flag, action="store_true")
     ap.add_argument("--recompute-granularity", choices=["full", "selective"])
     ap.add_argument("--recompute-method", choices=["uniform", "block"])
@@ -132,6 +133,9 @@ def megatron_plan(argv: list[str], world: int) -> dict:
     if a.cpu_offloading_num_layers:      # TransformerConfig.__post_init__'s rules
         assert 0 < a.cpu_offloading_num_layers < L and pp == 1
         assert a.recompute_granularity is None
+    if a.distribute_saved_activations:   # arguments.py validate_args, TransformerConfig
+        assert tp > 1 and a.recompute_granularity == "full" and a.recompute_method
+        assert not a.sequence_parallel
     m = a.global_batch_size // (a.micro_batch_size * dp)
     vpp = len(chunks[0])
     ep = a.expert_model_parallel_size or 1
@@ -150,6 +154,7 @@ def megatron_plan(argv: list[str], world: int) -> dict:
             "micro_batch_size": a.micro_batch_size, "grad_accum_steps": m,
             "sequence_parallel": a.sequence_parallel,
             "recompute": a.recompute_granularity or "none",
+            "distribute_saved_activations": a.distribute_saved_activations,
             "cpu_offload_layers": a.cpu_offloading_num_layers or 0,
             "recompute_num_layers": a.recompute_num_layers
             if a.recompute_method == "block" else None,
@@ -221,4 +226,6 @@ def deepspeed_plan(cfg: dict, world: int, num_layers: int) -> dict:
     return {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": 1, "ep": 1, "etp": 1,
             "zero_stage": cfg["zero_optimization"]["stage"], "micro_batch_size": mbs,
             "grad_accum_steps": m, "sequence_parallel": False, "cpu_offload_layers": 0,
+            "distribute_saved_activations": cfg.get("activation_checkpointing", {}).get(
+                "partition_activations", False),
             "layers_per_stage": [num_layers // pp] * pp}

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from planner.cost import estimate
+from planner.cost.layers import distributes_saved_input
 from planner.frameworks import FRAMEWORKS, capability_matrix
 from planner.launch import FORMATS, NotRunnable, render, with_launch
 from planner.request import EstimateRequest
@@ -145,7 +146,7 @@ def random_plan(rng: random.Random):
         # of the models are costed with that blocking all-reduce.
         # Half the models shard with FSDP2's per-parameter copies (torchtitan's FSDP), and half
         # the fp8 ones scale per tensor by the current amax (torchao's float8, Megatron-LM's
-        # tensorwise recipe).
+        # tensorwise recipe); a third keep 1/tp of each checkpointed input where that applies.
         copy = layers % 2 == 0 and training.precision == "bf16"
         training = training.model_copy(update={
             "microbatch_grad_copy": copy, "zero_grad_allreduce": copy,
@@ -153,7 +154,8 @@ def random_plan(rng: random.Random):
             "grad_dtype": "bf16" if layers % 4 == 1 else "fp32",
             "async_tensor_model_parallel_allreduce": layers % 3 != 0,
             "zero3_per_parameter": heads != 16,
-            "fp8_recipe": "tensorwise" if layers % 2 else "delayed"})
+            "fp8_recipe": "tensorwise" if layers % 2 else "delayed",
+            "distribute_saved_activations": layers % 3 == 1})
         tp, pp, cp = rng.choice([1, 2, 4]), rng.choice([1, 2, 3, 4, 8]), rng.choice([1, 1, 2])
         n = cluster.num_gpus
         if n % (tp * pp * cp):
@@ -174,7 +176,7 @@ def random_plan(rng: random.Random):
 def test_random_plans_artifacts_describe_exactly_the_plan():
     rng = random.Random(11)
     runnable = {fw: 0 for fw in FRAMEWORKS}
-    deepspeed_tp = 0
+    deepspeed_tp = distributed = 0
     for _ in range(1500):
         model, cluster, training, plan = random_plan(rng)
         est = estimated(model, cluster, training, plan)
@@ -183,6 +185,10 @@ def test_random_plans_artifacts_describe_exactly_the_plan():
             runnable[fw] += 1
             deepspeed_tp += fw == "deepspeed" and plan.tp > 1
             check_same_plan(got, est)
+            if fw in ("megatron", "deepspeed"):
+                applies = distributes_saved_input(training, est)
+                assert got["distribute_saved_activations"] is applies
+                distributed += applies
             if fw == "megatron":
                 assert got["recompute"] == est.recompute
                 assert got["recompute_num_layers"] == est.recompute_num_layers
@@ -194,6 +200,7 @@ def test_random_plans_artifacts_describe_exactly_the_plan():
                 render(est.launch, fw)
     assert all(n > 10 for n in runnable.values()), runnable
     assert deepspeed_tp >= 1, deepspeed_tp      # AutoTP plans (1 with this seed; a golden too)
+    assert distributed >= 10, distributed       # (14 with this seed)
 
 
 def launcher_program(est) -> list[str]:

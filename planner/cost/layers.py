@@ -45,7 +45,7 @@ layers), which spreads DeepSeek-V3's three dense layers evenly over the pipeline
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
 from planner.cost.kernels import KernelModel
@@ -82,6 +82,29 @@ class LayerWork:
     attn_core_bwd_s: float = 0.0    # attention core backward
     dgrad_colpar_s: float = 0.0     # dgrad GEMMs of QKV and MLP-up (hide SP's input re-gather)
     wgrad_colpar_s: float = 0.0     # their wgrad GEMMs (hide the input gradient's reduction)
+
+
+class TPRecompute(Protocol):
+    """What ``distributes_saved_input`` reads of a plan (a ParallelPlan, a LayerShape or a
+    PlanEstimate)."""
+
+    @property
+    def tp(self) -> int: ...
+    @property
+    def sequence_parallel(self) -> bool: ...
+    @property
+    def recompute(self) -> str: ...
+
+
+def distributes_saved_input(training: TrainingSpec, plan: TPRecompute) -> bool:
+    """Whether full recompute keeps 1/tp of each checkpointed layer's input per rank and
+    all-gathers it before the recompute (``TrainingSpec.distribute_saved_activations``): only
+    with tensor parallelism, without sequence parallelism (Megatron-LM refuses the two
+    together: TransformerConfig raises 'distribute_saved_activations ... must be false when
+    sequence parallel is enabled'; its checkpoint already keeps the split input) and under
+    full recompute (megatron/training/arguments.py asserts recompute_granularity 'full')."""
+    return (training.distribute_saved_activations and plan.tp > 1
+            and not plan.sequence_parallel and plan.recompute == "full")
 
 
 def tokens_per_gpu(plan: ParallelPlan | LayerShape, training: TrainingSpec) -> int:
@@ -403,6 +426,12 @@ def layer_work(
         recompute_flops = sum(sum(gemm_flops[i] for i in idx) + fl for idx, _, fl in again)
     else:
         recompute_s, recompute_flops = 0.0, 0.0
+    distributed = distributes_saved_input(training, plan)
+    if distributed:
+        # The forward keeps a fresh copy of its 1/tp share of the input (Megatron-LM's
+        # split_tensor_into_1d_equal_chunks(new_buffer=True): read and write it); the
+        # recompute does not split again.
+        fwd_s += km.memory(2 * T * h * e / t, kernels=1)
 
     # Stored activations (Korthikanti et al. section 4.1, generalised; bytes). In fp8 training
     # Transformer Engine keeps a linear layer's input for its weight gradient as the fp8 copy
@@ -428,7 +457,9 @@ def layer_work(
         core_store = b * heads * (s / cp) * s * (e + (mask + e) * mask)
     full_layer = replicated_store + split_store + core_store
     if plan.recompute == "full":
-        stored = T * h * e / sp_div                          # the layer input only
+        # The layer input only: split over the TP ranks by sequence parallelism, or by
+        # distributing the saved input (``distributes_saved_input``).
+        stored = T * h * e / (t if distributed else sp_div)
     elif per_op:
         # Kept: the block's input, the outputs of wq, wv, w1 (and with SwiGLU of w2, the
         # seventh matmul) and of the attention kernel (with its softmax statistics).

@@ -84,7 +84,8 @@ def evaluate(
     # The bottleneck stage sets the per-micro-batch collectives; count them on it.
     n_b = max(stage_layer_counts(model, layout))
     uses: list[tuple[CollectiveUse, float, float]] = []
-    per_layer = _shares(tables.tp_uses(*key), m * n_b, bd["tp_comm"])
+    per_layer = _shares(tables.tp_uses(*key) + tables.saved_input_gathers(*key), m * n_b,
+                        bd["tp_comm"])
     per_layer += _shares(tables.cp_uses(*key), m * n_b, bd["cp_comm"])
     per_layer += _shares(tables.ep_uses(*key, plan.ep, plan.etp),
                          m * n_b * model.moe_share, bd["ep_comm"])

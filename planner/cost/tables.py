@@ -60,6 +60,7 @@ from planner.cost.layers import (
     HeadWork,
     LayerShape,
     LayerWork,
+    distributes_saved_input,
     head_work,
     kernel_model,
     layer_work,
@@ -255,7 +256,8 @@ class CostTables:
                 tp_b = (overlapped(2 * ar, lw.wgrad_colpar_s, k)
                         if self.training.async_tensor_model_parallel_allreduce else 2 * ar)
             if rec == 2:
-                tp_b += tp_f
+                tp_b += tp_f + sum(u.cost.time_s * u.calls for u in
+                                   self.saved_input_gathers(tp, cp, mbs, rec, sp, npn))
             else:       # selective recompute of the MLP block repeats its half of them
                 tp_b += tp_f / 2 * self.mlp_recomputed(rec)
                 if sp and self.per_op(rec):     # the recomputed norms' outputs re-gathered
@@ -371,6 +373,20 @@ class CostTables:
                     CollectiveUse("TP", self.collective("reduce_scatter", nbytes, g), 4 + extra,
                                   g)]
         return [CollectiveUse("TP", self.collective("all_reduce", nbytes, g), 4 + extra, g)]
+
+    def saved_input_gathers(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
+                            ) -> list[CollectiveUse]:
+        """Full recompute that distributes each layer's saved input over the TP ranks
+        (``layers.distributes_saved_input``): one all-gather of that input before the layer
+        is recomputed, on the critical path (Megatron-LM's gather_split_1d_tensor in
+        CheckpointFunction.backward; DeepSpeed's gather_partitioned_activations)."""
+        shape = LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp))
+        if not distributes_saved_input(self.training, shape):
+            return []
+        tokens = mbs * self.training.seq_length // cp
+        nbytes = tokens * self.model.hidden_size * self.training.activation_bytes
+        g = self.group(tp, 1, npn)
+        return [CollectiveUse("TP", self.collective("all_gather", nbytes, g), 1, g)]
 
     def cp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
                 ) -> list[CollectiveUse]:

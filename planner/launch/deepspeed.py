@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from planner.cost.layers import distributes_saved_input
 from planner.cost.tables import ddp_bucket_params
 from planner.launch.context import LaunchContext
 
@@ -88,8 +89,9 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
     cfg["data_types"] = {"grad_accum_dtype": t.grad_dtype}
     cfg["communication_data_type"] = t.grad_reduce_dtype or t.grad_dtype
     if p.recompute != "none":
-        cfg["activation_checkpointing"] = {"partition_activations": False,
-                                           "contiguous_memory_optimization": False}
+        cfg["activation_checkpointing"] = {
+            "partition_activations": distributes_saved_input(t, p),
+            "contiguous_memory_optimization": False}
         notes.append(f"recompute={p.recompute}: wrap the model's layers with "
                      "deepspeed.checkpointing.checkpoint (DeepSpeed does not choose them)")
     return cfg, notes

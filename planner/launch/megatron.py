@@ -9,7 +9,8 @@ at d98e8a6): ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size`
 layout (``--decoder-first/last-pipeline-num-layers``, ``--account-for-embedding-in-pipeline-split``
 and ``--account-for-loss-in-pipeline-split``, or ``--pipeline-model-parallel-layout`` for
 anything else), ``--sequence-parallel``, ``--recompute-granularity`` and
-``--recompute-method``, ``--use-distributed-optimizer`` (ZeRO-1) and Megatron-FSDP
+``--recompute-method`` (with ``--distribute-saved-activations`` where the plan keeps 1/tp of
+each checkpointed input), ``--use-distributed-optimizer`` (ZeRO-1) and Megatron-FSDP
 (``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads|optim_grads_params``,
 ZeRO-2/3, which needs ``--ckpt-format fsdp_dtensor``), and the model-shape flags.
 
@@ -28,6 +29,7 @@ deepep``: the dispatcher the step model costs), ``--overlap-moe-expert-parallel-
 
 from __future__ import annotations
 
+from planner.cost.layers import distributes_saved_input
 from planner.launch.context import LaunchContext
 from planner.specs.layout import megatron_layout_string
 
@@ -93,6 +95,8 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
     elif p.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform",
                  "--recompute-num-layers", "1"]
+    if distributes_saved_input(t, p):
+        args += ["--distribute-saved-activations"]
     if p.cpu_offload_layers:
         # TransformerConfig.cpu_offloading_num_layers; validate_args turns on cpu_offloading.
         args += ["--cpu-offloading-num-layers", str(p.cpu_offload_layers)]

@@ -200,6 +200,17 @@ class TrainingSpec(BaseModel):
         "down projection, whose outputs no backward reads, are not run again. False: the "
         "whole layer forward reruns (Megatron-LM's and DeepSpeed's reentrant checkpoint "
         "functions, torchtitan since then).")
+    distribute_saved_activations: bool = Field(
+        False, description="Full recompute keeps only 1/tp of each checkpointed layer's input "
+        "on each tensor-parallel rank and all-gathers it back before the layer is recomputed "
+        "(Megatron-LM's --distribute-saved-activations: CheckpointFunction splits it with "
+        "split_tensor_into_1d_equal_chunks and gathers it with gather_split_1d_tensor, "
+        "megatron/core/tensor_parallel/random.py; DeepSpeed's activation_checkpointing."
+        "partition_activations; metaseq's --distribute-checkpointed-activations, which "
+        "OPT-175B trained with). Acts only where it changes something and where Megatron-LM "
+        "accepts it: tensor parallelism without sequence parallelism (which splits the input "
+        "already) under full recompute; one blocking all-gather of the layer's input per "
+        "recomputed layer and micro-batch, and a copy of its 1/tp share in the forward.")
     recompute_head: bool = Field(
         False, description="Full recompute also reruns the input embedding, the final norm "
         "and the LM head (with its logits gather when the loss is not vocab-parallel) in the "

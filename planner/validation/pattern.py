@@ -111,6 +111,9 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         # forward's and, with sequence parallelism, the input re-gathers).
         tp_fwd.append([use.cost.op, use.cost.message_bytes, 2])
         tp_bwd.append([use.cost.op, use.cost.message_bytes, int(use.calls) - 2])
+    for use in tables.saved_input_gathers(*key):
+        # A distributed saved input is gathered back before its layer is recomputed.
+        tp_bwd.insert(0, [use.cost.op, use.cost.message_bytes, int(use.calls)])
     cp_fwd, cp_bwd = [], []
     if est.cp > 1 and training.ring_attention != "te":
         # PyTorch's ring: K,V passed cp - 1 times per pass (an all-gather replayed as those
