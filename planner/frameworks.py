@@ -180,10 +180,12 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                        "(megatron/training/arguments.py, transformer_config.py)"),
         "torchtitan": _s("no", "", f"{TITAN} torchtitan/distributed/activation_checkpoint.py",
                          "its tensor parallelism always splits the sequence"),
-        "deepspeed": _s("yes", "activation_checkpointing.partition_activations",
+        "deepspeed": _s("partial", "activation_checkpointing.partition_activations",
                         f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/"
-                        "checkpointing.py", "the model's layers checkpointed through "
-                        "deepspeed.checkpointing.checkpoint with its model-parallel unit"),
+                        "checkpointing.py", "partitions over the model-parallel group of the "
+                        "mpu given to deepspeed.checkpointing.configure: the layers "
+                        "checkpointed through deepspeed.checkpointing.checkpoint, the TP "
+                        "group passed as that mpu"),
     },
     "recompute_head": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/transformer/transformer_block.py",

@@ -100,8 +100,9 @@ def test_megatron_and_deepspeed_get_the_flag_where_it_applies_torchtitan_refuses
         ctx = LaunchContext(est, GPT, NODE, _training(True))
         args, _ = megatron_args(ctx)
         assert ("--distribute-saved-activations" in args) is applies
-        cfg, _ = deepspeed_config(ctx)
+        cfg, notes = deepspeed_config(ctx)
         assert cfg["activation_checkpointing"]["partition_activations"] is applies
+        assert any("deepspeed.checkpointing.configure" in n for n in notes) is applies
     # torchtitan has no such option (and splits the sequence whenever it splits tensors).
     est = estimate(GPT, NODE, _training(True), ParallelPlan(tp=8, micro_batch_size=2,
                                                              recompute="full"))

@@ -94,4 +94,8 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
             "contiguous_memory_optimization": False}
         notes.append(f"recompute={p.recompute}: wrap the model's layers with "
                      "deepspeed.checkpointing.checkpoint (DeepSpeed does not choose them)")
+        if cfg["activation_checkpointing"]["partition_activations"]:
+            notes.append("partition_activations: pass an mpu whose model-parallel group is the "
+                         f"{p.tp} tensor-parallel ranks to deepspeed.checkpointing.configure, "
+                         "over which the checkpointed inputs are split")
     return cfg, notes
