@@ -110,3 +110,26 @@ def test_megatron_and_deepspeed_get_the_flag_where_it_applies_torchtitan_refuses
     reasons = reasons_by_framework(est, est.grad_accum_steps, True, _training(True))
     assert any("training.distribute_saved_activations" in r for r in reasons["torchtitan"])
     assert reasons["megatron"] == []
+
+
+def test_a_search_without_sequence_parallelism_fits_larger_micro_batches_with_it():
+    """GPT-3 175B on 64 A100 as dp8 tp8 with full recompute and no sequence parallelism
+    (OPT-175B's shape of plan): the checkpointed inputs, kept whole, cap the micro-batch at
+    4; distributed over the 8 TP ranks they let micro-batches of 16 fit, which the search then
+    picks as faster, and the plan's launch carries the flag."""
+    from planner.search import PlanRequest, plan
+
+    def best(on: bool):
+        req = PlanRequest.model_validate({
+            "model": {"preset": "gpt3-175b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 8},
+            "training": {"global_batch_size": 512, "seq_length": 2048,
+                         "distribute_saved_activations": on},
+            "search": {"sequence_parallel": False, "recompute": "full", "tp": 8, "pp": 1}})
+        est = plan(req).plans[0]
+        return est, megatron_args(LaunchContext(est, req.model, req.cluster, req.training))[0]
+
+    (off, off_args), (on, on_args) = best(False), best(True)
+    assert (off.micro_batch_size, on.micro_batch_size) == (4, 16)
+    assert on.step_time_s < off.step_time_s and on.fits_in_memory
+    assert "--distribute-saved-activations" in on_args
+    assert "--distribute-saved-activations" not in off_args
