@@ -362,8 +362,7 @@ class CostTables:
         ones (Narayanan et al. SC'21 section 2.3; Korthikanti et al. section 4.2.2)."""
         if tp == 1:
             return []
-        tokens = mbs * self.training.seq_length // cp
-        nbytes = tokens * self.model.hidden_size * self.training.activation_bytes
+        nbytes = self.hidden_bytes(mbs, cp)
         g = self.group(tp, 1, npn)
         extra = 2 if rec == 2 else self.mlp_recomputed(rec)
         if sp:
@@ -374,6 +373,12 @@ class CostTables:
                                   g)]
         return [CollectiveUse("TP", self.collective("all_reduce", nbytes, g), 4 + extra, g)]
 
+    def hidden_bytes(self, mbs: int, cp: int) -> int:
+        """Bytes of one micro-batch's hidden state on a context-parallel rank, whole over the
+        TP ranks: what TP's collectives move and what a distributed saved input gathers."""
+        tokens = mbs * self.training.seq_length // cp
+        return tokens * self.model.hidden_size * self.training.activation_bytes
+
     def saved_input_gathers(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
                             ) -> list[CollectiveUse]:
         """Full recompute that distributes each layer's saved input over the TP ranks
@@ -383,10 +388,9 @@ class CostTables:
         shape = LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp))
         if not distributes_saved_input(self.training, shape):
             return []
-        tokens = mbs * self.training.seq_length // cp
-        nbytes = tokens * self.model.hidden_size * self.training.activation_bytes
         g = self.group(tp, 1, npn)
-        return [CollectiveUse("TP", self.collective("all_gather", nbytes, g), 1, g)]
+        return [CollectiveUse("TP", self.collective("all_gather", self.hidden_bytes(mbs, cp), g),
+                              1, g)]
 
     def cp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
                 ) -> list[CollectiveUse]:
