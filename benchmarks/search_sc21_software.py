@@ -6,7 +6,8 @@ batch, with its precision, full recompute, no FlashAttention, no sequence parall
 context parallelism, the TP all-reduce not overlapped (Megatron-LM before commit cf7efd4f)
 and DeepSpeed's ZeRO-3 of 2021 as SC'21 Table 2 ran it (each tensor gathered on its own into
 per-rank views, the prefetch bucket of 5e7 parameters: the Table 2 rows' settings), the search
-runs with ``framework: "any"`` (no framework of today runs such plans as predicted). It prints
+runs with ``framework: "any"`` (no framework of today runs such plans as predicted) and without
+hybrid sharding (``dp_replicate`` 1: 2021's ZeRO-3 sharded over every rank). It prints
 the winner, the best ZeRO-3 plan without pipelining, and the winner with today's flat ZeRO-3
 gathers instead, against the published plan's measured step.
 
@@ -29,8 +30,10 @@ from planner.search import PlanRequest, plan  # noqa: E402
 
 ZERO3_2021 = ("zero3_prefetch_layers", "zero3_gathers_per_layer", "zero3_per_rank_copies",
               "zero3_max_reuse_params")
+# (2021's ZeRO-3 sharded over every data-parallel rank: hybrid sharding came later, with MiCS,
+# arXiv 2205.00119 of 2022, and PyTorch FSDP's HYBRID_SHARD.)
 SEARCH = {"top_k": 1, "framework": "any", "recompute": "full", "sequence_parallel": False,
-          "cp": 1}
+          "cp": 1, "dp_replicate": 1}
 
 
 def best(run: dict, training: dict, **only) -> dict | None:

@@ -93,10 +93,13 @@ MOE_CELLS = {
 
 def plan_label(p) -> str:
     """A plan's degrees and knobs in one line: dp, tp, pp, cp, vpp, micro-batch, recompute
-    (with its block size), ZeRO stage, sequence parallelism."""
+    (with its block size), ZeRO stage (``/rN``: hybrid sharding over N replicas), sequence
+    parallelism."""
     block = f"/{p.recompute_num_layers}" if p.recompute_num_layers else ""
+    hybrid = f"/r{p.dp_replicate}" if getattr(p, "dp_replicate", 1) > 1 else ""
     return (f"dp{p.dp} tp{p.tp} pp{p.pp} cp{p.cp} vpp{p.vpp} mbs{p.micro_batch_size} "
-            f"{p.recompute}{block} zero{p.zero_stage}" + (" sp" if p.sequence_parallel else ""))
+            f"{p.recompute}{block} zero{p.zero_stage}{hybrid}"
+            + (" sp" if p.sequence_parallel else ""))
 
 
 def _published(run_id: str) -> dict:

@@ -83,6 +83,25 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                         f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
                         "not with the pipeline engine; with AutoTP from 0.19.4"),
     },
+    "hybrid_sharding": {
+        "megatron": _s("yes", "--num-distributed-optimizer-instances (Megatron-FSDP: with "
+                       "--outer-dp-sharding-strategy no_shard, its default)",
+                       f"{MEGATRON} megatron/core/distributed/param_and_grad_buffer.py, "
+                       "megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py",
+                       "each bucket reduce-scattered inside an instance, its shard all-reduced "
+                       "across the instances at the last micro-batch"),
+        "torchtitan": _s("partial", "parallelism.data_parallel_replicate_degree",
+                         f"{TITAN} torchtitan/config/job_config.py",
+                         "without a pipeline FSDP2 all-reduces across the replicas every "
+                         "micro-batch (torchtitan never calls set_requires_all_reduce(False)): "
+                         "the planner's once-per-step all-reduce only with one micro-batch or "
+                         "with pp > 1, whose schedule reduces at the last backward "
+                         "(torch.distributed.pipelining stage.py backward_maybe_with_nosync)"),
+        "deepspeed": _s("partial", "zero_optimization.mics_shard_size",
+                        f"{DEEPSPEED} deepspeed/runtime/zero/mics.py",
+                        "MiCS: ZeRO-3 only, its shard groups consecutive global ranks (no "
+                        "AutoTP); the replicas all-reduce at the accumulation boundary"),
+    },
     "tensor_parallel": {
         "megatron": _s("yes", "--tensor-model-parallel-size",
                        f"{MEGATRON} megatron/core/model_parallel_config.py"),
@@ -587,6 +606,15 @@ def _rules():
         ("megatron", "fp8", "recompute of layernorm or moe_act under fp8 with delayed scaling "
          "(TransformerConfig refuses it: training.fp8_recipe 'tensorwise' or 'blockwise')",
          lambda c: (c["rec"] == 1) & ~c["per_op"] & np.full(c["n"], c["fp8_modules"])),
+        ("torchtitan", "hybrid_sharding", "hybrid sharding with more than one micro-batch and "
+         "no pipeline (plan.dp_replicate: FSDP2 all-reduces every micro-batch's gradients "
+         "across the replicas; the planner costs one all-reduce per step)",
+         lambda c: (c["rep"] > 1) & (c["m"] > 1) & (c["pp"] == 1)),
+        ("deepspeed", "hybrid_sharding", "hybrid sharding of ZeRO-1/2 (plan.dp_replicate; "
+         "MiCS shards ZeRO-3 only)", lambda c: (c["rep"] > 1) & (z(c) < 3)),
+        ("deepspeed", "hybrid_sharding", "hybrid sharding with tensor parallelism "
+         "(plan.dp_replicate: MiCS's shard groups are consecutive global ranks, "
+         "mics_utils.py)", lambda c: (c["rep"] > 1) & (c["tp"] > 1)),
         ("megatron", "zero_2", "ZeRO-2/3 (Megatron-FSDP) with pipeline parallelism",
          lambda c: (z(c) >= 2) & (c["pp"] > 1)),
         ("torchtitan", "zero_1", "ZeRO-1 (no optimizer-only sharding in FSDP)",
@@ -776,7 +804,7 @@ def _titan_ep_refused(c) -> np.ndarray:
     """torchtitan v0.2.2's expert mesh (``ParallelDims``): efsdp = dp_shard * cp * tp /
     (etp * ep), with etp in {1, tp}."""
     ep, etp, tp, cp = c["ep"], c["etp"], c["tp"], c["cp"]
-    shard = np.where(c["zero"] >= 3, c["dp"], 1)
+    shard = np.where(c["zero"] >= 3, c["dp"] // c["rep"], 1)
     unit = np.where(etp == 1, cp * tp, cp)
     top = np.where(etp == 1, shard * cp * tp, shard * cp)
     ok = (ep == 1) & (etp == 1) | ((ep % unit == 0) & (ep <= top) & ((etp == 1) | (etp == tp)))
@@ -800,8 +828,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
     return {"group": plans.pp if group is None else np.asarray(group),
             "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
-            "rnl": plans.rnl, "off": plans.off, "ep": plans.ep, "etp": plans.etp, "moe": bool(moe),
-            "mtp": bool(mtp),
+            "rnl": plans.rnl, "off": plans.off, "rep": plans.rep, "ep": plans.ep,
+            "etp": plans.etp, "moe": bool(moe), "mtp": bool(mtp),
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_reduce": (training.grad_reduce_dtype or training.grad_dtype) == "bf16",

@@ -170,6 +170,9 @@ class PlanEstimate(BaseModel):
         0, description="Transformer layers whose activations go to host memory between the "
         "forward and the backward (Megatron-Core --cpu-offloading-num-layers); 0: none.")
     zero_stage: int
+    dp_replicate: int = Field(
+        1, description="Hybrid sharding: replicas of the ZeRO-sharded state (ZeRO shards over "
+        "dp / dp_replicate ranks times cp); 1: sharded over every data-parallel rank.")
     sequence_parallel: bool
     layers_per_stage: list[int]
     layers_per_chunk: list[list[int]] | None = Field(

@@ -15,6 +15,8 @@ from planner.cost import batch, kernels, layers
 from planner.cost.layers import GatheredLoss
 from planner.cost.pipeline import exchanges
 from planner.cost.tables import cost_tables
+from planner.kept import Kept
+from planner.search import space
 from planner.specs import gpu
 
 # NeMo AutoModel's two MoE runs train in pure bf16 (``training.master_weights`` false, bf16
@@ -187,6 +189,20 @@ def overlapped_sends() -> Iterator[None]:
     send/recv overlapped (``sends_overlapped``), and the A100's rate the fit chose then
     (``a100_rate_before_blocking_sends``)."""
     with a100_rate_before_blocking_sends(), sends_overlapped():
+        yield
+
+
+def _no_replicas(dp, tp, cp, expert_unit, gpus_per_node, search):
+    return [1]
+
+
+@contextmanager
+def without_hybrid_sharding() -> Iterator[None]:
+    """The plan space before hybrid sharding (``plan.dp_replicate``): ZeRO sharded over every
+    data-parallel rank, with the kept spaces of the search set aside for the duration."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(space, "_SPACES", Kept(16))
+        patch.setattr(space, "replica_counts", _no_replicas)
         yield
 
 

@@ -26,7 +26,8 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--moe-shared-expert-intermediate-size", "--expert-model-parallel-size",
                  "--expert-tensor-parallel-size", "--q-lora-rank", "--kv-lora-rank",
                  "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",
-                 "--mtp-num-layers", "--cpu-offloading-num-layers"):
+                 "--mtp-num-layers", "--cpu-offloading-num-layers",
+                 "--num-distributed-optimizer-instances"):
         ap.add_argument(flag, type=int)
     for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights",
                  "--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
@@ -130,6 +131,10 @@ def megatron_plan(argv: list[str], world: int) -> dict:
                 "no_shard": 0}[a.data_parallel_sharding_strategy]
     else:
         zero = 1 if a.use_distributed_optimizer else 0
+    instances = a.num_distributed_optimizer_instances or 1
+    if instances > 1:    # distributed_data_parallel.py, parallel_state.py
+        assert a.use_distributed_optimizer, "Partial DistOpt cannot be used without DistOpt"
+        assert (dp * cp) % instances == 0
     if a.cpu_offloading_num_layers:      # TransformerConfig.__post_init__'s rules
         assert 0 < a.cpu_offloading_num_layers < L and pp == 1
         assert a.recompute_granularity is None
@@ -150,7 +155,7 @@ def megatron_plan(argv: list[str], world: int) -> dict:
             assert pp == 1 or vpp > 1
         assert tp == 1 or a.sequence_parallel       # MoE layers raise otherwise
     return {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "zero_stage": zero,
-            "ep": ep, "etp": etp if a.num_experts else 1,
+            "dp_replicate": instances, "ep": ep, "etp": etp if a.num_experts else 1,
             "micro_batch_size": a.micro_batch_size, "grad_accum_steps": m,
             "sequence_parallel": a.sequence_parallel,
             "recompute": a.recompute_granularity or "none",
@@ -172,7 +177,9 @@ def torchtitan_plan(text: str, num_layers: int) -> dict:
     tp, pp, cp = (par["tensor_parallel_degree"], par["pipeline_parallel_degree"],
                   par["context_parallel_degree"])
     reshard = par.get("fsdp_reshard_after_forward", "default")
-    zero = 0 if shard == 1 and rep == dp else (3 if reshard == "always" else 2)
+    # ParallelDims.fsdp_enabled: dp_shard > 1 or cp > 1 (FSDP over dp_shard x cp, HSDP
+    # with the replicas outside); otherwise DDP over the replicas.
+    zero = 0 if shard == 1 and cp == 1 else (3 if reshard == "always" else 2)
     if dp == 1:
         zero = None                     # nothing to shard: any stage stands for all
     chunks = [[num_layers]]
@@ -206,7 +213,8 @@ def torchtitan_plan(text: str, num_layers: int) -> dict:
         region = shard * cp * tp if etp == 1 else shard * cp
         assert region % ep == 0 and ep % (cp * tp if etp == 1 else cp) == 0
     return {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": len(chunks[0]), "zero_stage": zero,
-            "ep": ep, "etp": etp, "micro_batch_size": mbs, "grad_accum_steps": m, "sequence_parallel": tp > 1,
+            "dp_replicate": rep if zero else 1, "ep": ep, "etp": etp, "micro_batch_size": mbs,
+            "grad_accum_steps": m, "sequence_parallel": tp > 1,
             "recompute": cfg["activation_checkpoint"]["mode"],
             "cpu_offload_layers": 0,           # torchtitan offloads no activations
             "layers_per_stage": [sum(c) for c in chunks], "layers_per_chunk": chunks}
@@ -222,8 +230,14 @@ def deepspeed_plan(cfg: dict, world: int, num_layers: int) -> dict:
     mbs = cfg["train_micro_batch_size_per_gpu"]
     m = cfg["gradient_accumulation_steps"]
     assert cfg["train_batch_size"] == mbs * m * dp
+    # MiCS (zero/mics.py, mics_utils.py): ZeRO-3 shard groups of mics_shard_size
+    # consecutive global ranks, replicated across the others.
+    shard = cfg["zero_optimization"].get("mics_shard_size", -1)
+    if shard > 0:
+        assert cfg["zero_optimization"]["stage"] == 3 and world % shard == 0 and tp == 1
     # No expert parallelism in the config: DeepSpeed's is set in the model code.
     return {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": 1, "ep": 1, "etp": 1,
+            "dp_replicate": dp // shard if shard > 0 else 1,
             "zero_stage": cfg["zero_optimization"]["stage"], "micro_batch_size": mbs,
             "grad_accum_steps": m, "sequence_parallel": False, "cpu_offload_layers": 0,
             "distribute_saved_activations": cfg.get("activation_checkpointing", {}).get(

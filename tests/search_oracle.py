@@ -50,40 +50,51 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
                     and allows(s.grad_accum_steps, gbs // (dp * mbs))
                     and s.allows_recompute(RECOMPUTE[rec]) and s.allows_sp(sp)):
                 continue
-            try:
-                plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, micro_batch_size=mbs,
-                                    recompute=RECOMPUTE[rec], zero_stage=zero,
-                                    sequence_parallel=sp, ep=ep, etp=etp)
-            except ValidationError:
-                continue
-            if plan_violations(plan, m, c, tr, allow_cross_node_tp=s.allow_cross_node_tp):
-                continue
-            # The space interleaves only chunks of equal work (space.py's documented rule).
-            if vpp > 1 and plan_layout(plan, m).kind not in ("even", "embedding_loss"):
-                continue
-            # A framework must run it as predicted (the named one, or any).
-            even = plan_layout(plan, m).kind == "even"
-            reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr, moe=m.is_moe,
-                                           mtp=m.mtp_num_layers > 0)
-            if s.any_framework:
-                reasons = {"any": []}
-            elif s.framework is not None:
-                reasons = {s.framework: reasons[s.framework]}
-            if all(reasons.values()):
-                continue
-            plans.append(plan)
-            # Block recompute of the first n layers of each chunk, n below the largest chunk
-            # (Megatron-LM only).
-            if (rec == 2 and s.partial_recompute and s.allows_recompute("none")
-                    and s.megatron_allowed and not reasons.get("megatron")):
-                most = max(max(ch) for ch in plan_layout(plan, m).chunks)
-                plans += [plan.model_copy(update={"recompute_num_layers": n})
-                          for n in range(1, most)]
-            # CPU offloading of the first n layers, n below the layers (Megatron-LM only).
-            if (rec == 0 and pp == 1 and s.cpu_offload and c.host_link_gb_per_s is not None
-                    and s.megatron_allowed and not reasons.get("megatron")):
-                plans += [plan.model_copy(update={"cpu_offload_layers": n})
-                          for n in range(1, L)]
+            for r in range(1, dp + 1):
+                # Hybrid sharding's replica counts: by default those whose replicas span 1,
+                # 2, 4 or 8 whole nodes, with ZeRO-3; a restriction admits any count and
+                # stage (space.py's documented rule).
+                ranks = tp * cp * dp // r
+                if dp % r or not allows(s.dp_replicate, r) or (
+                        r > 1 and s.dp_replicate is None
+                        and (ranks % c.gpus_per_node or ranks // c.gpus_per_node
+                             not in (1, 2, 4, 8) or zero != 3)):
+                    continue
+                try:
+                    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp,
+                                        micro_batch_size=mbs, recompute=RECOMPUTE[rec],
+                                        zero_stage=zero, sequence_parallel=sp, ep=ep, etp=etp,
+                                        dp_replicate=r)
+                except ValidationError:
+                    continue
+                if plan_violations(plan, m, c, tr, allow_cross_node_tp=s.allow_cross_node_tp):
+                    continue
+                # The space interleaves only chunks of equal work (space.py's documented rule).
+                if vpp > 1 and plan_layout(plan, m).kind not in ("even", "embedding_loss"):
+                    continue
+                # A framework must run it as predicted (the named one, or any).
+                even = plan_layout(plan, m).kind == "even"
+                reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr, moe=m.is_moe,
+                                               mtp=m.mtp_num_layers > 0)
+                if s.any_framework:
+                    reasons = {"any": []}
+                elif s.framework is not None:
+                    reasons = {s.framework: reasons[s.framework]}
+                if all(reasons.values()):
+                    continue
+                plans.append(plan)
+                # Block recompute of the first n layers of each chunk, n below the largest chunk
+                # (Megatron-LM only).
+                if (rec == 2 and s.partial_recompute and s.allows_recompute("none")
+                        and s.megatron_allowed and not reasons.get("megatron")):
+                    most = max(max(ch) for ch in plan_layout(plan, m).chunks)
+                    plans += [plan.model_copy(update={"recompute_num_layers": n})
+                              for n in range(1, most)]
+                # CPU offloading of the first n layers, n below the layers (Megatron-LM only).
+                if (rec == 0 and pp == 1 and s.cpu_offload and c.host_link_gb_per_s is not None
+                        and s.megatron_allowed and not reasons.get("megatron")):
+                    plans += [plan.model_copy(update={"cpu_offload_layers": n})
+                              for n in range(1, L)]
     if not plans:
         return []
     arrays = PlanArrays.from_plans(plans)
@@ -94,7 +105,7 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
     fits = {i: bc.memory_bytes[i] <= cap for i in range(len(plans))}
     def tuple_of(p):
         return (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, p.zero_stage,
-                p.sequence_parallel, p.ep, p.etp)
+                p.sequence_parallel, p.ep, p.etp, p.dp_replicate)
     none_fits = {tuple_of(p): fits[i] for i, p in enumerate(plans)
                  if p.recompute == "none" and not p.cpu_offload_layers}
     fewest: dict = {}

@@ -26,7 +26,7 @@ GOLDEN = DATA / "golden"
 PLANS = json.loads((DATA / "plans.json").read_text())
 UPDATE = os.environ.get("PLANNER_UPDATE_GOLDEN") == "1"
 KEYS = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps",
-        "layers_per_stage", "ep", "etp", "cpu_offload_layers")
+        "layers_per_stage", "ep", "etp", "cpu_offload_layers", "dp_replicate")
 
 
 def launched(name):

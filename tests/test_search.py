@@ -39,6 +39,8 @@ def random_request(rng: random.Random) -> PlanRequest:
         search["allow_cross_node_tp"] = True
     elif extra < 0.7:
         search["tp"] = rng.choice([1, 2, [1, 2]])
+    elif extra < 0.8:
+        search["dp_replicate"] = rng.choice([2, [1, 2], {"min": 2}])
     body = {
         "model": {"name": "tiny", "num_layers": layers, "hidden_size": heads * head_dim,
                   "num_attention_heads": heads, "num_kv_heads": kv,

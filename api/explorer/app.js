@@ -408,7 +408,8 @@ async function showDetail(index) {
   $("#detail").hidden = false;
   $("#detail-title").textContent = `Plan ${index + 1}: dp${p.dp} tp${p.tp} pp${p.pp} cp${p.cp}` +
     `${p.ep > 1 ? ` ep${p.ep}` : ""}${p.vpp > 1 ? ` vpp${p.vpp}` : ""}, micro-batch ` +
-    `${p.micro_batch_size}, ZeRO-${p.zero_stage}, recompute ${p.recompute}`;
+    `${p.micro_batch_size}, ZeRO-${p.zero_stage}` +
+    `${p.dp_replicate > 1 ? ` over ${p.dp_replicate} replicas` : ""}, recompute ${p.recompute}`;
   const why = [`${fmt(p.step_time_s)} s per step, MFU ${pct(p.mfu)}, ` +
                `${fmt(p.memory_per_gpu_gib)} of ${fmt(p.memory_capacity_gib)} GiB per GPU`];
   if (index === 0 && result.plans.length > 1) {

@@ -43,7 +43,8 @@ def plan_summary(est: PlanEstimate) -> Table:
     t.add_row("batch", f"micro_batch_size={est.micro_batch_size} "
               f"grad_accum_steps={est.grad_accum_steps}")
     t.add_row("memory knobs", f"recompute={est.recompute} zero_stage={est.zero_stage} "
-              f"sequence_parallel={est.sequence_parallel}")
+              + (f"dp_replicate={est.dp_replicate} " if est.dp_replicate > 1 else "")
+              + f"sequence_parallel={est.sequence_parallel}")
     t.add_row("layers per stage", ", ".join(map(str, est.layers_per_stage)))
     if est.stages:
         t.add_row("stages on pools", est.stage_runs())
@@ -134,7 +135,8 @@ def plans_table(result: PlanResult) -> Table:
                   str(p.micro_batch_size), str(p.grad_accum_steps),
                   p.recompute + (f" {p.recompute_num_layers}/chunk" if p.recompute_num_layers
                                  else ""),
-                  str(p.zero_stage), "yes" if p.sequence_parallel else "no", _fmt_s(p.step_time_s),
+                  str(p.zero_stage) + (f"/r{p.dp_replicate}" if p.dp_replicate > 1 else ""),
+                  "yes" if p.sequence_parallel else "no", _fmt_s(p.step_time_s),
                   f"{p.tflops_per_gpu:.1f}", f"{100 * p.mfu:.1f}%",
                   f"{p.memory_per_gpu_gib:.1f}/{p.memory_capacity_gib:g}")
     return t

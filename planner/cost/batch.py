@@ -33,7 +33,12 @@ The gradient reduction (ZeRO 0/1, once per step) runs in buckets while the last 
 backward proceeds: bucket k of n is ready at k/n of that backward B and the buckets queue on
 one stream, so the step ends max(tau, n tau - (n - 1) B / n) after the backward (the
 max-plus recurrence e_k = max(e_(k-1), k B / n) + tau solved in closed form). The ZeRO-1/2
-weight all-gather overlaps the next forward the same way. Interleaved over v model chunks, the
+weight all-gather overlaps the next forward the same way. Under hybrid sharding
+(``plan.dp_replicate``) ZeRO shards, gathers and reduce-scatters over one replica's ranks, and
+each bucket's shard is all-reduced across the replicas once per step in the same window (after
+its reduce-scatter under ZeRO-1; alone under ZeRO-2/3), narrowed by the NIC time the last
+backward's ZeRO-3 gathers and reduce-scatters across nodes hold, as by its ring-attention
+exchanges. Interleaved over v model chunks, the
 schedule releases a chunk's gradients once the last micro-batch group's backward has left it,
 chunk v - 1 first (Megatron-Core's interleaved schedule launches each chunk's reduction there:
 ``grad_sync_func`` at ``is_last_microbatch_for_model_chunk``), and needs a chunk's weights at
@@ -72,7 +77,7 @@ from planner.specs.plan import microbatch_group, plan_key
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
                   "pipeline_bubble", "dp_comm", "zero_comm", "optimizer", "overhead", "offload")
 PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl", "ep", "etp",
-               "off")
+               "off", "rep")
 # ``microbatch_grad_copy``: bytes a parameter (read the 16-bit gradient, write and read its
 # fp32 cast, read and write the fp32 main gradient) and the parameter tensors of a GPT layer
 # (weights and biases of the fused QKV, the output projection, the two MLP GEMMs and the two
@@ -91,7 +96,7 @@ HEAD_RERUN = 10
 class PlanArrays:
     """Plans as parallel integer arrays (rec: 0 none, 1 selective, 2 full; sp: 0/1; rnl: with
     full recompute, the layers recomputed per model chunk, 0 for all of them; off: layers whose
-    activations are offloaded to host memory)."""
+    activations are offloaded to host memory; rep: hybrid sharding's replicas, 1 without)."""
 
     dp: np.ndarray
     tp: np.ndarray
@@ -106,6 +111,7 @@ class PlanArrays:
     ep: np.ndarray
     etp: np.ndarray
     off: np.ndarray
+    rep: np.ndarray
 
     def __len__(self) -> int:
         return len(self.dp)
@@ -136,7 +142,13 @@ class PlanArrays:
             sequence_parallel=bool(self.sp[i]), layers_per_stage=layers_per_stage,
             recompute_num_layers=int(self.rnl[i]) or None, ep=int(self.ep[i]),
             etp=int(self.etp[i]), cpu_offload_layers=int(self.off[i]),
+            dp_replicate=int(self.rep[i]),
         )
+
+    @property
+    def dp_shard(self) -> np.ndarray:
+        """Data-parallel ranks of one replica (all of dp without hybrid sharding)."""
+        return self.dp // self.rep
 
 
 @dataclass
@@ -283,7 +295,7 @@ def compose(plans: PlanArrays, tables: CostTables,
     dp, tp, pp, cp, v = plans.dp, plans.tp, plans.pp, plans.cp, plans.vpp
     mbs, rec, zero = plans.mbs, plans.rec, plans.zero
     m = training.global_batch_size // (dp * mbs)
-    nd = dp * cp
+    nd = plans.dp_shard * cp          # the ranks ZeRO shards over (one replica's)
     world = dp * tp * pp * cp
     G = tables.cluster.gpus_per_node
     npn = _gather(world[:, None], lambda w: (launch_layout(w, G).nproc_per_node,), 1)[:, 0]
@@ -328,7 +340,7 @@ def compose(plans: PlanArrays, tables: CostTables,
     # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
     params_c = stage_params(model, _col(tp), _col(pp), L, first, last, mtp_at)
-    edp = dp * tp * cp // (plans.ep * plans.etp)
+    edp = plans.dp_shard * tp * cp // (plans.ep * plans.etp)     # one replica's
     weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd))
     layer_local = model.nonexpert_params_per_layer / _col(tp)
     per_layer_state = sum(model_state_bytes(layer_local, training, _col(zero), _col(nd)))
@@ -533,7 +545,8 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     dp, tp, pp, cp, v = plans.dp, plans.tp, plans.pp, plans.cp, plans.vpp
     mbs, zero = plans.mbs, plans.zero
     m = training.global_batch_size // (dp * mbs)
-    nd = dp * cp
+    dsh = plans.dp_shard               # hybrid sharding: one replica's data-parallel ranks
+    nd = dsh * cp
     fwd, bwd = LW[:, 0], LW[:, 1]
     rec_s = _per_layer(LW, LW0, W, 2)
     tp_f, cp_f = LW[:, 7], LW[:, 9]
@@ -553,8 +566,9 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     Lx = L + k_mtp * mtp_at
     mtp = k_mtp * mtp_at
     mtp_cf, mtp_cb, mtp_tf, mtp_tb = (_col(HW[:, j]) for j in (5, 6, 7, 8))
-    # ZeRO-3: per-layer gathers and reduce-scatters on the communication stream.
-    edp = dp * tp * cp // (plans.ep * plans.etp)
+    # ZeRO-3: per-layer gathers and reduce-scatters on the communication stream, over one
+    # replica's ranks under hybrid sharding.
+    edp = dsh * tp * cp // (plans.ep * plans.etp)
     sharding = plans.data_sharded(tables.model.is_moe)
     z3 = (zero >= 3) & sharding
     # FSDP2's per-parameter copies on the compute stream (``zero3_per_parameter``): each
@@ -580,7 +594,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     # left out of the key, so plans that differ only in it share one row.)
     z3_layers = L.max(axis=1) if tables.reuse_applies else np.zeros(len(plans))
     z3_ag, z3_ag_b0, z3_ag_b1, z3_rs, z3_net = _gather(
-        np.stack([z3, tp, cp, dp, npn, plans.ep, plans.etp, z3_layers], 1), z3_row, 5,
+        np.stack([z3, tp, cp, dsh, npn, plans.ep, plans.etp, z3_layers], 1), z3_row, 5,
         tables.row_memo("zero3")).T
     # The backward's gathers: under DeepSpeed's reuse distance, as many again as the
     # recompute needs on the layers full recompute reruns (``reuse.backward_gathers``).
@@ -633,17 +647,21 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
 
     l_stage = np.where(present, Lx, 0.0).max(axis=1)
 
-    def dp_row(t, c, d, z, n, e, et, params, layers):
-        return tables.dp_costs(t, c, d, z, n, float(params), int(layers), e, et)
+    def dp_row(t, c, d, z, n, e, et, params, layers, r):
+        return tables.dp_costs(t, c, d, z, n, float(params), int(layers), e, et, r)
 
-    sharded = np.where(zero >= 3, 3, zero) * ((nd > 1) | (edp > 1))
-    n_b, t_grad, t_gather, dp_net = _gather(
-        np.stack([tp, cp, dp, sharded, npn, plans.ep, plans.etp, np.rint(p_stage),
-                  l_stage], 1).astype(np.int64), dp_row, 4, tables.row_memo("dp")).T
-    # The last backward's ring-attention exchanges hold the NICs the buckets need.
-    window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, Lx[:, 0] * cp_net_b[:, 0], 0.0))
+    sharded = np.where(zero >= 3, 3, zero) * ((nd > 1) | (edp > 1) | (plans.rep > 1))
+    n_b, t_grad, t_mb, t_gather, dp_net = _gather(
+        np.stack([tp, cp, dsh, sharded, npn, plans.ep, plans.etp, np.rint(p_stage),
+                  l_stage, plans.rep], 1).astype(np.int64), dp_row, 5,
+        tables.row_memo("dp")).T
+    # The last backward's ring-attention exchanges hold the NICs the buckets need, and so do
+    # its ZeRO-3 gathers and reduce-scatters across nodes, beside which hybrid sharding's
+    # all-reduce across the replicas runs.
+    busy = Lx[:, 0] * (cp_net_b[:, 0] + np.where(z3_net > 0, ag_b[:, 0] + z3_rs, 0.0))
+    window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, busy, 0.0))
     # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
-    z2_tail = np.where(zero == 2, bucket_tail(t_grad, n_b, window_b, k), 0.0)
+    z2_tail = np.where(t_mb > 0, bucket_tail(t_mb, n_b, window_b, k), 0.0)
     dpm_c = np.where(present, _col(z2_tail), 0.0)
     t_c = F_c + B_c + _col(overhead) + dpm_c + _col(z3_edges)
     t_masked = np.where(present, t_c, -np.inf)
@@ -679,7 +697,6 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
         "pp_comm": hops * p2p,
         "offload": m * (offload_c[0] + offload_c[1])[rows, b],
     }
-    once = (zero <= 1)
     # Interleaved (v > 1): a model chunk's gradients are released once the last micro-batch
     # group's backward has left it, chunk v - 1 first, and a chunk's weights are needed at the
     # first group's first forward of it, so the step's reduction (and gather) runs as v
@@ -689,7 +706,9 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
         dp_exp = bucket_tail(n_b * t_grad / parts, parts, mbs_b * window_b, k)
     else:
         dp_exp = n_b * t_grad
-    dp_tail = np.where(once, dp_exp, 0.0)
+    # (ZeRO 0/1's reduction; under ZeRO-2/3 only hybrid sharding's all-reduce across the
+    # replicas runs once per step.)
+    dp_tail = np.where(t_grad > 0, dp_exp, 0.0)
     bd["dp_comm"] = bd["dp_comm"] + dp_tail
     if training.overlap_param_gather:
         ag_exp = bucket_tail(n_b * t_gather / parts, parts, mbs_f * F_c[:, 0], k)

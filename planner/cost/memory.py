@@ -9,6 +9,9 @@ also the weights:
     stage 0: (2 + g + K) P     stage 1: (2 + g) P + K P / Nd
     stage 2: 2 P + (g + K) P / Nd     stage 3: (2 + g + K) P / Nd
 
+Nd is the ranks ZeRO shards over: dp x cp, or one replica's under hybrid sharding
+(``plan.dp_replicate``: dp / dp_replicate x cp; PyTorch HSDP, MiCS).
+
 Activations (Korthikanti et al., MLSys'23): per layer and micro-batch from ``layers.py``, times
 the micro-batches a stage holds in flight: stage i of a 1F1B pipeline holds min(p - i, m); with
 v interleaved chunks it holds (2 (p - i - 1) + (v - 1) p + 1) chunk-micro-batches of 1/v of

@@ -91,7 +91,7 @@ def evaluate(
                          m * n_b * model.moe_share, bd["ep_comm"])
     uses += per_layer
     if plan.zero_stage >= 3:
-        uses += _shares(tables.zero3_uses(plan.tp, plan.cp, plan.dp, npn, plan.ep, plan.etp,
+        uses += _shares(tables.zero3_uses(plan.tp, plan.cp, plan.dp_shard, npn, plan.ep, plan.etp,
                                           n_b, plan.recompute == "full"),
                         m * n_b, bd["zero_comm"])
     if plan.pp > 1:
@@ -100,13 +100,15 @@ def evaluate(
         uses.append((u, u.calls * plan.vpp * m, bd["pp_comm"]))
     p_stage = tables.largest_stage_params(plan.tp, layout)
     per_mb = m if plan.zero_stage == 2 else 1
-    dp_uses = tables.dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, p_stage, npn,
-                             layer_params=tables.stage_layer_params(plan.tp, n_b))
-    dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp, plan.zero_stage, npn,
-                                     n_b, plan.ep, plan.etp)
+    dp_uses = tables.dp_uses(plan.tp, plan.cp, plan.dp_shard, plan.zero_stage, p_stage, npn,
+                             layer_params=tables.stage_layer_params(plan.tp, n_b),
+                             replicas=plan.dp_replicate)
+    dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp_shard, plan.zero_stage, npn,
+                                     n_b, plan.ep, plan.etp, plan.dp_replicate)
     for u in dp_uses:
         exposed = bd["dp_comm"] if u.strategy == "DP" else bd["zero_comm"]
-        uses.append((u, u.calls * (per_mb if u.strategy == "DP" else 1), exposed))
+        every_mb = u.strategy == "DP" and not u.once
+        uses.append((u, u.calls * (per_mb if every_mb else 1), exposed))
     return Evaluation(
         step_time_s=float(bc.step_time_s[0]), memory_bytes=float(bc.memory_bytes[0]),
         memory_stage=int(bc.memory_stage[0]),
@@ -196,7 +198,8 @@ def to_estimate(
         micro_batch_size=plan.micro_batch_size, grad_accum_steps=ev.m, recompute=plan.recompute,
         recompute_num_layers=plan.recompute_num_layers,
         cpu_offload_layers=plan.cpu_offload_layers,
-        zero_stage=plan.zero_stage, sequence_parallel=plan.sequence_parallel,
+        zero_stage=plan.zero_stage, dp_replicate=plan.dp_replicate,
+        sequence_parallel=plan.sequence_parallel,
         layers_per_stage=list(ev.layers), gpus_used=gpus, step_time_s=step,
         layers_per_chunk=chunks,
         pipeline_layout=ev.layout.kind if ev.layout and plan.pp > 1 else None,

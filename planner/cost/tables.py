@@ -100,6 +100,9 @@ class CollectiveUse:
     cost: CollectiveCost
     calls: float
     group: GroupTopology
+    # Once per step even where the rest of its reduction runs every micro-batch (ZeRO-2):
+    # hybrid sharding's all-reduce across the replicas.
+    once: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,7 @@ class CostTables:
         self._coll: dict[tuple, CollectiveCost] = {}
         self._topo: dict[GroupSpan, GroupTopology] = {}
         self._stage_params: dict[tuple, float] = {}
-        self._dp: dict[tuple, tuple[float, float, float, float]] = {}
+        self._dp: dict[tuple, tuple[float, float, float, float, float]] = {}
         self._p2p: dict[tuple, float] = {}
         self._z3: dict[tuple, tuple[float, float, float, float, float]] = {}
         self._memos: dict[str, dict] = {}
@@ -638,40 +641,58 @@ class CostTables:
         return tokens * self.model.hidden_size * self.training.activation_bytes / split
 
     def dp_costs(self, tp: int, cp: int, dp: int, zero: int, npn: int, stage_params: float,
-                 stage_layers: int, ep: int = 1, etp: int = 1
-                 ) -> tuple[float, float, float, float]:
-        """(buckets, seconds per gradient bucket, seconds per weight-gather bucket, 1.0 when the
-        group crosses nodes) of the data-parallel reduction of the most loaded stage (its
-        ``stage_params`` non-expert parameters per GPU; the experts of its ``stage_layers``
-        layers reduce over the expert data parallel group, their buckets included at their
-        mean time per bucket; memoised)."""
-        key = (tp, cp, dp, zero, npn, stage_params, stage_layers, ep, etp)
+                 stage_layers: int, ep: int = 1, etp: int = 1, replicas: int = 1
+                 ) -> tuple[float, float, float, float, float]:
+        """(buckets, seconds per bucket of the once-per-step gradient reduction, seconds per
+        bucket of ZeRO-2's per-micro-batch reduce-scatter, seconds per weight-gather bucket,
+        1.0 when a gradient group crosses nodes) of the data-parallel reduction of the most
+        loaded stage (its ``stage_params`` non-expert parameters per GPU; the experts of its
+        ``stage_layers`` layers reduce over the expert data parallel group, their buckets
+        included at their mean time per bucket; memoised). With ``replicas`` > 1 (hybrid
+        sharding) ``dp`` is one replica's ranks and each bucket's all-reduce across the
+        replicas follows its reduce-scatter, once per step (``dp_uses``)."""
+        key = (tp, cp, dp, zero, npn, stage_params, stage_layers, ep, etp, replicas)
         hit = self._dp.get(key)
         if hit is None:
             uses = self.dp_uses(tp, cp, dp, zero, stage_params, npn,
-                                layer_params=self.stage_layer_params(tp, stage_layers))
-            uses += self.expert_dp_uses(tp, cp, dp, zero, npn, stage_layers, ep, etp)
+                                layer_params=self.stage_layer_params(tp, stage_layers),
+                                replicas=replicas)
+            uses += self.expert_dp_uses(tp, cp, dp, zero, npn, stage_layers, ep, etp,
+                                        replicas)
             grads = [u for u in uses if u.strategy == "DP"]
             gathers = [u for u in uses if u.strategy == "ZeRO"]
-            n = sum(u.calls for u in grads)
-            tau = sum(u.calls * u.cost.time_s for u in grads) / n if n else 0.0
+            # Buckets: those of the reduction (the replicas' all-reduce under ZeRO-3).
+            n = sum(u.calls for u in grads if not u.once or zero >= 3)
+            once = sum(u.calls * u.cost.time_s for u in grads if u.once or zero <= 1)
+            per_mb = sum(u.calls * u.cost.time_s for u in grads if not u.once and zero == 2)
             tau_g = sum(u.calls * u.cost.time_s for u in gathers) / n if n else 0.0
-            hit = self._dp[key] = (n, tau, tau_g,
+            hit = self._dp[key] = (n, once / n if n else 0.0, per_mb / n if n else 0.0, tau_g,
                                    float(any(u.group.tier == "inter_node" for u in grads)))
         return hit
 
     def dp_uses(self, tp: int, cp: int, dp: int, zero: int, stage_params: float, npn: int,
-                group: tuple[int, int] | None = None, layer_params: float = 0.0
-                ) -> list[CollectiveUse]:
+                group: tuple[int, int] | None = None, layer_params: float = 0.0,
+                replicas: int = 1) -> list[CollectiveUse]:
         """Gradient reduction in buckets (all_reduce; reduce_scatter when gradients or
         optimizer states are sharded, unless ``training.zero_grad_allreduce``) and, for
         ZeRO-1/2, the all_gather of the updated weights; ``calls`` = buckets. ``group``
         (size, stride) defaults to the dp * cp ranks at stride tp. ``layer_params`` of the
         ``stage_params`` are transformer-layer weights, which gather at
         ``training.layer_gather_bytes`` (the rest, embeddings and output layer, at
-        ``param_bytes``)."""
+        ``param_bytes``).
+
+        Hybrid sharding (``replicas`` > 1, ``plan.dp_replicate``): ``dp`` is one replica's
+        ranks, the group above is one replica's, and each bucket's reduced shard (1 / group
+        of the bucket) is then all-reduced across the replicas, the ranks at the same place
+        in each (``replicas`` ranks at stride tp cp dp), once per step (``once``): Megatron-
+        Core's partial distributed optimizer reduce-scatters a bucket inside its instance and
+        all-reduces it across the instances (``--num-distributed-optimizer-instances``);
+        PyTorch's HSDP all-reduces each reduce-scattered gradient across the replicate mesh
+        dimension; DeepSpeed's MiCS at the gradient accumulation boundary. Under ZeRO-3 only
+        that all-reduce is here (its reduce-scatter is per layer: ``zero3_uses``)."""
         nd, stride = group or (dp * cp, tp)
-        if nd == 1 or zero >= 3 or stage_params <= 0:
+        hybrid = replicas > 1 and zero >= 1
+        if stage_params <= 0 or (nd == 1 and not hybrid) or (zero >= 3 and not hybrid):
             return []
         g = self.group(nd, stride, npn)
         if self.training.overlap_grad_reduce:
@@ -679,11 +700,18 @@ class CostTables:
         else:
             n_buckets = 1
         bucket = stage_params / n_buckets
-        op = ("all_reduce" if zero == 0 or self.training.zero_grad_allreduce
-              else "reduce_scatter")
-        uses = [CollectiveUse("DP", self.collective(op, bucket * self.training.grad_reduce_bytes, g),
-                              n_buckets, g)]
-        if zero in (1, 2):
+        uses = []
+        if zero < 3 and nd > 1:
+            op = ("all_reduce" if zero == 0 or self.training.zero_grad_allreduce
+                  else "reduce_scatter")
+            uses.append(CollectiveUse("DP", self.collective(
+                op, bucket * self.training.grad_reduce_bytes, g), n_buckets, g))
+        if hybrid:
+            rg = self.group(replicas, tp * cp * dp, npn)
+            uses.append(CollectiveUse("DP", self.collective(
+                "all_reduce", bucket * self.training.grad_reduce_bytes / nd, rg), n_buckets,
+                rg, once=True))
+        if zero in (1, 2) and nd > 1:
             layers = min(max(layer_params, 0.0), stage_params)
             gather_bytes = (layers * self.training.layer_gather_bytes
                             + (stage_params - layers) * self.training.param_bytes) / n_buckets
@@ -697,16 +725,17 @@ class CostTables:
         return stage_layers * self.model.nonexpert_params_per_layer / tp
 
     def expert_dp_uses(self, tp: int, cp: int, dp: int, zero: int, npn: int, stage_layers: int,
-                       ep: int, etp: int) -> list[CollectiveUse]:
+                       ep: int, etp: int, replicas: int = 1) -> list[CollectiveUse]:
         """The routed experts' gradient reduction (and ZeRO-1/2 gather) of a stage of
         ``stage_layers`` layers over the expert data parallel group: tp cp dp / (ep etp) ranks
-        at stride ep * etp (Megatron-Core's expert rank order etp, ep, edp)."""
+        at stride ep * etp (Megatron-Core's expert rank order etp, ep, edp); with hybrid
+        sharding, ``dp`` one replica's ranks, across the replicas as the dense part."""
         if not self.model.is_moe:
             return []
         edp = tp * cp * dp // (ep * etp)
         params = float(expert_stage_params(self.model, stage_layers, ep, etp))
         return self.dp_uses(tp, cp, dp, zero, params, npn, group=(edp, ep * etp),
-                            layer_params=params)
+                            layer_params=params, replicas=replicas)
 
 
 def _pair_span(cross: bool) -> GroupSpan:

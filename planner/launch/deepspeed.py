@@ -5,7 +5,8 @@ The engine does data parallelism with ZeRO stages 0-3, micro-batches and gradien
 ``zero_optimization.stage``); tensor parallelism through AutoTP training
 (``"tensor_parallel": {"autotp_size": tp}``, from 0.16.4; with ZeRO-3 from 0.19.4); pipeline
 parallelism through the pipeline engine (``"pipeline": {"stages", "partition"}`` with the model
-built as a ``PipelineModule`` of as many stages, ZeRO <= 1, evenly split layers).
+built as a ``PipelineModule`` of as many stages, ZeRO <= 1, evenly split layers); ZeRO-3's
+hybrid sharding (``plan.dp_replicate``) as MiCS (``zero_optimization.mics_shard_size``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
     }
     if p.zero_stage == 3:
         cfg["zero_optimization"].update(zero3_settings(ctx))
+        if p.dp_replicate > 1:
+            # Hybrid sharding as MiCS: shard groups of consecutive ranks (no tensor
+            # parallelism, which planner.frameworks checks), replicated across the others.
+            cfg["zero_optimization"]["mics_shard_size"] = p.dp // p.dp_replicate * p.cp
     if p.zero_stage in (1, 2) and t.overlap_grad_reduce:
         # The gradients reduce (and the weights gather) in the buckets the plan is costed
         # with, Megatron's (``tables.ddp_bucket_params``), not DeepSpeed's 5e8 elements:

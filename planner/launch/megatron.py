@@ -12,7 +12,8 @@ anything else), ``--sequence-parallel``, ``--recompute-granularity`` and
 ``--recompute-method`` (with ``--distribute-saved-activations`` where the plan keeps 1/tp of
 each checkpointed input), ``--use-distributed-optimizer`` (ZeRO-1) and Megatron-FSDP
 (``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads|optim_grads_params``,
-ZeRO-2/3, which needs ``--ckpt-format fsdp_dtensor``), and the model-shape flags.
+ZeRO-2/3, which needs ``--ckpt-format fsdp_dtensor``), ``--num-distributed-optimizer-instances``
+(hybrid sharding, ``plan.dp_replicate``), and the model-shape flags.
 
 Mixture of experts (``transformer_config.py``, ``arguments.py`` ``_add_moe_args``):
 ``--num-experts``, ``--moe-router-topk``, ``--moe-ffn-hidden-size``,
@@ -105,6 +106,10 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
     if p.zero_stage >= 2:
         args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy",
                  SHARDING[p.zero_stage], "--ckpt-format", "fsdp_dtensor"]
+    if p.dp_replicate > 1:
+        # Hybrid sharding: the distributed optimizer's instances (Megatron-FSDP's HSDP, its
+        # --outer-dp-sharding-strategy left at no_shard: the replicas all-reduce).
+        args += ["--num-distributed-optimizer-instances", str(p.dp_replicate)]
     if t.precision in ("bf16", "fp8"):
         args += ["--bf16"]
     elif t.precision == "fp16":

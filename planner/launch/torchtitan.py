@@ -10,7 +10,9 @@ full recompute costed to stop early (``training.recompute_early_stop``) sets
 ZeRO maps onto FSDP2: zero_stage 0 is DDP (``data_parallel_replicate_degree``, only when nothing
 else is parallel), 3 is FSDP resharding after forward (``data_parallel_shard_degree``,
 ``fsdp_reshard_after_forward = "always"``), 2 keeps the gathered weights between forward and
-backward (``"never"``; the planner's ZeRO-2 only with one micro-batch). Pipelines use
+backward (``"never"``; the planner's ZeRO-2 only with one micro-batch); hybrid sharding
+(``plan.dp_replicate``) is HSDP, ``data_parallel_replicate_degree`` replicas of
+``data_parallel_shard_degree`` ranks. Pipelines use
 ``Interleaved1F1B`` with virtual stages, ``GPipe`` when there are fewer micro-batches than stages
 (``Schedule1F1B`` refuses that; the orders coincide) and ``1F1B`` otherwise; a layout other than
 the default even split of layers plus embedding and loss is given as
@@ -57,7 +59,8 @@ def module_fqns(ctx: LaunchContext) -> list[list[str]]:
 def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
     p, t = ctx.plan, ctx.training
     notes: list[str] = []
-    replicate, shard = (p.dp, 1) if p.zero_stage == 0 else (1, p.dp * 1)
+    replicate, shard = ((p.dp, 1) if p.zero_stage == 0
+                        else (p.dp_replicate, p.dp // p.dp_replicate))
     parallelism: dict[str, TomlValue] = {
         "data_parallel_replicate_degree": replicate,
         "data_parallel_shard_degree": shard,

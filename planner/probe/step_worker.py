@@ -25,9 +25,9 @@ The pieces: ``Kernels`` (the compute, built from the pattern and benchmarked), `
 collectives on this rank's ``Group``s, with buffers of their true sizes), ``Recorder`` (the
 calls' stamps) and ``ProbeStep`` (one step's schedule over them); ``main`` wires them, runs
 the warm-up and the measured steps, and gathers the results on rank 0. The groups come from
-named device-mesh dimensions (``mesh_groups``): a dense mesh (pp, dp, cp, tp) and an expert
-mesh (pp, edp, ep, etp) over the same ranks, for the expert groups Megatron-Core folds into
-dp x cp x tp.
+named device-mesh dimensions (``mesh_groups``): a dense mesh (pp, dpr, dp, cp, tp) and an
+expert mesh (pp, dpr, edp, ep, etp) over the same ranks, for the expert groups Megatron-Core
+folds into dp x cp x tp (dpr: hybrid sharding's replicas, 1 without).
 
 Fault injection, for testing the launchers and the service: ``PLANNER_PROBE_FAULT=crash:R``
 makes rank R exit with an error after its warm-up step, ``hang:R`` makes it sleep forever;
@@ -403,7 +403,7 @@ class ProbeStep:
 
 
 def mesh_groups(dist, device_type: str, tp: int, cp: int, dp: int, pp: int, ep: int = 1,
-                etp: int = 1) -> tuple[dict[str, Group], list[int]]:
+                etp: int = 1, dpr: int = 1) -> tuple[dict[str, Group], list[int]]:
     """This rank's groups from named device-mesh dimensions (``init_device_mesh``), and its
     pipeline (the ranks of its (d, c, t) in every stage, first stage first).
 
@@ -412,17 +412,20 @@ def mesh_groups(dist, device_type: str, tp: int, cp: int, dp: int, pp: int, ep: 
     flattened as torchtitan's ParallelDims flattens it. The experts fold into each stage's
     tp * cp * dp ranks in Megatron-Core's expert order, which a second mesh over the same ranks
     names: (pp, edp, ep, etp), etp innermost (torchtitan also builds its MoE groups on a second
-    mesh). ``planner.validation.schedule.rank_groups`` lists the same groups (a test checks
-    that they agree)."""
+    mesh). Hybrid sharding splits dp into (dpr, dp / dpr), the replicas outermost, as
+    torchtitan's HSDP mesh does (dp_replicate outside dp_shard): "dp" and "edp" are then one
+    replica's ranks and "dpr" the replicas'. ``planner.validation.schedule.rank_groups`` lists
+    the same groups (a test checks that they agree)."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    dense = init_device_mesh(device_type, (pp, dp, cp, tp),
-                             mesh_dim_names=("pp", "dp", "cp", "tp"))
+    dense = init_device_mesh(device_type, (pp, dpr, dp // dpr, cp, tp),
+                             mesh_dim_names=("pp", "dpr", "dp", "cp", "tp"))
     fold = tp * cp * dp
-    experts = init_device_mesh(device_type, (pp, fold // (ep * etp), ep, etp),
-                               mesh_dim_names=("pp", "edp", "ep", "etp"))
+    experts = init_device_mesh(device_type, (pp, dpr, fold // (ep * etp * dpr), ep, etp),
+                               mesh_dim_names=("pp", "dpr", "edp", "ep", "etp"))
     handles = {"tp": dense.get_group("tp"), "cp": dense.get_group("cp"),
                "dp": dense["dp", "cp"]._flatten("dp_cp").get_group(),
+               "dpr": dense.get_group("dpr"),
                "ep": experts.get_group("ep"), "etp": experts.get_group("etp"),
                "edp": experts.get_group("edp")}
     mine: dict[str, Group] = {}
@@ -470,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.backend)
     stage = rank // (tp * cp * dp)
     groups, chain = mesh_groups(dist, device.type, tp, cp, dp, pp, pat.get("ep", 1),
-                                pat.get("etp", 1))
+                                pat.get("etp", 1), int(pat.get("dpr", 1)))
 
     recorder = Recorder(rank, _clock_offset(torch, dist, rank, world, device),
                         tracing=rank == 0 and bool(args.trace))

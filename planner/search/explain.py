@@ -62,6 +62,12 @@ def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: Trainin
                     f"no allowed vpp does at pp in {none[:12]}; estimate such a plan with "
                     "its layers_per_stage instead")
             out.append("interleaving also needs grad_accum_steps >= pp")
+        elif search.dp_replicate is not None and not allows(search.dp_replicate, 1):
+            out.append(
+                f"dp_replicate {search.dp_replicate!r}: hybrid sharding needs a ZeRO stage "
+                "of 1 or more, dp divisible by dp_replicate with a shard group of at least "
+                "two ranks left (dp / dp_replicate * cp >= 2) and, in a MoE model, whole "
+                f"expert groups in each replica; dp may be {dom['dp'][:12]}")
         else:
             out.append("the restrictions on micro_batch_size, grad_accum_steps, vpp, "
                        "zero_stage, recompute, sequence_parallel, ep or etp exclude every "

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 MIN_GAIN = 0.05
 
 _DEGREES = ("dp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "recompute",
-            "recompute_num_layers", "zero_stage", "sequence_parallel")
+            "recompute_num_layers", "zero_stage", "dp_replicate", "sequence_parallel")
 
 
 class SettingsHint(BaseModel):

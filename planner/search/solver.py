@@ -56,7 +56,7 @@ def _key(plans: PlanArrays, i: int, block: int = 0, off: int = 0) -> tuple:
     return (int(plans.dp[i]), int(plans.tp[i]), int(plans.pp[i]), int(plans.cp[i]),
             int(plans.vpp[i]), int(plans.mbs[i]), 2 if block else int(plans.rec[i]),
             int(plans.zero[i]), int(plans.sp[i]), block, int(plans.ep[i]), int(plans.etp[i]),
-            off or int(plans.off[i]))
+            off or int(plans.off[i]), int(plans.rep[i]))
 
 
 def _best(plans: PlanArrays, bc: BatchCost, fits: np.ndarray, keep: int) -> np.ndarray:
@@ -70,7 +70,7 @@ def _best(plans: PlanArrays, bc: BatchCost, fits: np.ndarray, keep: int) -> np.n
         idx, cost_us = idx[near], cost_us[near]
     sub = plans.take(idx)
     mem = np.rint(np.minimum(bc.memory_bytes[idx], 2**62)).astype(np.int64)
-    order = np.lexsort((sub.etp, sub.ep, sub.sp, sub.zero, sub.rec, sub.mbs, sub.vpp, sub.cp,
+    order = np.lexsort((sub.rep, sub.etp, sub.ep, sub.sp, sub.zero, sub.rec, sub.mbs, sub.vpp, sub.cp,
                         sub.pp, sub.tp, sub.dp, mem, cost_us))
     return idx[order[:keep]]
 

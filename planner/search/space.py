@@ -11,7 +11,9 @@ other layouts are estimated when given, not enumerated); interleaving needs at l
 micro-batches (the micro-batch group is then chosen as Megatron-LM allows); plain 1F1B runs any
 number of micro-batches, fewer than pp included (its bubble is then (p - 1)/m). Knobs that make
 no difference are not duplicated: sequence parallelism only with tp > 1, interleaving only with
-pp > 1, and a single ZeRO stage when nothing shards. Mixture-of-experts models add the expert
+pp > 1, and a single ZeRO stage when nothing shards. Hybrid sharding (``plan.dp_replicate``)
+joins ZeRO-3 plans whose replicas span 1, 2, 4 or 8 whole nodes, or any count and sharding
+stage the search asks for (``replica_counts``). Mixture-of-experts models add the expert
 degrees (``specs.plan``: ep divides the experts, ep * etp divides tp * cp * dp; etp is 1 or tp,
 the two layouts Megatron-Core's folding recommends and torchtitan supported).
 ``search.framework`` keeps the plans that
@@ -105,6 +107,31 @@ def expert_degrees(model: ModelSpec, search: SearchSpec, tp: int, fold: int
             if allows(search.ep, e) and fold % (e * et) == 0]
 
 
+# Nodes one replica spans in the hybrid sharding the search holds by default.
+HYBRID_NODES = (1, 2, 4, 8)
+
+
+def replica_counts(dp: int, tp: int, cp: int, expert_unit: int, gpus_per_node: int,
+                   search: SearchSpec) -> list[int]:
+    """Hybrid sharding's replica counts (``plan.dp_replicate``) the space holds for a stage of
+    dp * tp * cp ranks: 1 (shard over all of them) and, unless the search restricts them, each
+    count whose replicas span 1, 2, 4 or 8 whole nodes (``HYBRID_NODES``: HSDP shards inside a
+    node or a few and replicates across them), still shard something (dp / r * cp >= 2) and
+    hold whole expert groups (``expert_unit`` = ep * etp), with ZeRO-3 (``knobs``). A
+    restriction in ``search.dp_replicate`` admits any count that satisfies the last two, with
+    any ZeRO stage from 1."""
+    out = [1] if allows(search.dp_replicate, 1) else []
+    for r in divisors(dp)[1:]:
+        ranks = tp * cp * dp // r
+        if dp // r * cp < 2 or ranks % expert_unit or not allows(search.dp_replicate, r):
+            continue
+        if search.dp_replicate is None and not (
+                ranks % gpus_per_node == 0 and ranks // gpus_per_node in HYBRID_NODES):
+            continue
+        out.append(r)
+    return out
+
+
 MAX_LATTICE_POINTS = 20_000
 MAX_PLANS = 1_500_000   # ~1.5 GB of arrays while costing; the largest benchmark space is ~400K
 
@@ -143,13 +170,17 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
     recs = [i for i, r in enumerate(RECOMPUTE) if search.allows_recompute(r)]
     zeros = [z for z in range(4) if allows(search.zero_stage, z)]
     vpp_of = {p: equal_work_vpps(L, p, search) for p in dom["pp"] if p > 1}
-    knob_sets: dict[tuple[bool, bool], np.ndarray] = {}
+    knob_sets: dict[tuple[bool, bool, bool], np.ndarray] = {}
 
-    def knobs(has_tp: bool, shards: bool) -> np.ndarray:
-        key = (has_tp, shards)
+    def knobs(has_tp: bool, shards: bool, hybrid: bool = False) -> np.ndarray:
+        key = (has_tp, shards, hybrid)
         if key not in knob_sets:
             sps = [s for s in ((0, 1) if has_tp else (0,)) if search.allows_sp(bool(s))]
-            zs = zeros if shards else zeros[:1]
+            # Hybrid sharding: ZeRO-3 by default (whose per-layer gathers and reduce-scatters
+            # the shard group's span matters most to); any sharding stage when asked for.
+            hybrid_zs = [3] if search.dp_replicate is None else [1, 2, 3]
+            zs = ([z for z in zeros if z in hybrid_zs] if hybrid else zeros if shards
+                  else zeros[:1])
             knob_sets[key] = np.array(list(product(recs, zs, sps)),
                                       dtype=np.int64).reshape(-1, 3)
         return knob_sets[key]
@@ -173,27 +204,32 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
             for ep, etp in expert_degrees(model, search, tp, tp * cp * dp):
                 lattice += 1
                 shards = dp * cp > 1 or (model.is_moe and tp * cp * dp > ep * etp)
-                ks = knobs(tp > 1, shards)
-                if not len(ks):
-                    continue
-                for mbs, m in mbs_of[dp]:
-                    vpps = ([1] if allows(search.vpp, 1) else []) + (
-                        [v for v in vpp_of[pp] if m >= pp] if pp > 1 else [])
-                    for vpp in vpps:
-                        heads.append((dp, tp, pp, cp, vpp, mbs, ep, etp, tp > 1, shards))
-                        total += len(ks)
+                reps = (replica_counts(dp, tp, cp, ep * etp, G, search) if shards
+                        else [1] if allows(search.dp_replicate, 1) else [])
+                for r in reps:
+                    ks = knobs(tp > 1, shards, r > 1)
+                    if not len(ks):
+                        continue
+                    for mbs, m in mbs_of[dp]:
+                        vpps = ([1] if allows(search.vpp, 1) else []) + (
+                            [v for v in vpp_of[pp] if m >= pp] if pp > 1 else [])
+                        for vpp in vpps:
+                            heads.append((dp, tp, pp, cp, vpp, mbs, ep, etp, r, tp > 1,
+                                          shards, r > 1))
+                            total += len(ks)
             if total > MAX_PLANS:
                 raise PlannerInputError(
                     "search", f"the plan space exceeds {MAX_PLANS:,} plans; restrict "
                     "micro_batch_size, pp, cp, vpp or the other knobs in the search")
     blocks = []
-    for flags in sorted({(h[8], h[9]) for h in heads}):
-        hs = np.array([h[:8] for h in heads if (h[8], h[9]) == flags], dtype=np.int64)
+    for flags in sorted({h[9:] for h in heads}):
+        hs = np.array([h[:9] for h in heads if h[9:] == flags], dtype=np.int64)
         ks = knobs(*flags)
         block = np.zeros((len(hs) * len(ks), len(PLAN_FIELDS)), dtype=np.int64)
         block[:, :6] = np.repeat(hs[:, :6], len(ks), axis=0)
         block[:, 6:9] = np.tile(ks, (len(hs), 1))      # rnl 0: every layer recomputed
         block[:, 10:12] = np.repeat(hs[:, 6:8], len(ks), axis=0)
+        block[:, PLAN_FIELDS.index("rep")] = np.repeat(hs[:, 8], len(ks), axis=0)
         blocks.append(block)
     arr = (np.concatenate(blocks) if blocks
            else np.empty((0, len(PLAN_FIELDS)), dtype=np.int64))

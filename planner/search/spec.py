@@ -117,6 +117,11 @@ class SearchSpec(BaseModel):
     micro_batch_size: IntChoice | None = None
     grad_accum_steps: IntChoice | None = None
     zero_stage: IntChoice | None = None
+    dp_replicate: IntChoice | None = Field(
+        None, description="Hybrid sharding's replica counts (plan.dp_replicate). Default: 1 "
+        "and every count whose replicas span whole nodes (HSDP's layout: shard inside a node "
+        "or a few, replicate across them); a restriction admits any count that leaves a "
+        "shard group of at least two ranks.")
     recompute: Recompute | list[Recompute] | None = None
     sequence_parallel: bool | list[bool] | None = None
 

@@ -2,6 +2,9 @@
 
 Rank order is Megatron-LM's: tp innermost, then cp, then dp, then pp outermost
 (Narayanan et al. SC'21, section 3.3: keep the chattiest groups on the fastest links).
+Under hybrid sharding (``dp_replicate``) the dp ranks split into replicas of dp / dp_replicate
+consecutive ones, the replicas outermost (torchtitan's HSDP mesh, Megatron-Core's distributed
+optimizer instances, MiCS's shard groups): ZeRO shards within a replica.
 
 Expert parallelism folds into the same ranks (Megatron-Core's MoE Parallel Folding, Liu et al.
 2025, arXiv 2504.14960; ``parallel_state.initialize_model_parallel``): the MoE layers of a
@@ -66,6 +69,14 @@ class ParallelPlan(BaseModel):
         "and cluster.host_link_gb_per_s. Default 0.")
     zero_stage: int = Field(0, ge=0, le=3, description="0 plain DP, 1 optimizer states sharded "
                             "(distributed optimizer), 2 + gradients, 3 + parameters (FSDP).")
+    dp_replicate: int = Field(
+        1, ge=1, le=1_000_000,
+        description="Hybrid sharding: the dp ranks form dp_replicate replicas of dp / "
+        "dp_replicate ranks each; ZeRO shards over one replica's ranks (times cp) and the "
+        "replicas all-reduce the sharded gradients once per step (PyTorch HSDP: torchtitan's "
+        "data_parallel_replicate_degree; Megatron-LM's --num-distributed-optimizer-instances; "
+        "DeepSpeed's MiCS, mics_shard_size). Needs zero_stage >= 1. Default 1: shard over "
+        "every dp * cp rank.")
     sequence_parallel: bool = Field(False, description="Megatron sequence parallelism in TP.")
     layers_per_stage: tuple[int, ...] | None = Field(
         None, description="Transformer layers of each pipeline stage (length pp). Default: even "
@@ -108,6 +119,17 @@ class ParallelPlan(BaseModel):
                              "offloading does not work with activation recomputation")
         if self.microbatch_group_size is not None and self.vpp == 1:
             raise ValueError("microbatch_group_size applies to interleaved schedules (vpp > 1)")
+        if self.dp_replicate > 1:
+            if self.dp % self.dp_replicate:
+                raise ValueError(f"dp_replicate({self.dp_replicate}) must divide "
+                                 f"dp({self.dp}): each replica holds dp / dp_replicate ranks")
+            if self.zero_stage == 0:
+                raise ValueError("dp_replicate > 1 (hybrid sharding) needs zero_stage >= 1: "
+                                 "with nothing sharded every rank is a replica (plain DP)")
+            if self.dp // self.dp_replicate * self.cp == 1:
+                raise ValueError(f"dp_replicate({self.dp_replicate}) = dp({self.dp}) with "
+                                 "cp 1 leaves one rank per shard group: nothing is sharded "
+                                 "(use zero_stage 0 for plain DP)")
         if self.mtp_standalone and self.vpp == 1:
             raise ValueError("mtp_standalone needs an interleaved schedule (vpp > 1): the last "
                              "stage's last chunk holds only the loss")
@@ -124,6 +146,7 @@ class ParallelPlan(BaseModel):
                    recompute_num_layers=fields.get("recompute_num_layers"),
                    cpu_offload_layers=fields.get("cpu_offload_layers") or 0,
                    zero_stage=fields["zero_stage"], ep=fields.get("ep", 1),
+                   dp_replicate=fields.get("dp_replicate") or 1,
                    etp=fields.get("etp", 1),
                    sequence_parallel=fields["sequence_parallel"],
                    layers_per_stage=tuple(fields["layers_per_stage"]) if pp > 1 else None,
@@ -142,6 +165,11 @@ class ParallelPlan(BaseModel):
     def edp(self) -> int:
         """Expert data parallel degree: the ranks that hold the same experts."""
         return self.tp * self.cp * self.dp // (self.ep * self.etp)
+
+    @property
+    def dp_shard(self) -> int:
+        """Data-parallel ranks of one replica, over which (times cp) ZeRO shards."""
+        return self.dp // self.dp_replicate
 
 
 def plan_violations(
@@ -251,6 +279,12 @@ def moe_violations(plan: ParallelPlan, model: ModelSpec) -> list[tuple[str, str]
         out.append(("plan.ep", f"ep({plan.ep}) * etp({plan.etp}) = {plan.ep * plan.etp} does "
                                f"not divide tp({plan.tp}) * cp({plan.cp}) * dp({plan.dp}) = "
                                f"{fold} (the expert groups fold into a stage's ranks)"))
+    elif plan.dp_replicate > 1 and (fold // plan.dp_replicate) % (plan.ep * plan.etp):
+        out.append(("plan.dp_replicate",
+                    f"ep({plan.ep}) * etp({plan.etp}) = {plan.ep * plan.etp} does not divide "
+                    f"one replica's tp({plan.tp}) * cp({plan.cp}) * dp({plan.dp}) / "
+                    f"dp_replicate({plan.dp_replicate}) = {fold // plan.dp_replicate} ranks "
+                    "(each replica holds whole expert groups)"))
     return out
 
 
@@ -308,4 +342,4 @@ def plan_key(p: Any) -> tuple[int, ...]:
     ``ParallelPlan`` or a ``PlanEstimate`` (both carry these fields)."""
     return (p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch_size, RECOMPUTE.index(p.recompute),
             p.zero_stage, int(p.sequence_parallel), p.recompute_num_layers or 0, p.ep, p.etp,
-            p.cpu_offload_layers)
+            p.cpu_offload_layers, p.dp_replicate)

@@ -35,8 +35,8 @@ from planner.vocabulary import ProbeCompute, ValidationMode, ValidationModeChoic
 Mode = ValidationModeChoice
 Compute = ProbeCompute
 PLAN_KEYS = ("dp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "grad_accum_steps",
-             "recompute", "recompute_num_layers", "zero_stage", "sequence_parallel",
-             "layers_per_stage", "microbatch_group_size")
+             "recompute", "recompute_num_layers", "zero_stage", "dp_replicate",
+             "sequence_parallel", "layers_per_stage", "microbatch_group_size")
 
 
 class ValidatedPlan(BaseModel):

@@ -43,6 +43,7 @@ class StepPattern(TypedDict):
     group]`` (ZeRO-3 gathers) and ``[op, bytes, calls, component, group]`` (DP buckets)."""
 
     dp: int
+    dpr: int                                # hybrid sharding's replicas (plan.dp_replicate)
     tp: int
     pp: int
     cp: int
@@ -133,23 +134,26 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
     # ZeRO-3: [op, bytes, component, group]: the dense part over dp x cp, the experts over
     # the expert data parallel group.
     zero3 = []
+    dsh, dpr = est.dp // est.dp_replicate, est.dp_replicate    # hybrid: one replica's ranks
     if est.zero_stage >= 3:
-        uses = tables.zero3_uses(est.tp, est.cp, est.dp, npn, est.ep, est.etp)
-        groups = ["dp", "dp"] * (est.dp * est.cp > 1) + ["edp", "edp"]   # zero3_uses' order
+        uses = tables.zero3_uses(est.tp, est.cp, dsh, npn, est.ep, est.etp)
+        groups = ["dp", "dp"] * (dsh * est.cp > 1) + ["edp", "edp"]   # zero3_uses' order
         zero3 = [[u.cost.op, u.cost.message_bytes, STRATEGY_COMPONENT[u.strategy], kind]
                  for u, kind in zip(uses, groups, strict=False)]
     layout = explicit_layout(tuple(est.layers_per_stage), est.vpp, est.mtp_standalone,
                              tables.model.mtp_num_layers)
     p_stage = tables.largest_stage_params(est.tp, layout)
     n_stage = max(stage_layer_counts(tables.model, layout))
+    # (Hybrid sharding's all-reduce of the sharded gradients runs over the replicas, "dpr".)
     dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
-               "dp"]
-              for u in tables.dp_uses(est.tp, est.cp, est.dp, est.zero_stage, p_stage, npn,
-                                      layer_params=tables.stage_layer_params(est.tp, n_stage))]
+               "dpr" if u.once else "dp"]
+              for u in tables.dp_uses(est.tp, est.cp, dsh, est.zero_stage, p_stage, npn,
+                                      layer_params=tables.stage_layer_params(est.tp, n_stage),
+                                      replicas=dpr)]
     dp_ops += [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
-                "edp"]
-               for u in tables.expert_dp_uses(est.tp, est.cp, est.dp, est.zero_stage, npn,
-                                              n_stage, est.ep, est.etp)]
+                "dpr" if u.once else "edp"]
+               for u in tables.expert_dp_uses(est.tp, est.cp, dsh, est.zero_stage, npn,
+                                              n_stage, est.ep, est.etp, dpr)]
     ep_fwd, ep_bwd = [], []
     for use in tables.ep_uses(*key, est.ep, est.etp):
         kind = "ep" if use.cost.op == "all_to_all" else "etp"
@@ -165,7 +169,8 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         "ep": est.ep, "etp": est.etp, "moe_share": model.moe_share, "moe_gemms": moe_gemms,
         "expert_bmm": expert_bmm, "expert_launch": training.moe_expert_gemm,
         "ep_fwd": ep_fwd, "ep_bwd": ep_bwd,
-        "dp": est.dp, "tp": est.tp, "pp": est.pp, "cp": est.cp, "m": est.grad_accum_steps,
+        "dp": est.dp, "dpr": dpr, "tp": est.tp, "pp": est.pp, "cp": est.cp,
+        "m": est.grad_accum_steps,
         "layers": list(est.layers_per_stage), "recompute": est.recompute,
         "gemms": gemms, "attn_bmm": attn_bmm, "elementwise": elementwise, "vpp": est.vpp,
         "dtype": training.precision,

@@ -20,8 +20,8 @@ def pipeline_order(pp: int, stage: int, m: int, vpp: int = 1, group: int | None 
     return schedule(pp, stage, m, vpp, group)
 
 
-def rank_groups(tp: int, cp: int, dp: int, pp: int, ep: int = 1, etp: int = 1
-                ) -> dict[str, list[list[int]]]:
+def rank_groups(tp: int, cp: int, dp: int, pp: int, ep: int = 1, etp: int = 1,
+                dpr: int = 1) -> dict[str, list[list[int]]]:
     """The process groups of tp * cp * dp * pp ranks in Megatron-LM's order: tp innermost,
     then cp, then dp, then pp (rank = ((stage * dp + d) * cp + c) * tp + t).
 
@@ -29,13 +29,19 @@ def rank_groups(tp: int, cp: int, dp: int, pp: int, ep: int = 1, etp: int = 1
     and context parallel ranks together, Megatron's dp-cp group) and "pp" (one pipeline: the
     ranks holding the same (d, c, t) in every stage, first stage first). The expert groups
     fold into each stage's tp * cp * dp ranks in Megatron-Core's expert order, etp innermost,
-    then ep, then the expert data parallel group: "etp", "ep" and "edp"."""
+    then ep, then the expert data parallel group: "etp", "ep" and "edp".
+
+    Hybrid sharding (``dpr`` replicas, ``plan.dp_replicate``): each replica is dp / dpr
+    consecutive data-parallel ranks (its tp * cp * dp / dpr global ranks in a row); "dp" and
+    "edp" are one replica's (what ZeRO shards over) and "dpr" the ranks at the same place in
+    every replica (what the sharded gradients are all-reduced over)."""
     def rank(s: int, d: int, c: int, t: int) -> int:
         return ((s * dp + d) * cp + c) * tp + t
 
     S, D, C, T = range(pp), range(dp), range(cp), range(tp)
     fold = tp * cp * dp
     edp = fold // (ep * etp)
+    dsh, esh, R = dp // dpr, edp // dpr, range(dpr)
 
     def expert(s: int, e: int, x: int, t: int) -> int:
         return s * fold + (e * ep + x) * etp + t
@@ -43,12 +49,15 @@ def rank_groups(tp: int, cp: int, dp: int, pp: int, ep: int = 1, etp: int = 1
     return {
         "tp": [[rank(s, d, c, t) for t in T] for s in S for d in D for c in C],
         "cp": [[rank(s, d, c, t) for c in C] for s in S for d in D for t in T],
-        "dp": [[rank(s, d, c, t) for d in D for c in C] for s in S for t in T],
+        "dp": [[rank(s, r * dsh + d, c, t) for d in range(dsh) for c in C] for s in S
+               for r in R for t in T],
+        "dpr": [[rank(s, r * dsh + d, c, t) for r in R] for s in S for d in range(dsh)
+                for c in C for t in T],
         "pp": [[rank(s, d, c, t) for s in S] for d in D for c in C for t in T],
         "etp": [[expert(s, e, x, t) for t in range(etp)] for s in S for e in range(edp)
                 for x in range(ep)],
         "ep": [[expert(s, e, x, t) for x in range(ep)] for s in S for e in range(edp)
                for t in range(etp)],
-        "edp": [[expert(s, e, x, t) for e in range(edp)] for s in S for x in range(ep)
-                for t in range(etp)],
+        "edp": [[expert(s, r * esh + e, x, t) for e in range(esh)] for s in S for r in R
+                for x in range(ep) for t in range(etp)],
     }

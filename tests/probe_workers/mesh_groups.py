@@ -9,9 +9,11 @@ import torch.distributed as dist
 
 from planner.probe.step_worker import mesh_groups
 
-# (tp, cp, dp, pp, ep, etp) on 4 ranks
-PLANS = [(2, 1, 2, 1, 1, 1), (1, 2, 1, 2, 1, 1), (2, 1, 1, 2, 1, 1), (1, 1, 4, 1, 2, 1),
-         (2, 1, 2, 1, 2, 2), (1, 1, 2, 2, 2, 1), (1, 2, 2, 1, 4, 1)]
+# (tp, cp, dp, pp, ep, etp, dpr) on 4 ranks
+PLANS = [(2, 1, 2, 1, 1, 1, 1), (1, 2, 1, 2, 1, 1, 1), (2, 1, 1, 2, 1, 1, 1),
+         (1, 1, 4, 1, 2, 1, 1), (2, 1, 2, 1, 2, 2, 1), (1, 1, 2, 2, 2, 1, 1),
+         (1, 2, 2, 1, 4, 1, 1), (1, 1, 4, 1, 1, 1, 2), (1, 1, 4, 1, 2, 1, 2),
+         (1, 2, 2, 1, 1, 1, 2), (2, 1, 2, 1, 1, 1, 2)]
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
