@@ -5,6 +5,7 @@ Megatron-LM's --num-distributed-optimizer-instances, DeepSpeed's MiCS)."""
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -20,6 +21,7 @@ from tests.search_oracle import assert_equals_oracle, enumerate_top_k
 from tests.test_launch import check_same_plan, estimated, random_plan, read_back
 from tests.test_search import random_request
 
+ROOT = Path(__file__).resolve().parents[1]
 # Llama 3 70B, by hand: a layer holds 8192 x (8192 + 2 x 1024 + 8192) attention weights,
 # 3 x 8192 x 28672 SwiGLU weights and two 8192-wide norms: 855,654,400 parameters; the
 # embedding and the untied LM head 128,256 x 8192 = 1,050,673,152 each.
@@ -300,3 +302,22 @@ def test_the_cli_shows_the_replicas_and_refuses_a_bad_count(tmp_path):
     path.write_text(json.dumps(body))
     res = runner.invoke(app, ["estimate", str(path)])
     assert res.exit_code != 0 and "dp_replicate(3) must divide dp(128)" in res.output
+
+
+def test_pipelines_over_pools_leave_hybrid_sharding_out():
+    """A search over GPU pools that allows hybrid ZeRO-1 (dp 2, cp 2: replicas of one dp rank
+    still shard over the cp pair): the candidates of the pipelines across pools (one dp and
+    ZeRO stage for every stage, as Megatron-LM launches them) leave it out, and so do the
+    answers."""
+    from planner.search.pools import _candidates
+    from planner.search.space import build_space
+
+    body = json.loads((ROOT / "examples" / "plan-pools.json").read_text())
+    body["search"] = {"top_k": 10, "zero_stage": 1, "dp": 2, "cp": 2, "dp_replicate": [1, 2]}
+    req = PlanRequest.model_validate(body)
+    pool = req.cluster.pools[0].model_copy(update={"num_nodes": 6})
+    assert (build_space(req.model, pool, req.training, req.search).plans.rep == 2).any()
+    cands = _candidates(req, (0, 1))
+    assert cands is not None and len(cands) and (cands.rep == 1).all()
+    mixed = [p for p in plan(req).plans if p.stages and len({s.pool for s in p.stages}) > 1]
+    assert len(mixed) == 10 and all(p.dp_replicate == 1 for p in mixed)

@@ -132,7 +132,8 @@ def plan_on_pools(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanResult
 
 def _candidates(req: PlanRequest, used: tuple[int, ...]) -> PlanArrays | None:
     """The uniform plans whose stages fill each pool of ``used`` whole, at least one stage
-    per pool, without interleaving, ZeRO-2/3, block recompute or expert parallelism."""
+    per pool, without interleaving, ZeRO-2/3, hybrid sharding, block recompute or expert
+    parallelism."""
     pools = req.cluster.pools or ()
     gpus = [pools[j].num_gpus for j in used]
     virtual = pools[used[0]].model_copy(update={
@@ -144,7 +145,7 @@ def _candidates(req: PlanRequest, used: tuple[int, ...]) -> PlanArrays | None:
         return None
     inner = plans.dp * plans.tp * plans.cp
     keep = ((plans.vpp == 1) & (plans.zero <= 1) & (plans.rnl == 0) & (plans.ep == 1)
-            & (plans.etp == 1))
+            & (plans.etp == 1) & (plans.rep == 1))
     for g in gpus:
         keep &= (g % inner == 0)
     keep &= plans.pp >= len(used)
