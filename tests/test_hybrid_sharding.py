@@ -321,3 +321,17 @@ def test_pipelines_over_pools_leave_hybrid_sharding_out():
     assert cands is not None and len(cands) and (cands.rep == 1).all()
     mixed = [p for p in plan(req).plans if p.stages and len({s.pool for s in p.stages}) > 1]
     assert len(mixed) == 10 and all(p.dp_replicate == 1 for p in mixed)
+
+
+def test_the_openapi_estimate_examples_estimate():
+    """Every estimate example of the OpenAPI docs is a valid request that estimates, the
+    hybrid sharding one with its replicas."""
+    from api.routes.examples import ESTIMATE_EXAMPLES
+
+    for name, example in ESTIMATE_EXAMPLES.items():
+        req = EstimateRequest.model_validate(example["value"])
+        est = estimate(req.model, req.cluster, req.training, req.plan)
+        assert est.step_time_s > 0, name
+    hsdp = EstimateRequest.model_validate(ESTIMATE_EXAMPLES["llama3-8b hsdp"]["value"])
+    est = estimate(hsdp.model, hsdp.cluster, hsdp.training, hsdp.plan)
+    assert (est.dp_replicate, est.fits_in_memory, est.frameworks) == (16, True, ["megatron"])

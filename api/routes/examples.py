@@ -64,6 +64,17 @@ ESTIMATE_EXAMPLES = {
                      "recompute": "selective", "zero_stage": 1, "sequence_parallel": True},
         },
     },
+    "llama3-8b hsdp": {
+        "summary": "Llama 3 8B on 128 DGX H100 nodes: ZeRO-3 sharded over 16 replicas of 64 "
+                   "ranks (hybrid sharding, HSDP)",
+        "value": {
+            "model": {"preset": "llama3-8b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 128},
+            "training": {"global_batch_size": 512, "seq_length": 8192},
+            "plan": {"dp": 512, "cp": 2, "micro_batch_size": 1, "zero_stage": 3,
+                     "dp_replicate": 16},
+        },
+    },
     "llama3-70b tp8 pp2": {
         "summary": "Llama 3 70B, tp=8, pp=2, dp=2 on four DGX H100 nodes",
         "value": {
