@@ -54,8 +54,13 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
     },
     "zero_1": {
         "megatron": _s("yes", "--use-distributed-optimizer", f"{MEGATRON} megatron/training/arguments.py"),
-        "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
-                         "FSDP has no optimizer-only sharding"),
+        "torchtitan": _s("partial", "parallelism.data_parallel_shard_degree with "
+                         'pipeline_parallel_degree > 1, fsdp_reshard_after_forward = "default"',
+                         f"{TITAN} torchtitan/models/llama3/infra/parallelize.py",
+                         "FSDP has no optimizer-only sharding, but under a pipeline it runs as "
+                         "ZeRO-1: apply_fsdp does not reshard after forward when PP is on, "
+                         "and torch.distributed.pipelining reduce-scatters the gradients at "
+                         "the last micro-batch (stage.py backward_maybe_with_nosync)"),
         "deepspeed": _s("yes", "zero_optimization.stage = 1",
                         f"{DEEPSPEED} deepspeed/runtime/zero/config.py"),
     },
@@ -75,10 +80,12 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
         "megatron": _s("partial", "--use-megatron-fsdp --data-parallel-sharding-strategy "
                        "optim_grads_params", f"{MEGATRON} megatron/training/arguments.py",
                        "Megatron-FSDP is documented without pipeline parallelism"),
-        "torchtitan": _s("yes", 'parallelism.data_parallel_shard_degree, '
+        "torchtitan": _s("partial", 'parallelism.data_parallel_shard_degree, '
                          'fsdp_reshard_after_forward = "always"', f"{TITAN} torchtitan/config/job_config.py",
                          "FSDP2 shards each parameter: its gathers and reduce-scatters copy "
-                         "on the compute stream (training.zero3_per_parameter)"),
+                         "on the compute stream (training.zero3_per_parameter); with a "
+                         "pipeline only with one micro-batch (pipelining defers the "
+                         "reduce-scatter to the last one: ZeRO-1)"),
         "deepspeed": _s("partial", "zero_optimization.stage = 3",
                         f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
                         "not with the pipeline engine; with AutoTP from 0.19.4"),
@@ -617,8 +624,14 @@ def _rules():
          "mics_utils.py)", lambda c: (c["rep"] > 1) & (c["tp"] > 1)),
         ("megatron", "zero_2", "ZeRO-2/3 (Megatron-FSDP) with pipeline parallelism",
          lambda c: (z(c) >= 2) & (c["pp"] > 1)),
-        ("torchtitan", "zero_1", "ZeRO-1 (no optimizer-only sharding in FSDP)",
-         lambda c: (z(c) == 1) & (c["nd"] > 1)),
+        ("torchtitan", "zero_1", "ZeRO-1 without a pipeline (no optimizer-only sharding in "
+         "FSDP; under a pipeline its FSDP runs as ZeRO-1)",
+         lambda c: (z(c) == 1) & (c["nd"] > 1) & (c["pp"] == 1)),
+        ("torchtitan", "zero_3", "ZeRO-2/3 with a pipeline and more than one micro-batch "
+         "(torch.distributed.pipelining reduce-scatters FSDP's gradients at the last "
+         "micro-batch and keeps the gathered weights between micro-batches: ZeRO-1's "
+         "traffic and memory, plan.zero_stage 1)",
+         lambda c: (z(c) >= 2) & (c["pp"] > 1) & (c["m"] > 1)),
         ("torchtitan", "zero_2", "ZeRO-2 with more than one micro-batch (FSDP without resharding "
          "gathers the weights every micro-batch)", lambda c: (z(c) == 2) & (c["m"] > 1)),
         ("torchtitan", "data_parallel", "plain data parallelism (DDP) together with tp, pp or cp",
@@ -780,7 +793,8 @@ def _rules():
          "sequence parallelism", lambda c: c["moe"] & (c["tp"] > 1) & (c["sp"] == 0)),
         ("torchtitan", "expert_parallel", "this expert layout (EP borrows from FSDP and TP: "
          "with etp 1, ep a multiple of cp * tp up to dp_shard * cp * tp; with etp = tp, of cp up "
-         "to dp_shard * cp; dp_shard = dp under ZeRO-3, else 1)", _titan_ep_refused),
+         "to dp_shard * cp; dp_shard = dp, or one replica's, where FSDP runs: ZeRO-2/3, or "
+         "ZeRO-1 under a pipeline; else 1)", _titan_ep_refused),
         ("deepspeed", "expert_parallel", "expert parallelism (DeepSpeed sets ep_size in the "
          "model code, deepspeed.moe.layer.MoE)", lambda c: c["ep"] * c["etp"] > 1),
         ("megatron", "moe_a2a_overlap", "EP all-to-all overlap here (Megatron-Core asserts "
@@ -802,9 +816,11 @@ def _rules():
 
 def _titan_ep_refused(c) -> np.ndarray:
     """torchtitan v0.2.2's expert mesh (``ParallelDims``): efsdp = dp_shard * cp * tp /
-    (etp * ep), with etp in {1, tp}."""
+    (etp * ep), with etp in {1, tp}; dp_shard is the data-parallel degree wherever it runs
+    FSDP (ZeRO-2/3, and ZeRO-1 under a pipeline), one replica's under HSDP."""
     ep, etp, tp, cp = c["ep"], c["etp"], c["tp"], c["cp"]
-    shard = np.where(c["zero"] >= 3, c["dp"] // c["rep"], 1)
+    fsdp = (c["zero"] >= 2) | ((c["zero"] == 1) & (c["pp"] > 1))
+    shard = np.where(fsdp, c["dp"] // c["rep"], 1)
     unit = np.where(etp == 1, cp * tp, cp)
     top = np.where(etp == 1, shard * cp * tp, shard * cp)
     ok = (ep == 1) & (etp == 1) | ((ep % unit == 0) & (ep <= top) & ((etp == 1) | (etp == tp)))

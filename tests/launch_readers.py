@@ -178,8 +178,18 @@ def torchtitan_plan(text: str, num_layers: int) -> dict:
                   par["context_parallel_degree"])
     reshard = par.get("fsdp_reshard_after_forward", "default")
     # ParallelDims.fsdp_enabled: dp_shard > 1 or cp > 1 (FSDP over dp_shard x cp, HSDP
-    # with the replicas outside); otherwise DDP over the replicas.
-    zero = 0 if shard == 1 and cp == 1 else (3 if reshard == "always" else 2)
+    # with the replicas outside); otherwise DDP over the replicas. Under a pipeline, FSDP not
+    # resharded after forward ("default" there, or "never") gathers once and reduce-scatters
+    # once a step (torch.distributed.pipelining syncs at the last micro-batch): ZeRO-1.
+    if shard == 1 and cp == 1:
+        zero = 0
+    elif reshard == "always":
+        zero = 3
+    elif pp > 1:
+        zero = 1
+    else:
+        assert reshard == "never"       # "default" reshards without a pipeline: ZeRO-3
+        zero = 2
     if dp == 1:
         zero = None                     # nothing to shard: any stage stands for all
     chunks = [[num_layers]]

@@ -50,10 +50,13 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
      ["torchtitan"]),
     (dict(dp=16, zero_stage=3, recompute="full"), {"recompute_early_stop": True}, []),
     # TP with sequence parallelism and pipelines: Megatron; torchtitan's TP always shards the
-    # sequence, but ZeRO-1 is not FSDP, and it runs the plan only costed with DTensor's
-    # blocking reduce-scatters; DeepSpeed has neither.
+    # sequence, and under a pipeline its FSDP is ZeRO-1 (not resharded after forward, the
+    # gradients reduce-scattered at the last micro-batch by torch.distributed.pipelining),
+    # which it runs only costed with DTensor's blocking reduce-scatters; ZeRO-3 with a
+    # pipeline and 32 micro-batches it does not run as costed; DeepSpeed has neither.
     (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True), {}, ["megatron"]),
-    (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), DTENSOR_TP, ["torchtitan"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True), DTENSOR_TP, ["torchtitan"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), DTENSOR_TP, []),
     (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), FSDP2, []),
     (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), {}, []),
     # TP without sequence parallelism, no pipeline: Megatron (and DeepSpeed's AutoTP, below).
@@ -69,12 +72,14 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
     (dict(dp=8, zero_stage=3), {**FSDP2, "ring_attention": "te"}, ["torchtitan"]),
     # Selective recompute of the attention core: Megatron only.
     (dict(dp=16, zero_stage=0, recompute="selective"), {}, ["megatron"]),
-    # Interleaved FSDP + TP + PP: torchtitan, whose Interleaved1F1B runs rounds of pp
-    # micro-batches; a micro-batch group of 2 pp is a schedule it does not run.
-    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True), DTENSOR_TP,
+    # Interleaved FSDP + TP + PP: torchtitan (its FSDP as ZeRO-1 under the pipeline), whose
+    # Interleaved1F1B runs rounds of pp micro-batches; a micro-batch group of 2 pp is a
+    # schedule it does not run.
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=1, sequence_parallel=True), DTENSOR_TP,
      ["torchtitan"]),
-    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True,
-          microbatch_group_size=8), FSDP2, []),
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=1, sequence_parallel=True,
+          microbatch_group_size=8), DTENSOR_TP, []),
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True), DTENSOR_TP, []),
     # Block recompute of the first layers of each chunk: Megatron only.
     (dict(dp=16, zero_stage=0, recompute="full", recompute_num_layers=4), {}, ["megatron"]),
     # torchtitan's eager model code (compile off): torchtitan, and DeepSpeed, which runs the

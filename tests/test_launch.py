@@ -263,15 +263,20 @@ def _fsdp_tp_pp(zero_stage: int, **training):
 
 
 def test_torchrun_starts_torchtitan_when_megatron_cannot_run_the_plan():
-    # ZeRO-3 with pipeline parallelism: Megatron-FSDP is not documented with PP; torchtitan
-    # runs it (FSDP resharding after forward), so the scheduler artifacts start torchtitan.
-    est = _fsdp_tp_pp(3)
+    # torchtitan's FSDP under a pipeline (ZeRO-1: not resharded after forward, reduced at
+    # the last micro-batch) with DTensor's blocking TP: Megatron-Core overlaps its TP
+    # collectives, so only torchtitan runs it and the scheduler artifacts start torchtitan.
+    est = _fsdp_tp_pp(1)
     assert est.frameworks == ["torchtitan"]
     assert est.launch.launcher_framework == "torchtitan"
     assert est.launch.torchrun[-4:] == ["-m", "torchtitan.train", "--job.config_file",
                                         "plan.toml"]
-    assert "Megatron-FSDP" in " ".join(est.launch.not_runnable["megatron"]) or \
-        "pipeline" in " ".join(est.launch.not_runnable["megatron"])
+    assert "blocking backward TP" in " ".join(est.launch.not_runnable["megatron"])
+    # ZeRO-3 with the pipeline and 16 micro-batches: Megatron-FSDP is not documented with PP,
+    # and torch.distributed.pipelining turns torchtitan's FSDP into ZeRO-1's traffic.
+    z3 = _fsdp_tp_pp(3)
+    assert z3.frameworks == []
+    assert "last micro-batch" in " ".join(z3.launch.not_runnable["torchtitan"])
 
 
 def test_torchtitan_runs_the_plan_compiled():
@@ -279,12 +284,12 @@ def test_torchtitan_runs_the_plan_compiled():
     ``class Compile``: enable False, components ["model", "loss"]); the step model's memory-bound
     kernels are fused ones, so the artifact turns compilation on for the model and the loss."""
     import tomllib
-    cfg = tomllib.loads(_fsdp_tp_pp(3).launch.torchtitan_toml)
+    cfg = tomllib.loads(_fsdp_tp_pp(1).launch.torchtitan_toml)
     assert cfg["compile"] == {"enable": True, "components": ["model", "loss"]}
     assert "early_stop" not in cfg["activation_checkpoint"]
     # A plan costed with torchtitan's eager kernels runs uncompiled, one costed with the
     # recompute's early stop (recompute full) sets activation_checkpoint.early_stop.
-    eager = _fsdp_tp_pp(3, eager_elementwise=True, recompute_early_stop=True)
+    eager = _fsdp_tp_pp(1, eager_elementwise=True, recompute_early_stop=True)
     assert eager.frameworks == ["torchtitan"]
     cfg = tomllib.loads(eager.launch.torchtitan_toml)
     assert cfg["compile"] == {"enable": False}

@@ -60,13 +60,19 @@ def test_a_hint_changes_only_what_the_request_does_not_already_run():
 
 def test_a_framework_is_told_only_of_what_it_runs():
     # torchtitan (grouped expert GEMMs, as it runs them) overlaps the EP all-to-alls only inside
-    # DualPipeV, so its hint is DeepEP alone: ep8 stays, the step 6% shorter. Asked for both,
-    # every EP plan would be refused and nothing would beat the answer.
+    # DualPipeV, so its hint is DeepEP alone: from dp8 pp2 ep8 to dp4 pp4 ep4, the step 8%
+    # shorter, both with its FSDP under the pipeline as ZeRO-1. Asked for both, every EP plan
+    # would be refused and nothing would beat the answer. (Before torchtitan's FSDP under a
+    # pipeline was costed as the ZeRO-1 it runs, the answer was the ZeRO-3 dp8 pp2 ep8 and the
+    # hint kept ep8, 6% shorter.)
     result = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped"))
     (hint,) = result.settings_hints
     assert hint.changes == {"moe_dispatcher": "deepep"} and "overlap" not in hint.reason
-    assert hint.plan["ep"] == result.plans[0].ep == 8
-    assert round(hint.faster_pct) == 6
+    best = result.plans[0]
+    assert (best.dp, best.pp, best.ep, best.zero_stage) == (8, 2, 8, 1)
+    assert (hint.plan["dp"], hint.plan["pp"], hint.plan["ep"], hint.plan["zero_stage"]) == (
+        4, 4, 4, 1)
+    assert round(hint.faster_pct) == 8
 
 
 def test_no_hint_where_the_request_already_runs_them_or_nothing_changes():

@@ -10,7 +10,11 @@ full recompute costed to stop early (``training.recompute_early_stop``) sets
 ZeRO maps onto FSDP2: zero_stage 0 is DDP (``data_parallel_replicate_degree``, only when nothing
 else is parallel), 3 is FSDP resharding after forward (``data_parallel_shard_degree``,
 ``fsdp_reshard_after_forward = "always"``), 2 keeps the gathered weights between forward and
-backward (``"never"``; the planner's ZeRO-2 only with one micro-batch); hybrid sharding
+backward (``"never"``; the planner's ZeRO-2 only with one micro-batch), 1 is FSDP under a
+pipeline (``"default"``: not resharded after forward when PP is on, and
+torch.distributed.pipelining reduce-scatters the gradients at the last micro-batch, so the
+weights are gathered and the gradients reduced once a step, ZeRO-1's traffic and memory;
+ZeRO-2/3 with a pipeline only with one micro-batch); hybrid sharding
 (``plan.dp_replicate``) is HSDP, ``data_parallel_replicate_degree`` replicas of
 ``data_parallel_shard_degree`` ranks. Pipelines use
 ``Interleaved1F1B`` with virtual stages, ``GPipe`` when there are fewer micro-batches than stages
@@ -68,8 +72,10 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         "pipeline_parallel_degree": p.pp,
         "context_parallel_degree": p.cp,
     }
-    if p.zero_stage >= 2 and p.dp * p.cp > 1:
-        parallelism["fsdp_reshard_after_forward"] = "always" if p.zero_stage == 3 else "never"
+    if p.zero_stage >= 1 and p.dp * p.cp > 1:
+        # ZeRO-1 is FSDP under a pipeline, not resharded after forward ("default" there).
+        parallelism["fsdp_reshard_after_forward"] = {1: "default", 2: "never",
+                                                     3: "always"}[p.zero_stage]
     if ctx.model.is_moe:
         parallelism["expert_parallel_degree"] = p.ep
         parallelism["expert_tensor_parallel_degree"] = p.etp
