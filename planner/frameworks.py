@@ -101,9 +101,10 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                          f"{TITAN} torchtitan/config/job_config.py",
                          "without a pipeline FSDP2 all-reduces across the replicas every "
                          "micro-batch (torchtitan never calls set_requires_all_reduce(False)): "
-                         "the planner's once-per-step all-reduce only with one micro-batch or "
-                         "with pp > 1, whose schedule reduces at the last backward "
-                         "(torch.distributed.pipelining stage.py backward_maybe_with_nosync)"),
+                         "the planner's once-per-step all-reduce only with one micro-batch, or "
+                         "under a pipeline as ZeRO-1, whose schedule reduces at the last "
+                         "micro-batch (torch.distributed.pipelining stage.py "
+                         "backward_maybe_with_nosync)"),
         "deepspeed": _s("partial", "zero_optimization.mics_shard_size",
                         f"{DEEPSPEED} deepspeed/runtime/zero/mics.py",
                         "MiCS: ZeRO-3 only, its shard groups consecutive global ranks (no "
