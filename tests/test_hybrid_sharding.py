@@ -68,19 +68,20 @@ def test_zero3_collectives_by_hand():
     shares gathered over the 8 (213,913,600 bytes, twice a layer a micro-batch: 1,280 calls)
     and its gradients reduce-scattered over them in fp32 (427,827,200 bytes, 640 calls); then
     once a step the 8,819,212,288 parameters' reduced shards all-reduced across the 16
-    replicas, in Megatron's buckets of max(4e7, 1e6 x 8) = 4e7 parameters: 221 buckets of
-    8,819,212,288 / 221 x 4 / 8 = 19,952,969 bytes."""
+    replicas, in Megatron's buckets of max(4e7, 1e6 x 128) = 1.28e8 parameters (sized by the
+    whole data-parallel group, distributed_data_parallel.py): 69 buckets of
+    8,819,212,288 / 69 x 4 / 8 = 63,907,335 bytes."""
     est = estimate(MODEL, CLUSTER, TRAINING, hybrid(3, 16))
     (ag,) = items(est, "ZeRO", "all_gather")
     assert (ag.group_size, ag.message_bytes, ag.count_per_step) == (8, LAYER / 8 * 2, 1280)
     (rs,) = items(est, "DP", "reduce_scatter")
     assert (rs.group_size, rs.message_bytes, rs.count_per_step) == (8, LAYER / 8 * 4, 640)
     (ar,) = items(est, "DP", "all_reduce")
-    buckets = math.ceil(8_819_212_288 / 40_000_000)
-    assert buckets == 221
-    assert (ar.group_size, ar.count_per_step) == (16, 221)
-    assert ar.message_bytes == pytest.approx(8_819_212_288 / 221 * 4 / 8, rel=1e-12)
-    assert round(ar.message_bytes) == 19_952_969
+    buckets = math.ceil(8_819_212_288 / 128_000_000)
+    assert buckets == 69
+    assert (ar.group_size, ar.count_per_step) == (16, 69)
+    assert ar.message_bytes == pytest.approx(8_819_212_288 / 69 * 4 / 8, rel=1e-12)
+    assert round(ar.message_bytes) == 63_907_335
     # Without hybrid sharding the gathers span all 128 data-parallel ranks, and nothing is
     # all-reduced.
     flat = estimate(MODEL, CLUSTER, TRAINING, hybrid(3, 1))
@@ -90,16 +91,16 @@ def test_zero3_collectives_by_hand():
 
 def test_zero2_reduces_every_micro_batch_and_all_reduces_once():
     """ZeRO-2 over 16 replicas, 8 micro-batches: every micro-batch reduce-scatters its
-    gradients inside the replica (221 buckets, 1,768 calls a step), the replicas all-reduce
-    the accumulated shards once (221 calls), and the updated weights gather inside the
-    replica once (221)."""
+    gradients inside the replica (69 buckets, 552 calls a step), the replicas all-reduce the
+    accumulated shards once (69 calls), and the updated weights gather inside the replica
+    once (69)."""
     est = estimate(MODEL, CLUSTER, TRAINING, hybrid(2, 16))
     (rs,) = items(est, "DP", "reduce_scatter")
     (ar,) = items(est, "DP", "all_reduce")
     (ag,) = items(est, "ZeRO", "all_gather")
-    assert (rs.group_size, rs.count_per_step) == (8, 221 * 8)
-    assert (ar.group_size, ar.count_per_step) == (16, 221)
-    assert (ag.group_size, ag.count_per_step) == (8, 221)
+    assert (rs.group_size, rs.count_per_step) == (8, 69 * 8)
+    assert (ar.group_size, ar.count_per_step) == (16, 69)
+    assert (ag.group_size, ag.count_per_step) == (8, 69)
 
 
 def test_the_replicas_all_reduce_waits_for_the_nics_zero3_holds():

@@ -696,7 +696,8 @@ class CostTables:
             return []
         g = self.group(nd, stride, npn)
         if self.training.overlap_grad_reduce:
-            n_buckets = max(1, math.ceil(stage_params / ddp_bucket_params(nd)))
+            # (Megatron sizes its buckets by the whole data-parallel group, replicas included.)
+            n_buckets = max(1, math.ceil(stage_params / ddp_bucket_params(nd * replicas)))
         else:
             n_buckets = 1
         bucket = stage_params / n_buckets
