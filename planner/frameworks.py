@@ -101,10 +101,10 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                          f"{TITAN} torchtitan/config/job_config.py",
                          "without a pipeline FSDP2 all-reduces across the replicas every "
                          "micro-batch (torchtitan never calls set_requires_all_reduce(False)): "
-                         "the planner's once-per-step all-reduce only with one micro-batch, or "
-                         "under a pipeline as ZeRO-1, whose schedule reduces at the last "
-                         "micro-batch (torch.distributed.pipelining stage.py "
-                         "backward_maybe_with_nosync)"),
+                         "costed so with training.hsdp_all_reduce_every_microbatch, which a "
+                         "torchtitan search sets; under a pipeline as ZeRO-1, whose schedule "
+                         "reduces at the last micro-batch (torch.distributed.pipelining "
+                         "stage.py backward_maybe_with_nosync)"),
         "deepspeed": _s("partial", "zero_optimization.mics_shard_size",
                         f"{DEEPSPEED} deepspeed/runtime/zero/mics.py",
                         "MiCS: ZeRO-3 only, its shard groups consecutive global ranks (no "
@@ -566,6 +566,11 @@ def _rules():
         weights (``_do_optimizer_sanity_check``)."""
         return c["bf16"] & separate_accumulation(c)
 
+    def hybrid_every(c):
+        """Hybrid plans whose replicas' all-reduce ``hsdp_all_reduce_every_microbatch`` would
+        run every micro-batch: several micro-batches and no pipeline."""
+        return (c["rep"] > 1) & (c["m"] > 1) & (c["pp"] == 1)
+
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)
 
@@ -615,9 +620,16 @@ def _rules():
          "(TransformerConfig refuses it: training.fp8_recipe 'tensorwise' or 'blockwise')",
          lambda c: (c["rec"] == 1) & ~c["per_op"] & np.full(c["n"], c["fp8_modules"])),
         ("torchtitan", "hybrid_sharding", "hybrid sharding with more than one micro-batch and "
-         "no pipeline (plan.dp_replicate: FSDP2 all-reduces every micro-batch's gradients "
-         "across the replicas; the planner costs one all-reduce per step)",
-         lambda c: (c["rep"] > 1) & (c["m"] > 1) & (c["pp"] == 1)),
+         "no pipeline, all-reduced across the replicas once a step (plan.dp_replicate: FSDP2 "
+         "all-reduces every micro-batch's gradients, training.hsdp_all_reduce_every_microbatch)",
+         lambda c: hybrid_every(c) & ~c["hsdp_every"]),
+        ("megatron", "hybrid_sharding", "hybrid sharding all-reduced across the replicas every "
+         "micro-batch (training.hsdp_all_reduce_every_microbatch: the distributed optimizer's "
+         "instances and Megatron-FSDP all-reduce at the last micro-batch)",
+         lambda c: hybrid_every(c) & c["hsdp_every"]),
+        ("deepspeed", "hybrid_sharding", "hybrid sharding all-reduced across the replicas every "
+         "micro-batch (training.hsdp_all_reduce_every_microbatch: MiCS all-reduces at the "
+         "accumulation boundary)", lambda c: hybrid_every(c) & c["hsdp_every"]),
         ("deepspeed", "hybrid_sharding", "hybrid sharding of ZeRO-1/2 (plan.dp_replicate; "
          "MiCS shards ZeRO-3 only)", lambda c: (c["rep"] > 1) & (z(c) < 3)),
         ("deepspeed", "hybrid_sharding", "hybrid sharding with tensor parallelism "
@@ -863,6 +875,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "early_stop": np.full(len(plans), training.recompute_early_stop),
             "head_rerun": np.full(len(plans), training.recompute_head),
             "dsa": np.full(len(plans), training.distribute_saved_activations),
+            "hsdp_every": np.full(len(plans), training.hsdp_all_reduce_every_microbatch),
             "eager": training.eager_elementwise,
             "fp8_recipe": training.fp8_recipe,
             "fp8_gather": np.full(len(plans), training.fp8_param_gather),

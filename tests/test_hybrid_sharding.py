@@ -103,6 +103,33 @@ def test_zero2_reduces_every_micro_batch_and_all_reduces_once():
     assert (ag.group_size, ag.count_per_step) == (8, 69)
 
 
+def test_fsdp2_all_reduces_every_micro_batch_without_a_pipeline():
+    """FSDP2's HSDP all-reduces every micro-batch (``hsdp_all_reduce_every_microbatch``,
+    torchtitan's way): the ZeRO-3 plan above all-reduces its 69 buckets 8 times a step (552
+    calls) and takes longer; only torchtitan runs it so, and Megatron-LM and MiCS, which
+    all-reduce once, refuse it. Under a pipeline the schedule reduces at the last micro-batch:
+    a pipelined ZeRO-1 plan all-reduces once a step with or without the flag."""
+    titan = TRAINING.model_copy(update={"zero3_per_parameter": True,
+                                        "async_tensor_model_parallel_allreduce": False})
+    every = titan.model_copy(update={"hsdp_all_reduce_every_microbatch": True})
+    once, each = (estimate(MODEL, CLUSTER, t, hybrid(3, 16)) for t in (titan, every))
+    ((ar_once,), (ar_each,)) = (items(e, "DP", "all_reduce") for e in (once, each))
+    assert (ar_once.count_per_step, ar_each.count_per_step) == (69, 552)
+    assert ar_each.message_bytes == ar_once.message_bytes
+    assert each.step_time_s > once.step_time_s
+    assert each.breakdown["dp_comm"] > 5 * once.breakdown["dp_comm"]
+    assert (once.frameworks, each.frameworks) == ([], ["torchtitan"])
+    flat = estimate(MODEL, CLUSTER, TRAINING.model_copy(
+        update={"hsdp_all_reduce_every_microbatch": True}), hybrid(3, 16))
+    assert flat.frameworks == []
+    piped = ParallelPlan(dp=16, tp=8, pp=8, zero_stage=1, dp_replicate=2, micro_batch_size=1,
+                         recompute="full", sequence_parallel=True)
+    counts = {flag: items(estimate(MODEL, CLUSTER, titan.model_copy(
+        update={"hsdp_all_reduce_every_microbatch": flag}), piped), "DP", "all_reduce")[0]
+        .count_per_step for flag in (False, True)}
+    assert counts[False] == counts[True] < 100
+
+
 def test_the_replicas_all_reduce_waits_for_the_nics_zero3_holds():
     """Llama 3 8B on 16,384 A100 as dp2048 tp4 cp2 with ZeRO-3: sharded over all 4,096
     data- and context-parallel ranks the step is gather-bound; 128 replicas of 32 ranks
@@ -159,6 +186,11 @@ def test_which_frameworks_run_it():
     assert any("more than one micro-batch and no pipeline" in r for r in reasons(z3, 8, titan)
                ["torchtitan"])
     assert not any("hybrid" in r for r in reasons(z3, 1, titan)["torchtitan"])
+    # Costed as FSDP2 runs it, every micro-batch: torchtitan, not the others.
+    every = titan.model_copy(update={"hsdp_all_reduce_every_microbatch": True})
+    assert not reasons(z3, 8, every)["torchtitan"]
+    assert any("every micro-batch" in r for r in reasons(z3, 8, every)["megatron"])
+    assert any("every micro-batch" in r for r in reasons(z3, 8, every)["deepspeed"])
     # Under a pipeline torchtitan's FSDP is ZeRO-1 (reduced at the last micro-batch), its HSDP
     # all-reducing once a step as costed.
     piped = ParallelPlan(dp=8, pp=2, zero_stage=1, dp_replicate=2)
@@ -246,6 +278,27 @@ def test_search_finds_hybrid_plans_exactly():
         hits += any(p.dp_replicate > 1 for p in got.plans)
     assert hits >= 5, hits
     assert plan_key(hybrid(3, 16))[-1] == 16
+
+
+def test_a_torchtitan_search_costs_its_hsdp_every_micro_batch():
+    """search.framework 'torchtitan' implies FSDP2's per-micro-batch all-reduce: Llama 3 8B on
+    16 DGX H100 nodes with 2 micro-batches finds HSDP plans, each listing torchtitan and
+    all-reducing across its replicas twice a bucket a step."""
+    body = {"model": {"preset": "llama3-8b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 16},
+            "training": {"seq_length": 8192, "global_batch_size": 256, "precision": "bf16"},
+            "search": {"top_k": 3, "framework": "torchtitan"}}
+    req = PlanRequest.model_validate(body)
+    assert req.training.hsdp_all_reduce_every_microbatch
+    got = [p for p in plan(req).plans if p.dp_replicate > 1]
+    assert got
+    once = req.training.model_copy(update={"hsdp_all_reduce_every_microbatch": False})
+    for p in got:
+        assert p.frameworks == ["torchtitan"] and p.grad_accum_steps == 2
+        (ar,) = items(p, "DP", "all_reduce")
+        (ar_once,) = items(estimate(req.model, req.cluster, once, ParallelPlan.of(
+            p.model_dump())), "DP", "all_reduce")
+        assert ar.count_per_step == 2 * ar_once.count_per_step
 
 
 def test_a_search_at_scale_picks_hybrid_sharding_where_it_is_faster():

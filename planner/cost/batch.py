@@ -647,20 +647,22 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
 
     l_stage = np.where(present, Lx, 0.0).max(axis=1)
 
-    def dp_row(t, c, d, z, n, e, et, params, layers, r):
-        return tables.dp_costs(t, c, d, z, n, float(params), int(layers), e, et, r)
+    def dp_row(t, c, d, z, n, e, et, params, layers, r, p):
+        return tables.dp_costs(t, c, d, z, n, float(params), int(layers), e, et, r, p)
 
     sharded = np.where(zero >= 3, 3, zero) * ((nd > 1) | (edp > 1) | (plans.rep > 1))
     n_b, t_grad, t_mb, t_gather, dp_net = _gather(
         np.stack([tp, cp, dsh, sharded, npn, plans.ep, plans.etp, np.rint(p_stage),
-                  l_stage, plans.rep], 1).astype(np.int64), dp_row, 5,
+                  l_stage, plans.rep, np.minimum(pp, 2)], 1).astype(np.int64), dp_row, 5,
         tables.row_memo("dp")).T
     # The last backward's ring-attention exchanges hold the NICs the buckets need, and so do
     # its ZeRO-3 gathers and reduce-scatters across nodes, beside which hybrid sharding's
     # all-reduce across the replicas runs.
     busy = Lx[:, 0] * (cp_net_b[:, 0] + np.where(z3_net > 0, ag_b[:, 0] + z3_rs, 0.0))
     window_b = np.maximum(0.0, B_c[:, 0] - np.where(dp_net > 0, busy, 0.0))
-    # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward.
+    # ZeRO-2: every micro-batch's gradients are reduce-scattered during its backward (and
+    # with FSDP2's HSDP, ``training.hsdp_all_reduce_every_microbatch``, all-reduced across the
+    # replicas).
     z2_tail = np.where(t_mb > 0, bucket_tail(t_mb, n_b, window_b, k), 0.0)
     dpm_c = np.where(present, _col(z2_tail), 0.0)
     t_c = F_c + B_c + _col(overhead) + dpm_c + _col(z3_edges)

@@ -99,16 +99,16 @@ def evaluate(
                            plan.sequence_parallel)
         uses.append((u, u.calls * plan.vpp * m, bd["pp_comm"]))
     p_stage = tables.largest_stage_params(plan.tp, layout)
-    per_mb = m if plan.zero_stage == 2 else 1
     dp_uses = tables.dp_uses(plan.tp, plan.cp, plan.dp_shard, plan.zero_stage, p_stage, npn,
                              layer_params=tables.stage_layer_params(plan.tp, n_b),
                              replicas=plan.dp_replicate)
     dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp_shard, plan.zero_stage, npn,
                                      n_b, plan.ep, plan.etp, plan.dp_replicate)
+    every = tables.replica_every_microbatch(plan.pp)
     for u in dp_uses:
         exposed = bd["dp_comm"] if u.strategy == "DP" else bd["zero_comm"]
-        every_mb = u.strategy == "DP" and not u.once
-        uses.append((u, u.calls * (per_mb if every_mb else 1), exposed))
+        every_mb = u.strategy == "DP" and (every if u.replica else plan.zero_stage == 2)
+        uses.append((u, u.calls * (m if every_mb else 1), exposed))
     return Evaluation(
         step_time_s=float(bc.step_time_s[0]), memory_bytes=float(bc.memory_bytes[0]),
         memory_stage=int(bc.memory_stage[0]),

@@ -100,9 +100,9 @@ class CollectiveUse:
     cost: CollectiveCost
     calls: float
     group: GroupTopology
-    # Once per step even where the rest of its reduction runs every micro-batch (ZeRO-2):
-    # hybrid sharding's all-reduce across the replicas.
-    once: bool = False
+    # Hybrid sharding's all-reduce across the replicas (once a step, or every micro-batch
+    # with ``training.hsdp_all_reduce_every_microbatch`` and no pipeline).
+    replica: bool = False
 
 
 @dataclass(frozen=True)
@@ -641,8 +641,8 @@ class CostTables:
         return tokens * self.model.hidden_size * self.training.activation_bytes / split
 
     def dp_costs(self, tp: int, cp: int, dp: int, zero: int, npn: int, stage_params: float,
-                 stage_layers: int, ep: int = 1, etp: int = 1, replicas: int = 1
-                 ) -> tuple[float, float, float, float, float]:
+                 stage_layers: int, ep: int = 1, etp: int = 1, replicas: int = 1,
+                 pp: int = 1) -> tuple[float, float, float, float, float]:
         """(buckets, seconds per bucket of the once-per-step gradient reduction, seconds per
         bucket of ZeRO-2's per-micro-batch reduce-scatter, seconds per weight-gather bucket,
         1.0 when a gradient group crosses nodes) of the data-parallel reduction of the most
@@ -650,8 +650,9 @@ class CostTables:
         ``stage_layers`` layers reduce over the expert data parallel group, their buckets
         included at their mean time per bucket; memoised). With ``replicas`` > 1 (hybrid
         sharding) ``dp`` is one replica's ranks and each bucket's all-reduce across the
-        replicas follows its reduce-scatter, once per step (``dp_uses``)."""
-        key = (tp, cp, dp, zero, npn, stage_params, stage_layers, ep, etp, replicas)
+        replicas follows its reduce-scatter, once per step (``dp_uses``), or every
+        micro-batch (``replica_every_microbatch``)."""
+        key = (tp, cp, dp, zero, npn, stage_params, stage_layers, ep, etp, replicas, pp)
         hit = self._dp.get(key)
         if hit is None:
             uses = self.dp_uses(tp, cp, dp, zero, stage_params, npn,
@@ -661,10 +662,15 @@ class CostTables:
                                         replicas)
             grads = [u for u in uses if u.strategy == "DP"]
             gathers = [u for u in uses if u.strategy == "ZeRO"]
+            every = self.replica_every_microbatch(pp)
+
+            def per_microbatch(u: CollectiveUse) -> bool:
+                return every if u.replica else zero == 2
+
             # Buckets: those of the reduction (the replicas' all-reduce under ZeRO-3).
-            n = sum(u.calls for u in grads if not u.once or zero >= 3)
-            once = sum(u.calls * u.cost.time_s for u in grads if u.once or zero <= 1)
-            per_mb = sum(u.calls * u.cost.time_s for u in grads if not u.once and zero == 2)
+            n = sum(u.calls for u in grads if not u.replica or zero >= 3)
+            once = sum(u.calls * u.cost.time_s for u in grads if not per_microbatch(u))
+            per_mb = sum(u.calls * u.cost.time_s for u in grads if per_microbatch(u))
             tau_g = sum(u.calls * u.cost.time_s for u in gathers) / n if n else 0.0
             hit = self._dp[key] = (n, once / n if n else 0.0, per_mb / n if n else 0.0, tau_g,
                                    float(any(u.group.tier == "inter_node" for u in grads)))
@@ -688,8 +694,9 @@ class CostTables:
         Core's partial distributed optimizer reduce-scatters a bucket inside its instance and
         all-reduces it across the instances (``--num-distributed-optimizer-instances``);
         PyTorch's HSDP all-reduces each reduce-scattered gradient across the replicate mesh
-        dimension; DeepSpeed's MiCS at the gradient accumulation boundary. Under ZeRO-3 only
-        that all-reduce is here (its reduce-scatter is per layer: ``zero3_uses``)."""
+        dimension (every micro-batch where ``replica_every_microbatch``); DeepSpeed's MiCS at
+        the gradient accumulation boundary. Under ZeRO-3 only that all-reduce is here (its
+        reduce-scatter is per layer: ``zero3_uses``)."""
         nd, stride = group or (dp * cp, tp)
         hybrid = replicas > 1 and zero >= 1
         if stage_params <= 0 or (nd == 1 and not hybrid) or (zero >= 3 and not hybrid):
@@ -711,7 +718,7 @@ class CostTables:
             rg = self.group(replicas, tp * cp * dp, npn)
             uses.append(CollectiveUse("DP", self.collective(
                 "all_reduce", bucket * self.training.grad_reduce_bytes / nd, rg), n_buckets,
-                rg, once=True))
+                rg, replica=True))
         if zero in (1, 2) and nd > 1:
             layers = min(max(layer_params, 0.0), stage_params)
             gather_bytes = (layers * self.training.layer_gather_bytes
@@ -719,6 +726,12 @@ class CostTables:
             uses.append(CollectiveUse(
                 "ZeRO", self.collective("all_gather", gather_bytes, g), n_buckets, g))
         return uses
+
+    def replica_every_microbatch(self, pp: int) -> bool:
+        """Whether hybrid sharding's all-reduce runs every micro-batch: FSDP2's default
+        (``training.hsdp_all_reduce_every_microbatch``) without a pipeline, whose schedule
+        reduces at the last micro-batch."""
+        return self.training.hsdp_all_reduce_every_microbatch and pp == 1
 
     def stage_layer_params(self, tp: int, stage_layers: int) -> float:
         """Non-expert transformer-layer weights one GPU of a stage of ``stage_layers`` layers

@@ -13,11 +13,13 @@ from planner.search.spec import SearchSpec
 from planner.specs import TrainingSpec
 
 # What a named framework's execution implies for the training switches a request leaves unset:
-# torchtitan shards with FSDP2, whose gathers and reduce-scatters copy per parameter;
+# torchtitan shards with FSDP2, whose gathers and reduce-scatters copy per parameter and whose
+# HSDP all-reduces every micro-batch;
 # DeepSpeed's ZeRO-1/2 gather the updated weights at the end of the optimizer step, never
 # beside the next forward (deepspeed/runtime/zero/stage_1_and_2.py ``step``).
 FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {
-    "torchtitan": {"zero3_per_parameter": True, "ring_attention": "torch"},
+    "torchtitan": {"zero3_per_parameter": True, "ring_attention": "torch",
+                   "hsdp_all_reduce_every_microbatch": True},
     "deepspeed": {"overlap_param_gather": False}}
 
 

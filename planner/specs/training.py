@@ -192,6 +192,15 @@ class TrainingSpec(BaseModel):
         "of HBM traffic a 16-bit parameter per gather and 2 + grad_dtype bytes per "
         "reduce-scatter. False: collectives read and write flat buffers in place (Megatron-LM's "
         "distributed optimizer and Megatron-FSDP, FSDP1's flat parameters, DeepSpeed).")
+    hsdp_all_reduce_every_microbatch: bool = Field(
+        False, description="Hybrid sharding (plan.dp_replicate) without a pipeline: the "
+        "replicas all-reduce every micro-batch's reduced gradients, not once a step. PyTorch "
+        "FSDP2's HSDP does so unless set_requires_all_reduce(False) is called between "
+        "micro-batches (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py "
+        "all_reduce_grads, True by default), and torchtitan never calls it; under a pipeline "
+        "torch.distributed.pipelining reduces at the last micro-batch either way. False: once "
+        "a step (Megatron-LM's distributed optimizer instances and Megatron-FSDP at the last "
+        "micro-batch, DeepSpeed's MiCS at the accumulation boundary).")
     recompute_early_stop: bool = Field(
         False, description="Full recompute stops once every tensor the backward needs is "
         "rebuilt (PyTorch's non-reentrant torch.utils.checkpoint, early stop on by default "

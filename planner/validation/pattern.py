@@ -146,12 +146,12 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
     n_stage = max(stage_layer_counts(tables.model, layout))
     # (Hybrid sharding's all-reduce of the sharded gradients runs over the replicas, "dpr".)
     dp_ops = [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
-               "dpr" if u.once else "dp"]
+               "dpr" if u.replica else "dp"]
               for u in tables.dp_uses(est.tp, est.cp, dsh, est.zero_stage, p_stage, npn,
                                       layer_params=tables.stage_layer_params(est.tp, n_stage),
                                       replicas=dpr)]
     dp_ops += [[u.cost.op, u.cost.message_bytes, int(u.calls), STRATEGY_COMPONENT[u.strategy],
-                "dpr" if u.once else "edp"]
+                "dpr" if u.replica else "edp"]
                for u in tables.expert_dp_uses(est.tp, est.cp, dsh, est.zero_stage, npn,
                                               n_stage, est.ep, est.etp, dpr)]
     ep_fwd, ep_bwd = [], []
