@@ -568,8 +568,9 @@ def _rules():
 
     def hybrid_every(c):
         """Hybrid plans whose replicas' all-reduce ``hsdp_all_reduce_every_microbatch`` would
-        run every micro-batch: several micro-batches and no pipeline."""
-        return (c["rep"] > 1) & (c["m"] > 1) & (c["pp"] == 1)
+        run every micro-batch: sharded gradients (ZeRO-2/3), several micro-batches and no
+        pipeline."""
+        return (c["rep"] > 1) & (c["m"] > 1) & (c["pp"] == 1) & (z(c) >= 2)
 
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)

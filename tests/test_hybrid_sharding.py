@@ -392,3 +392,13 @@ def test_the_openapi_estimate_examples_estimate():
     hsdp = EstimateRequest.model_validate(ESTIMATE_EXAMPLES["llama3-8b hsdp"]["value"])
     est = estimate(hsdp.model, hsdp.cluster, hsdp.training, hsdp.plan)
     assert (est.dp_replicate, est.fits_in_memory, est.frameworks) == (16, True, ["megatron"])
+
+
+def test_only_fsdp2s_sharded_gradients_all_reduce_every_micro_batch():
+    """The flag is FSDP2's: a ZeRO-1 plan (the distributed optimizer's instances) still
+    all-reduces once a step with it, and Megatron-LM runs it."""
+    every = TRAINING.model_copy(update={"hsdp_all_reduce_every_microbatch": True})
+    est = estimate(MODEL, CLUSTER, every, hybrid(1, 16))
+    (ar,) = items(est, "DP", "all_reduce")
+    assert ar.count_per_step == 69 and est.grad_accum_steps == 8
+    assert est.frameworks == ["megatron"]

@@ -104,7 +104,7 @@ def evaluate(
                              replicas=plan.dp_replicate)
     dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp_shard, plan.zero_stage, npn,
                                      n_b, plan.ep, plan.etp, plan.dp_replicate)
-    every = tables.replica_every_microbatch(plan.pp)
+    every = tables.replica_every_microbatch(plan.pp, plan.zero_stage)
     for u in dp_uses:
         exposed = bd["dp_comm"] if u.strategy == "DP" else bd["zero_comm"]
         every_mb = u.strategy == "DP" and (every if u.replica else plan.zero_stage == 2)

@@ -662,7 +662,7 @@ class CostTables:
                                         replicas)
             grads = [u for u in uses if u.strategy == "DP"]
             gathers = [u for u in uses if u.strategy == "ZeRO"]
-            every = self.replica_every_microbatch(pp)
+            every = self.replica_every_microbatch(pp, zero)
 
             def per_microbatch(u: CollectiveUse) -> bool:
                 return every if u.replica else zero == 2
@@ -727,11 +727,11 @@ class CostTables:
                 "ZeRO", self.collective("all_gather", gather_bytes, g), n_buckets, g))
         return uses
 
-    def replica_every_microbatch(self, pp: int) -> bool:
+    def replica_every_microbatch(self, pp: int, zero: int) -> bool:
         """Whether hybrid sharding's all-reduce runs every micro-batch: FSDP2's default
-        (``training.hsdp_all_reduce_every_microbatch``) without a pipeline, whose schedule
-        reduces at the last micro-batch."""
-        return self.training.hsdp_all_reduce_every_microbatch and pp == 1
+        (``training.hsdp_all_reduce_every_microbatch``) for its sharded gradients (ZeRO-2/3)
+        without a pipeline, whose schedule reduces at the last micro-batch."""
+        return self.training.hsdp_all_reduce_every_microbatch and pp == 1 and zero >= 2
 
     def stage_layer_params(self, tp: int, stage_layers: int) -> float:
         """Non-expert transformer-layer weights one GPU of a stage of ``stage_layers`` layers

@@ -193,8 +193,8 @@ class TrainingSpec(BaseModel):
         "reduce-scatter. False: collectives read and write flat buffers in place (Megatron-LM's "
         "distributed optimizer and Megatron-FSDP, FSDP1's flat parameters, DeepSpeed).")
     hsdp_all_reduce_every_microbatch: bool = Field(
-        False, description="Hybrid sharding (plan.dp_replicate) without a pipeline: the "
-        "replicas all-reduce every micro-batch's reduced gradients, not once a step. PyTorch "
+        False, description="Hybrid sharding (plan.dp_replicate) of ZeRO-2/3 without a pipeline: "
+        "the replicas all-reduce every micro-batch's reduced gradients, not once a step. PyTorch "
         "FSDP2's HSDP does so unless set_requires_all_reduce(False) is called between "
         "micro-batches (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py "
         "all_reduce_grads, True by default), and torchtitan never calls it; under a pipeline "
