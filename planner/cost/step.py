@@ -104,10 +104,9 @@ def evaluate(
                              replicas=plan.dp_replicate)
     dp_uses += tables.expert_dp_uses(plan.tp, plan.cp, plan.dp_shard, plan.zero_stage, npn,
                                      n_b, plan.ep, plan.etp, plan.dp_replicate)
-    every = tables.replica_every_microbatch(plan.pp, plan.zero_stage)
     for u in dp_uses:
         exposed = bd["dp_comm"] if u.strategy == "DP" else bd["zero_comm"]
-        every_mb = u.strategy == "DP" and (every if u.replica else plan.zero_stage == 2)
+        every_mb = u.strategy == "DP" and tables.every_microbatch(u, plan.pp, plan.zero_stage)
         uses.append((u, u.calls * (m if every_mb else 1), exposed))
     return Evaluation(
         step_time_s=float(bc.step_time_s[0]), memory_bytes=float(bc.memory_bytes[0]),

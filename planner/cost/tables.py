@@ -651,7 +651,7 @@ class CostTables:
         included at their mean time per bucket; memoised). With ``replicas`` > 1 (hybrid
         sharding) ``dp`` is one replica's ranks and each bucket's all-reduce across the
         replicas follows its reduce-scatter, once per step (``dp_uses``), or every
-        micro-batch (``replica_every_microbatch``)."""
+        micro-batch (``every_microbatch``)."""
         key = (tp, cp, dp, zero, npn, stage_params, stage_layers, ep, etp, replicas, pp)
         hit = self._dp.get(key)
         if hit is None:
@@ -662,15 +662,12 @@ class CostTables:
                                         replicas)
             grads = [u for u in uses if u.strategy == "DP"]
             gathers = [u for u in uses if u.strategy == "ZeRO"]
-            every = self.replica_every_microbatch(pp, zero)
-
-            def per_microbatch(u: CollectiveUse) -> bool:
-                return every if u.replica else zero == 2
-
             # Buckets: those of the reduction (the replicas' all-reduce under ZeRO-3).
             n = sum(u.calls for u in grads if not u.replica or zero >= 3)
-            once = sum(u.calls * u.cost.time_s for u in grads if not per_microbatch(u))
-            per_mb = sum(u.calls * u.cost.time_s for u in grads if per_microbatch(u))
+            once = sum(u.calls * u.cost.time_s for u in grads
+                       if not self.every_microbatch(u, pp, zero))
+            per_mb = sum(u.calls * u.cost.time_s for u in grads
+                         if self.every_microbatch(u, pp, zero))
             tau_g = sum(u.calls * u.cost.time_s for u in gathers) / n if n else 0.0
             hit = self._dp[key] = (n, once / n if n else 0.0, per_mb / n if n else 0.0, tau_g,
                                    float(any(u.group.tier == "inter_node" for u in grads)))
@@ -694,7 +691,7 @@ class CostTables:
         Core's partial distributed optimizer reduce-scatters a bucket inside its instance and
         all-reduces it across the instances (``--num-distributed-optimizer-instances``);
         PyTorch's HSDP all-reduces each reduce-scattered gradient across the replicate mesh
-        dimension (every micro-batch where ``replica_every_microbatch``); DeepSpeed's MiCS at
+        dimension (every micro-batch where ``every_microbatch``); DeepSpeed's MiCS at
         the gradient accumulation boundary. Under ZeRO-3 only that all-reduce is here (its
         reduce-scatter is per layer: ``zero3_uses``)."""
         nd, stride = group or (dp * cp, tp)
@@ -727,11 +724,15 @@ class CostTables:
                 "ZeRO", self.collective("all_gather", gather_bytes, g), n_buckets, g))
         return uses
 
-    def replica_every_microbatch(self, pp: int, zero: int) -> bool:
-        """Whether hybrid sharding's all-reduce runs every micro-batch: FSDP2's default
-        (``training.hsdp_all_reduce_every_microbatch``) for its sharded gradients (ZeRO-2/3)
-        without a pipeline, whose schedule reduces at the last micro-batch."""
-        return self.training.hsdp_all_reduce_every_microbatch and pp == 1 and zero >= 2
+    def every_microbatch(self, use: CollectiveUse, pp: int, zero: int) -> bool:
+        """Whether a data-parallel gradient collective runs every micro-batch, not once a
+        step: ZeRO-2's reduce-scatter; hybrid sharding's all-reduce across the replicas where
+        FSDP2 runs it so (``training.hsdp_all_reduce_every_microbatch``: its sharded
+        gradients, ZeRO-2/3, without a pipeline, whose schedule reduces at the last
+        micro-batch)."""
+        if use.replica:
+            return self.training.hsdp_all_reduce_every_microbatch and pp == 1 and zero >= 2
+        return zero == 2
 
     def stage_layer_params(self, tp: int, stage_layers: int) -> float:
         """Non-expert transformer-layer weights one GPU of a stage of ``stage_layers`` layers
