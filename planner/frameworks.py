@@ -493,9 +493,13 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
     "grad_reduce_overlap": {
         "megatron": _s("yes", "--overlap-grad-reduce",
                        f"{MEGATRON} megatron/core/distributed/distributed_data_parallel.py"),
-        "torchtitan": _s("yes", "FSDP2 / DDP (apply_fsdp, apply_ddp)",
+        "torchtitan": _s("partial", "FSDP2 / DDP (apply_fsdp, apply_ddp)",
                          f"{TITAN} torchtitan/models/llama3/infra/parallelize.py",
-                         "reduces during the backward: FSDP2 per layer, DDP per bucket"),
+                         "reduces during the backward: FSDP2 per layer, DDP per bucket; under "
+                         "a pipeline FSDP reduces after each stage's last backward "
+                         "(torch.distributed.pipelining stage.py perform_reduce_grad): costed "
+                         "so with training.grad_reduce_after_last_backward, which a torchtitan "
+                         "search sets"),
         "deepspeed": _s("partial", "zero_optimization.overlap_comm",
                         f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "only with ZeRO-1/2/3 outside the pipeline engine: without ZeRO the engine "
@@ -572,6 +576,13 @@ def _rules():
         pipeline."""
         return (c["rep"] > 1) & (c["m"] > 1) & (c["pp"] == 1) & (z(c) >= 2)
 
+    def reduced_after(c):
+        """Pipelined ZeRO 1-3 plans without interleaving whose once-a-step gradient reduction
+        ``training.grad_reduce_after_last_backward`` costs after the last backward (the flag
+        changes nothing elsewhere)."""
+        return (c["dp_overlap"] & (c["pp"] > 1) & (z(c) >= 1) & (c["vpp"] == 1)
+                & ((c["nd"] > 1) | (c["rep"] > 1)))
+
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)
 
@@ -636,6 +647,14 @@ def _rules():
         ("deepspeed", "hybrid_sharding", "hybrid sharding with tensor parallelism "
          "(plan.dp_replicate: MiCS's shard groups are consecutive global ranks, "
          "mics_utils.py)", lambda c: (c["rep"] > 1) & (c["tp"] > 1)),
+        ("torchtitan", "grad_reduce_overlap", "pipelined FSDP's gradient reduction overlapped "
+         "with the last backward (training.grad_reduce_after_last_backward false): "
+         "torch.distributed.pipelining reduces after each stage's last backward",
+         lambda c: reduced_after(c) & ~c["after_bwd"]),
+        ("megatron", "grad_reduce_overlap", "the gradient reduction started after each "
+         "stage's last backward (training.grad_reduce_after_last_backward): Megatron-LM "
+         "launches each bucket's as its gradients are ready",
+         lambda c: reduced_after(c) & c["after_bwd"]),
         ("megatron", "zero_2", "ZeRO-2/3 (Megatron-FSDP) with pipeline parallelism",
          lambda c: (z(c) >= 2) & (c["pp"] > 1)),
         ("torchtitan", "zero_1", "ZeRO-1 without a pipeline (no optimizer-only sharding in "
@@ -766,8 +785,11 @@ def _rules():
         ("deepspeed", "grad_reduce_overlap", "the gradient reduction overlapped with the "
          "backward (training.overlap_grad_reduce) without ZeRO, with pipeline stages or on its "
          "BF16_Optimizer (ZeRO-1, bf16 weights, fp32 gradients): DeepSpeed reduces after the "
-         "backward there", lambda c: c["dp_overlap"] & (c["nd"] > 1)
-         & ((z(c) == 0) | (c["pp"] > 1) | bf16_optimizer(c))),
+         "backward there (with pipeline stages and ZeRO, after each stage's last backward: "
+         "training.grad_reduce_after_last_backward costs that)",
+         lambda c: c["dp_overlap"] & (c["nd"] > 1)
+         & ((z(c) == 0) | (c["pp"] > 1) | bf16_optimizer(c))
+         & ~(reduced_after(c) & c["after_bwd"])),
         ("deepspeed", "param_gather_overlap", "the ZeRO-1/2 weight gather overlapped with "
          "the next forward (training.overlap_param_gather): DeepSpeed gathers the updated "
          "weights at the end of its optimizer step",
@@ -877,6 +899,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "head_rerun": np.full(len(plans), training.recompute_head),
             "dsa": np.full(len(plans), training.distribute_saved_activations),
             "hsdp_every": np.full(len(plans), training.hsdp_all_reduce_every_microbatch),
+            "after_bwd": np.full(len(plans), training.grad_reduce_after_last_backward),
             "eager": training.eager_elementwise,
             "fp8_recipe": training.fp8_recipe,
             "fp8_gather": np.full(len(plans), training.fp8_param_gather),

@@ -100,6 +100,16 @@ def before_distributed_saved_inputs(run: dict) -> dict:
                                 if k != "distribute_saved_activations"}}
 
 
+def before_reduce_after_backward(run: dict) -> dict:
+    """The run as the corpus encoded it before ``training.grad_reduce_after_last_backward``
+    existed: torchtitan's pipelined FSDP runs with their reduction costed beside the last
+    backward, as Megatron-LM's buckets run."""
+    if "grad_reduce_after_last_backward" not in run["training"]:
+        return run
+    return {**run, "training": {k: v for k, v in run["training"].items()
+                                if k != "grad_reduce_after_last_backward"}}
+
+
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the
     whole vocabulary in the logits' own dtype (no fp32 upcast) and no per-rank copies out of

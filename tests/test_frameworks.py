@@ -51,11 +51,14 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
     (dict(dp=16, zero_stage=3, recompute="full"), {"recompute_early_stop": True}, []),
     # TP with sequence parallelism and pipelines: Megatron; torchtitan's TP always shards the
     # sequence, and under a pipeline its FSDP is ZeRO-1 (not resharded after forward, the
-    # gradients reduce-scattered at the last micro-batch by torch.distributed.pipelining),
-    # which it runs only costed with DTensor's blocking reduce-scatters; ZeRO-3 with a
-    # pipeline and 32 micro-batches it does not run as costed; DeepSpeed has neither.
+    # gradients reduce-scattered at the last micro-batch by torch.distributed.pipelining,
+    # after each stage's last backward), which it runs only costed with DTensor's blocking
+    # reduce-scatters and that reduction; ZeRO-3 with a pipeline and 32 micro-batches it
+    # does not run as costed; DeepSpeed has neither.
     (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True), {}, ["megatron"]),
-    (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True), DTENSOR_TP, ["torchtitan"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True),
+     {**DTENSOR_TP, "grad_reduce_after_last_backward": True}, ["torchtitan"]),
+    (dict(dp=2, tp=4, pp=2, zero_stage=1, sequence_parallel=True), DTENSOR_TP, []),
     (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), DTENSOR_TP, []),
     (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), FSDP2, []),
     (dict(dp=2, tp=4, pp=2, zero_stage=3, sequence_parallel=True), {}, []),

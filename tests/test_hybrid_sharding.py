@@ -192,9 +192,13 @@ def test_which_frameworks_run_it():
     assert any("every micro-batch" in r for r in reasons(z3, 8, every)["megatron"])
     assert any("every micro-batch" in r for r in reasons(z3, 8, every)["deepspeed"])
     # Under a pipeline torchtitan's FSDP is ZeRO-1 (reduced at the last micro-batch), its HSDP
-    # all-reducing once a step as costed.
+    # all-reducing once a step as costed, after the stage's last backward
+    # (training.grad_reduce_after_last_backward, tests/test_reduce_after_backward.py).
     piped = ParallelPlan(dp=8, pp=2, zero_stage=1, dp_replicate=2)
-    assert not reasons(piped, 8, titan)["torchtitan"]
+    after = titan.model_copy(update={"grad_reduce_after_last_backward": True})
+    assert not reasons(piped, 8, after)["torchtitan"]
+    refused = reasons(piped, 8, titan)["torchtitan"]
+    assert refused and all("last backward" in r for r in refused)
     assert not any("hybrid" in r for r in reasons(z3, 8)["deepspeed"])
     z1 = ParallelPlan(dp=16, zero_stage=1, dp_replicate=2)
     assert not reasons(z1, 8)["megatron"]

@@ -251,13 +251,15 @@ def test_sbatch_script_is_valid_bash_with_the_plan_shape(name, tmp_path):
 
 def _fsdp_tp_pp(zero_stage: int, **training):
     """Llama 3 8B on 16 H100s as dp4 tp2 pp2 with sequence parallelism and this ZeRO stage,
-    costed with FSDP2's per-parameter copies (as torchtitan shards) and DTensor's TP, which
-    keeps the gathered input and reduce-scatters its gradient before going on."""
+    costed with FSDP2's per-parameter copies (as torchtitan shards), DTensor's TP, which
+    keeps the gathered input and reduce-scatters its gradient before going on, and the
+    gradients reduced after each stage's last backward (torch.distributed.pipelining)."""
     return estimated(ModelSpec.from_preset("llama3-8b"),
                      ClusterSpec.from_preset("dgx-h100", num_nodes=2),
                      TrainingSpec(global_batch_size=64, seq_length=4096,
                                   zero3_per_parameter=True,
-                                  async_tensor_model_parallel_allreduce=False, **training),
+                                  async_tensor_model_parallel_allreduce=False,
+                                  **{"grad_reduce_after_last_backward": True, **training}),
                      ParallelPlan(dp=4, tp=2, pp=2, zero_stage=zero_stage,
                                   sequence_parallel=True, micro_batch_size=1))
 

@@ -24,6 +24,7 @@ from tests.cost_history import (  # noqa: E402
     before_blocking_tp_read,
     before_deepspeed_source_read,
     before_distributed_saved_inputs,
+    before_reduce_after_backward,
     before_torch_ring,
     loss_in_logits_dtype,
     one_micro_batch_windows,
@@ -42,10 +43,12 @@ from tests.cost_history import (  # noqa: E402
 # BLOOM's fp16 prequel sweeps and GLM-130B with fp16 gradients; and before torchtitan's
 # context-parallel sweeps were costed with PyTorch's ring attention (training.ring_attention),
 # and before BLOOM's and GPT-NeoX-20B's blocking TP all-reduce was read in their code, and
-# before OPT-175B's distributed checkpoints were costed (training.distribute_saved_activations).
+# before OPT-175B's distributed checkpoints were costed (training.distribute_saved_activations),
+# and before torchtitan's pipelined FSDP runs reduced after each stage's last backward
+# (training.grad_reduce_after_last_backward).
 TODAY = published_accuracy.load_runs()
-ALL_RUNS = [before_distributed_saved_inputs(before_blocking_tp_read(before_torch_ring(
-    before_deepspeed_source_read(with_bf16_gathers(r))))) for r in TODAY]
+ALL_RUNS = [before_reduce_after_backward(before_distributed_saved_inputs(before_blocking_tp_read(
+    before_torch_ring(before_deepspeed_source_read(with_bf16_gathers(r)))))) for r in TODAY]
 FP8_GATHERS = [r for r in TODAY if r["training"].get("fp8_param_gather")]
 # MLPerf Training v3.1's GPT-3 175B submissions (NVIDIA's Eos and Azure, H100) joined last,
 # with the interleaved schedule's reduction windows (``batch.chunk_windows``); the tests of
@@ -2465,8 +2468,10 @@ def test_pytorchs_ring_attention_moves_torchtitans_cp_sweeps_as_the_readme_says(
     # fp32 merges, accumulations and gradient exchanges, K and V at every query head. The
     # rows without CP do not move; every CP row moves down, the 405B's most (its CP ranks sit
     # on other nodes).
-    runs = [r for r in TODAY if r.get("sweep") in ("torchtitan-h100-8b-8gpu-cp",
-                                                    "torchtitan-h100-405b-512gpu-cp")]
+    # (As then: the 405B's FSDP reduction beside the last backward.)
+    today = [r for r in TODAY if r.get("sweep") in ("torchtitan-h100-8b-8gpu-cp",
+                                                     "torchtitan-h100-405b-512gpu-cp")]
+    runs = [before_reduce_after_backward(r) for r in today]
     assert len(runs) == 8 and all(r["training"]["ring_attention"] == "torch_allgather"
                                   for r in runs)
     after = {x["id"]: round(x["error_pct"], 1) for x in published_accuracy.evaluate_runs(runs)}
@@ -2475,6 +2480,10 @@ def test_pytorchs_ring_attention_moves_torchtitans_cp_sweeps_as_the_readme_says(
     order = [f"torchtitan-h100-{m}-cp{c}" for m in ("8b-8", "405b-512") for c in (1, 2, 4, 8)]
     assert [before[i] for i in order] == [21.1, 15.7, 56.6, 64.6, 13.8, 38.4, 40.2, 63.3]
     assert [after[i] for i in order] == [21.1, 9.7, 47.3, 54.2, 13.8, 27.0, 25.4, 35.6]
+    # The 405B's pipelined FSDP reducing after each stage's last backward
+    # (training.grad_reduce_after_last_backward): each of its rows about a point lower.
+    now = {x["id"]: round(x["error_pct"], 1) for x in published_accuracy.evaluate_runs(today)}
+    assert [now[i] for i in order] == [21.1, 9.7, 47.3, 54.2, 12.8, 26.1, 24.9, 35.3]
     # Both sweeps stay ordered right.
     taus = published_accuracy.sweep_taus(published_accuracy.evaluate_runs(runs))
     assert {k: v["kendall_tau"] for k, v in taus.items()} == {
@@ -2497,7 +2506,7 @@ def test_the_dense_band_moves_with_the_encodings_as_the_readme_says():
             [x["measured_step_s"] / x["predicted_step_s"] for x in rows],
             [x["source"] for x in rows])
         return round(top, 3)
-    ring_only = [before_blocking_tp_read(r) for r in dense]
+    ring_only = [before_blocking_tp_read(before_reduce_after_backward(r)) for r in dense]
     assert high(dense) == MEASURED_OVER_PREDICTED["dense"][4] == 1.263
     assert high(ring_only) == 1.265
     assert high([before_torch_ring(r) for r in ring_only]) == 1.266

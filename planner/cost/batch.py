@@ -32,7 +32,10 @@ is the bubble, v times smaller with interleaving, (p - 1) t whenever m < p:
 The gradient reduction (ZeRO 0/1, once per step) runs in buckets while the last micro-batch's
 backward proceeds: bucket k of n is ready at k/n of that backward B and the buckets queue on
 one stream, so the step ends max(tau, n tau - (n - 1) B / n) after the backward (the
-max-plus recurrence e_k = max(e_(k-1), k B / n) + tau solved in closed form). The ZeRO-1/2
+max-plus recurrence e_k = max(e_(k-1), k B / n) + tau solved in closed form). Under
+``training.grad_reduce_after_last_backward`` (torch.distributed.pipelining's FSDP, DeepSpeed's
+pipeline engine) a pipelined ZeRO 1-3 plan without interleaving reduces as one part once the
+backward has ended: all n tau exposed. The ZeRO-1/2
 weight all-gather overlaps the next forward the same way. Under hybrid sharding
 (``plan.dp_replicate``) ZeRO shards, gathers and reduce-scatters over one replica's ranks, and
 each bucket's shard is all-reduced across the replicas once per step in the same window (after
@@ -704,8 +707,13 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     # first group's first forward of it, so the step's reduction (and gather) runs as v
     # parts, the j-th ready (needed) at j / v of the windows ``chunk_windows`` gives.
     parts, mbs_b, mbs_f = chunk_windows(n_b, m, pp, v, grp)
+    # torch.distributed.pipelining reduces a chunk's gradients after its last backward
+    # (``training.grad_reduce_after_last_backward``): without interleaving, one part that
+    # starts when the backward ends; interleaved, the v parts as costed.
+    after = training.grad_reduce_after_last_backward & (pp > 1) & (zero >= 1) & (v == 1)
+    r_parts = np.where(after, 1, parts)
     if training.overlap_grad_reduce:
-        dp_exp = bucket_tail(n_b * t_grad / parts, parts, mbs_b * window_b, k)
+        dp_exp = bucket_tail(n_b * t_grad / r_parts, r_parts, mbs_b * window_b, k)
     else:
         dp_exp = n_b * t_grad
     # (ZeRO 0/1's reduction; under ZeRO-2/3 only hybrid sharding's all-reduce across the

@@ -13,14 +13,17 @@ from planner.search.spec import SearchSpec
 from planner.specs import TrainingSpec
 
 # What a named framework's execution implies for the training switches a request leaves unset:
-# torchtitan shards with FSDP2, whose gathers and reduce-scatters copy per parameter and whose
-# HSDP all-reduces every micro-batch;
+# torchtitan shards with FSDP2, whose gathers and reduce-scatters copy per parameter, whose
+# HSDP all-reduces every micro-batch and whose pipelined stages reduce after their last
+# backward (torch.distributed.pipelining ``perform_reduce_grad``);
 # DeepSpeed's ZeRO-1/2 gather the updated weights at the end of the optimizer step, never
-# beside the next forward (deepspeed/runtime/zero/stage_1_and_2.py ``step``).
+# beside the next forward (deepspeed/runtime/zero/stage_1_and_2.py ``step``), and its pipeline
+# engine reduces at the end of the schedule (``ReduceGrads``).
 FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {
     "torchtitan": {"zero3_per_parameter": True, "ring_attention": "torch",
-                   "hsdp_all_reduce_every_microbatch": True},
-    "deepspeed": {"overlap_param_gather": False}}
+                   "hsdp_all_reduce_every_microbatch": True,
+                   "grad_reduce_after_last_backward": True},
+    "deepspeed": {"overlap_param_gather": False, "grad_reduce_after_last_backward": True}}
 
 
 class PlanRequest(SetupRequest):

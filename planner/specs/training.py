@@ -201,6 +201,19 @@ class TrainingSpec(BaseModel):
         "torch.distributed.pipelining reduces at the last micro-batch either way. False: once "
         "a step (Megatron-LM's distributed optimizer instances and Megatron-FSDP at the last "
         "micro-batch, DeepSpeed's MiCS at the accumulation boundary).")
+    grad_reduce_after_last_backward: bool = Field(
+        False, description="With pipeline stages and ZeRO 1-3 (FSDP), each model chunk's "
+        "once-a-step gradient reduction (and hybrid sharding's all-reduce across the replicas) "
+        "starts after that chunk's last backward has finished, not bucket by bucket beside it: "
+        "torch.distributed.pipelining turns FSDP's gradient sync off for every backward and "
+        "runs FSDP's post-backward, its reduce-scatters, in a REDUCE_GRAD action after the "
+        "stage's last backward (torch/distributed/pipelining/stage.py perform_reduce_grad, "
+        "schedules.py _add_reduce_grad; before torch 2.8 at the end of "
+        "backward_maybe_with_nosync's last backward), as torchtitan's pipelined FSDP runs. "
+        "Without interleaving the whole reduction of the stage that finishes last is exposed; "
+        "interleaved, each chunk's starts as its backwards end, as costed either way. False: "
+        "buckets launch as their gradients are ready (Megatron-LM --overlap-grad-reduce). "
+        "Moot when overlap_grad_reduce is false.")
     recompute_early_stop: bool = Field(
         False, description="Full recompute stops once every tensor the backward needs is "
         "rebuilt (PyTorch's non-reentrant torch.utils.checkpoint, early stop on by default "

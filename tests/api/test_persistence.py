@@ -175,8 +175,10 @@ def test_launch_artifacts_download(server):
 def test_a_torchtitan_search_over_http_costs_fsdp2_and_serves_its_toml(server):
     """search.framework 'torchtitan' costs FSDP as FSDP2 runs it: its FSDP plans are found and
     list torchtitan only (costed with FSDP2's copies), and their TOML downloads; its FSDP under
-    a pipeline is ZeRO-1, which Megatron-LM's distributed optimizer runs too; told
-    zero3_per_parameter false, torchtitan is left only what it runs without FSDP2's copies."""
+    a pipeline is ZeRO-1, which Megatron-LM's distributed optimizer runs too where interleaved
+    (without interleaving torchtitan reduces after each stage's last backward, which Megatron-LM
+    does not); told zero3_per_parameter false, torchtitan is left only what it runs without
+    FSDP2's copies."""
     body = {**PLAN, "search": {"top_k": 2, "framework": "torchtitan"}}
     with server.client() as c:
         r = c.post("/v1/plans", json=body)
@@ -186,6 +188,8 @@ def test_a_torchtitan_search_over_http_costs_fsdp2_and_serves_its_toml(server):
         assert all(p["frameworks"] == ["torchtitan"] for p in result["plans"]
                    if p["zero_stage"] >= 2)
         assert all(p["pp"] > 1 for p in result["plans"] if p["zero_stage"] == 1)
+        assert all("megatron" not in p["frameworks"] for p in result["plans"]
+                   if p["zero_stage"] == 1 and p["vpp"] == 1)
         assert result["plans"][0]["zero_stage"] == 3
         r = c.get(f"/v1/plans/{result['id']}/launch/torchtitan")
         assert r.status_code == 200 and 'fsdp_reshard_after_forward = "always"' in r.text

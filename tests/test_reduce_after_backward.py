@@ -1,0 +1,111 @@
+"""``training.grad_reduce_after_last_backward``: torch.distributed.pipelining runs FSDP's
+post-backward (its reduce-scatters) after a stage's last backward, not beside it, so a
+pipelined ZeRO-1 plan without interleaving exposes its whole once-a-step reduction; Megatron-LM
+launches each bucket as its gradients are ready."""
+
+import pytest
+
+from planner.cost.batch import bucket_tail
+from planner.cost.step import estimate
+from planner.frameworks import reasons_by_framework
+from planner.search import PlanRequest
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+
+MODEL = ModelSpec.from_preset("llama3-8b")
+CLUSTER = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+# torchtitan's way of running the golden ``fsdp-pipeline`` plan (tests/data/launch/plans.json)
+TITAN = TrainingSpec(global_batch_size=64, seq_length=4096, precision="bf16",
+                     zero3_per_parameter=True, recompute_early_stop=True,
+                     async_tensor_model_parallel_allreduce=False)
+AFTER = TITAN.model_copy(update={"grad_reduce_after_last_backward": True})
+
+
+def piped(zero: int = 1, vpp: int = 1, pp: int = 2, dp: int = 4) -> ParallelPlan:
+    return ParallelPlan(dp=dp, tp=2, pp=pp, vpp=vpp, micro_batch_size=1, recompute="full",
+                        zero_stage=zero, sequence_parallel=True)
+
+
+def reduce_scatter(est):
+    (rs,) = [c for c in est.communication if c.strategy == "DP" and c.op == "reduce_scatter"]
+    return rs
+
+
+def test_the_whole_reduction_is_exposed_without_interleaving():
+    """dp 4 tp 2 pp 2, ZeRO-1, 16 micro-batches: each stage reduce-scatters its gradients in
+    max(4e7, 1e6 x 4) = 4e7-parameter buckets. Beside the last backward, only the tail of
+    that queue is exposed (``bucket_tail``); after it, every call is: the step grows by
+    exactly the difference, nothing else moves."""
+    beside, after = (estimate(MODEL, CLUSTER, t, piped()) for t in (TITAN, AFTER))
+    rs = reduce_scatter(after)
+    same = ("message_bytes", "count_per_step", "group_size", "time_s", "total_time_s")
+    assert [getattr(reduce_scatter(beside), k) for k in same] == [getattr(rs, k) for k in same]
+    assert rs.count_per_step == 51 and rs.total_time_s == pytest.approx(51 * rs.time_s)
+    assert after.breakdown["dp_comm"] == pytest.approx(rs.total_time_s, rel=1e-12)
+    assert rs.exposed_time_s == pytest.approx(rs.total_time_s, rel=1e-12)
+    # Beside the backward: at least the last bucket, well under the whole queue.
+    assert rs.time_s <= beside.breakdown["dp_comm"] < 0.5 * rs.total_time_s
+    assert after.step_time_s - beside.step_time_s == pytest.approx(
+        after.breakdown["dp_comm"] - beside.breakdown["dp_comm"], rel=1e-9)
+    for key in ("compute", "tp_comm", "pp_comm", "pipeline_bubble", "zero_comm"):
+        assert after.breakdown[key] == beside.breakdown[key]
+
+
+def test_one_part_after_the_backward_is_the_closed_form_with_one_bucket():
+    """The rule is ``bucket_tail`` with the reduction as one part ready when the window
+    ends: exposed whole, and no compute to slow."""
+    assert bucket_tail(0.2, 1, 5.0, 0.15) == pytest.approx(0.2)
+    assert bucket_tail(0.2 / 50, 50, 5.0, 0.15) < 0.2
+
+
+@pytest.mark.parametrize("plan", [piped(vpp=2), piped(zero=0), piped(pp=1, dp=8)],
+                         ids=["interleaved", "ddp", "no-pipeline"])
+def test_it_changes_nothing_where_the_reduction_already_runs_so(plan):
+    """Interleaved, each chunk's reduction is costed from its release after its last
+    backward either way; DDP (ZeRO-0) under a pipeline reduces beside the last backward
+    (stage.py prepares DDP's reducer for it); without a pipeline there is no stage."""
+    beside, after = (estimate(MODEL, CLUSTER, t, plan) for t in (TITAN, AFTER))
+    assert after.step_time_s == beside.step_time_s
+    assert after.breakdown == beside.breakdown
+
+
+def test_frameworks_run_it_as_they_reduce():
+    """torchtitan runs the pipelined ZeRO-1 plan only costed after the backward, Megatron-LM
+    only costed beside it; DeepSpeed's pipeline engine reduces at the end of its schedule
+    (ReduceGrads), so the flag lifts its overlap refusal there. Interleaved plans cost the
+    same either way and Megatron-LM runs them with the flag too."""
+    def reasons(plan, training):
+        return reasons_by_framework(plan, 16, True, training)
+
+    def about(rs):
+        return [r for r in rs if "reduction" in r]
+
+    assert estimate(MODEL, CLUSTER, AFTER, piped()).frameworks == ["torchtitan"]
+    assert estimate(MODEL, CLUSTER, TITAN, piped()).frameworks == []
+    assert any("grad_reduce_after_last_backward false" in r
+               for r in about(reasons(piped(), TITAN)["torchtitan"]))
+    assert not about(reasons(piped(), AFTER)["torchtitan"])
+    assert any("after each stage's last backward" in r
+               for r in about(reasons(piped(), AFTER)["megatron"]))
+    assert not about(reasons(piped(), TITAN)["megatron"])
+    assert not about(reasons(piped(vpp=2), AFTER)["megatron"])
+    deepspeed_beside = about(reasons(piped(), TITAN)["deepspeed"])
+    assert any("DeepSpeed reduces after the backward" in r for r in deepspeed_beside)
+    assert not about(reasons(piped(), AFTER)["deepspeed"])
+    # Without ZeRO its pipeline still reduces after the backward, which the flag (ZeRO 1-3)
+    # does not cost: refused either way.
+    assert about(reasons(piped(zero=0), AFTER)["deepspeed"])
+
+
+@pytest.mark.parametrize("framework,implied", [("torchtitan", True), ("deepspeed", True),
+                                               ("megatron", False), ("any", False)])
+def test_a_framework_search_costs_how_it_reduces(framework, implied):
+    body = {"model": {"preset": "llama3-8b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+            "training": {"seq_length": 4096, "global_batch_size": 64, "precision": "bf16"},
+            "search": {"framework": framework}}
+    req = PlanRequest.model_validate(body)
+    assert req.training.grad_reduce_after_last_backward is implied
+    # A request that says otherwise keeps its own.
+    body["training"]["grad_reduce_after_last_backward"] = not implied
+    assert (PlanRequest.model_validate(body).training.grad_reduce_after_last_backward
+            is (not implied))
