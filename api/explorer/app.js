@@ -111,7 +111,7 @@ function formRequest() {
 function formRequestFromFields() {
   const num = (id) => { const v = $(id).value.trim(); return v === "" ? undefined : Number(v); };
   const search = { top_k: num("#top_k"), space_sample: 400 };
-  for (const k of ["tp", "pp", "dp", "cp"]) {
+  for (const k of ["tp", "pp", "dp", "cp", "dp_replicate"]) {
     const v = choice($(`#r-${k}`).value);
     if (v !== undefined) search[k] = v;
   }
@@ -228,7 +228,8 @@ const COLUMNS = [
   ["rank", "#", (p) => p.rank], ["dp", "DP", (p) => p.dp], ["tp", "TP", (p) => p.tp],
   ["pp", "PP", (p) => p.pp], ["cp", "CP", (p) => p.cp], ["ep", "EP", (p) => p.ep],
   ["vpp", "VPP", (p) => p.vpp], ["mbs", "micro-batch", (p) => p.micro_batch_size],
-  ["zero", "ZeRO", (p) => p.zero_stage], ["recompute", "recompute", (p) => p.recompute],
+  ["zero", "ZeRO", (p) => p.zero_stage], ["replicas", "replicas", (p) => p.dp_replicate ?? 1],
+  ["recompute", "recompute", (p) => p.recompute],
   ["step", "step (s)", (p) => p.step_time_s], ["mfu", "MFU", (p) => p.mfu],
   ["memory", "memory (GiB)", (p) => p.memory_per_gpu_gib],
 ];

@@ -57,7 +57,9 @@ def test_a_plan_asked_in_the_page_shows_its_table_charts_timeline_and_launch(pag
     # Sorting by step time, descending, puts the slowest plan first.
     page.click("#plans-table th >> text=step (s)")
     page.click("#plans-table th >> text=step (s)")
-    steps = [float(rows.nth(i).locator("td").nth(9).inner_text()) for i in range(3)]
+    heads = [t.strip() for t in page.locator("#plans-table thead th").all_inner_texts()]
+    step = heads.index("step (s)") - 1                      # (the rank is the row's th)
+    steps = [float(rows.nth(i).locator("td").nth(step).inner_text()) for i in range(3)]
     assert steps == sorted(steps, reverse=True)
     # Another plan's details.
     page.click("text=Open plan 2")
@@ -283,3 +285,32 @@ def test_a_plan_above_every_published_run_shows_its_caveat(page):
     runs, sources = MEASURED_OVER_PREDICTED["dense"][:2]
     assert (f"8 in 10 of the {runs} held-out published dense runs ({sources} sources, each "
             "weighing the same) would have measured") in why
+
+
+def test_hybrid_sharding_asked_in_the_page(page):
+    """The replicas restriction (search.dp_replicate): Llama 3 8B on two DGX H100 nodes with
+    ZeRO-3 over 2 replicas lists plans of 2 replicas, whose details name them; a count that
+    leaves no shard group (16 replicas of one rank) finds nothing, and the answer says why,
+    naming the field."""
+    open_explorer(page)
+    fill(page, {**SMALL, "num_nodes": "2"})
+    page.fill("#r-dp_replicate", "2")
+    page.select_option("#r-zero", "3")
+    page.click("#plan-button")
+    page.wait_for_selector("#plans-table tbody tr")
+    heads = [t.strip() for t in page.locator("#plans-table thead th").all_inner_texts()]
+    col = heads.index("replicas")
+    rows = page.locator("#plans-table tbody tr")
+    assert rows.count() >= 1
+    for i in range(rows.count()):
+        cells = rows.nth(i).locator("th, td").all_inner_texts()
+        assert cells[col] == "2" and cells[heads.index("ZeRO")] == "3"
+    page.locator("#plans-table tbody tr").first.locator("button.link").click()
+    page.wait_for_function("document.querySelector('#detail').textContent"
+                           ".includes('over 2 replicas')")
+    page.fill("#r-dp_replicate", "16")
+    page.fill("#r-dp", "16")
+    page.click("#plan-button")
+    page.wait_for_selector("#infeasible li")
+    assert "INFEASIBLE" in page.inner_text("#result-summary")
+    assert "dp_replicate" in page.inner_text("#infeasible")
