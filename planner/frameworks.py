@@ -581,7 +581,7 @@ def _rules():
         ``training.grad_reduce_after_last_backward`` costs after the last backward (the flag
         changes nothing elsewhere)."""
         return (c["dp_overlap"] & (c["pp"] > 1) & (z(c) >= 1) & (c["vpp"] == 1)
-                & ((c["nd"] > 1) | (c["rep"] > 1)))
+                & (c["sharded"] | (c["rep"] > 1)))
 
     def list_gathers(c):
         return c["z3_copies"] & (z(c) >= 3)

@@ -109,3 +109,21 @@ def test_a_framework_search_costs_how_it_reduces(framework, implied):
     body["training"]["grad_reduce_after_last_backward"] = not implied
     assert (PlanRequest.model_validate(body).training.grad_reduce_after_last_backward
             is (not implied))
+
+
+def test_expert_data_parallel_reductions_count_too():
+    """Mixtral 8x7B as dp 1 tp 8 pp 2 ep 2: no dense replica, but the experts' gradients
+    reduce-scatter over the expert data-parallel group of 8 / 2 = 4 ranks; after the last
+    backward that whole reduction is exposed, and Megatron-LM, which overlaps it, is refused
+    for plans costed so."""
+    model = ModelSpec.from_preset("mixtral-8x7b")
+    train = TrainingSpec(global_batch_size=64, seq_length=4096, precision="bf16")
+    plan = ParallelPlan(dp=1, tp=8, pp=2, ep=2, micro_batch_size=1, recompute="full",
+                        zero_stage=1, sequence_parallel=True)
+    beside, after = (estimate(model, CLUSTER, t, plan) for t in (
+        train, train.model_copy(update={"grad_reduce_after_last_backward": True})))
+    (rs,) = [c for c in after.communication if c.strategy == "DP"]
+    assert (rs.op, rs.group_size) == ("reduce_scatter", 4)
+    assert after.breakdown["dp_comm"] == pytest.approx(rs.total_time_s, rel=1e-12)
+    assert beside.breakdown["dp_comm"] < after.breakdown["dp_comm"]
+    assert "megatron" in beside.frameworks and "megatron" not in after.frameworks

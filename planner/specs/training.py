@@ -208,7 +208,7 @@ class TrainingSpec(BaseModel):
         "torch.distributed.pipelining turns FSDP's gradient sync off for every backward and "
         "runs FSDP's post-backward, its reduce-scatters, in a REDUCE_GRAD action after the "
         "stage's last backward (torch/distributed/pipelining/stage.py perform_reduce_grad, "
-        "schedules.py _add_reduce_grad; before torch 2.8 at the end of "
+        "schedules.py _add_reduce_grad; in earlier releases at the end of "
         "backward_maybe_with_nosync's last backward), as torchtitan's pipelined FSDP runs. "
         "Without interleaving the whole reduction of the stage that finishes last is exposed; "
         "interleaved, each chunk's starts as its backwards end, as costed either way. False: "
