@@ -83,9 +83,9 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
         "torchtitan": _s("partial", 'parallelism.data_parallel_shard_degree, '
                          'fsdp_reshard_after_forward = "always"', f"{TITAN} torchtitan/config/job_config.py",
                          "FSDP2 shards each parameter: its gathers and reduce-scatters copy "
-                         "on the compute stream (training.zero3_per_parameter); with a "
-                         "pipeline only with one micro-batch (pipelining defers the "
-                         "reduce-scatter to the last one: ZeRO-1)"),
+                         "on the compute stream (training.zero3_per_parameter); not with a "
+                         "pipeline (pipelining defers the reduce-scatter to after the stage's "
+                         "last backward: ZeRO-1)"),
         "deepspeed": _s("partial", "zero_optimization.stage = 3",
                         f"{DEEPSPEED} deepspeed/runtime/zero/config.py",
                         "not with the pipeline engine; with AutoTP from 0.19.4"),
@@ -660,11 +660,11 @@ def _rules():
         ("torchtitan", "zero_1", "ZeRO-1 without a pipeline (no optimizer-only sharding in "
          "FSDP; under a pipeline its FSDP runs as ZeRO-1)",
          lambda c: (z(c) == 1) & (c["nd"] > 1) & (c["pp"] == 1)),
-        ("torchtitan", "zero_3", "ZeRO-2/3 with a pipeline and more than one micro-batch "
-         "(torch.distributed.pipelining reduce-scatters FSDP's gradients at the last "
-         "micro-batch and keeps the gathered weights between micro-batches: ZeRO-1's "
-         "traffic and memory, plan.zero_stage 1)",
-         lambda c: (z(c) >= 2) & (c["pp"] > 1) & (c["m"] > 1)),
+        ("torchtitan", "zero_3", "ZeRO-2/3 with a pipeline (torch.distributed.pipelining "
+         "reduce-scatters FSDP's gradients at the last micro-batch, after the stage's last "
+         "backward, not layer by layer beside it, and keeps the gathered weights between micro-batches: ZeRO-1's traffic "
+         "and memory, plan.zero_stage 1, with training.grad_reduce_after_last_backward)",
+         lambda c: (z(c) >= 2) & (c["pp"] > 1)),
         ("torchtitan", "zero_2", "ZeRO-2 with more than one micro-batch (FSDP without resharding "
          "gathers the weights every micro-batch)", lambda c: (z(c) == 2) & (c["m"] > 1)),
         ("torchtitan", "data_parallel", "plain data parallelism (DDP) together with tp, pp or cp",

@@ -127,3 +127,17 @@ def test_expert_data_parallel_reductions_count_too():
     assert after.breakdown["dp_comm"] == pytest.approx(rs.total_time_s, rel=1e-12)
     assert beside.breakdown["dp_comm"] < after.breakdown["dp_comm"]
     assert "megatron" in beside.frameworks and "megatron" not in after.frameworks
+
+
+@pytest.mark.parametrize("m", [1, 16])
+def test_torchtitans_pipelined_fsdp_is_zero1_at_any_micro_batch_count(m):
+    """Under a pipeline torchtitan's FSDP reduce-scatters after the stage's last backward,
+    whatever the micro-batch count: a ZeRO-2/3 plan (its reduce-scatter costed layer by layer
+    beside the backward) is refused even with one micro-batch; the ZeRO-1 plan costed after
+    the backward runs."""
+    def titan(plan):
+        return reasons_by_framework(plan, m, True, AFTER)["torchtitan"]
+
+    for zero in (2, 3):
+        assert any("ZeRO-2/3 with a pipeline" in r for r in titan(piped(zero=zero)))
+    assert not titan(piped(zero=1))
