@@ -647,14 +647,16 @@ def _rules():
         ("deepspeed", "hybrid_sharding", "hybrid sharding with tensor parallelism "
          "(plan.dp_replicate: MiCS's shard groups are consecutive global ranks, "
          "mics_utils.py)", lambda c: (c["rep"] > 1) & (c["tp"] > 1)),
-        ("torchtitan", "grad_reduce_overlap", "pipelined FSDP's gradient reduction overlapped "
-         "with the last backward (training.grad_reduce_after_last_backward false): "
-         "torch.distributed.pipelining reduces after each stage's last backward",
-         lambda c: reduced_after(c) & ~c["after_bwd"]),
-        ("megatron", "grad_reduce_overlap", "the gradient reduction started after each "
-         "stage's last backward (training.grad_reduce_after_last_backward): Megatron-LM "
-         "launches each bucket's as its gradients are ready",
-         lambda c: reduced_after(c) & c["after_bwd"]),
+        # Each framework runs the pipelined reduction one way: refused when costed the other.
+        *[(fw, "grad_reduce_overlap", why,
+           lambda c, after=after: reduced_after(c) & (c["after_bwd"] == after))
+          for fw, after, why in (
+              ("torchtitan", False, "pipelined FSDP's gradient reduction overlapped with the "
+               "last backward (training.grad_reduce_after_last_backward false): "
+               "torch.distributed.pipelining reduces after each stage's last backward"),
+              ("megatron", True, "the gradient reduction started after each stage's last "
+               "backward (training.grad_reduce_after_last_backward): Megatron-LM launches "
+               "each bucket's as its gradients are ready"))],
         ("megatron", "zero_2", "ZeRO-2/3 (Megatron-FSDP) with pipeline parallelism",
          lambda c: (z(c) >= 2) & (c["pp"] > 1)),
         ("torchtitan", "zero_1", "ZeRO-1 without a pipeline (no optimizer-only sharding in "
@@ -662,8 +664,9 @@ def _rules():
          lambda c: (z(c) == 1) & (c["nd"] > 1) & (c["pp"] == 1)),
         ("torchtitan", "zero_3", "ZeRO-2/3 with a pipeline (torch.distributed.pipelining "
          "reduce-scatters FSDP's gradients at the last micro-batch, after the stage's last "
-         "backward, not layer by layer beside it, and keeps the gathered weights between micro-batches: ZeRO-1's traffic "
-         "and memory, plan.zero_stage 1, with training.grad_reduce_after_last_backward)",
+         "backward, not layer by layer beside it, and keeps the gathered weights between "
+         "micro-batches: ZeRO-1's traffic and memory, plan.zero_stage 1, with "
+         "training.grad_reduce_after_last_backward)",
          lambda c: (z(c) >= 2) & (c["pp"] > 1)),
         ("torchtitan", "zero_2", "ZeRO-2 with more than one micro-batch (FSDP without resharding "
          "gathers the weights every micro-batch)", lambda c: (z(c) == 2) & (c["m"] > 1)),
