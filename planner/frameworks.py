@@ -20,6 +20,8 @@ from typing import Literal
 
 import numpy as np
 
+from planner.specs.training import reduced_after_backward
+
 Framework = Literal["megatron", "torchtitan", "deepspeed"]
 FRAMEWORKS: tuple[Framework, ...] = ("megatron", "torchtitan", "deepspeed")
 # What a search may ask for: one framework, or "any" plan the step model costs, whether or not
@@ -580,7 +582,7 @@ def _rules():
         """Pipelined ZeRO 1-3 plans without interleaving whose once-a-step gradient reduction
         ``training.grad_reduce_after_last_backward`` costs after the last backward (the flag
         changes nothing elsewhere)."""
-        return (c["dp_overlap"] & (c["pp"] > 1) & (z(c) >= 1) & (c["vpp"] == 1)
+        return (c["dp_overlap"] & reduced_after_backward(c["pp"], z(c), c["vpp"])
                 & (c["sharded"] | (c["rep"] > 1)))
 
     def list_gathers(c):

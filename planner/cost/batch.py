@@ -76,6 +76,7 @@ from planner.specs import ParallelPlan
 from planner.specs.layout import Layout, default_layout
 from planner.specs.placement import group_span, launch_layout
 from planner.specs.plan import microbatch_group, plan_key
+from planner.specs.training import reduced_after_backward
 
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
                   "pipeline_bubble", "dp_comm", "zero_comm", "optimizer", "overhead", "offload")
@@ -710,7 +711,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     # torch.distributed.pipelining reduces a chunk's gradients after its last backward
     # (``training.grad_reduce_after_last_backward``): without interleaving, one part that
     # starts when the backward ends; interleaved, the v parts as costed.
-    after = training.grad_reduce_after_last_backward & (pp > 1) & (zero >= 1) & (v == 1)
+    after = training.grad_reduce_after_last_backward & reduced_after_backward(pp, zero, v)
     r_parts = np.where(after, 1, parts)
     if training.overlap_grad_reduce:
         dp_exp = bucket_tail(n_b * t_grad / r_parts, r_parts, mbs_b * window_b, k)

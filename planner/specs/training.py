@@ -409,3 +409,12 @@ class TrainingSpec(BaseModel):
         states = 2 * self._states * DTYPE_BYTES[self.optimizer_state_dtype]
         weights = 4 + 4 + self.param_bytes if self._master else 2 * self.param_bytes
         return self.grad_bytes + states + weights
+
+
+def reduced_after_backward(pp, zero, vpp):
+    """The plans (scalars or numpy arrays of their degrees) whose once-a-step gradient
+    reduction ``TrainingSpec.grad_reduce_after_last_backward`` moves after the last backward:
+    pipelined ZeRO 1-3 plans without interleaving (interleaved, each chunk's reduction is
+    released after its last backward either way; DDP and plans without a pipeline reduce
+    beside the backward)."""
+    return (pp > 1) & (zero >= 1) & (vpp == 1)
