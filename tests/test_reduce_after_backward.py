@@ -141,3 +141,29 @@ def test_torchtitans_pipelined_fsdp_is_zero1_at_any_micro_batch_count(m):
     for zero in (2, 3):
         assert any("ZeRO-2/3 with a pipeline" in r for r in titan(piped(zero=zero)))
     assert not titan(piped(zero=1))
+
+
+def test_deepspeeds_pipeline_config_reduces_after_the_schedule():
+    """A pipelined ZeRO-1 plan costed after the last backward runs on DeepSpeed (Llama 3 8B
+    as dp 8 pp 2, bf16 gradients, the weights gathered after the step as DeepSpeed does), and
+    the config it gets turns overlap_comm off, the path on which the pipeline engine's
+    ReduceGrads reduces every gradient, in the buckets the plan is costed with; the same plan
+    without a pipeline keeps it on."""
+    from planner.launch.context import LaunchContext
+    from planner.launch.deepspeed import deepspeed_config
+
+    train = TrainingSpec(global_batch_size=64, seq_length=4096, precision="bf16",
+                         grad_dtype="bf16", overlap_param_gather=False,
+                         grad_reduce_after_last_backward=True)
+    for pp, overlap in ((2, False), (1, True)):
+        plan = ParallelPlan(dp=16 // pp, pp=pp, micro_batch_size=1, recompute="full",
+                            zero_stage=1)
+        est = estimate(MODEL, CLUSTER, train, plan)
+        assert "deepspeed" in est.frameworks
+        cfg, _ = deepspeed_config(LaunchContext(est, MODEL, CLUSTER, train))
+        assert cfg["zero_optimization"]["overlap_comm"] is overlap
+        # Megatron's max(4e7, 1e6 x dp) parameters a bucket, each costed call one bucket's
+        # bf16 gradients at most.
+        (rs,) = [c for c in est.communication if c.strategy == "DP"]
+        assert cfg["zero_optimization"]["reduce_bucket_size"] == 40_000_000
+        assert 0.5 * 2 * 40_000_000 < rs.message_bytes <= 2 * 40_000_000

@@ -54,11 +54,18 @@ def zero3_settings(ctx: LaunchContext) -> dict[str, int]:
 def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
     p, t = ctx.plan, ctx.training
     notes: list[str] = []
+    # The pipeline engine reduces at the end of its schedule (ReduceGrads), which is how a
+    # pipelined plan is costed for DeepSpeed (training.grad_reduce_after_last_backward). There
+    # ZeRO-1/2's reduce_gradients(pipeline_parallel=True) reduces every gradient only without
+    # overlap_comm: with it, the hooks reduce nothing before the boundary the engine forces at
+    # ReduceGrads, and only the pending buckets are flushed (deepspeed/runtime/zero/
+    # stage_1_and_2.py reduce_gradients, reduce_ready_partitions_and_remove_grads).
+    overlap = t.overlap_grad_reduce and p.pp == 1
     cfg: dict = {
         "train_batch_size": t.global_batch_size,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,
         "gradient_accumulation_steps": p.grad_accum_steps,
-        "zero_optimization": {"stage": p.zero_stage, "overlap_comm": t.overlap_grad_reduce,
+        "zero_optimization": {"stage": p.zero_stage, "overlap_comm": overlap,
                               "contiguous_gradients": True},
         "gradient_clipping": 1.0,
     }
