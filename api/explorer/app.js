@@ -82,10 +82,17 @@ function legend(parts) {
 
 // -- Ask ---------------------------------------------------------------------------------------
 
-function choice(text) {
+// A restriction field: empty (any), a whole number or a list of them; anything else is
+// refused next to its field before any request is sent.
+function choice(text, field) {
   const t = text.trim();
   if (!t) return undefined;
   const values = t.split(/[\s,]+/).map(Number);
+  if (!values.every(Number.isInteger)) {
+    const detail = `"${t}" is not a whole number or a comma-separated list of them`;
+    throw Object.assign(new Error(`${field}: ${detail}`),
+                        { problem: { errors: [{ field, detail }] } });
+  }
   return values.length === 1 ? values[0] : values;
 }
 
@@ -112,7 +119,7 @@ function formRequestFromFields() {
   const num = (id) => { const v = $(id).value.trim(); return v === "" ? undefined : Number(v); };
   const search = { top_k: num("#top_k"), space_sample: 400 };
   for (const k of ["tp", "pp", "dp", "cp", "dp_replicate"]) {
-    const v = choice($(`#r-${k}`).value);
+    const v = choice($(`#r-${k}`).value, `search.${k}`);
     if (v !== undefined) search[k] = v;
   }
   if ($("#r-zero").value !== "") search.zero_stage = Number($("#r-zero").value);

@@ -291,7 +291,7 @@ def test_hybrid_sharding_asked_in_the_page(page):
     """The replicas restriction (search.dp_replicate): Llama 3 8B on two DGX H100 nodes with
     ZeRO-3 over 2 replicas lists plans of 2 replicas, whose details name them; a count that
     leaves no shard group (16 replicas of one rank) finds nothing, and the answer says why,
-    naming the field."""
+    naming the field; text that is not a count is refused next to the field."""
     open_explorer(page)
     fill(page, {**SMALL, "num_nodes": "2"})
     page.fill("#r-dp_replicate", "2")
@@ -314,3 +314,10 @@ def test_hybrid_sharding_asked_in_the_page(page):
     page.wait_for_selector("#infeasible li")
     assert "INFEASIBLE" in page.inner_text("#result-summary")
     assert "dp_replicate" in page.inner_text("#infeasible")
+    # A count that is not a number is refused next to its field, before any request.
+    page.fill("#r-dp_replicate", "two")
+    page.click("#plan-button")
+    err = page.locator('.field[data-field="search.dp_replicate"] .field-error')
+    err.wait_for()
+    assert "not a whole number" in err.inner_text()
+    assert page.get_attribute("#r-dp_replicate", "aria-invalid") == "true"
