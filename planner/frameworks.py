@@ -414,6 +414,23 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         "synchronously, after the layer's weight gradient "
                         "(training.async_tensor_model_parallel_allreduce false)"),
     },
+    "separate_column_parallel_inputs": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/transformer/mlp.py",
+                       "one QKV GEMM (attention.py linear_qkv) and one fc1 GEMM a layer "
+                       "(mlp.py doubles linear_fc1's width for a gated unit): two input "
+                       "gradients all-reduced without sequence parallelism "
+                       "(training.tp_column_parallel_inputs 2)"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/models/llama3/infra/parallelize.py",
+                         "tensor parallelism always runs with sequence parallelism, which "
+                         "gathers a block's input once"),
+        "deepspeed": _s("yes", "tensor_parallel.autotp_size",
+                        f"{DEEPSPEED} deepspeed/module_inject/auto_tp.py",
+                        "AutoTP wraps every Hugging Face linear but o_proj and down_proj in a "
+                        "LinearLayer whose ColumnParallel backward all-reduces its input "
+                        "gradient: five a Llama-family layer (q, k, v, gate, up; "
+                        "training.tp_column_parallel_inputs 5, what a DeepSpeed search of a "
+                        "dense SwiGLU model costs)"),
+    },
     "microbatch_gradient_copy": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/tensor_parallel/layers.py",
                        "gradient accumulation fusion: the weight-gradient GEMMs write into "
@@ -736,6 +753,10 @@ def _rules():
          "DeepSpeed makes no such copy (it does only for ZeRO-1 with 16-bit weights and fp32 "
          "gradients; the rest accumulate in place or on their shards)",
          lambda c: c["grad_copy"] & ~separate_accumulation(c)),
+        ("megatron", "separate_column_parallel_inputs", "column-parallel linears that "
+         "all-reduce their input gradients one by one, other than its fused QKV and fc1 "
+         "(training.tp_column_parallel_inputs not 2)",
+         lambda c: (c["col_inputs"] != 2) & (c["tp"] > 1) & (c["sp"] == 0)),
         ("megatron", "blocking_tp_allreduce", "a blocking backward TP all-reduce or "
          "reduce-scatter (training.async_tensor_model_parallel_allreduce false; Megatron-Core "
          "overlaps it with the weight-gradient GEMM)",
@@ -893,6 +914,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "bf16": np.full(len(plans), training.precision == "bf16"),
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
             "async_ar": np.full(len(plans), training.async_tensor_model_parallel_allreduce),
+            "col_inputs": np.full(len(plans), training.tp_column_parallel_inputs),
             "low_states": training.optimizer_state_dtype != "fp32",
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),
             "p2p_split": np.full(len(plans), training.p2p_scatter_gather),

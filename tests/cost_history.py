@@ -110,6 +110,18 @@ def before_reduce_after_backward(run: dict) -> dict:
                                 if k != "grad_reduce_after_last_backward"}}
 
 
+def before_tp_column_inputs(run: dict) -> dict:
+    """The run as the corpus encoded it before ``training.tp_column_parallel_inputs``
+    existed: Hagemann et al.'s layouts with Megatron-LM's two column-parallel inputs a layer
+    where Aleph Alpha's trainer has three (its SwiGLU's two input linears)."""
+    if "tp_column_parallel_inputs" not in run["training"]:
+        return run
+    return {**run, "training": {k: v for k, v in run["training"].items()
+                                if k != "tp_column_parallel_inputs"},
+            "assumed": [a for a in run.get("assumed", [])
+                        if not a.startswith("tp_column_parallel_inputs")]}
+
+
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the
     whole vocabulary in the logits' own dtype (no fp32 upcast) and no per-rank copies out of

@@ -255,9 +255,10 @@ class CostTables:
                     tp_b = 2 * ag + 2 * rs
             else:
                 ar = t["all_reduce"]
+                inputs = self.training.tp_column_parallel_inputs
                 tp_f = (1 - ov) * 2 * ar + overlapped(ov * 2 * ar, lw.fwd_s, k)
-                tp_b = (overlapped(2 * ar, lw.wgrad_colpar_s, k)
-                        if self.training.async_tensor_model_parallel_allreduce else 2 * ar)
+                tp_b = (overlapped(inputs * ar, lw.wgrad_colpar_s, k)
+                        if self.training.async_tensor_model_parallel_allreduce else inputs * ar)
             if rec == 2:
                 tp_b += tp_f + sum(u.cost.time_s * u.calls for u in
                                    self.saved_input_gathers(tp, cp, mbs, rec, sp, npn))
@@ -359,10 +360,11 @@ class CostTables:
 
     def tp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
                 ) -> list[CollectiveUse]:
-        """Megatron's f/g operators per layer: 2 all-reduces forward and 2 backward, or with
-        sequence parallelism 2 all-gathers + 2 reduce-scatters forward and 4 + 2 backward
-        (the input re-gathered for the weight gradients); full recompute repeats the forward
-        ones (Narayanan et al. SC'21 section 2.3; Korthikanti et al. section 4.2.2)."""
+        """Megatron's f/g operators per layer: 2 all-reduces forward and 2 backward (one per
+        column-parallel input, ``TrainingSpec.tp_column_parallel_inputs``), or with sequence
+        parallelism 2 all-gathers + 2 reduce-scatters forward and 4 + 2 backward (the input
+        re-gathered for the weight gradients); full recompute repeats the forward ones
+        (Narayanan et al. SC'21 section 2.3; Korthikanti et al. section 4.2.2)."""
         if tp == 1:
             return []
         nbytes = self.hidden_bytes(mbs, cp)
@@ -374,7 +376,8 @@ class CostTables:
                                   6 + extra + regather, g),
                     CollectiveUse("TP", self.collective("reduce_scatter", nbytes, g), 4 + extra,
                                   g)]
-        return [CollectiveUse("TP", self.collective("all_reduce", nbytes, g), 4 + extra, g)]
+        calls = 2 + self.training.tp_column_parallel_inputs + extra
+        return [CollectiveUse("TP", self.collective("all_reduce", nbytes, g), calls, g)]
 
     def hidden_bytes(self, mbs: int, cp: int) -> int:
         """Bytes of one micro-batch's hidden state on a context-parallel rank, whole over the

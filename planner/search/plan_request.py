@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 
 from planner.request import SetupRequest
 from planner.search.spec import SearchSpec
-from planner.specs import TrainingSpec
+from planner.specs import ModelSpec, TrainingSpec
 
 # What a named framework's execution implies for the training switches a request leaves unset:
 # torchtitan shards with FSDP2, whose gathers and reduce-scatters copy per parameter, whose
@@ -24,6 +24,23 @@ FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {
                    "hsdp_all_reduce_every_microbatch": True,
                    "grad_reduce_after_last_backward": True},
     "deepspeed": {"overlap_param_gather": False, "grad_reduce_after_last_backward": True}}
+
+
+def model_implied_training(framework: str | None, model: Any) -> dict[str, Any]:
+    """What a framework's execution implies for this model: DeepSpeed's AutoTP wraps each
+    Hugging Face linear on its own, so a dense SwiGLU layer of the Llama family (q, k, v, gate
+    and up projections) all-reduces five input gradients a layer without sequence parallelism
+    (``TrainingSpec.tp_column_parallel_inputs``; deepspeed/module_inject/auto_tp.py gives every
+    linear but o_proj and down_proj a LinearLayer, whose ColumnParallel backward all-reduces).
+    Nothing for a model that does not validate (the request's own validation says why)."""
+    if framework != "deepspeed":
+        return {}
+    try:
+        spec = model if isinstance(model, ModelSpec) else ModelSpec.model_validate(model)
+    except (ValueError, TypeError):
+        return {}
+    return ({"tp_column_parallel_inputs": 5}
+            if spec.ffn_type == "swiglu" and not spec.is_moe else {})
 
 
 class PlanRequest(SetupRequest):
@@ -42,6 +59,8 @@ class PlanRequest(SetupRequest):
         name = (search.get("framework") if isinstance(search, dict)
                 else getattr(search, "framework", None))
         implied = FRAMEWORK_TRAINING.get(name) if isinstance(name, str) else None
+        if implied is not None:
+            implied = {**implied, **model_implied_training(name, data.get("model"))}
         training = data.get("training")
         if not implied or training is None:
             return data

@@ -274,6 +274,18 @@ class TrainingSpec(BaseModel):
         "gather_from_sequence_parallel_region, whose backward reduce-scatters); True: "
         "Megatron-LM's re-gather beside the dgrad GEMM and reduce-scatter beside the wgrad "
         "GEMM.")
+    tp_column_parallel_inputs: int = Field(
+        2, ge=1, le=16, description="Without sequence parallelism: the column-parallel "
+        "linears of a transformer layer that each bring their input into the TP region on "
+        "their own (Megatron's f operator), so that each all-reduces its input gradient in "
+        "the backward. 2 in Megatron-LM (one QKV and one fc1 GEMM, gate and up fused); 3 in "
+        "Aleph Alpha's scaling trainer, whose SwiGLU runs dense_in and siglu_weight as two "
+        "ColumnParallelLinear on the same input (src/scaling/core/nn/mlp.py, QKV fused by its "
+        "default attention_qkv_in_one); 5 where q, k, v, gate and up are five linears, as "
+        "DeepSpeed's AutoTP wraps a Hugging Face Llama layer (deepspeed/module_inject/"
+        "layers.py LinearLayer: ColumnParallel's backward all-reduces per linear). With "
+        "sequence parallelism the input is gathered once per block and its gradient "
+        "reduce-scattered once, whatever this count.")
     p2p_scatter_gather: bool = Field(
         False, description="Pipeline sends split over the TP ranks even without sequence "
         "parallelism (Megatron-LM's 2021 scatter/gather optimisation, SC'21 section 4.1; "
