@@ -408,11 +408,14 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          "norm's output to Replicate, the column-parallel layers keep it, and "
                          "its gradient is reduce-scattered before the backward goes on "
                          "(training.async_tensor_model_parallel_allreduce false)"),
-        "deepspeed": _s("yes", "tensor_parallel.autotp_size",
+        "deepspeed": _s("yes", "tensor_parallel.tp_overlap_comm = false (the default)",
                         f"{DEEPSPEED} deepspeed/module_inject/layers.py",
                         "AutoTP's ColumnParallel.backward all-reduces the input gradient "
                         "synchronously, after the layer's weight gradient "
-                        "(training.async_tensor_model_parallel_allreduce false)"),
+                        "(training.async_tensor_model_parallel_allreduce false); with "
+                        "tp_overlap_comm true (from 0.16.6) AsyncColumnParallel issues it "
+                        "async_op=True after the input-gradient GEMM and waits after the "
+                        "weight-gradient GEMM, as Megatron-Core does (the flag true)"),
     },
     "separate_column_parallel_inputs": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/transformer/mlp.py",
@@ -766,10 +769,6 @@ def _rules():
          "and reduce-scatters its gradient before going on: training."
          "async_tensor_model_parallel_allreduce false)",
          lambda c: c["async_ar"] & (c["tp"] > 1)),
-        ("deepspeed", "blocking_tp_allreduce", "tensor parallelism with the backward "
-         "all-reduce overlapped (AutoTP all-reduces the input gradient synchronously: "
-         "training.async_tensor_model_parallel_allreduce false)",
-         lambda c: c["async_ar"] & (c["tp"] > 1) & (c["sp"] == 0)),
         ("megatron", "attention_kernel", "FlashAttention v1 or the Triton FlashAttention "
          "(training.attention_kernel, to replay older software)",
          lambda c: np.full(c["n"], c["kernel"] in ("flash1", "flash_triton"))),

@@ -211,7 +211,9 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
     gradient either runs beside the weight-gradient GEMM (Megatron-Core's async all-reduce)
     or blocks (DeepSpeed AutoTP's ColumnParallel.backward, Megatron-LM of 2021): the blocking
     one costs its whole time, per layer and micro-batch twice (QKV and MLP-up), and only
-    DeepSpeed runs that plan as predicted. With sequence parallelism (next test) the flag says
+    DeepSpeed runs that plan as predicted; DeepSpeed runs the overlapped one too, with
+    ``tensor_parallel.tp_overlap_comm`` (AsyncColumnParallel, from 0.16.6), and its config
+    says which. With sequence parallelism (next test) the flag says
     whether the backward re-gathers the input beside the dgrad GEMM and reduce-scatters its
     gradient beside the wgrad GEMM (Megatron) or keeps the gathered input and blocks."""
     from planner.cost.tables import cost_tables, overlapped
@@ -221,7 +223,10 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
                                      "grad_dtype": "bf16", "overlap_param_gather": False})
     overlap = blocking.model_copy(update={"async_tensor_model_parallel_allreduce": True})
     a, b = estimate(M8, C16, overlap, p), estimate(M8, C16, blocking, p)
-    assert "deepspeed" not in a.frameworks and b.frameworks == ["deepspeed"]
+    assert a.frameworks == ["megatron", "deepspeed"] and b.frameworks == ["deepspeed"]
+    for est, tr, overlapped_tp in ((a, overlap, True), (b, blocking, False)):
+        cfg = with_launch(est, M8, C16, tr).launch.deepspeed_config
+        assert cfg["tensor_parallel"] == {"autotp_size": 4, "tp_overlap_comm": overlapped_tp}
     assert "megatron" not in b.frameworks
     t_a, t_b = (cost_tables(M8, C16, tr, EfficiencyModel(), None) for tr in (overlap, blocking))
     npn = C16.gpus_per_node

@@ -3,7 +3,8 @@
 The engine does data parallelism with ZeRO stages 0-3, micro-batches and gradient accumulation
 (``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``,
 ``zero_optimization.stage``); tensor parallelism through AutoTP training
-(``"tensor_parallel": {"autotp_size": tp}``, from 0.16.4; with ZeRO-3 from 0.19.4); pipeline
+(``"tensor_parallel": {"autotp_size": tp, "tp_overlap_comm": ...}``, from 0.16.4, the overlap
+from 0.16.6; with ZeRO-3 from 0.19.4); pipeline
 parallelism through the pipeline engine (``"pipeline": {"stages", "partition"}`` with the model
 built as a ``PipelineModule`` of as many stages, ZeRO <= 1, evenly split layers); ZeRO-3's
 hybrid sharding (``plan.dp_replicate``) as MiCS (``zero_optimization.mics_shard_size``).
@@ -85,8 +86,13 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
     if t.zero_grad_allreduce and p.zero_stage in (1, 2):
         cfg["zero_optimization"]["reduce_scatter"] = False
     if p.tp > 1:
-        cfg["tensor_parallel"] = {"autotp_size": p.tp}
-        notes.append("AutoTP training needs DeepSpeed >= 0.16.4"
+        # The input gradient's all-reduce beside the weight-gradient GEMM where the plan is
+        # costed so (AsyncColumnParallel, deepspeed/module_inject/layers.py), blocking after
+        # it otherwise (ColumnParallel, the default).
+        overlap_tp = t.async_tensor_model_parallel_allreduce
+        cfg["tensor_parallel"] = {"autotp_size": p.tp, "tp_overlap_comm": overlap_tp}
+        notes.append("AutoTP training needs DeepSpeed >= "
+                     + ("0.16.6 (tp_overlap_comm)" if overlap_tp else "0.16.4")
                      + (" (>= 0.19.4 with ZeRO-3)" if p.zero_stage == 3 else ""))
     if p.pp > 1:
         cfg["pipeline"] = {"stages": p.pp, "partition": "uniform"}
