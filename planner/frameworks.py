@@ -51,7 +51,9 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
         "megatron": _s("yes", "world / (tp * pp * cp)", f"{MEGATRON} megatron/training/arguments.py"),
         "torchtitan": _s("yes", "parallelism.data_parallel_replicate_degree / "
                          "data_parallel_shard_degree", f"{TITAN} torchtitan/config/job_config.py",
-                         "pure replicated DP (DDP) only when no other parallelism is used"),
+                         "pure replicated DP (DDP) only when no other parallelism is used, "
+                         "and with one micro-batch a step: its replicate() all-reduces every "
+                         "micro-batch's gradients (torchtitan never turns the sync off)"),
         "deepspeed": _s("yes", "world / model-parallel size", f"{DEEPSPEED} deepspeed/runtime/engine.py"),
     },
     "zero_1": {
@@ -178,9 +180,13 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
     "context_parallel": {
         "megatron": _s("yes", "--context-parallel-size, --cp-comm-type p2p",
                        f"{MEGATRON} megatron/core/model_parallel_config.py"),
-        "torchtitan": _s("yes", 'parallelism.context_parallel_degree, '
-                         'context_parallel_rotate_method = "alltoall"',
-                         f"{TITAN} torchtitan/config/job_config.py"),
+        "torchtitan": _s("yes", "parallelism.context_parallel_degree",
+                         f"{TITAN} torchtitan/distributed/context_parallel.py",
+                         "PyTorch's ring with its default rotation, the K,V all-gather "
+                         "(training.ring_attention 'torch_allgather'): v0.2.2's training path "
+                         "never applies context_parallel_rotate_method (only validate.py's "
+                         "create_context_parallel_ctx calls set_rotate_method); with ZeRO, "
+                         "since it shards the weights over the CP ranks whenever cp > 1"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/sequence/layer.py",
                         "Ulysses all-to-all only, no ring attention"),
     },
@@ -274,7 +280,8 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
     "fp8": {
         "megatron": _s("yes", "--fp8-format hybrid --fp8-recipe delayed|tensorwise|blockwise",
                        f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
-        "torchtitan": _s("yes", 'model.converters = ["float8"]', f"{TITAN} torchtitan/config/job_config.py",
+        "torchtitan": _s("yes", 'model.converters = ["quantize.linear.float8"]',
+                         f"{TITAN} torchtitan/components/quantization/float8.py",
                          "torchao scales each tensor by its current amax (delayed scaling was "
                          "removed, pytorch/ao#1680): training.fp8_recipe 'tensorwise'"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py", "no fp8 in the engine"),
@@ -417,6 +424,18 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         "async_op=True after the input-gradient GEMM and waits after the "
                         "weight-gradient GEMM, as Megatron-Core does (the flag true)"),
     },
+    "mixed_precision_without_sharding": {
+        "megatron": _s("yes", "--bf16 / --fp16", f"{MEGATRON} megatron/training/arguments.py",
+                       "16-bit training whatever the parallelism"),
+        "torchtitan": _s("partial", "training.mixed_precision_param",
+                         f"{TITAN} torchtitan/distributed/utils.py",
+                         "FSDP applies the mixed precision, autocast only DDP or one GPU: with "
+                         "TP or PP and nothing FSDP-sharded (dp shard x cp = 1) it trains in "
+                         "fp32 (maybe_enable_amp), unless the whole model is bf16 "
+                         "(training.dtype = \"bfloat16\": training.master_weights false)"),
+        "deepspeed": _s("yes", "bf16.enabled / fp16.enabled", f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "16-bit training whatever the parallelism"),
+    },
     "separate_column_parallel_inputs": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/transformer/mlp.py",
                        "one QKV GEMM (attention.py linear_qkv) and one fc1 GEMM a layer "
@@ -497,9 +516,14 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                        "(training.zero_grad_allreduce false)"),
         "torchtitan": _s("no", "", f"{TITAN} torchtitan/config/job_config.py",
                          "FSDP2 reduce-scatters the gradients"),
-        "deepspeed": _s("yes", "zero_optimization.reduce_scatter: false",
-                        f"{DEEPSPEED} deepspeed/runtime/zero/stage_1_and_2.py",
-                        "average_tensor all-reduces the bucket (gradient_reduction_w_predivide)"),
+        "deepspeed": _s("yes", "(always: zero_optimization.use_multi_rank_bucket_allreduce, "
+                        "true by default)", f"{DEEPSPEED} deepspeed/runtime/zero/stage_1_and_2.py",
+                        "since 0.12.4 average_tensor all-reduces each bucket even with "
+                        "reduce_scatter true (the ranks' slices combined and sent through "
+                        "allreduce_and_scatter: use_multi_rank_bucket_allreduce, "
+                        "zero/config.py), and with reduce_scatter false too "
+                        "(gradient_reduction_w_predivide): it runs ZeRO-1/2 plans only costed "
+                        "with training.zero_grad_allreduce, which a DeepSpeed search sets"),
     },
     "grad_reduce_dtype": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/distributed/distributed_data_parallel_config.py",
@@ -694,6 +718,19 @@ def _rules():
          "gathers the weights every micro-batch)", lambda c: (z(c) == 2) & (c["m"] > 1)),
         ("torchtitan", "data_parallel", "plain data parallelism (DDP) together with tp, pp or cp",
          lambda c: (z(c) == 0) & (c["dp"] > 1) & (c["tp"] * c["pp"] * c["cp"] > 1)),
+        ("torchtitan", "data_parallel", "plain data parallelism (DDP) with gradient accumulation "
+         "(its replicate() all-reduces every micro-batch's gradients, the plan one a step: "
+         "torchtitan/models/llama3/infra/parallelize.py apply_ddp, no no_sync)",
+         lambda c: (z(c) == 0) & (c["dp"] > 1) & (c["m"] > 1)),
+        ("torchtitan", "context_parallel", "context parallelism without ZeRO (torchtitan shards "
+         "the weights over the CP ranks whenever cp > 1: ParallelDims.fsdp_enabled is "
+         "dp_shard_enabled or cp_enabled)", lambda c: (z(c) == 0) & (c["cp"] > 1)),
+        ("torchtitan", "mixed_precision_without_sharding", "16-bit or fp8 training with TP or "
+         "PP and nothing FSDP-sharded (dp shard x cp = 1): torchtitan then trains in fp32 "
+         "(distributed/utils.py maybe_enable_amp: 'Mixed precision training is disabled'); "
+         "only training.master_weights false, its training.dtype bfloat16, trains in bf16 there",
+         lambda c: ((c["tp"] > 1) | (c["pp"] > 1)) & (_titan_shard(c) * c["cp"] == 1)
+         & np.full(c["n"], c["mixed"] and not c["pure_bf16"])),
         ("torchtitan", "tensor_parallel", "tensor parallelism without sequence parallelism",
          lambda c: (c["tp"] > 1) & (c["sp"] == 0)),
         ("torchtitan", "recompute_selective", "selective recompute of Megatron-LM's modules "
@@ -800,6 +837,10 @@ def _rules():
         ("torchtitan", "zero_grad_allreduce", "ZeRO-1/2 all-reducing the gradients "
          "(training.zero_grad_allreduce; FSDP2 reduce-scatters them)",
          lambda c: c["zero_ar"] & ((z(c) == 1) | (z(c) == 2))),
+        ("deepspeed", "zero_grad_allreduce", "ZeRO-1/2 reduce-scattering the gradients "
+         "(DeepSpeed all-reduces every bucket since 0.12.4: zero_optimization."
+         "use_multi_rank_bucket_allreduce; training.zero_grad_allreduce)",
+         lambda c: ~c["zero_ar"] & ((z(c) == 1) | (z(c) == 2)) & (c["nd"] > 1)),
         *[(fw, "grad_reduce_dtype", "a gradient reduction in another dtype than the "
            "gradients accumulate in (training.grad_reduce_dtype)",
            lambda c: np.full(c["n"], c["grad_cast"])) for fw in ("megatron", "deepspeed")],
@@ -834,9 +875,10 @@ def _rules():
         ("megatron", "context_parallel", "PyTorch's ring attention (training.ring_attention "
          "'torch' or 'torch_allgather'; Megatron-Core runs Transformer Engine's)",
          lambda c: (c["cp"] > 1) & (c["ring"] != "te")),
-        ("torchtitan", "context_parallel", "Transformer Engine's ring attention "
-         "(training.ring_attention 'te'; torchtitan runs PyTorch's context_parallel, "
-         "'torch')", lambda c: (c["cp"] > 1) & (c["ring"] == "te")),
+        ("torchtitan", "context_parallel", "a ring attention other than PyTorch's with its "
+         "default K,V all-gather (training.ring_attention 'te' or 'torch'; torchtitan v0.2.2 "
+         "trains with PyTorch's context_parallel and never sets its rotate method: "
+         "'torch_allgather')", lambda c: (c["cp"] > 1) & (c["ring"] != "torch_allgather")),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
         ("deepspeed", "interleaved_schedule", "an interleaved pipeline schedule",
          lambda c: c["vpp"] > 1),
@@ -855,7 +897,8 @@ def _rules():
         ("torchtitan", "expert_parallel", "this expert layout (EP borrows from FSDP and TP: "
          "with etp 1, ep a multiple of cp * tp up to dp_shard * cp * tp; with etp = tp, of cp up "
          "to dp_shard * cp; dp_shard = dp, or one replica's, where FSDP runs: ZeRO-2/3, or "
-         "ZeRO-1 under a pipeline; else 1)", _titan_ep_refused),
+         "ZeRO-1 under a pipeline; else 1; and dp_shard * cp above 1, whose FSDP mesh the "
+         "experts are sharded from)", _titan_ep_refused),
         ("deepspeed", "expert_parallel", "expert parallelism (DeepSpeed sets ep_size in the "
          "model code, deepspeed.moe.layer.MoE)", lambda c: c["ep"] * c["etp"] > 1),
         ("megatron", "moe_a2a_overlap", "EP all-to-all overlap here (Megatron-Core asserts "
@@ -875,16 +918,26 @@ def _rules():
     ]
 
 
+def _titan_shard(c) -> np.ndarray:
+    """torchtitan's data_parallel_shard_degree for each plan: the data-parallel degree
+    wherever it runs FSDP (ZeRO-2/3, and ZeRO-1 under a pipeline), one replica's under HSDP;
+    else 1."""
+    fsdp = (c["zero"] >= 2) | ((c["zero"] == 1) & (c["pp"] > 1))
+    return np.where(fsdp, c["dp"] // c["rep"], 1)
+
+
 def _titan_ep_refused(c) -> np.ndarray:
     """torchtitan v0.2.2's expert mesh (``ParallelDims``): efsdp = dp_shard * cp * tp /
-    (etp * ep), with etp in {1, tp}; dp_shard is the data-parallel degree wherever it runs
-    FSDP (ZeRO-2/3, and ZeRO-1 under a pipeline), one replica's under HSDP."""
+    (etp * ep), with etp in {1, tp}; and its MoE models (deepseek_v3, llama4) build the
+    experts' sharding from the "fsdp" mesh whenever ep > 1 (``parallelize``: ``if
+    parallel_dims.fsdp_enabled or parallel_dims.ep_enabled: ... get_mesh(["fsdp"])``), which
+    raises where dp_shard * cp is 1."""
     ep, etp, tp, cp = c["ep"], c["etp"], c["tp"], c["cp"]
-    fsdp = (c["zero"] >= 2) | ((c["zero"] == 1) & (c["pp"] > 1))
-    shard = np.where(fsdp, c["dp"] // c["rep"], 1)
+    shard = _titan_shard(c)
     unit = np.where(etp == 1, cp * tp, cp)
     top = np.where(etp == 1, shard * cp * tp, shard * cp)
-    ok = (ep == 1) & (etp == 1) | ((ep % unit == 0) & (ep <= top) & ((etp == 1) | (etp == tp)))
+    ok = (ep == 1) & (etp == 1) | ((ep % unit == 0) & (ep <= top) & ((etp == 1) | (etp == tp))
+                                   & (shard * cp > 1))
     return ~ok
 
 
@@ -911,6 +964,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_reduce": (training.grad_reduce_dtype or training.grad_dtype) == "bf16",
             "bf16": np.full(len(plans), training.precision == "bf16"),
+            "mixed": training.precision in ("bf16", "fp16", "fp8"),
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
             "async_ar": np.full(len(plans), training.async_tensor_model_parallel_allreduce),
             "col_inputs": np.full(len(plans), training.tp_column_parallel_inputs),

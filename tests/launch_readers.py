@@ -239,7 +239,9 @@ def deepspeed_plan(cfg: dict, world: int, num_layers: int) -> dict:
     dp = world // (tp * pp)
     mbs = cfg["train_micro_batch_size_per_gpu"]
     m = cfg["gradient_accumulation_steps"]
-    assert cfg["train_batch_size"] == mbs * m * dp
+    # DeepSpeed's batch check: micro-batch x accumulation x its world size, every rank
+    # without an mpu (AutoTP), the data-parallel ranks under the pipeline engine's.
+    assert cfg["train_batch_size"] == mbs * m * dp * tp
     # MiCS (zero/mics.py, mics_utils.py): ZeRO-3 shard groups of mics_shard_size
     # consecutive global ranks, replicated across the others.
     shard = cfg["zero_optimization"].get("mics_shard_size", -1)

@@ -56,5 +56,7 @@ def test_megatron_runs_the_recipe_it_was_costed_with():
     assert "--fp8-recipe" not in with_launch(est, M8, H100, tr).launch.megatron_args
     # torchao's float8 training scales by the current amax: torchtitan runs tensorwise only.
     assert "torchtitan" not in est.frameworks
-    titan = estimate(M8, H100, tr.model_copy(update={"fp8_recipe": "tensorwise"}), plan)
+    # (one micro-batch a step, which its DDP needs: it all-reduces every micro-batch's)
+    titan = estimate(M8, H100, tr.model_copy(update={"fp8_recipe": "tensorwise",
+                                                     "global_batch_size": 8}), plan)
     assert "torchtitan" in titan.frameworks

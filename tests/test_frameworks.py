@@ -33,12 +33,23 @@ DTENSOR_TP = {**FSDP2, "async_tensor_model_parallel_allreduce": False}
 # in fp32, bf16 optimizer states.
 PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduce_dtype": "fp32",
              "optimizer_state_dtype": "bf16"}
+# One micro-batch a step (16 sequences over dp 16).
+ONE_MB = {"global_batch_size": 16}
 
 
 @pytest.mark.parametrize("plan_fields,training,frameworks", [
     # Plain data parallelism: every framework, but DeepSpeed, whose bf16 optimizer copies
-    # every micro-batch's gradients into fp32 (see the next test).
-    (dict(dp=16, zero_stage=0), {}, ["megatron", "torchtitan"]),
+    # every micro-batch's gradients into fp32 (see the next test); torchtitan with one
+    # micro-batch a step only: its replicate() all-reduces every micro-batch's gradients.
+    (dict(dp=16, zero_stage=0), ONE_MB, ["megatron", "torchtitan"]),
+    (dict(dp=16, zero_stage=0), {}, ["megatron"]),
+    # torchtitan shards the weights over the CP ranks whenever cp > 1: no ZeRO-0 with CP.
+    (dict(dp=8, cp=2, zero_stage=0), {**ONE_MB, "ring_attention": "torch_allgather"}, []),
+    # Without anything FSDP-sharded, torchtitan runs TP or PP plans in fp32 (its autocast is
+    # for DDP and one GPU only); with FSDP over two replicas' worth of ranks it runs them.
+    (dict(dp=1, tp=8, pp=2, zero_stage=0, sequence_parallel=True), DTENSOR_TP, []),
+    (dict(dp=2, tp=8, zero_stage=3, sequence_parallel=True), {**ONE_MB, **DTENSOR_TP},
+     ["torchtitan"]),
     # ZeRO-1 is Megatron's distributed optimizer and DeepSpeed stage 1; FSDP has no ZeRO-1.
     (dict(dp=16, zero_stage=1), {}, ["megatron"]),
     # ZeRO-3 without model parallelism: Megatron-FSDP and DeepSpeed with flat buffers;
@@ -68,7 +79,8 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
     # (PyTorch's, training.ring_attention 'torch'), not DeepSpeed.
     (dict(dp=8, cp=2, zero_stage=3), {}, ["megatron"]),
     (dict(dp=8, cp=2, zero_stage=3), FSDP2, []),
-    (dict(dp=8, cp=2, zero_stage=3), {**FSDP2, "ring_attention": "torch"}, ["torchtitan"]),
+    # v0.2.2's training never sets the rotate method: PyTorch's default all-gather only.
+    (dict(dp=8, cp=2, zero_stage=3), {**FSDP2, "ring_attention": "torch"}, []),
     (dict(dp=8, cp=2, zero_stage=3), {**FSDP2, "ring_attention": "torch_allgather"},
      ["torchtitan"]),
     (dict(dp=8, cp=2, zero_stage=3), {"ring_attention": "torch"}, []),
@@ -87,7 +99,7 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
     (dict(dp=16, zero_stage=0, recompute="full", recompute_num_layers=4), {}, ["megatron"]),
     # torchtitan's eager model code (compile off): torchtitan, and DeepSpeed, which runs the
     # model code's kernels; Megatron fuses RoPE and SwiGLU.
-    (dict(dp=16, zero_stage=0), {"eager_elementwise": True}, ["torchtitan"]),
+    (dict(dp=16, zero_stage=0), {**ONE_MB, "eager_elementwise": True}, ["torchtitan"]),
     # Plain PyTorch attention (no FlashAttention, scale, mask and softmax apart): Megatron
     # with --no-masked-softmax-fusion, not torchtitan's SDPA; with FlashAttention the field
     # changes nothing.
@@ -114,14 +126,15 @@ PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduc
     (dict(dp=16, zero_stage=1), {"grad_dtype": "bf16", "zero_grad_allreduce": True,
                                  "overlap_param_gather": False}, ["deepspeed"]),
     (dict(dp=16, zero_stage=1), {"grad_dtype": "bf16", "zero_grad_allreduce": True}, []),
-    (dict(dp=16, zero_stage=0), {"zero_grad_allreduce": True}, ["megatron", "torchtitan"]),
+    (dict(dp=16, zero_stage=0), {**ONE_MB, "zero_grad_allreduce": True},
+     ["megatron", "torchtitan"]),
     # A full recompute that reruns the embedding and the LM head (Aleph Alpha's every_layer
     # checkpointing): Megatron and torchtitan recompute the transformer layers only; a
     # DeepSpeed PipelineModule may checkpoint its head. Without full recompute it is moot.
     (dict(dp=16, zero_stage=0, recompute="full"), {"recompute_head": True}, []),
     (dict(dp=16, zero_stage=1, recompute="full"),
      {"recompute_head": True, **BF16_OPTIMIZER}, ["deepspeed"]),
-    (dict(dp=16, zero_stage=0), {"recompute_head": True}, ["megatron", "torchtitan"]),
+    (dict(dp=16, zero_stage=0), {**ONE_MB, "recompute_head": True}, ["megatron", "torchtitan"]),
     # No fp32 master weights: torchtitan's training.dtype "bfloat16", which keeps gradients
     # and Adam's moments in bf16 too and reduces the gradients in fp32 (FSDP2 casting back);
     # Megatron keeps an fp32 (or fp16) copy, DeepSpeed a bf16 one. Any other pure-bf16 mix
@@ -213,17 +226,23 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
     one costs its whole time, per layer and micro-batch twice (QKV and MLP-up), and only
     DeepSpeed runs that plan as predicted; DeepSpeed runs the overlapped one too, with
     ``tensor_parallel.tp_overlap_comm`` (AsyncColumnParallel, from 0.16.6), and its config
-    says which. With sequence parallelism (next test) the flag says
-    whether the backward re-gathers the input beside the dgrad GEMM and reduce-scatters its
-    gradient beside the wgrad GEMM (Megatron) or keeps the gathered input and blocks."""
+    says which (Megatron runs it where its ZeRO-1 is costed reduce-scattering). With
+    sequence parallelism (next test) the flag says whether the backward re-gathers the input
+    beside the dgrad GEMM and reduce-scatters its gradient beside the wgrad GEMM (Megatron) or
+    keeps the gathered input and blocks."""
     from planner.cost.tables import cost_tables, overlapped
 
     p = ParallelPlan(dp=4, tp=4, micro_batch_size=1, zero_stage=1)
+    # (ZeRO-1 all-reducing its gradients, as DeepSpeed's does; Megatron's distributed
+    # optimizer reduce-scatters them)
     blocking = TR.model_copy(update={"async_tensor_model_parallel_allreduce": False,
-                                     "grad_dtype": "bf16", "overlap_param_gather": False})
+                                     "grad_dtype": "bf16", "overlap_param_gather": False,
+                                     "zero_grad_allreduce": True})
     overlap = blocking.model_copy(update={"async_tensor_model_parallel_allreduce": True})
     a, b = estimate(M8, C16, overlap, p), estimate(M8, C16, blocking, p)
-    assert a.frameworks == ["megatron", "deepspeed"] and b.frameworks == ["deepspeed"]
+    assert a.frameworks == ["deepspeed"] and b.frameworks == ["deepspeed"]
+    assert estimate(M8, C16, overlap.model_copy(update={"zero_grad_allreduce": False}),
+                    p).frameworks == ["megatron"]
     for est, tr, overlapped_tp in ((a, overlap, True), (b, blocking, False)):
         cfg = with_launch(est, M8, C16, tr).launch.deepspeed_config
         assert cfg["tensor_parallel"] == {"autotp_size": 4, "tp_overlap_comm": overlapped_tp}
@@ -420,7 +439,7 @@ def test_deepspeed_runs_bf16_pipelines_only_with_zero():
     which adds every micro-batch's gradients into a buffer of its own: not costed, so refused;
     with ZeRO-1 the same plan runs on its ZeRO optimizer."""
     tr = TR.model_copy(update={"grad_dtype": "bf16", "overlap_grad_reduce": False,
-                               "overlap_param_gather": False})
+                               "overlap_param_gather": False, "zero_grad_allreduce": True})
     for zero, refused in ((0, True), (1, False)):
         p = ParallelPlan(dp=8, pp=2, zero_stage=zero, micro_batch_size=1)
         est = estimate(M8, C16, tr, p)

@@ -11,6 +11,7 @@ import pytest
 
 from planner.cost import EfficiencyModel, estimate
 from planner.cost.tables import CostTables
+from planner.frameworks import reasons_by_framework
 from planner.launch import with_launch
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 
@@ -45,18 +46,25 @@ def test_plain_data_parallelism_and_zero_3_do_not_move(plan):
 
 
 def test_deepspeeds_config_turns_its_reduce_scatter_off():
-    # bf16 gradients: DeepSpeed's ZeRO-1 optimizer, which reduce-scatters them unless told
-    # not to (with fp32 ones it would be its BF16_Optimizer, which all-reduces them anyway).
+    # bf16 gradients: DeepSpeed's ZeRO-1 optimizer (with fp32 ones it would be its
+    # BF16_Optimizer, which all-reduces them anyway). Since 0.12.4 it all-reduces each bucket
+    # even with reduce_scatter on (average_tensor: use_multi_rank_bucket_allreduce, true by
+    # default), so it runs only the plan costed all-reducing; its config says reduce_scatter
+    # false, the path that all-reduces each bucket whole.
     plan = ParallelPlan(dp=16, zero_stage=1, micro_batch_size=1)
     bf16 = {"grad_dtype": "bf16"}
-    for training, flag in ((TR.model_copy(update=bf16), None),
-                           (AR.model_copy(update=bf16), False)):
-        est = with_launch(estimate(M8, C16, training, plan), M8, C16, training)
-        assert "deepspeed" in est.frameworks
-        cfg = est.launch.deepspeed_config
-        assert cfg["zero_optimization"].get("reduce_scatter") is flag
-        assert cfg["data_types"] == {"grad_accum_dtype": "bf16"}
-        assert cfg["communication_data_type"] == "bf16"
+    scattered = estimate(M8, C16, TR.model_copy(update=bf16), plan)
+    assert "deepspeed" not in scattered.frameworks
+    why = reasons_by_framework(plan, scattered.grad_accum_steps, True,
+                               TR.model_copy(update=bf16))["deepspeed"]
+    assert any("use_multi_rank_bucket_allreduce" in r for r in why), why
+    training = AR.model_copy(update=bf16)
+    est = with_launch(estimate(M8, C16, training, plan), M8, C16, training)
+    assert "deepspeed" in est.frameworks
+    cfg = est.launch.deepspeed_config
+    assert cfg["zero_optimization"].get("reduce_scatter") is False
+    assert cfg["data_types"] == {"grad_accum_dtype": "bf16"}
+    assert cfg["communication_data_type"] == "bf16"
 
 
 def test_deepspeeds_config_accumulates_and_reduces_in_the_costed_dtypes():
@@ -94,7 +102,8 @@ def test_deepspeeds_config_reduces_in_the_buckets_the_plan_is_costed_with():
     # buckets of max(4e7, 1e6 x 16) = 40M parameters, 201 of them, the last one exposed; the
     # config sets DeepSpeed's buckets (5e8 elements by default, 17 of them) to the same.
     plan = ParallelPlan(dp=16, zero_stage=2, micro_batch_size=1)
-    training = TR.model_copy(update={"overlap_grad_reduce": True, "grad_dtype": "bf16"})
+    training = TR.model_copy(update={"overlap_grad_reduce": True, "grad_dtype": "bf16",
+                                     "zero_grad_allreduce": True})
     est = with_launch(estimate(M8, C16, training, plan), M8, C16, training)
     assert "deepspeed" in est.frameworks
     zero = est.launch.deepspeed_config["zero_optimization"]

@@ -248,7 +248,7 @@ def test_random_hybrid_plans_read_back_exactly():
         # ZeRO-1/2 gather after the step, full recompute or none).
         training = training.model_copy(update=[{}, {
             "zero3_per_parameter": True, "async_tensor_model_parallel_allreduce": False,
-            "ring_attention": "torch"}, {
+            "ring_attention": "torch_allgather"}, {
             "zero3_per_parameter": False, "overlap_param_gather": False, "precision": "bf16",
             "microbatch_grad_copy": False}][tried % 3])
         if tried % 3 == 2 and base.recompute != "none":

@@ -140,22 +140,33 @@ def random_plan(rng: random.Random):
                                 precision=rng.choice(["bf16", "bf16", "fp8", "fp16"]))
         # DeepSpeed's bf16 optimizer copies every micro-batch's gradients into fp32 and
         # all-reduces them after the backward: half the bf16 models train that way, and a
-        # quarter of the models keep bf16 gradients, as DeepSpeed's ZeRO optimizer does; both
-        # gather the updated weights after the optimizer step, as DeepSpeed does.
+        # quarter of the models keep bf16 gradients and all-reduce them, as DeepSpeed's ZeRO
+        # optimizer does; both gather the updated weights after the optimizer step, as
+        # DeepSpeed does.
         # ... and its AutoTP all-reduces the backward's input gradients synchronously: a third
         # of the models are costed with that blocking all-reduce.
         # Half the models shard with FSDP2's per-parameter copies (torchtitan's FSDP), and half
         # the fp8 ones scale per tensor by the current amax (torchao's float8, Megatron-LM's
         # tensorwise recipe); a third keep 1/tp of each checkpointed input where that applies.
+        # A third of the models reduce a pipeline's gradients after each stage's last backward
+        # (how torchtitan's and DeepSpeed's pipelines run; Megatron-LM refuses it), and a
+        # quarter of the bf16 ones keep no master copy (torchtitan's training.dtype bfloat16,
+        # what it needs to train TP or PP plans without FSDP in bf16).
         copy = layers % 2 == 0 and training.precision == "bf16"
+        pure = heads == 32 and layers % 2 == 1 and training.precision == "bf16"
         training = training.model_copy(update={
-            "microbatch_grad_copy": copy, "zero_grad_allreduce": copy,
+            "microbatch_grad_copy": copy, "zero_grad_allreduce": copy or layers % 4 == 1,
             "overlap_grad_reduce": not copy, "overlap_param_gather": layers % 4 != 1 and not copy,
             "grad_dtype": "bf16" if layers % 4 == 1 else "fp32",
             "async_tensor_model_parallel_allreduce": layers % 3 != 0,
             "zero3_per_parameter": heads != 16,
             "fp8_recipe": "tensorwise" if layers % 2 else "delayed",
-            "distribute_saved_activations": layers % 3 == 1})
+            "distribute_saved_activations": layers % 3 == 1,
+            "grad_reduce_after_last_backward": layers % 3 == 2})
+        if pure:
+            training = training.model_copy(update={
+                "master_weights": False, "grad_dtype": "bf16", "grad_reduce_dtype": "fp32",
+                "optimizer_state_dtype": "bf16", "zero3_per_parameter": True})
         tp, pp, cp = rng.choice([1, 2, 4]), rng.choice([1, 2, 3, 4, 8]), rng.choice([1, 1, 2])
         n = cluster.num_gpus
         if n % (tp * pp * cp):
@@ -169,6 +180,21 @@ def random_plan(rng: random.Random):
                             if recompute == "full" else None,
                             zero_stage=rng.choice([0, 1, 2, 3]) if dp * cp > 1 else 0,
                             sequence_parallel=tp > 1 and rng.random() < 0.7)
+        if heads == 8 and layers % 2 == 0 and dp * cp > 1:
+            # A sixth of the models run as torchtitan runs a plan: bf16 under FSDP2 (ZeRO-3,
+            # ZeRO-1 under a pipeline, reduced after each stage's last backward), DTensor's
+            # sequence-parallel TP, PyTorch's ring, recompute none or full.
+            training = training.model_copy(update={
+                "precision": "bf16", "zero3_per_parameter": True,
+                "async_tensor_model_parallel_allreduce": False,
+                "ring_attention": "torch_allgather",
+                "grad_reduce_after_last_backward": True, "microbatch_grad_copy": False,
+                "zero_grad_allreduce": False, "grad_dtype": "fp32"})
+            plan = plan.model_copy(update={
+                "zero_stage": 3 if pp == 1 else 1, "sequence_parallel": tp > 1,
+                "recompute": "none" if recompute == "selective" else recompute,
+                "recompute_num_layers": None})
+            plan = ParallelPlan.model_validate(plan.model_dump())
         if not plan_violations(plan, model, cluster, training):
             return model, cluster, training, plan
 

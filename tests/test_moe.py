@@ -237,8 +237,16 @@ def test_frameworks_that_cannot_run_a_moe_plan_say_why():
     # TP runs as DTensor's: costed with the blocking reduce-scatters.)
     blocking = TRAIN.model_copy(update={"async_tensor_model_parallel_allreduce": False,
                                         "moe_expert_gemm": "grouped"})
-    assert reasons_by_framework(ParallelPlan(dp=1, tp=2, pp=4, ep=2, sequence_parallel=True),
-                                2, True, blocking, moe=True)["torchtitan"] == []
+    # Nothing FSDP-sharded (dp shard x cp = 1): its MoE models build the experts' sharding
+    # from the FSDP mesh, which does not exist then, and it would train in fp32.
+    alone = reasons_by_framework(ParallelPlan(dp=1, tp=2, pp=4, ep=2, sequence_parallel=True),
+                                 2, True, blocking, moe=True)["torchtitan"]
+    assert any("expert layout" in x for x in alone) and any("fp32" in x for x in alone)
+    piped = blocking.model_copy(update={"grad_reduce_after_last_backward": True,
+                                        "zero3_per_parameter": True})
+    assert reasons_by_framework(ParallelPlan(dp=2, tp=2, pp=2, ep=2, zero_stage=1,
+                                             sequence_parallel=True),
+                                2, True, piped, moe=True)["torchtitan"] == []
     assert any("expert layout" in x for x in
                reasons(dp=2, tp=2, pp=2, ep=4, sequence_parallel=True)["torchtitan"])
     # How the experts' GEMMs launch: Megatron-Core's TE GroupedLinear one per expert,

@@ -154,7 +154,7 @@ def test_deepspeeds_pipeline_config_reduces_after_the_schedule():
 
     train = TrainingSpec(global_batch_size=64, seq_length=4096, precision="bf16",
                          grad_dtype="bf16", overlap_param_gather=False,
-                         grad_reduce_after_last_backward=True)
+                         grad_reduce_after_last_backward=True, zero_grad_allreduce=True)
     for pp, overlap in ((2, False), (1, True)):
         plan = ParallelPlan(dp=16 // pp, pp=pp, micro_batch_size=1, recompute="full",
                             zero_stage=1)

@@ -62,8 +62,12 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
     # ReduceGrads, and only the pending buckets are flushed (deepspeed/runtime/zero/
     # stage_1_and_2.py reduce_gradients, reduce_ready_partitions_and_remove_grads).
     overlap = t.overlap_grad_reduce and p.pp == 1
+    # Without an mpu, DeepSpeed's config takes every rank for a data-parallel one (config.py
+    # world_size = dist.get_world_size()) and asserts train_batch_size = micro-batch x
+    # accumulation x world size, so AutoTP's tp ranks count in it (the pipeline engine passes
+    # its own mpu, whose data-parallel size is dp).
     cfg: dict = {
-        "train_batch_size": t.global_batch_size,
+        "train_batch_size": t.global_batch_size * p.tp,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,
         "gradient_accumulation_steps": p.grad_accum_steps,
         "zero_optimization": {"stage": p.zero_stage, "overlap_comm": overlap,
@@ -84,6 +88,9 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
         cfg["zero_optimization"].update({"reduce_bucket_size": bucket,
                                          "allgather_bucket_size": bucket})
     if t.zero_grad_allreduce and p.zero_stage in (1, 2):
+        # Both of ZeRO-1/2's paths all-reduce (average_tensor: use_multi_rank_bucket_allreduce
+        # by default, or gradient_reduction_w_predivide without reduce_scatter); this one
+        # all-reduces each bucket whole, as costed.
         cfg["zero_optimization"]["reduce_scatter"] = False
     if p.tp > 1:
         # The input gradient's all-reduce beside the weight-gradient GEMM where the plan is
@@ -91,6 +98,9 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
         # it otherwise (ColumnParallel, the default).
         overlap_tp = t.async_tensor_model_parallel_allreduce
         cfg["tensor_parallel"] = {"autotp_size": p.tp, "tp_overlap_comm": overlap_tp}
+        notes.append(f"train_batch_size {t.global_batch_size * p.tp} counts each sequence once "
+                     f"per AutoTP rank, as DeepSpeed's batch check does without an mpu: the "
+                     f"global batch is {t.global_batch_size} sequences")
         notes.append("AutoTP training needs DeepSpeed >= "
                      + ("0.16.6 (tp_overlap_comm)" if overlap_tp else "0.16.4")
                      + (" (>= 0.19.4 with ZeRO-3)" if p.zero_stage == 3 else ""))

@@ -12,18 +12,19 @@ else is parallel), 3 is FSDP resharding after forward (``data_parallel_shard_deg
 ``fsdp_reshard_after_forward = "always"``), 2 keeps the gathered weights between forward and
 backward (``"never"``; the planner's ZeRO-2 only with one micro-batch), 1 is FSDP under a
 pipeline (``"default"``: not resharded after forward when PP is on, and
-torch.distributed.pipelining reduce-scatters the gradients at the last micro-batch, so the
-weights are gathered and the gradients reduced once a step, ZeRO-1's traffic and memory;
-ZeRO-2/3 with a pipeline only with one micro-batch); hybrid sharding
+torch.distributed.pipelining reduce-scatters the gradients after each stage's last backward, so
+the weights are gathered and the gradients reduced once a step, ZeRO-1's traffic and memory;
+no ZeRO-2/3 with a pipeline); hybrid sharding
 (``plan.dp_replicate``) is HSDP, ``data_parallel_replicate_degree`` replicas of
 ``data_parallel_shard_degree`` ranks. Pipelines use
 ``Interleaved1F1B`` with virtual stages, ``GPipe`` when there are fewer micro-batches than stages
 (``Schedule1F1B`` refuses that; the orders coincide) and ``1F1B`` otherwise; a layout other than
 the default even split of layers plus embedding and loss is given as
 ``module_fqns_per_model_part`` (the modules of each virtual stage, torchtitan's Llama naming:
-``tok_embeddings``, ``layers.<i>``, ``norm``, ``output``). Context parallelism rotates K and V
-around the ring (``context_parallel_rotate_method = "alltoall"``; "allgather" where
-``training.ring_attention`` is 'torch_allgather'). MoE models get
+``tok_embeddings``, ``layers.<i>``, ``norm``, ``output``). Context parallelism all-gathers K
+and V, PyTorch's default rotation, which v0.2.2's training runs whatever
+``context_parallel_rotate_method`` says (it is applied by validate.py only; the config says
+"allgather"). MoE models get
 ``expert_parallel_degree`` and ``expert_tensor_parallel_degree`` (v0.2.2's ``Parallelism``;
 the expert degrees it accepts are checked in ``planner.frameworks``).
 """
@@ -84,8 +85,9 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
     if p.tp > 1:
         parallelism["enable_async_tensor_parallel"] = False
     if p.cp > 1:
-        parallelism["context_parallel_rotate_method"] = (
-            "allgather" if ctx.training.ring_attention == "torch_allgather" else "alltoall")
+        # What v0.2.2's training runs whatever this key says (it never applies it): PyTorch's
+        # default rotation, the K,V all-gather (training.ring_attention 'torch_allgather').
+        parallelism["context_parallel_rotate_method"] = "allgather"
     if p.pp > 1:
         m = p.grad_accum_steps
         parallelism["pipeline_parallel_schedule"] = (
@@ -127,7 +129,9 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         # selective recompute is the per-op policy (frameworks refuse any other for torchtitan).
         sections["activation_checkpoint"]["selective_ac_option"] = "op"
     if t.precision == "fp8":
-        sections["model"] = {"converters": ["float8"]}
+        # v0.2.2 registers torchao's Float8Linear as "quantize.linear.float8"
+        # (components/quantization/float8.py; an unregistered name fails at start-up).
+        sections["model"] = {"converters": ["quantize.linear.float8"]}
         if t.fp8_param_gather:
             sections["quantize.linear.float8"] = {"enable_fsdp_float8_all_gather": True}
     lines = [f"# torchtitan (v0.2.2) job config sections for dp={p.dp} tp={p.tp} pp={p.pp} "
