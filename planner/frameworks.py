@@ -507,8 +507,12 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          f"{TITAN} torchtitan/config/job_config.py",
                          "without loss parallel DTensor gathers the logits into one buffer "
                          "(no per-rank copies) before its fp32 loss; not costed so"),
-        "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
-                        "the loss is the model code's"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/module_inject/auto_tp.py",
+                        "AutoTP leaves every TP rank the whole logits (LmHeadLinearAllreduce "
+                        "all-reduces a row-parallel head's output; a head wrapped as a "
+                        "LinearLayer gathers its output), so the model code's loss runs over "
+                        "the full vocabulary (training.vocab_parallel_loss false, which a "
+                        "DeepSpeed search sets)"),
     },
     "zero_grad_allreduce": {
         "megatron": _s("no", "", f"{MEGATRON} megatron/core/distributed/param_and_grad_buffer.py",
@@ -664,9 +668,20 @@ def _rules():
          "--use-distributed-optimizer or FSDP)",
          lambda c: c["fp8_gather"] & (z(c) == 0)),
         ("torchtitan", "fp8_param_gather", "fp8 weight gathers without FSDP sharding the "
-         "weights (training.fp8_param_gather: enable_fsdp_float8_all_gather acts only with "
-         "dp_shard > 1, ZeRO-2/3 here)",
-         lambda c: c["fp8_gather"] & ~sharded(c)),
+         "weights over data-parallel ranks (training.fp8_param_gather: "
+         "enable_fsdp_float8_all_gather acts only with dp_shard > 1, ZeRO-2/3 here; sharding "
+         "over CP ranks alone gathers in 16 bits)",
+         lambda c: c["fp8_gather"] & ~((z(c) >= 2) & (_titan_shard(c) > 1))),
+        ("torchtitan", "fp8", "fp8 expert GEMMs (its float8 converter converts nn.Linear only: "
+         "the grouped experts run torch._grouped_mm in bf16; quantization/utils.py "
+         "module_filter_fn)", lambda c: np.full(c["n"], c["moe"] and c["fp8"])),
+        ("torchtitan", "moe_deepep_dispatch", "DeepEP without expert parallelism or with expert "
+         "tensor parallelism (its deepseek_v3 and llama4 parallelize raise: 'DeepEP requires "
+         "expert parallelism', 'DeepEP with Expert Tensor Parallelism (ETP) is not supported')",
+         lambda c: np.full(c["n"], c["moe"] and c["deepep"]) & ((c["ep"] == 1) | (c["etp"] > 1))),
+        ("torchtitan", "sequence_parallel", "a sequence length that 2 x tp x cp does not divide "
+         "(ParallelDims.seq_len_divisor, asserted by every model's parallelize)",
+         lambda c: c["seq"] % (2 * c["tp"] * c["cp"]) != 0),
         ("torchtitan", "fp8_param_gather", "fp8 weight gathers of routed experts "
          "(training.fp8_param_gather with a MoE model: Float8Linear converts nn.Linear only, "
          "the experts' grouped GEMMs gather in 16 bits)",
@@ -837,6 +852,10 @@ def _rules():
         ("torchtitan", "zero_grad_allreduce", "ZeRO-1/2 all-reducing the gradients "
          "(training.zero_grad_allreduce; FSDP2 reduce-scatters them)",
          lambda c: c["zero_ar"] & ((z(c) == 1) | (z(c) == 2))),
+        ("deepspeed", "vocab_parallel_loss", "a vocabulary-parallel loss under tensor "
+         "parallelism (AutoTP gives every TP rank the whole logits: training."
+         "vocab_parallel_loss false)",
+         lambda c: np.full(c["n"], not c["gathered_loss"]) & (c["tp"] > 1)),
         ("deepspeed", "zero_grad_allreduce", "ZeRO-1/2 reduce-scattering the gradients "
          "(DeepSpeed all-reduces every bucket since 0.12.4: zero_optimization."
          "use_multi_rank_bucket_allreduce; training.zero_grad_allreduce)",
@@ -965,6 +984,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "bf16_reduce": (training.grad_reduce_dtype or training.grad_dtype) == "bf16",
             "bf16": np.full(len(plans), training.precision == "bf16"),
             "mixed": training.precision in ("bf16", "fp16", "fp8"),
+            "deepep": training.moe_dispatcher == "deepep",
+            "seq": training.seq_length,
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
             "async_ar": np.full(len(plans), training.async_tensor_model_parallel_allreduce),
             "col_inputs": np.full(len(plans), training.tp_column_parallel_inputs),

@@ -161,10 +161,11 @@ def test_deepspeed_runs_bf16_zero_1_plans_with_their_gradient_copy(plan_fields):
     the all-reduce not overlapped) the plan is costed that way and DeepSpeed, only DeepSpeed,
     runs it as predicted. The copy costs 18 bytes a parameter per micro-batch over HBM."""
     p = ParallelPlan(micro_batch_size=1, **plan_fields)
-    # (AutoTP's backward all-reduce blocks: a TP plan runs on DeepSpeed only costed so.)
+    # (A TP plan: AutoTP's loss over the whole logits on every rank.)
     base = TR.model_copy(update={"async_tensor_model_parallel_allreduce": p.tp == 1,
                                  "zero_grad_allreduce": True, "overlap_grad_reduce": False,
-                                 "overlap_param_gather": False})
+                                 "overlap_param_gather": False,
+                                 "vocab_parallel_loss": p.tp == 1})
     copy = base.model_copy(update={"microbatch_grad_copy": True})
     fused, copied = estimate(M8, C16, base, p), estimate(M8, C16, copy, p)
     assert copied.frameworks == ["deepspeed"] and "deepspeed" not in fused.frameworks
@@ -237,11 +238,12 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
     # optimizer reduce-scatters them)
     blocking = TR.model_copy(update={"async_tensor_model_parallel_allreduce": False,
                                      "grad_dtype": "bf16", "overlap_param_gather": False,
-                                     "zero_grad_allreduce": True})
+                                     "zero_grad_allreduce": True, "vocab_parallel_loss": False})
     overlap = blocking.model_copy(update={"async_tensor_model_parallel_allreduce": True})
     a, b = estimate(M8, C16, overlap, p), estimate(M8, C16, blocking, p)
     assert a.frameworks == ["deepspeed"] and b.frameworks == ["deepspeed"]
-    assert estimate(M8, C16, overlap.model_copy(update={"zero_grad_allreduce": False}),
+    assert estimate(M8, C16, overlap.model_copy(update={"zero_grad_allreduce": False,
+                                                        "vocab_parallel_loss": True}),
                     p).frameworks == ["megatron"]
     for est, tr, overlapped_tp in ((a, overlap, True), (b, blocking, False)):
         cfg = with_launch(est, M8, C16, tr).launch.deepspeed_config
@@ -482,3 +484,35 @@ def test_a_torchtitan_search_with_tensor_parallelism_costs_dtensors_blocking_tp(
     body["training"]["async_tensor_model_parallel_allreduce"] = False
     found = plan(PlanRequest.model_validate(body))
     assert found.plans and all(p.tp == 4 and "torchtitan" in p.frameworks for p in found.plans)
+
+
+def test_torchtitan_v0_2_2_refuses_what_its_code_does_otherwise():
+    """Read in torchtitan v0.2.2: its float8 converter converts nn.Linear only (the grouped
+    experts stay bf16); deepseek_v3's and llama4's parallelize raise for DeepEP without EP or
+    with ETP; every model's parallelize asserts seq_len % (2 tp cp) == 0; and its fp8 weight
+    gathers act only where FSDP shards over data-parallel ranks (dp_shard > 1)."""
+    mixtral = ModelSpec.from_preset("mixtral-8x7b")
+
+    def titan(plan, model=M8, moe=False, **training):
+        tr = TR.model_copy(update={**FSDP2, "async_tensor_model_parallel_allreduce": False,
+                                   **training})
+        return reasons_by_framework(plan, 4, True, tr, moe=moe)["torchtitan"]
+
+    fsdp = ParallelPlan(dp=16, ep=8, zero_stage=3, micro_batch_size=1)
+    assert not any("fp8 expert" in r for r in titan(fsdp, mixtral, True))
+    assert any("fp8 expert" in r for r in titan(fsdp, mixtral, True, precision="fp8"))
+    assert not any("fp8 expert" in r for r in titan(ParallelPlan(dp=16, zero_stage=3),
+                                                    precision="fp8"))
+    deepep = {"moe_dispatcher": "deepep"}
+    assert not any("DeepEP" in r for r in titan(fsdp, mixtral, True, **deepep))
+    for p in (ParallelPlan(dp=16, zero_stage=3),
+              ParallelPlan(dp=8, tp=2, ep=8, etp=2, zero_stage=3, sequence_parallel=True)):
+        assert any("DeepEP" in r for r in titan(p, mixtral, True, **deepep))
+    tp4 = ParallelPlan(dp=4, tp=4, zero_stage=3, sequence_parallel=True)
+    assert not any("2 x tp x cp" in r for r in titan(tp4))
+    assert any("2 x tp x cp" in r for r in titan(tp4, seq_length=4100))
+    gather = {"precision": "fp8", "fp8_param_gather": True}
+    assert not any("fp8 weight gathers without" in r
+                   for r in titan(ParallelPlan(dp=16, zero_stage=3), **gather))
+    assert any("fp8 weight gathers without" in r
+               for r in titan(ParallelPlan(dp=1, cp=16, zero_stage=3), **gather))

@@ -180,6 +180,24 @@ def random_plan(rng: random.Random):
                             if recompute == "full" else None,
                             zero_stage=rng.choice([0, 1, 2, 3]) if dp * cp > 1 else 0,
                             sequence_parallel=tp > 1 and rng.random() < 0.7)
+        if layers % 4 == 1 and tp > 1:
+            # As DeepSpeed's AutoTP runs TP: every rank's loss over the whole logits.
+            training = training.model_copy(update={"vocab_parallel_loss": False})
+        if heads == 16 and layers % 3 == 0 and pp == 1 and cp == 1 and dp > 1:
+            # A ninth of the models run as DeepSpeed runs a plan: bf16 gradients all-reduced
+            # by its ZeRO optimizer, the weights gathered after the step, AutoTP's whole
+            # logits, no sequence parallelism, full recompute (its checkpoints partitioned
+            # over the TP ranks) or none.
+            training = training.model_copy(update={
+                "precision": "bf16", "grad_dtype": "bf16", "zero_grad_allreduce": True,
+                "overlap_param_gather": False, "microbatch_grad_copy": False,
+                "vocab_parallel_loss": False, "zero3_per_parameter": False,
+                "distribute_saved_activations": tp > 1})
+            plan = plan.model_copy(update={
+                "zero_stage": max(1, plan.zero_stage), "sequence_parallel": False,
+                "recompute": "full" if recompute != "none" else "none",
+                "recompute_num_layers": None})
+            plan = ParallelPlan.model_validate(plan.model_dump())
         if heads == 8 and layers % 2 == 0 and dp * cp > 1:
             # A sixth of the models run as torchtitan runs a plan: bf16 under FSDP2 (ZeRO-3,
             # ZeRO-1 under a pipeline, reduced after each stage's last backward), DTensor's
@@ -225,8 +243,8 @@ def test_random_plans_artifacts_describe_exactly_the_plan():
             with pytest.raises(NotRunnable):
                 render(est.launch, fw)
     assert all(n > 10 for n in runnable.values()), runnable
-    assert deepspeed_tp >= 1, deepspeed_tp      # AutoTP plans (1 with this seed; a golden too)
-    assert distributed >= 10, distributed       # (14 with this seed)
+    assert deepspeed_tp >= 10, deepspeed_tp     # AutoTP plans (27 with this seed; a golden too)
+    assert distributed >= 10, distributed       # (24 with this seed)
 
 
 def launcher_program(est) -> list[str]:

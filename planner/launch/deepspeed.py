@@ -107,7 +107,10 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
     if p.pp > 1:
         cfg["pipeline"] = {"stages": p.pp, "partition": "uniform"}
         notes.append(f"build the model as deepspeed.pipe.PipelineModule(num_stages={p.pp}, "
-                     "partition_method='uniform') over its transformer layers")
+                     "partition_method='type:<its decoder layer class>'), which splits the "
+                     "transformer layers evenly as costed ('uniform' counts the embedding and "
+                     "the head as layers too); the engine reads the stages from the "
+                     "PipelineModule, not this config's pipeline section")
     if t.precision in ("bf16", "fp8"):
         cfg["bf16"] = {"enabled": True}
     elif t.precision == "fp16":
@@ -121,7 +124,9 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
             "partition_activations": distributes_saved_input(t, p),
             "contiguous_memory_optimization": False}
         notes.append(f"recompute={p.recompute}: wrap the model's layers with "
-                     "deepspeed.checkpointing.checkpoint (DeepSpeed does not choose them)")
+                     "deepspeed.checkpointing.checkpoint (DeepSpeed does not choose them) and "
+                     "call deepspeed.checkpointing.configure(mpu, deepspeed_config=...) with "
+                     "this config, which applies its activation_checkpointing section only so")
         if cfg["activation_checkpointing"]["partition_activations"]:
             notes.append("partition_activations: pass an mpu whose model-parallel group is the "
                          f"{p.tp} tensor-parallel ranks to deepspeed.checkpointing.configure, "

@@ -21,13 +21,14 @@ from planner.specs import ModelSpec, TrainingSpec
 # beside the next forward (deepspeed/runtime/zero/stage_1_and_2.py ``step``), and all-reduce
 # their gradient buckets (``average_tensor``: ``use_multi_rank_bucket_allreduce``, true by
 # default since 0.12.4); its pipeline engine reduces at the end of the schedule
-# (``ReduceGrads``).
+# (``ReduceGrads``); and its AutoTP leaves every TP rank the whole logits
+# (``auto_tp.py``), so the loss runs over the full vocabulary.
 FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {
     "torchtitan": {"zero3_per_parameter": True, "ring_attention": "torch_allgather",
                    "hsdp_all_reduce_every_microbatch": True,
                    "grad_reduce_after_last_backward": True},
     "deepspeed": {"overlap_param_gather": False, "grad_reduce_after_last_backward": True,
-                  "zero_grad_allreduce": True}}
+                  "zero_grad_allreduce": True, "vocab_parallel_loss": False}}
 
 
 def model_implied_training(framework: str | None, model: Any) -> dict[str, Any]:
