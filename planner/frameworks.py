@@ -171,9 +171,11 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
         "megatron": _s("yes", "(1F1B clamps its warm-up)",
                        f"{MEGATRON} megatron/core/pipeline_parallel/schedules.py",
                        "not with the interleaved schedule"),
-        "torchtitan": _s("yes", 'parallelism.pipeline_parallel_schedule = "GPipe"',
-                         f"{TITAN} torch/distributed/pipelining/schedules.py",
-                         "Schedule1F1B refuses it; GPipe is the same order when m < pp"),
+        "torchtitan": _s("partial", 'parallelism.pipeline_parallel_schedule = "GPipe"',
+                         "torch/distributed/pipelining/schedules.py (PyTorch 2.13)",
+                         "Schedule1F1B refuses it; ScheduleGPipe runs every forward before "
+                         "any backward, so each stage holds all m micro-batches where the "
+                         "plan's 1F1B memory holds min(pp - i, m): one micro-batch only"),
         "deepspeed": _s("yes", "gradient_accumulation_steps",
                         f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py"),
     },
@@ -737,6 +739,10 @@ def _rules():
          "(its replicate() all-reduces every micro-batch's gradients, the plan one a step: "
          "torchtitan/models/llama3/infra/parallelize.py apply_ddp, no no_sync)",
          lambda c: (z(c) == 0) & (c["dp"] > 1) & (c["m"] > 1)),
+        ("torchtitan", "fewer_microbatches_than_stages", "2 to pp - 1 micro-batches a step "
+         "(the GPipe schedule it runs when there are fewer micro-batches than stages keeps "
+         "all of them in flight on every stage; the plan's 1F1B memory keeps pp - i on "
+         "stage i)", lambda c: (c["pp"] > 1) & (c["m"] > 1) & (c["m"] < c["pp"])),
         ("torchtitan", "context_parallel", "context parallelism without ZeRO (torchtitan shards "
          "the weights over the CP ranks whenever cp > 1: ParallelDims.fsdp_enabled is "
          "dp_shard_enabled or cp_enabled)", lambda c: (z(c) == 0) & (c["cp"] > 1)),

@@ -516,3 +516,18 @@ def test_torchtitan_v0_2_2_refuses_what_its_code_does_otherwise():
                    for r in titan(ParallelPlan(dp=16, zero_stage=3), **gather))
     assert any("fp8 weight gathers without" in r
                for r in titan(ParallelPlan(dp=1, cp=16, zero_stage=3), **gather))
+
+
+def test_torchtitan_runs_fewer_micro_batches_than_stages_only_one():
+    """With fewer micro-batches than stages torchtitan runs GPipe (Schedule1F1B refuses it),
+    which runs every forward before any backward: each stage holds all m micro-batches where
+    the plan's 1F1B memory holds min(pp - i, m). One micro-batch is the same either way."""
+    tr = TR.model_copy(update={**DTENSOR_TP, "grad_reduce_after_last_backward": True})
+    plan = ParallelPlan(dp=2, tp=2, pp=4, zero_stage=1, sequence_parallel=True,
+                        micro_batch_size=1)
+
+    def why(m):
+        return [r for r in reasons_by_framework(plan, m, True, tr)["torchtitan"]
+                if "GPipe" in r]
+    assert why(1) == [] and why(4) == [] and why(8) == []
+    assert why(2) and why(3)
