@@ -818,6 +818,11 @@ def _rules():
          "all-reduce their input gradients one by one, other than its fused QKV and fc1 "
          "(training.tp_column_parallel_inputs not 2)",
          lambda c: (c["col_inputs"] != 2) & (c["tp"] > 1) & (c["sp"] == 0)),
+        ("deepspeed", "separate_column_parallel_inputs", "column-parallel inputs other than "
+         "the ones AutoTP wraps for this model (training.tp_column_parallel_inputs: 5 for a "
+         "dense SwiGLU layer, its q, k, v, gate and up projections)",
+         lambda c: (c["col_inputs"] != c["autotp"]) & np.full(c["n"], c["autotp"] > 0)
+         & (c["tp"] > 1) & (c["sp"] == 0)),
         ("megatron", "blocking_tp_allreduce", "a blocking backward TP all-reduce or "
          "reduce-scatter (training.async_tensor_model_parallel_allreduce false; Megatron-Core "
          "overlaps it with the weight-gradient GEMM)",
@@ -975,16 +980,27 @@ def refusal_rules() -> list[dict]:
             for fw, cap, message, _ in RULES]
 
 
-def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool = False
-             ) -> dict:
+def autotp_column_inputs(model) -> int:
+    """The column-parallel linears DeepSpeed's AutoTP runs a layer of this model with, each
+    all-reducing its input gradient (``TrainingSpec.tp_column_parallel_inputs``), where the
+    planner knows them: 5 for a dense SwiGLU layer of the Llama family (q, k, v, gate and up
+    projections, each a LinearLayer: deepspeed/module_inject/auto_tp.py); 0 otherwise (the
+    Hugging Face layouts of other models differ)."""
+    return 5 if model.ffn_type == "swiglu" and not model.is_moe else 0
+
+
+def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool = False,
+             autotp: int = 0) -> dict:
     """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
     (default: pp, what the search's plans use wherever torchtitan could run them); ``moe``:
-    the model has expert layers; ``mtp``: multi-token prediction modules."""
+    the model has expert layers; ``mtp``: multi-token prediction modules; ``autotp``: the
+    column-parallel inputs DeepSpeed's AutoTP runs a layer of the model with
+    (``autotp_column_inputs``; 0 where the planner does not know them)."""
     return {"group": plans.pp if group is None else np.asarray(group),
             "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
             "rnl": plans.rnl, "off": plans.off, "rep": plans.rep, "ep": plans.ep,
-            "etp": plans.etp, "moe": bool(moe), "mtp": bool(mtp),
+            "etp": plans.etp, "moe": bool(moe), "mtp": bool(mtp), "autotp": int(autotp),
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_reduce": (training.grad_reduce_dtype or training.grad_dtype) == "bf16",
@@ -1035,9 +1051,9 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False,
-              mtp: bool = False) -> np.ndarray:
+              mtp: bool = False, autotp: int = 0) -> np.ndarray:
     """For each plan of the arrays: whether ``framework`` runs it as predicted."""
-    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp)
+    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp)
     ok = np.ones(len(plans), dtype=bool)
     for fw, _, _, pred in RULES:
         if fw == framework:
@@ -1046,17 +1062,17 @@ def runs_mask(framework: str, plans, m, even, training, moe: bool = False,
 
 
 def universal_refusals(framework: str, plans, m, even, training, moe: bool = False,
-                       mtp: bool = False) -> list[str]:
+                       mtp: bool = False, autotp: int = 0) -> list[str]:
     """The messages of ``framework``'s rules that refuse every plan of the arrays (what a
     request asks that the framework cannot run at all, whatever the degrees)."""
-    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp)
+    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp)
     return [message for fw, _, message, pred in RULES
             if fw == framework and bool(np.all(np.asarray(pred(ctx), dtype=bool)))]
 
 
 def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
-                         group: int | None = None, moe: bool = False, mtp: bool = False
-                         ) -> dict[str, list[str]]:
+                         group: int | None = None, moe: bool = False, mtp: bool = False,
+                         autotp: int = 0) -> dict[str, list[str]]:
     """For one plan (a ParallelPlan or a PlanEstimate): each framework's missing pieces (an
     empty list: it runs the plan as predicted). ``group``: its interleaved micro-batch group;
     ``moe``: the model has expert layers; ``mtp``: multi-token prediction modules."""
@@ -1065,15 +1081,16 @@ def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
     from planner.cost.batch import PlanArrays
 
     ctx = _context(PlanArrays.from_plans([plan]), [grad_accum_steps], [even], training,
-                   None if group is None else [group], moe, mtp)
+                   None if group is None else [group], moe, mtp, autotp)
     return {fw: [message for f, _, message, pred in RULES
                  if f == fw and bool(np.asarray(pred(ctx), dtype=bool)[0])]
             for fw in FRAMEWORKS}
 
 
 def frameworks_for(plan, grad_accum_steps: int, even: bool, training,
-                   group: int | None = None, moe: bool = False, mtp: bool = False
-                   ) -> list[str]:
+                   group: int | None = None, moe: bool = False, mtp: bool = False,
+                   autotp: int = 0) -> list[str]:
     """The frameworks that run one plan as predicted."""
-    reasons = reasons_by_framework(plan, grad_accum_steps, even, training, group, moe, mtp)
+    reasons = reasons_by_framework(plan, grad_accum_steps, even, training, group, moe, mtp,
+                                   autotp)
     return [fw for fw in FRAMEWORKS if not reasons[fw]]

@@ -161,11 +161,13 @@ def test_deepspeed_runs_bf16_zero_1_plans_with_their_gradient_copy(plan_fields):
     the all-reduce not overlapped) the plan is costed that way and DeepSpeed, only DeepSpeed,
     runs it as predicted. The copy costs 18 bytes a parameter per micro-batch over HBM."""
     p = ParallelPlan(micro_batch_size=1, **plan_fields)
-    # (A TP plan: AutoTP's loss over the whole logits on every rank.)
+    # (A TP plan: AutoTP's loss over the whole logits on every rank, and its five
+    # column-parallel inputs a Llama layer.)
     base = TR.model_copy(update={"async_tensor_model_parallel_allreduce": p.tp == 1,
                                  "zero_grad_allreduce": True, "overlap_grad_reduce": False,
                                  "overlap_param_gather": False,
-                                 "vocab_parallel_loss": p.tp == 1})
+                                 "vocab_parallel_loss": p.tp == 1,
+                                 "tp_column_parallel_inputs": 5})
     copy = base.model_copy(update={"microbatch_grad_copy": True})
     fused, copied = estimate(M8, C16, base, p), estimate(M8, C16, copy, p)
     assert copied.frameworks == ["deepspeed"] and "deepspeed" not in fused.frameworks
@@ -224,7 +226,8 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
     """Without sequence parallelism the backward all-reduce of a column-parallel layer's input
     gradient either runs beside the weight-gradient GEMM (Megatron-Core's async all-reduce)
     or blocks (DeepSpeed AutoTP's ColumnParallel.backward, Megatron-LM of 2021): the blocking
-    one costs its whole time, per layer and micro-batch twice (QKV and MLP-up), and only
+    one costs its whole time, per layer and micro-batch once per column-parallel input (QKV
+    and MLP-up in Megatron, q, k, v, gate and up in AutoTP's Llama layer), and only
     DeepSpeed runs that plan as predicted; DeepSpeed runs the overlapped one too, with
     ``tensor_parallel.tp_overlap_comm`` (AsyncColumnParallel, from 0.16.6), and its config
     says which (Megatron runs it where its ZeRO-1 is costed reduce-scattering). With
@@ -238,27 +241,33 @@ def test_a_blocking_tp_all_reduce_costs_its_exposure_and_runs_on_deepspeed_only(
     # optimizer reduce-scatters them)
     blocking = TR.model_copy(update={"async_tensor_model_parallel_allreduce": False,
                                      "grad_dtype": "bf16", "overlap_param_gather": False,
-                                     "zero_grad_allreduce": True, "vocab_parallel_loss": False})
+                                     "zero_grad_allreduce": True, "vocab_parallel_loss": False,
+                                     "tp_column_parallel_inputs": 5})
     overlap = blocking.model_copy(update={"async_tensor_model_parallel_allreduce": True})
     a, b = estimate(M8, C16, overlap, p), estimate(M8, C16, blocking, p)
     assert a.frameworks == ["deepspeed"] and b.frameworks == ["deepspeed"]
-    assert estimate(M8, C16, overlap.model_copy(update={"zero_grad_allreduce": False,
-                                                        "vocab_parallel_loss": True}),
-                    p).frameworks == ["megatron"]
+    assert estimate(M8, C16, overlap.model_copy(update={
+        "zero_grad_allreduce": False, "vocab_parallel_loss": True,
+        "tp_column_parallel_inputs": 2}), p).frameworks == ["megatron"]
     for est, tr, overlapped_tp in ((a, overlap, True), (b, blocking, False)):
         cfg = with_launch(est, M8, C16, tr).launch.deepspeed_config
         assert cfg["tensor_parallel"] == {"autotp_size": 4, "tp_overlap_comm": overlapped_tp}
     assert "megatron" not in b.frameworks
-    t_a, t_b = (cost_tables(M8, C16, tr, EfficiencyModel(), None) for tr in (overlap, blocking))
     npn = C16.gpus_per_node
-    (ar,) = [u.cost.time_s for u in t_a.tp_uses(4, 1, 1, 0, 0, npn) if u.cost.op == "all_reduce"]
-    la, lb = t_a.layer(4, 1, 1, 0, 0, npn), t_b.layer(4, 1, 1, 0, 0, npn)
     k = EfficiencyModel().overlap_slowdown
-    assert la.tp_bwd == pytest.approx(overlapped(2 * ar, la.work.wgrad_colpar_s, k))
-    assert lb.tp_bwd == pytest.approx(2 * ar) and lb.tp_bwd > la.tp_bwd
-    m = a.grad_accum_steps
-    assert b.step_time_s - a.step_time_s == pytest.approx(
-        m * M8.num_layers * (lb.tp_bwd - la.tp_bwd), rel=0.02)
+    # Megatron's two column-parallel inputs a layer (QKV and MLP-up), then AutoTP's five.
+    for inputs in (2, 5):
+        pair = [tr.model_copy(update={"tp_column_parallel_inputs": inputs})
+                for tr in (overlap, blocking)]
+        t_a, t_b = (cost_tables(M8, C16, tr, EfficiencyModel(), None) for tr in pair)
+        (ar,) = [u.cost.time_s for u in t_a.tp_uses(4, 1, 1, 0, 0, npn)
+                 if u.cost.op == "all_reduce"]
+        la, lb = t_a.layer(4, 1, 1, 0, 0, npn), t_b.layer(4, 1, 1, 0, 0, npn)
+        assert la.tp_bwd == pytest.approx(overlapped(inputs * ar, la.work.wgrad_colpar_s, k))
+        assert lb.tp_bwd == pytest.approx(inputs * ar) and lb.tp_bwd > la.tp_bwd
+        ea, eb = (estimate(M8, C16, tr, p) for tr in pair)
+        assert eb.step_time_s - ea.step_time_s == pytest.approx(
+            ea.grad_accum_steps * M8.num_layers * (lb.tp_bwd - la.tp_bwd), rel=0.02)
 
 
 def test_sequence_parallelism_that_keeps_the_gathered_input_blocks_on_its_reduce_scatters():

@@ -192,7 +192,8 @@ def random_plan(rng: random.Random):
                 "precision": "bf16", "grad_dtype": "bf16", "zero_grad_allreduce": True,
                 "overlap_param_gather": False, "microbatch_grad_copy": False,
                 "vocab_parallel_loss": False, "zero3_per_parameter": False,
-                "distribute_saved_activations": tp > 1})
+                "distribute_saved_activations": tp > 1,
+                "tp_column_parallel_inputs": 5 if model.ffn_type == "swiglu" else 2})
             plan = plan.model_copy(update={
                 "zero_stage": max(1, plan.zero_stage), "sequence_parallel": False,
                 "recompute": "full" if recompute != "none" else "none",

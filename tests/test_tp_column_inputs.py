@@ -133,3 +133,31 @@ def test_a_model_that_does_not_validate_is_reported_by_the_request_not_the_impli
 def test_out_of_range_counts_are_refused_naming_the_field(bad):
     with pytest.raises(ValueError, match="tp_column_parallel_inputs"):
         TrainingSpec(global_batch_size=32, seq_length=4096, tp_column_parallel_inputs=bad)
+
+
+def test_deepspeed_runs_a_llama_layer_only_with_autotps_five():
+    """A DeepSpeed plan with TP and without sequence parallelism runs as predicted only when
+    costed with the linears AutoTP wraps: five for a dense SwiGLU layer (Llama 3 8B); a GeLU
+    model, whose Hugging Face layouts differ, is not held to a count."""
+    from planner.frameworks import autotp_column_inputs
+
+    assert autotp_column_inputs(MODEL) == 5
+    assert autotp_column_inputs(ModelSpec.from_preset("gpt3-175b")) == 0
+    assert autotp_column_inputs(ModelSpec.from_preset("mixtral-8x7b")) == 0
+
+    def about(model, n):
+        reasons = reasons_by_framework(PLAN, 16, True, training(n, zero_grad_allreduce=True,
+                                                                vocab_parallel_loss=False),
+                                       autotp=autotp_column_inputs(model))
+        return [r for r in reasons["deepspeed"] if "tp_column_parallel_inputs" in r]
+
+    assert about(MODEL, 2) and about(MODEL, 3) and not about(MODEL, 5)
+    gpt = ModelSpec.from_preset("gpt3-175b")
+    assert not about(gpt, 2) and not about(gpt, 5)
+    # As DeepSpeed's ZeRO-1 runs: bf16 gradients all-reduced, the weights gathered after
+    # the step; then the count decides.
+    deepspeed = {"zero_grad_allreduce": True, "vocab_parallel_loss": False, "grad_dtype": "bf16",
+                 "overlap_param_gather": False}
+    assert "deepspeed" in estimate(MODEL, CLUSTER, training(5, **deepspeed), PLAN).frameworks
+    assert "deepspeed" not in estimate(MODEL, CLUSTER, training(2, **deepspeed),
+                                       PLAN).frameworks

@@ -16,7 +16,7 @@ from planner.cost.memory import GIB, stage_layer_counts
 from planner.cost.pipeline import chunk_times, simulate
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
 from planner.errors import PlannerInputError
-from planner.frameworks import frameworks_for
+from planner.frameworks import autotp_column_inputs, frameworks_for
 from planner.result import (
     CommunicationItem,
     MemoryBreakdown,
@@ -184,7 +184,7 @@ def to_estimate(
     total = ev.memory_bytes / GIB
     even = ev.layout.kind == "even" if ev.layout else True
     runs = frameworks_for(plan, ev.m, even, training, ev.group, ev.moe,
-                          model.mtp_num_layers > 0)
+                          model.mtp_num_layers > 0, autotp_column_inputs(model))
     lay = launch_layout(gpus, cluster.host_gpus)
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from planner.frameworks import autotp_column_inputs
 from planner.request import SetupRequest
 from planner.search.spec import SearchSpec
 from planner.specs import ModelSpec, TrainingSpec
@@ -44,8 +45,8 @@ def model_implied_training(framework: str | None, model: Any) -> dict[str, Any]:
         spec = model if isinstance(model, ModelSpec) else ModelSpec.model_validate(model)
     except (ValueError, TypeError):
         return {}
-    return ({"tp_column_parallel_inputs": 5}
-            if spec.ffn_type == "swiglu" and not spec.is_moe else {})
+    inputs = autotp_column_inputs(spec)
+    return {"tp_column_parallel_inputs": inputs} if inputs else {}
 
 
 class PlanRequest(SetupRequest):

@@ -33,7 +33,12 @@ import numpy as np
 from planner.cost.batch import PLAN_FIELDS, PlanArrays
 from planner.cost.tables import RECOMPUTE
 from planner.errors import PlannerInputError
-from planner.frameworks import FRAMEWORKS, runs_mask, universal_refusals
+from planner.frameworks import (
+    FRAMEWORKS,
+    autotp_column_inputs,
+    runs_mask,
+    universal_refusals,
+)
 from planner.kept import Kept
 from planner.search.spec import SearchSpec, allows
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
@@ -266,7 +271,7 @@ def framework_refusals(plans: PlanArrays, model: ModelSpec, training: TrainingSp
     """Per framework the request asks for, what it refuses in every one of the plans."""
     m, even = _schedule_facts(plans, model, training)
     return {name: universal_refusals(name, plans, m, even, training, model.is_moe,
-                                     model.mtp_num_layers > 0)
+                                     model.mtp_num_layers > 0, autotp_column_inputs(model))
             for name in _framework_names(search)}
 
 
@@ -284,5 +289,5 @@ def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
     ok = np.zeros(len(plans), dtype=bool)
     for name in names:
         ok |= runs_mask(name, plans, m, even, training, model.is_moe,
-                        model.mtp_num_layers > 0)
+                        model.mtp_num_layers > 0, autotp_column_inputs(model))
     return ok
