@@ -2226,6 +2226,19 @@ def test_hagemann_et_al_with_their_trainers_column_parallel_inputs():
                      if p["tp"] > 1 and not p.get("sequence_parallel")}
     assert len(moved) == 290
     assert all(now[k]["predicted_step_s"] > before[k]["predicted_step_s"] for k in moved)
+    assert now_f["fastest"] == 4.2
+    # The sequence-parallel layouts at tp 8, which pay no extra all-reduce, still miss.
+    sp8 = sorted(now[k]["error_pct"] for k, p in plans.items()
+                 if p["tp"] == 8 and p.get("sequence_parallel"))
+    assert (len(sp8), round(sp8[0], 1), round(sp8[-1], 1),
+            round(statistics.median(sp8), 1)) == (11, 0.7, 15.7, 8.2)
+    # On 32 nodes, four data-parallel groups of two GPUs a node (tp 4, pp 1, dp 64) measured
+    # 26-68% slower than predicted (48-68% without recompute), which the code does not explain.
+    wide = {k: now[k]["error_pct"] for k, p in plans.items()
+            if "-256g-" in k and (p["tp"], p["pp"]) == (4, 1)}
+    bare = [v for k, v in wide.items() if plans[k]["recompute"] == "none"]
+    assert (len(wide), round(min(wide.values())), round(max(wide.values())),
+            round(min(bare)), round(max(bare))) == (11, 26, 68, 48, 68)
 
 
 def test_what_if_refuses_what_it_cannot_apply(capsys):
