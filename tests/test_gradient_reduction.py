@@ -115,3 +115,21 @@ def test_deepspeeds_config_reduces_in_the_buckets_the_plan_is_costed_with():
     quiet = training.model_copy(update={"overlap_grad_reduce": False})
     est = with_launch(estimate(M8, C16, quiet, plan), M8, C16, quiet)
     assert "reduce_bucket_size" not in est.launch.deepspeed_config["zero_optimization"]
+
+
+@pytest.mark.parametrize("framework", ["deepspeed", "megatron", "torchtitan", "any"])
+def test_a_deepspeed_search_costs_its_all_reduce_and_whole_logits(framework):
+    """A DeepSpeed search costs ZeRO-1/2 all-reducing (average_tensor's
+    use_multi_rank_bucket_allreduce) and the loss over AutoTP's whole logits; the other
+    searches keep the defaults, and a request that names its own keeps it."""
+    from planner.search import PlanRequest
+
+    body = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+            "training": {"global_batch_size": 64, "seq_length": 4096},
+            "search": {"framework": framework}}
+    tr = PlanRequest.model_validate(body).training
+    deepspeed = framework == "deepspeed"
+    assert (tr.zero_grad_allreduce, tr.vocab_parallel_loss) == (deepspeed, not deepspeed)
+    body["training"].update(zero_grad_allreduce=False, vocab_parallel_loss=True)
+    tr = PlanRequest.model_validate(body).training
+    assert (tr.zero_grad_allreduce, tr.vocab_parallel_loss) == (False, True)

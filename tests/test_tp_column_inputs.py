@@ -161,3 +161,19 @@ def test_deepspeed_runs_a_llama_layer_only_with_autotps_five():
     assert "deepspeed" in estimate(MODEL, CLUSTER, training(5, **deepspeed), PLAN).frameworks
     assert "deepspeed" not in estimate(MODEL, CLUSTER, training(2, **deepspeed),
                                        PLAN).frameworks
+
+
+def test_the_probe_replays_every_input_gradients_all_reduce():
+    """The validation probe replays the costed TP pattern: 2 all-reduces a layer forward and
+    one per column-parallel input backward (3 for Aleph Alpha's trainer, Megatron's 2)."""
+    from planner.cost import EfficiencyModel
+    from planner.cost.tables import CostTables
+    from planner.validation.pattern import step_pattern
+
+    for inputs in (2, 3, 5):
+        tr = training(inputs)
+        est = estimate(MODEL, CLUSTER, tr, PLAN)
+        pat = step_pattern(est, CostTables(MODEL, CLUSTER, tr, EfficiencyModel()))
+        nbytes = 4096 * 4096 * 2
+        assert pat["tp_fwd"] == [["all_reduce", nbytes, 2]]
+        assert pat["tp_bwd"] == [["all_reduce", nbytes, inputs]]
