@@ -20,6 +20,7 @@ from typing import Literal
 
 import numpy as np
 
+from planner.specs.plan import microbatch_group
 from planner.specs.training import reduced_after_backward
 
 Framework = Literal["megatron", "torchtitan", "deepspeed"]
@@ -150,7 +151,8 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                        "pp <= group <= micro-batches; last group 0 or >= pp"),
         "torchtitan": _s("partial", 'parallelism.pipeline_parallel_schedule = "Interleaved1F1B"',
                          f"{TITAN} torch/distributed/pipelining/schedules.py",
-                         "same schedule as Megatron's when pp divides the micro-batches"),
+                         "Megatron's schedule with micro-batch groups of m / max(1, m // pp) "
+                         "(its rounds), where the rounds divide the micro-batches"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/pipe/schedule.py", "1F1B only"),
     },
     "uneven_stages": {
@@ -765,11 +767,15 @@ def _rules():
          & (c["sp"] == 0)),
         ("torchtitan", "recompute_partial", "block recompute of the first N layers of each "
          "chunk", lambda c: c["rnl"] > 0),
+        ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batches "
+         "its rounds do not divide (ScheduleInterleaved1F1B runs max(1, m // pp) rounds and "
+         "raises unless they divide the micro-batches)",
+         lambda c: (c["vpp"] > 1) & (c["m"] % _titan_rounds(c) != 0)),
         ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batch "
-         "groups are not pp micro-batches (Interleaved1F1B runs rounds of pp)",
-         lambda c: (c["vpp"] > 1) & (c["group"] != c["pp"])),
-        ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batches pp "
-         "does not divide", lambda c: (c["vpp"] > 1) & (c["m"] % np.maximum(c["pp"], 1) != 0)),
+         "groups are not its rounds' (ScheduleInterleaved1F1B sends m / max(1, m // pp) "
+         "micro-batches through a model chunk together, its microbatches_per_round)",
+         lambda c: (c["vpp"] > 1) & (c["m"] % _titan_rounds(c) == 0)
+         & (c["group"] != c["m"] // _titan_rounds(c))),
         ("torchtitan", "interleaved_schedule", "an interleaved schedule whose sends block "
          "(training.overlap_p2p_comm false; torch.distributed.pipelining posts its receives "
          "ahead and waits for its sends at the end of the step)",
@@ -948,6 +954,14 @@ def _rules():
     ]
 
 
+def _titan_rounds(c) -> np.ndarray:
+    """Rounds of torch.distributed.pipelining's ScheduleInterleaved1F1B for each plan:
+    max(1, m // pp) (``number_of_rounds``), each of m / rounds micro-batches
+    (``microbatches_per_round``, the planner's microbatch group); it raises unless the rounds
+    divide m."""
+    return np.maximum(1, c["m"] // np.maximum(c["pp"], 1))
+
+
 def _titan_shard(c) -> np.ndarray:
     """torchtitan's data_parallel_shard_degree for each plan: the data-parallel degree
     wherever it runs FSDP (ZeRO-2/3, and ZeRO-1 under a pipeline), one replica's under HSDP;
@@ -989,14 +1003,29 @@ def autotp_column_inputs(model) -> int:
     return 5 if model.ffn_type == "swiglu" and not model.is_moe else 0
 
 
+def _default_groups(plans, m) -> np.ndarray:
+    """Each plan's interleaved micro-batch group as the step model costs it: the smallest
+    valid one (``planner.specs.plan.microbatch_group``), pp where there are no virtual
+    stages."""
+    pp = np.asarray(plans.pp)
+    m = np.broadcast_to(np.asarray(m, dtype=np.int64), pp.shape)
+    inter = np.asarray(plans.vpp) > 1
+    if not inter.any():
+        return pp
+    keys, inverse = np.unique(np.stack([m, pp], 1), axis=0, return_inverse=True)
+    groups = np.array([microbatch_group(int(mm), int(p)) or int(p) for mm, p in keys])
+    return np.where(inter, groups[inverse.reshape(-1)], pp)
+
+
 def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool = False,
              autotp: int = 0) -> dict:
     """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
-    (default: pp, what the search's plans use wherever torchtitan could run them); ``moe``:
+    (default: the smallest valid one, ``microbatch_group``, what the step model costs an
+    interleaved plan with; pp where pp divides the micro-batches); ``moe``:
     the model has expert layers; ``mtp``: multi-token prediction modules; ``autotp``: the
     column-parallel inputs DeepSpeed's AutoTP runs a layer of the model with
     (``autotp_column_inputs``; 0 where the planner does not know them)."""
-    return {"group": plans.pp if group is None else np.asarray(group),
+    return {"group": _default_groups(plans, m) if group is None else np.asarray(group),
             "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
             "rnl": plans.rnl, "off": plans.off, "rep": plans.rep, "ep": plans.ep,

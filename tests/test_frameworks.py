@@ -95,6 +95,19 @@ ONE_MB = {"global_batch_size": 16}
     (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=1, sequence_parallel=True,
           microbatch_group_size=8), DTENSOR_TP, []),
     (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=3, sequence_parallel=True), DTENSOR_TP, []),
+    # ... in max(1, m // pp) rounds of m / rounds micro-batches (torch's
+    # ScheduleInterleaved1F1B, number_of_rounds and microbatches_per_round): 10 micro-batches
+    # on 4 stages run as 2 rounds of 5, Megatron's group of 5, the smallest valid; 6 as one
+    # round of 6; 9 raise there (2 rounds do not divide them), where Megatron runs groups of
+    # 5 and 4.
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=1, sequence_parallel=True),
+     {**DTENSOR_TP, "global_batch_size": 20}, ["torchtitan"]),
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=1, sequence_parallel=True),
+     {**DTENSOR_TP, "global_batch_size": 12}, ["torchtitan"]),
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=1, sequence_parallel=True),
+     {**DTENSOR_TP, "global_batch_size": 18}, []),
+    (dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=1, sequence_parallel=True,
+          microbatch_group_size=10), {**DTENSOR_TP, "global_batch_size": 20}, []),
     # Block recompute of the first layers of each chunk: Megatron only.
     (dict(dp=16, zero_stage=0, recompute="full", recompute_num_layers=4), {}, ["megatron"]),
     # torchtitan's eager model code (compile off): torchtitan, and DeepSpeed, which runs the
@@ -540,3 +553,23 @@ def test_torchtitan_runs_fewer_micro_batches_than_stages_only_one():
                 if "GPipe" in r]
     assert why(1) == [] and why(4) == [] and why(8) == []
     assert why(2) and why(3)
+
+
+def test_the_search_filter_and_an_estimate_agree_on_torchtitans_interleaved_rounds():
+    """The search's filter (``runs_mask``, no group given) takes each interleaved plan's group
+    as the step model costs it, the smallest valid one: 10 micro-batches on 4 stages run in
+    groups of 5, torch's 2 rounds of 5, so torchtitan runs the plan in the search too; 9 do
+    not divide into torch's 2 rounds, so neither path lists it."""
+    from planner.cost.batch import PlanArrays
+    from planner.frameworks import runs_mask
+
+    fields = dict(dp=2, tp=2, pp=4, vpp=2, zero_stage=1, sequence_parallel=True,
+                  micro_batch_size=1)
+    arrays = PlanArrays.from_plans([ParallelPlan(**fields), ParallelPlan(**fields)])
+    training = TR.model_copy(update=DTENSOR_TP)
+    assert runs_mask("torchtitan", arrays, [10, 9], [True, True], training).tolist() == [
+        True, False]
+    for gbs, listed in ((20, True), (18, False)):
+        est = estimate(M8, C16, training.model_copy(update={"global_batch_size": gbs}),
+                       ParallelPlan(**fields))
+        assert ("torchtitan" in est.frameworks) is listed
