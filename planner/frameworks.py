@@ -481,6 +481,20 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "the attention kernel is the model code's, not the engine's"),
     },
+    "grouped_query_attention": {
+        "megatron": _s("yes", "--group-query-attention --num-query-groups",
+                       f"{MEGATRON} megatron/training/arguments.py",
+                       "K and V at their own head count through Transformer Engine's attention "
+                       "and ring (training.repeat_kv false)"),
+        "torchtitan": _s("yes", "(the model's n_kv_heads)",
+                         f"{TITAN} torchtitan/models/llama3/model/model.py",
+                         "SDPA with enable_gqa: K and V at their own head count, in PyTorch's "
+                         "ring attention too (training.repeat_kv false; through v0.2.1 its "
+                         "repeat_kv expanded them to every query head)"),
+        "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "the model code's attention: where it expands K and V to every query "
+                        "head (Hugging Face's eager attention, repeat_kv), training.repeat_kv"),
+    },
     "softmax_fusion": {
         "megatron": _s("yes", "--transformer-impl local --no-masked-softmax-fusion",
                        f"{MEGATRON} megatron/training/arguments.py",
@@ -780,6 +794,12 @@ def _rules():
          "(training.overlap_p2p_comm false; torch.distributed.pipelining posts its receives "
          "ahead and waits for its sends at the end of the step)",
          lambda c: (c["vpp"] > 1) & ~c["p2p_overlap"]),
+        ("torchtitan", "grouped_query_attention", "K and V expanded to every query head "
+         "where it costs something, eager kernels or PyTorch's ring attention "
+         "(training.repeat_kv; v0.2.2's models pass them to SDPA at their own head count, "
+         "enable_gqa, models/llama3/model/model.py)",
+         lambda c: np.full(c["n"], c["repeat_kv"] and c["gqa"])
+         & (np.full(c["n"], c["eager"]) | ((c["cp"] > 1) & c["torch_ring"]))),
         ("torchtitan", "fp16", "fp16 training", lambda c: np.full(c["n"], c["fp16"])),
         ("torchtitan", "bf16_gradient_reduce", "bf16 gradient reduction",
          lambda c: np.full(c["n"], c["bf16_reduce"])),
@@ -994,6 +1014,14 @@ def refusal_rules() -> list[dict]:
             for fw, cap, message, _ in RULES]
 
 
+def model_rule_args(model) -> tuple[bool, bool, int, bool]:
+    """What the rules read of a model, in the order the rule functions take it after the
+    plan's facts: (moe: expert layers, mtp: multi-token prediction modules, autotp:
+    ``autotp_column_inputs``, gqa: fewer K,V heads than query heads, outside MLA)."""
+    gqa = not model.mla and model.kv_heads < model.num_attention_heads
+    return model.is_moe, model.mtp_num_layers > 0, autotp_column_inputs(model), gqa
+
+
 def autotp_column_inputs(model) -> int:
     """The column-parallel linears DeepSpeed's AutoTP runs a layer of this model with, each
     all-reducing its input gradient (``TrainingSpec.tp_column_parallel_inputs``), where the
@@ -1018,18 +1046,21 @@ def _default_groups(plans, m) -> np.ndarray:
 
 
 def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool = False,
-             autotp: int = 0) -> dict:
+             autotp: int = 0, gqa: bool = False) -> dict:
     """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
     (default: the smallest valid one, ``microbatch_group``, what the step model costs an
     interleaved plan with; pp where pp divides the micro-batches); ``moe``:
     the model has expert layers; ``mtp``: multi-token prediction modules; ``autotp``: the
     column-parallel inputs DeepSpeed's AutoTP runs a layer of the model with
-    (``autotp_column_inputs``; 0 where the planner does not know them)."""
+    (``autotp_column_inputs``; 0 where the planner does not know them); ``gqa``: grouped-query
+    attention, fewer K,V heads than query heads (``model_rule_args``)."""
     return {"group": _default_groups(plans, m) if group is None else np.asarray(group),
             "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
             "rnl": plans.rnl, "off": plans.off, "rep": plans.rep, "ep": plans.ep,
             "etp": plans.etp, "moe": bool(moe), "mtp": bool(mtp), "autotp": int(autotp),
+            "gqa": bool(gqa), "repeat_kv": training.repeat_kv,
+            "torch_ring": training.ring_attention != "te",
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_reduce": (training.grad_reduce_dtype or training.grad_dtype) == "bf16",
@@ -1080,9 +1111,9 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False,
-              mtp: bool = False, autotp: int = 0) -> np.ndarray:
+              mtp: bool = False, autotp: int = 0, gqa: bool = False) -> np.ndarray:
     """For each plan of the arrays: whether ``framework`` runs it as predicted."""
-    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp)
+    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
     ok = np.ones(len(plans), dtype=bool)
     for fw, _, _, pred in RULES:
         if fw == framework:
@@ -1091,17 +1122,17 @@ def runs_mask(framework: str, plans, m, even, training, moe: bool = False,
 
 
 def universal_refusals(framework: str, plans, m, even, training, moe: bool = False,
-                       mtp: bool = False, autotp: int = 0) -> list[str]:
+                       mtp: bool = False, autotp: int = 0, gqa: bool = False) -> list[str]:
     """The messages of ``framework``'s rules that refuse every plan of the arrays (what a
     request asks that the framework cannot run at all, whatever the degrees)."""
-    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp)
+    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
     return [message for fw, _, message, pred in RULES
             if fw == framework and bool(np.all(np.asarray(pred(ctx), dtype=bool)))]
 
 
 def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
                          group: int | None = None, moe: bool = False, mtp: bool = False,
-                         autotp: int = 0) -> dict[str, list[str]]:
+                         autotp: int = 0, gqa: bool = False) -> dict[str, list[str]]:
     """For one plan (a ParallelPlan or a PlanEstimate): each framework's missing pieces (an
     empty list: it runs the plan as predicted). ``group``: its interleaved micro-batch group;
     ``moe``: the model has expert layers; ``mtp``: multi-token prediction modules."""
@@ -1110,7 +1141,7 @@ def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
     from planner.cost.batch import PlanArrays
 
     ctx = _context(PlanArrays.from_plans([plan]), [grad_accum_steps], [even], training,
-                   None if group is None else [group], moe, mtp, autotp)
+                   None if group is None else [group], moe, mtp, autotp, gqa)
     return {fw: [message for f, _, message, pred in RULES
                  if f == fw and bool(np.asarray(pred(ctx), dtype=bool)[0])]
             for fw in FRAMEWORKS}
@@ -1118,8 +1149,8 @@ def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
 
 def frameworks_for(plan, grad_accum_steps: int, even: bool, training,
                    group: int | None = None, moe: bool = False, mtp: bool = False,
-                   autotp: int = 0) -> list[str]:
+                   autotp: int = 0, gqa: bool = False) -> list[str]:
     """The frameworks that run one plan as predicted."""
     reasons = reasons_by_framework(plan, grad_accum_steps, even, training, group, moe, mtp,
-                                   autotp)
+                                   autotp, gqa)
     return [fw for fw in FRAMEWORKS if not reasons[fw]]

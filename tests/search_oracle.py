@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from planner.cost.batch import PlanArrays, compose
 from planner.cost.memory import GIB
 from planner.cost.tables import RECOMPUTE, CostTables
-from planner.frameworks import reasons_by_framework
+from planner.frameworks import model_rule_args, reasons_by_framework
 from planner.search.plan_request import PlanRequest
 from planner.search.plan_result import PlanResult
 from planner.search.spec import allows
@@ -74,8 +74,8 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
                     continue
                 # A framework must run it as predicted (the named one, or any).
                 even = plan_layout(plan, m).kind == "even"
-                reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr, moe=m.is_moe,
-                                               mtp=m.mtp_num_layers > 0)
+                reasons = reasons_by_framework(plan, gbs // (dp * mbs), even, tr, None,
+                                               *model_rule_args(m))
                 if s.any_framework:
                     reasons = {"any": []}
                 elif s.framework is not None:

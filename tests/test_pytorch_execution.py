@@ -37,18 +37,24 @@ def test_eager_elementwise_kernels_move_the_bytes_worked_by_hand():
     # SwiGLU's two eager kernels on 4096 x 14336 elements: 4 bytes more forward (10 against the
     # fused 6), 6 more backward (18 against 12).
     swiglu_f, swiglu_b = 4096 * 14336 * 4, 4096 * 14336 * 6
-    # repeat_kv copies K and V out to the 32 query heads (read 8 heads, write 32) and sums the
-    # gradients back.
+    # repeat_kv (where the code expands grouped-query K and V, ``training.repeat_kv``, as
+    # torchtitan did through v0.2.1) copies K and V out to the 32 query heads (read 8 heads,
+    # write 32) and sums the gradients back.
     repeat = 2 * 4096 * 128 * (32 + 8) * 2
     fwd_bytes, bwd_bytes = rope + swiglu_f + repeat, rope + swiglu_b + repeat
     assert (fwd_bytes, bwd_bytes) == (738_197_504, 855_638_016)
     shape = LayerShape()
-    fused, eager = _layer(shape), _layer(shape, eager_elementwise=True)
+    fused, eager = _layer(shape), _layer(shape, eager_elementwise=True, repeat_kv=True)
     kernels = 6 + 1 + 2                     # three per rotated tensor, SiLU, K and V copies
     assert eager.fwd_s - fused.fwd_s == pytest.approx(fwd_bytes / _hbm() + kernels * KERNEL_S,
                                                       rel=1e-9)
     assert eager.bwd_s - fused.bwd_s == pytest.approx(
         bwd_bytes / _hbm() + 2 * kernels * KERNEL_S, rel=1e-9)
+    # Code that passes K and V at their own heads (SDPA's enable_gqa, torchtitan v0.2.2)
+    # makes no copy: exactly the repeat's bytes and two kernels less each pass.
+    own = _layer(shape, eager_elementwise=True)
+    assert eager.fwd_s - own.fwd_s == pytest.approx(repeat / _hbm() + 2 * KERNEL_S, rel=1e-9)
+    assert eager.bwd_s - own.bwd_s == pytest.approx(repeat / _hbm() + 4 * KERNEL_S, rel=1e-9)
     # A GELU model without GQA pays only the rotation (here: none of SwiGLU's or repeat_kv's).
     mha = M8.model_copy(update={"num_kv_heads": 32, "ffn_type": "gelu"})
     tr = TrainingSpec(global_batch_size=64, seq_length=T)

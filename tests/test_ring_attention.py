@@ -33,7 +33,9 @@ def test_the_merges_and_accumulations_are_worked_by_hand():
 
 
 def _layer(ring: str, cp: int = 4, rec: int = 0):
-    training = TrainingSpec(global_batch_size=8, seq_length=32768, ring_attention=ring)
+    # K and V expanded to the 32 query heads (``repeat_kv``, torchtitan through v0.2.1).
+    training = TrainingSpec(global_batch_size=8, seq_length=32768, ring_attention=ring,
+                            repeat_kv=True)
     tables = cost_tables(LLAMA8B, NODE, training, EFF)
     return tables, tables.layer(1, cp, 1, rec, 0, 8)
 
@@ -121,7 +123,7 @@ def test_the_probe_replays_pytorchs_ring_as_costed():
     own, grads = torch_ring_exchange_bytes(8192 * 4096, 2)
     for ring in ("torch", "torch_allgather"):
         training = TrainingSpec(global_batch_size=8, seq_length=32768, ring_attention=ring,
-                                zero3_per_parameter=True)
+                                zero3_per_parameter=True, repeat_kv=True)
         est = estimate(LLAMA8B, NODE, training, ParallelPlan(dp=2, cp=4, micro_batch_size=1,
                                                                zero_stage=3, recompute="full"))
         pat = step_pattern(est, CostTables(LLAMA8B, NODE, training, EFF))
@@ -133,7 +135,8 @@ def test_the_merges_are_costed_with_the_exchanges_whatever_the_attention_kernel(
     # Without flash attention the ring still exchanges and merges: both are charged or
     # neither, never the exchanges alone.
     for flash in (True, False):
-        base = TrainingSpec(global_batch_size=8, seq_length=32768, flash_attention=flash)
+        base = TrainingSpec(global_batch_size=8, seq_length=32768, flash_attention=flash,
+                            repeat_kv=True)
         te = cost_tables(LLAMA8B, NODE, base, EFF).layer(1, 4, 1, 0, 0, 8)
         torch = cost_tables(LLAMA8B, NODE, base.model_copy(update={"ring_attention": "torch"}),
                             EFF).layer(1, 4, 1, 0, 0, 8)

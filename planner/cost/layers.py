@@ -49,7 +49,7 @@ from typing import NamedTuple, Protocol
 
 from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
 from planner.cost.kernels import KernelModel
-from planner.cost.ring import torch_ring_extras
+from planner.cost.ring import ring_kv_width, torch_ring_extras
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.gpu import Precision
 
@@ -350,7 +350,8 @@ def layer_work(
     elem_kernels = 5 + (4 if fp8 else 0) + (4 if current else 0) + (
         2 if not training.flash_attention else 0) + (
         6 * phi)
-    eager_f, eager_b, eager_k = (eager_elementwise_bytes(model, T, t, e, phi, expert_act)
+    eager_f, eager_b, eager_k = (eager_elementwise_bytes(model, T, t, e, phi, expert_act,
+                                                          training.repeat_kv)
                                  if training.eager_elementwise else (0.0, 0.0, 0))
     # The layer's two norms run as eager ops (``TrainingSpec.norm_fusion`` false).
     norm = norm_work(training, 2 * hidden)
@@ -362,11 +363,12 @@ def layer_work(
                        kernels=2 * (elem_kernels + eager_k) + unfused_kernels + norm_kb)
     # PyTorch's ring attention merges and accumulates in fp32 with eager kernels (ring.py),
     # part of the attention op (a per-op policy keeps its output); its SDPA receives K and V
-    # repeated to every query head. Costed with whatever kernel the ring calls, as its
-    # exchanges are (tables.cp_uses).
+    # at every query head under ``repeat_kv``, else at their own. Costed with whatever kernel
+    # the ring calls, as its exchanges are (tables.cp_uses).
     ring_f = ring_b = 0.0
     if training.ring_attention != "te" and cp > 1:
-        ring = torch_ring_extras(T * model.o_width / t, T * model.o_width / t, cp)
+        ring = torch_ring_extras(T * model.o_width / t, T * ring_kv_width(model, training) / t,
+                                 cp)
         ring_f = km.memory(ring.fwd_bytes, kernels=ring.fwd_kernels)
         ring_b = km.memory(ring.bwd_bytes, kernels=ring.bwd_kernels)
 
@@ -493,7 +495,8 @@ def layer_work(
 
 
 def eager_elementwise_bytes(model: ModelSpec, T: float, t: int, e: int, phi: float,
-                            expert_act: float) -> tuple[float, float, int]:
+                            expert_act: float, repeat_kv: bool = True
+                            ) -> tuple[float, float, int]:
     """HBM bytes (forward, backward) and kernels (per pass) that eager PyTorch's elementwise
     ops move beyond the fused kernels the layer is otherwise costed with
     (``TrainingSpec.eager_elementwise``), as torchtitan's Llama code runs them uncompiled:
@@ -507,15 +510,16 @@ def eager_elementwise_bytes(model: ModelSpec, T: float, t: int, e: int, phi: flo
       write e) instead of one fused kernel (read 2e, write e): 2e more an element forward;
       backward the product's two gradients (read 2e, write e each) and SiLU's (read 2e,
       write e), 9e against the fused 6e. Dense MLP, routed and shared experts alike.
-    - grouped-query attention (``repeat_kv``): K and V expanded to every query head and
-      copied (read the kv heads, write all heads); backward sums the copies back."""
+    - grouped-query attention (``repeat_kv``, where the model code repeats them,
+      ``TrainingSpec.repeat_kv``): K and V expanded to every query head and copied (read the
+      kv heads, write all heads); backward sums the copies back."""
     if model.mla:
         rope = T * model.qk_rope_head_dim * (model.num_attention_heads / t + 1)
         repeat = 0.0
     else:
         rope = T * model.d_head * (model.num_attention_heads + model.kv_heads) / t
         repeat = (2 * T * model.d_head * (model.num_attention_heads + model.kv_heads) / t * e
-                  if model.kv_heads < model.num_attention_heads else 0.0)
+                  if repeat_kv and model.kv_heads < model.num_attention_heads else 0.0)
     rope_bytes = rope * (2 * e + 16)
     swiglu = 0.0
     if model.ffn_type == "swiglu":

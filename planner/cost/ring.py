@@ -11,8 +11,9 @@ torchtitan runs context parallelism through PyTorch's experimental ``context_par
 ``context_parallel_rotate_method``: 'allgather', its default of 2024, ``ring_attention``
 'torch_allgather'; 'alltoall', what the planner's torchtitan launch sets, ``ring_attention``
 'torch'). With E the elements of one rank's query (and
-output) block and E_kv those of its key block, as SDPA receives them (torchtitan's Llama repeats
-K and V to every query head before SDPA, ``repeat_kv``, so E_kv = E there):
+output) block and E_kv those of its key block, as SDPA receives them (torchtitan's Llama of
+2024 repeated K and V to every query head before SDPA, ``repeat_kv``, so E_kv = E there; v0.2.2
+passes them at their own head count with ``enable_gqa``, ``TrainingSpec.repeat_kv`` false):
 
 Forward, cp steps:
 - communication: 'allgather' runs one ``all_gather_single`` of every rank's K and V (16-bit)
@@ -82,6 +83,13 @@ def torch_ring_extras(q_elems: float, kv_elems: float, cp: int) -> RingExtras:
     fwd = 12 * e + later * (32.5 * e + 8 * ekv)
     bwd = e * (10 + 11.5 * cp) + ekv * (40 + 31 * later + 16 * cp)
     return RingExtras(fwd, bwd, FWD_KERNELS_PER_STEP * cp, BWD_KERNELS_PER_STEP * cp)
+
+
+def ring_kv_width(model, training) -> float:
+    """Width per token of the K (and V) block PyTorch's ring passes: every query head's under
+    ``TrainingSpec.repeat_kv`` (the model code expands them before SDPA), else their own
+    (``ModelSpec.kv_width``; SDPA's ``enable_gqa``)."""
+    return float(model.o_width) if training.repeat_kv else model.kv_width
 
 
 def torch_ring_exchange_bytes(kv_elems: float, activation_bytes: int) -> tuple[float, float]:

@@ -16,7 +16,7 @@ from planner.cost.memory import GIB, stage_layer_counts
 from planner.cost.pipeline import chunk_times, simulate
 from planner.cost.tables import RECOMPUTE, CollectiveUse, CostTables
 from planner.errors import PlannerInputError
-from planner.frameworks import autotp_column_inputs, frameworks_for
+from planner.frameworks import frameworks_for, model_rule_args
 from planner.result import (
     CommunicationItem,
     MemoryBreakdown,
@@ -183,8 +183,7 @@ def to_estimate(
     mp = {k: v / GIB for k, v in ev.memory_parts.items()}
     total = ev.memory_bytes / GIB
     even = ev.layout.kind == "even" if ev.layout else True
-    runs = frameworks_for(plan, ev.m, even, training, ev.group, ev.moe,
-                          model.mtp_num_layers > 0, autotp_column_inputs(model))
+    runs = frameworks_for(plan, ev.m, even, training, ev.group, *model_rule_args(model))
     lay = launch_layout(gpus, cluster.host_gpus)
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)

@@ -69,7 +69,7 @@ from planner.cost.layers import (
 )
 from planner.cost.memory import expert_stage_params, stage_params
 from planner.cost.reuse import backward_gathers, layer_matrices
-from planner.cost.ring import torch_ring_exchange_bytes
+from planner.cost.ring import ring_kv_width, torch_ring_exchange_bytes
 from planner.cost.routing import unit_hit_probability
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
@@ -410,11 +410,12 @@ class CostTables:
         tokens = mbs * self.training.seq_length // cp
         passes = 2 if rec == 2 else 1
         if self.training.ring_attention != "te":
-            # PyTorch's ring (ring.py): K,V (repeated to every query head) passed cp - 1 times
-            # per pass or all-gathered once, and cp exchanges of their fp32 gradients per
-            # backward.
-            own, grads = torch_ring_exchange_bytes(tokens * self.model.o_width / tp,
-                                                   self.training.activation_bytes)
+            # PyTorch's ring (ring.py): K,V (at the heads SDPA receives: every query head's
+            # under ``repeat_kv``) passed cp - 1 times per pass or all-gathered once, and cp
+            # exchanges of their fp32 gradients per backward.
+            own, grads = torch_ring_exchange_bytes(
+                tokens * ring_kv_width(self.model, self.training) / tp,
+                self.training.activation_bytes)
             pair = self.pair(cp, tp, npn)
             dkv = CollectiveUse("CP", self.collective("send_recv", grads, pair), cp, pair)
             if self.training.ring_attention == "torch_allgather":

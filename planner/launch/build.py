@@ -15,7 +15,7 @@ import re
 import shlex
 from typing import Literal, TypeVar, get_args
 
-from planner.frameworks import FRAMEWORKS, autotp_column_inputs, reasons_by_framework
+from planner.frameworks import FRAMEWORKS, model_rule_args, reasons_by_framework
 from planner.launch.context import LaunchContext
 from planner.launch.deepspeed import deepspeed_config
 from planner.launch.megatron import megatron_args
@@ -68,8 +68,8 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
     ctx = LaunchContext(plan=plan, model=model, cluster=cluster, training=training,
                         job_name=job_name or job_name_for(model, plan))
     reasons = reasons_by_framework(plan, plan.grad_accum_steps, ctx.layout.kind == "even",
-                                   training, plan.microbatch_group_size, model.is_moe,
-                                   model.mtp_num_layers > 0, autotp_column_inputs(model))
+                                   training, plan.microbatch_group_size,
+                                   *model_rule_args(model))
     runs = [f for f in FRAMEWORKS if not reasons[f]]
     notes: list[str] = []
     margs = toml = ds = None

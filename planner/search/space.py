@@ -35,7 +35,7 @@ from planner.cost.tables import RECOMPUTE
 from planner.errors import PlannerInputError
 from planner.frameworks import (
     FRAMEWORKS,
-    autotp_column_inputs,
+    model_rule_args,
     runs_mask,
     universal_refusals,
 )
@@ -270,8 +270,7 @@ def framework_refusals(plans: PlanArrays, model: ModelSpec, training: TrainingSp
                        search: SearchSpec) -> dict[str, list[str]]:
     """Per framework the request asks for, what it refuses in every one of the plans."""
     m, even = _schedule_facts(plans, model, training)
-    return {name: universal_refusals(name, plans, m, even, training, model.is_moe,
-                                     model.mtp_num_layers > 0, autotp_column_inputs(model))
+    return {name: universal_refusals(name, plans, m, even, training, *model_rule_args(model))
             for name in _framework_names(search)}
 
 
@@ -288,6 +287,5 @@ def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
     m, even = _schedule_facts(plans, model, training)
     ok = np.zeros(len(plans), dtype=bool)
     for name in names:
-        ok |= runs_mask(name, plans, m, even, training, model.is_moe,
-                        model.mtp_num_layers > 0, autotp_column_inputs(model))
+        ok |= runs_mask(name, plans, m, even, training, *model_rule_args(model))
     return ok

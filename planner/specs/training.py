@@ -111,12 +111,20 @@ class TrainingSpec(BaseModel):
         "Transformer Engine's (Megatron-Core): K and V at their own head count passed ring "
         "step by ring step beside each step's attention, the partial outputs merged inside the "
         "kernels; 'torch', PyTorch's experimental context_parallel as torchtitan runs it with "
-        "context_parallel_rotate_method 'alltoall': K and V repeated to every query head and "
-        "passed step by step, their gradients passed around the ring in fp32, the partial "
+        "context_parallel_rotate_method 'alltoall': K and V (at the head count SDPA receives, "
+        "repeat_kv) passed step by step, their gradients passed around the ring in fp32, the partial "
         "outputs and gradients merged and accumulated in fp32 by eager kernels "
         "(planner/cost/ring.py); 'torch_allgather', the same with rotate method 'allgather' "
         "(torchtitan's default of 2024): K and V all-gathered once per pass, behind the first "
         "step only.")
+    repeat_kv: bool = Field(
+        False, description="Grouped-query attention: the model code expands K and V to every "
+        "query head before the attention op (Meta's reference Llama and torchtitan through v0.2.1, "
+        "``repeat_kv``; Hugging Face's eager attention), a copy each way that eager kernels "
+        "pay (eager_elementwise), and PyTorch's ring attention (ring_attention 'torch', "
+        "'torch_allgather') then passes, merges and accumulates K and V at every query head. "
+        "False: the attention op takes them at their own head count (SDPA's enable_gqa, as "
+        "torchtitan v0.2.2 calls it; Transformer Engine). Nothing changes without GQA.")
     dropout: bool = Field(False, description="Dropout layers are active (stores their masks).")
     recompute_modules: tuple[RecomputeModule, ...] = Field(
         ("core_attn",), min_length=1, max_length=7,
