@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from planner.specs.plan import microbatch_group
+from planner.specs.plan import microbatch_groups
 from planner.specs.training import reduced_after_backward
 
 Framework = Literal["megatron", "torchtitan", "deepspeed"]
@@ -1031,20 +1031,6 @@ def autotp_column_inputs(model) -> int:
     return 5 if model.ffn_type == "swiglu" and not model.is_moe else 0
 
 
-def _default_groups(plans, m) -> np.ndarray:
-    """Each plan's interleaved micro-batch group as the step model costs it: the smallest
-    valid one (``planner.specs.plan.microbatch_group``), pp where there are no virtual
-    stages."""
-    pp = np.asarray(plans.pp)
-    m = np.broadcast_to(np.asarray(m, dtype=np.int64), pp.shape)
-    inter = np.asarray(plans.vpp) > 1
-    if not inter.any():
-        return pp
-    keys, inverse = np.unique(np.stack([m, pp], 1), axis=0, return_inverse=True)
-    groups = np.array([microbatch_group(int(mm), int(p)) or int(p) for mm, p in keys])
-    return np.where(inter, groups[inverse.reshape(-1)], pp)
-
-
 def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool = False,
              autotp: int = 0, gqa: bool = False) -> dict:
     """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
@@ -1054,7 +1040,8 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
     column-parallel inputs DeepSpeed's AutoTP runs a layer of the model with
     (``autotp_column_inputs``; 0 where the planner does not know them); ``gqa``: grouped-query
     attention, fewer K,V heads than query heads (``model_rule_args``)."""
-    return {"group": _default_groups(plans, m) if group is None else np.asarray(group),
+    return {"group": (microbatch_groups(m, plans.pp, plans.vpp) if group is None
+                      else np.asarray(group)),
             "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
             "rec": plans.rec, "zero": plans.zero, "sp": plans.sp, "nd": plans.dp * plans.cp,
             "rnl": plans.rnl, "off": plans.off, "rep": plans.rep, "ep": plans.ep,

@@ -75,7 +75,7 @@ from planner.cost.tables import RECOMPUTE, CostTables
 from planner.specs import ParallelPlan
 from planner.specs.layout import Layout, default_layout
 from planner.specs.placement import group_span, launch_layout
-from planner.specs.plan import microbatch_group, plan_key
+from planner.specs.plan import microbatch_groups, plan_key
 from planner.specs.training import reduced_after_backward
 
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
@@ -307,8 +307,7 @@ def compose(plans: PlanArrays, tables: CostTables,
     if group is not None:
         grp = np.full(len(plans), group)
     else:
-        grp = _gather(np.stack([m, pp, v], 1),
-                      lambda mm, p, vv: (microbatch_group(mm, p) or p if vv > 1 else p,), 1)[:, 0]
+        grp = microbatch_groups(m, pp, v)
 
     rows_memo = tables.memo("layer_row")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import PlannerInputError
@@ -307,6 +308,19 @@ def valid_microbatch_group(g: int, m: int, pp: int) -> bool:
 def microbatch_group(m: int, pp: int) -> int | None:
     """The smallest valid group: the fewest micro-batches in flight (pp when pp divides m)."""
     return next((g for g in range(pp, m + 1) if valid_microbatch_group(g, m, pp)), None)
+
+
+def microbatch_groups(m, pp, vpp) -> np.ndarray:
+    """``microbatch_group`` for arrays of plans (micro-batches, pp, vpp): each interleaved
+    plan's smallest valid group, pp where there are no virtual stages (or no valid group)."""
+    pp = np.asarray(pp, dtype=np.int64)
+    m = np.broadcast_to(np.asarray(m, dtype=np.int64), pp.shape)
+    inter = np.broadcast_to(np.asarray(vpp) > 1, pp.shape)
+    if not inter.any():
+        return pp.copy()
+    keys, inverse = np.unique(np.stack([m, pp], 1), axis=0, return_inverse=True)
+    groups = np.array([microbatch_group(int(mm), int(p)) or int(p) for mm, p in keys])
+    return np.where(inter, groups[inverse.reshape(-1)], pp)
 
 
 def plan_layout(plan: ParallelPlan, model: ModelSpec) -> Layout:
