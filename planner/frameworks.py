@@ -462,12 +462,28 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                        "gradient accumulation fusion: the weight-gradient GEMMs write into "
                        "the fp32 main_grad"),
         "torchtitan": _s("no", "", f"{TITAN} torchtitan/distributed/utils.py",
-                         "autograd accumulates the gradients in place"),
+                         "autograd accumulates the gradients in place; under a pipeline FSDP2 "
+                         "accumulates them in fp32 (microbatch_gradient_upcast)"),
         "deepspeed": _s("yes", "data_types.grad_accum_dtype = fp32, ZeRO-1",
                         f"{DEEPSPEED} deepspeed/runtime/bf16_optimizer.py",
                         "every micro-batch's 16-bit gradients are added into fp32 ones, "
                         "parameter by parameter (BF16_Optimizer; fp16's grad_accum in "
                         "zero/stage_1_and_2.py): training.microbatch_grad_copy"),
+    },
+    "microbatch_gradient_upcast": {
+        "megatron": _s("no", "", f"{MEGATRON} megatron/core/tensor_parallel/layers.py",
+                       "gradient accumulation fusion: the weight-gradient GEMMs write into "
+                       "the fp32 main_grad"),
+        "torchtitan": _s("yes", "(FSDP under a pipeline; training.mixed_precision_reduce "
+                         "\"float32\", its only choice)",
+                         f"{TITAN} torch/distributed/fsdp/_fully_shard/_fsdp_param.py",
+                         "torch.distributed.pipelining turns gradient sync off for every "
+                         "backward, so FSDP2 keeps the unsharded gradients and adds each "
+                         "micro-batch's bf16 ones into fp32 (to_accumulated_grad_if_needed, "
+                         "accumulate_unsharded_grad_if_needed): "
+                         "training.microbatch_grad_upcast"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/bf16_optimizer.py",
+                        "its own fp32 accumulation: training.microbatch_grad_copy"),
     },
     "attention_kernel": {
         "megatron": _s("partial", "--attention-backend flash",
@@ -824,6 +840,13 @@ def _rules():
         ("deepspeed", "low_precision_optimizer_states", "optimizer states below fp32 beside "
          "fp32 master weights (training.optimizer_state_dtype)",
          lambda c: np.full(c["n"], c["low_states"])),
+        ("torchtitan", "microbatch_gradient_upcast", "FSDP under a pipeline without "
+         "training.microbatch_grad_upcast (FSDP2 adds every micro-batch's bf16 unsharded "
+         "gradients into fp32 ones, its reduce dtype)",
+         lambda c: _pipelined_fsdp(c) & ~c["upcast"]),
+        *[(fw, "microbatch_gradient_upcast", "FSDP2's fp32 accumulation of every micro-batch's "
+           "unsharded gradients under a pipeline (training.microbatch_grad_upcast)",
+           lambda c: _pipelined_fsdp(c) & c["upcast"]) for fw in ("megatron", "deepspeed")],
         ("torchtitan", "multi_token_prediction", "multi-token prediction "
          "(model.mtp_num_layers)", lambda c: np.full(c["n"], c["mtp"])),
         ("deepspeed", "multi_token_prediction", "multi-token prediction "
@@ -974,6 +997,13 @@ def _rules():
     ]
 
 
+def _pipelined_fsdp(c) -> np.ndarray:
+    """Plans whose data-parallel sharding runs under a pipeline: pp > 1, ZeRO >= 1 over more
+    than one rank (one replica's dp x cp), where ``training.microbatch_grad_upcast`` costs
+    FSDP2's fp32 accumulation (``planner.cost.batch``)."""
+    return (c["pp"] > 1) & (c["zero"] >= 1) & ((c["dp"] // c["rep"]) * c["cp"] > 1)
+
+
 def _titan_rounds(c) -> np.ndarray:
     """Rounds of torch.distributed.pipelining's ScheduleInterleaved1F1B for each plan:
     max(1, m // pp) (``number_of_rounds``), each of m / rounds micro-batches
@@ -1056,6 +1086,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "deepep": training.moe_dispatcher == "deepep",
             "seq": training.seq_length,
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
+            "upcast": np.full(len(plans), training.microbatch_grad_upcast),
             "async_ar": np.full(len(plans), training.async_tensor_model_parallel_allreduce),
             "col_inputs": np.full(len(plans), training.tp_column_parallel_inputs),
             "low_states": training.optimizer_state_dtype != "fp32",

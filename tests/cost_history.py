@@ -122,6 +122,18 @@ def before_tp_column_inputs(run: dict) -> dict:
                         if not a.startswith("tp_column_parallel_inputs")]}
 
 
+def before_grad_upcast(run: dict) -> dict:
+    """The run as the corpus encoded it before ``training.microbatch_grad_upcast`` existed:
+    torchtitan's pipelined FSDP runs without FSDP2's fp32 accumulation of every micro-batch's
+    unsharded gradients."""
+    if "microbatch_grad_upcast" not in run["training"]:
+        return run
+    return {**run, "training": {k: v for k, v in run["training"].items()
+                                if k != "microbatch_grad_upcast"},
+            "assumed": [a for a in run.get("assumed", [])
+                        if not a.startswith("microbatch_grad_upcast")]}
+
+
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the
     whole vocabulary in the logits' own dtype (no fp32 upcast) and no per-rank copies out of
@@ -234,4 +246,16 @@ def one_micro_batch_windows() -> Iterator[None]:
     by chunk over its micro-batch groups (``batch.chunk_windows``): the n buckets within the
     last micro-batch's backward and the first one's forward, whatever the schedule."""
     with _patched(batch, "chunk_windows", _windows_of_one_micro_batch):
+        yield
+
+
+@contextmanager
+def without_grad_upcast() -> Iterator[None]:
+    """The framework rules before FSDP2's fp32 accumulation under a pipeline was costed
+    (``training.microbatch_grad_upcast``): torchtitan ran pipelined FSDP plans costed
+    without it."""
+    import planner.frameworks as frameworks
+
+    rules = [r for r in frameworks.RULES if r[1] != "microbatch_gradient_upcast"]
+    with _patched(frameworks, "RULES", rules):
         yield

@@ -27,8 +27,10 @@ FSDP2 = {"zero3_per_parameter": True}
 BF16_OPTIMIZER = {"microbatch_grad_copy": True, "zero_grad_allreduce": True,
                   "overlap_grad_reduce": False, "overlap_param_gather": False}
 # torchtitan's tensor parallelism (DTensor, always sequence parallel) keeps the gathered input
-# and reduce-scatters its gradient before going on.
-DTENSOR_TP = {**FSDP2, "async_tensor_model_parallel_allreduce": False}
+# and reduce-scatters its gradient before going on; under a pipeline its FSDP accumulates every
+# micro-batch's gradients in fp32 (training.microbatch_grad_upcast, nothing without one).
+DTENSOR_TP = {**FSDP2, "async_tensor_model_parallel_allreduce": False,
+              "microbatch_grad_upcast": True}
 # torchtitan's training.dtype "bfloat16": bf16 weights updated in place, bf16 gradients reduced
 # in fp32, bf16 optimizer states.
 PURE_BF16 = {**FSDP2, "master_weights": False, "grad_dtype": "bf16", "grad_reduce_dtype": "fp32",

@@ -195,9 +195,11 @@ def test_which_frameworks_run_it():
     # all-reducing once a step as costed, after the stage's last backward
     # (training.grad_reduce_after_last_backward, tests/test_reduce_after_backward.py).
     piped = ParallelPlan(dp=8, pp=2, zero_stage=1, dp_replicate=2)
-    after = titan.model_copy(update={"grad_reduce_after_last_backward": True})
+    after = titan.model_copy(update={"grad_reduce_after_last_backward": True,
+                                     "microbatch_grad_upcast": True})
     assert not reasons(piped, 8, after)["torchtitan"]
-    refused = reasons(piped, 8, titan)["torchtitan"]
+    refused = reasons(piped, 8, titan.model_copy(update={"microbatch_grad_upcast": True})
+                      )["torchtitan"]
     assert refused and all("last backward" in r for r in refused)
     assert not any("hybrid" in r for r in reasons(z3, 8)["deepspeed"])
     z1 = ParallelPlan(dp=16, zero_stage=1, dp_replicate=2)

@@ -201,14 +201,16 @@ def random_plan(rng: random.Random):
             plan = ParallelPlan.model_validate(plan.model_dump())
         if heads == 8 and layers % 2 == 0 and dp * cp > 1:
             # A sixth of the models run as torchtitan runs a plan: bf16 under FSDP2 (ZeRO-3,
-            # ZeRO-1 under a pipeline, reduced after each stage's last backward), DTensor's
+            # ZeRO-1 under a pipeline, accumulated in fp32 and reduced after each stage's last
+            # backward), DTensor's
             # sequence-parallel TP, PyTorch's ring, recompute none or full.
             training = training.model_copy(update={
                 "precision": "bf16", "zero3_per_parameter": True,
                 "async_tensor_model_parallel_allreduce": False,
                 "ring_attention": "torch_allgather",
                 "grad_reduce_after_last_backward": True, "microbatch_grad_copy": False,
-                "zero_grad_allreduce": False, "grad_dtype": "fp32"})
+                "microbatch_grad_upcast": True, "zero_grad_allreduce": False,
+                "grad_dtype": "fp32"})
             plan = plan.model_copy(update={
                 "zero_stage": 3 if pp == 1 else 1, "sequence_parallel": tp > 1,
                 "recompute": "none" if recompute == "selective" else recompute,
@@ -298,13 +300,15 @@ def _fsdp_tp_pp(zero_stage: int, **training):
     """Llama 3 8B on 16 H100s as dp4 tp2 pp2 with sequence parallelism and this ZeRO stage,
     costed with FSDP2's per-parameter copies (as torchtitan shards), DTensor's TP, which
     keeps the gathered input and reduce-scatters its gradient before going on, and the
-    gradients reduced after each stage's last backward (torch.distributed.pipelining)."""
+    gradients accumulated in fp32 and reduced after each stage's last backward
+    (torch.distributed.pipelining)."""
     return estimated(ModelSpec.from_preset("llama3-8b"),
                      ClusterSpec.from_preset("dgx-h100", num_nodes=2),
                      TrainingSpec(global_batch_size=64, seq_length=4096,
                                   zero3_per_parameter=True,
                                   async_tensor_model_parallel_allreduce=False,
-                                  **{"grad_reduce_after_last_backward": True, **training}),
+                                  **{"grad_reduce_after_last_backward": True,
+                                     "microbatch_grad_upcast": True, **training}),
                      ParallelPlan(dp=4, tp=2, pp=2, zero_stage=zero_stage,
                                   sequence_parallel=True, micro_batch_size=1))
 

@@ -243,7 +243,8 @@ def test_frameworks_that_cannot_run_a_moe_plan_say_why():
                                  2, True, blocking, moe=True)["torchtitan"]
     assert any("expert layout" in x for x in alone) and any("fp32" in x for x in alone)
     piped = blocking.model_copy(update={"grad_reduce_after_last_backward": True,
-                                        "zero3_per_parameter": True})
+                                        "zero3_per_parameter": True,
+                                        "microbatch_grad_upcast": True})
     assert reasons_by_framework(ParallelPlan(dp=2, tp=2, pp=2, ep=2, zero_stage=1,
                                              sequence_parallel=True),
                                 2, True, piped, moe=True)["torchtitan"] == []

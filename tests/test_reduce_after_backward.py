@@ -16,7 +16,7 @@ CLUSTER = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
 # torchtitan's way of running the golden ``fsdp-pipeline`` plan (tests/data/launch/plans.json)
 TITAN = TrainingSpec(global_batch_size=64, seq_length=4096, precision="bf16",
                      zero3_per_parameter=True, recompute_early_stop=True,
-                     async_tensor_model_parallel_allreduce=False)
+                     async_tensor_model_parallel_allreduce=False, microbatch_grad_upcast=True)
 AFTER = TITAN.model_copy(update={"grad_reduce_after_last_backward": True})
 
 

@@ -88,6 +88,12 @@ PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl",
 # layer norms), two kernels each (the cast and the add).
 GRAD_COPY_BYTES = 18
 LAYER_PARAM_TENSORS = 12
+# ``microbatch_grad_upcast``: bytes a parameter of FSDP2's fp32 accumulation of a micro-batch's
+# 16-bit unsharded gradient (``FSDPParam.accumulate_unsharded_grad_if_needed``: read the fp32
+# accumulator and the 16-bit gradient, write the accumulator), one kernel a parameter tensor;
+# the first micro-batch's cast (``to_accumulated_grad_if_needed``: read 2, write 4) is charged
+# the same.
+GRAD_UPCAST_BYTES = 10
 # Columns of a layer's row (``compose.layer_row``), and of the head's: the head and the
 # embedding (``compose.head_row``), then one MTP module's (``CostTables.mtp``), then the head's
 # forward without the loss (``HeadWork.rerun_s``, what ``recompute_head`` reruns).
@@ -629,16 +635,19 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
            + mtp * (mtp_cf + mtp_tf))
     B_c = (Lx * period_b + first * _col(embed + embed_rerun) + heads * _col(head_bwd)
            + last * _col(head_rerun) + mtp * (mtp_cb + mtp_tb))
-    # Each micro-batch's copy of the 16-bit gradients into fp32 (``microbatch_grad_copy``),
-    # per layer and for the rest of the stage (embedding, head, MTP modules).
-    copy_layer = np.zeros(len(plans))
-    copy_c = np.zeros_like(L)
-    if training.microbatch_grad_copy:
-        launch = 2 * LAYER_PARAM_TENSORS * eff.kernel_overhead_us * 1e-6
-        copy_layer = layer_params[:, 0] * GRAD_COPY_BYTES / hbm + launch
-        copy_c = np.where(present, (params_c + experts_c) * GRAD_COPY_BYTES / hbm
-                          + Lx * launch, 0.0)
-        B_c = B_c + copy_c
+    # Each micro-batch's copy of the 16-bit gradients into fp32 (``microbatch_grad_copy``:
+    # DeepSpeed's, every plan), or FSDP2's fp32 accumulation of the unsharded gradients under a
+    # pipeline (``microbatch_grad_upcast``: plans whose FSDP shards under pp > 1), per layer
+    # and for the rest of the stage (embedding, head, MTP modules).
+    upcast = (training.microbatch_grad_upcast & (pp > 1) & (zero >= 1) & (nd > 1)
+              ).astype(float)
+    copy_bytes = GRAD_COPY_BYTES * float(training.microbatch_grad_copy) + GRAD_UPCAST_BYTES * upcast
+    copy_kernels = 2 * float(training.microbatch_grad_copy) + upcast
+    launch = copy_kernels * LAYER_PARAM_TENSORS * eff.kernel_overhead_us * 1e-6
+    copy_layer = layer_params[:, 0] * copy_bytes / hbm + launch
+    copy_c = np.where(present, (params_c + experts_c) * _col(copy_bytes) / hbm
+                      + Lx * _col(launch), 0.0)
+    B_c = B_c + copy_c
 
     offload_c = offload_exposed(plans.off, Lx, stored, period_f, period_b,
                                 tables.cluster.host_link_gb_per_s)

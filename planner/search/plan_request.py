@@ -16,7 +16,9 @@ from planner.specs import ModelSpec, TrainingSpec
 # What a named framework's execution implies for the training switches a request leaves unset:
 # torchtitan shards with FSDP2, whose gathers and reduce-scatters copy per parameter, whose
 # HSDP all-reduces every micro-batch and whose pipelined stages reduce after their last
-# backward (torch.distributed.pipelining ``perform_reduce_grad``), and its context parallelism
+# backward (torch.distributed.pipelining ``perform_reduce_grad``), accumulating every
+# micro-batch's bf16 gradients into fp32 ones until then (FSDP2's reduce dtype), and its
+# context parallelism
 # rotates K and V by PyTorch's default all-gather (v0.2.2 never sets the rotate method);
 # DeepSpeed's ZeRO-1/2 gather the updated weights at the end of the optimizer step, never
 # beside the next forward (deepspeed/runtime/zero/stage_1_and_2.py ``step``), and all-reduce
@@ -27,7 +29,7 @@ from planner.specs import ModelSpec, TrainingSpec
 FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {
     "torchtitan": {"zero3_per_parameter": True, "ring_attention": "torch_allgather",
                    "hsdp_all_reduce_every_microbatch": True,
-                   "grad_reduce_after_last_backward": True},
+                   "grad_reduce_after_last_backward": True, "microbatch_grad_upcast": True},
     "deepspeed": {"overlap_param_gather": False, "grad_reduce_after_last_backward": True,
                   "zero_grad_allreduce": True, "vocab_parallel_loss": False}}
 

@@ -269,6 +269,17 @@ class TrainingSpec(BaseModel):
         "parameter tensor. False: the weight-gradient GEMMs accumulate into the main "
         "gradients (Megatron-LM's gradient accumulation fusion) or autograd in place.")
 
+    microbatch_grad_upcast: bool = Field(
+        False, description="Under a pipeline, FSDP2 keeps each stage's unsharded gradients "
+        "between micro-batches (torch.distributed.pipelining turns gradient sync off for every "
+        "backward and reduce-scatters after the last) and accumulates each micro-batch's 16-bit "
+        "gradients into fp32 ones, its reduce dtype (torch/distributed/fsdp/_fully_shard/"
+        "_fsdp_param.py to_accumulated_grad_if_needed, accumulate_unsharded_grad_if_needed): "
+        "10 bytes of HBM traffic a parameter and one kernel a parameter tensor per "
+        "micro-batch, on the compute stream, for plans whose FSDP shards (dp x cp > 1) under "
+        "pp > 1; torchtitan's, whose reduce dtype is always fp32. False: the weight-gradient "
+        "GEMMs accumulate in place (Megatron-LM) or DeepSpeed's copy "
+        "(microbatch_grad_copy).")
     async_tensor_model_parallel_allreduce: bool = Field(
         True, description="Without sequence parallelism, TP's backward all-reduce of each "
         "column-parallel layer's input gradient runs beside that layer's weight-gradient GEMM "
