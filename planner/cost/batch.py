@@ -350,17 +350,23 @@ def compose(plans: PlanArrays, tables: CostTables,
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
     params_c = stage_params(model, _col(tp), _col(pp), L, first, last, mtp_at)
     edp = plans.dp_shard * tp * cp // (plans.ep * plans.etp)     # one replica's
-    weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd))
+    # FSDP2 under a pipeline: unsharded gradients accumulated in its reduce dtype
+    # (``microbatch_grad_upcast``), in memory here and, per micro-batch, in time (``_times``).
+    upcast = grad_upcast(plans, training)
+    weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd),
+                                              _col(upcast))
     layer_local = model.nonexpert_params_per_layer / _col(tp)
-    per_layer_state = sum(model_state_bytes(layer_local, training, _col(zero), _col(nd)))
+    per_layer_state = sum(model_state_bytes(layer_local, training, _col(zero), _col(nd),
+                                            _col(upcast)))
     if model.is_moe:     # the routed experts, sharded over the expert data parallel group
         experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp), mtp_at)
-        w_e, g_e, o_e = model_state_bytes(experts_c, training, _col(zero), _col(edp))
+        w_e, g_e, o_e = model_state_bytes(experts_c, training, _col(zero), _col(edp),
+                                          _col(upcast))
         weights, grads, optim = weights + w_e, grads + g_e, optim + o_e
         expert_layer = expert_stage_params(model, 1, _col(plans.ep), _col(plans.etp))
         layer_local = layer_local + expert_layer
         per_layer_state = per_layer_state + sum(
-            model_state_bytes(expert_layer, training, _col(zero), _col(edp)))
+            model_state_bytes(expert_layer, training, _col(zero), _col(edp), _col(upcast)))
     else:
         experts_c = np.zeros_like(L)
     # ZeRO-3 holds the layer in use and those prefetched, and one layer's full gradients.
@@ -520,6 +526,14 @@ def compose(plans: PlanArrays, tables: CostTables,
     )
 
 
+def grad_upcast(plans: PlanArrays, training) -> np.ndarray:
+    """Plans whose FSDP2 accumulates every micro-batch's unsharded gradients in its reduce
+    dtype (``TrainingSpec.microbatch_grad_upcast``): sharded data parallelism (one replica's
+    dp x cp > 1, ZeRO >= 1) under a pipeline."""
+    return (training.microbatch_grad_upcast & (plans.pp > 1) & (plans.zero >= 1)
+            & (plans.dp_shard * plans.cp > 1))
+
+
 def offload_exposed(off, layers, stored, period_f, period_b, host_gb_per_s):
     """(forward, backward) seconds per micro-batch that CPU offloading adds, per stage class.
 
@@ -639,9 +653,9 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     # DeepSpeed's, every plan), or FSDP2's fp32 accumulation of the unsharded gradients under a
     # pipeline (``microbatch_grad_upcast``: plans whose FSDP shards under pp > 1), per layer
     # and for the rest of the stage (embedding, head, MTP modules).
-    upcast = (training.microbatch_grad_upcast & (pp > 1) & (zero >= 1) & (nd > 1)
-              ).astype(float)
-    copy_bytes = GRAD_COPY_BYTES * float(training.microbatch_grad_copy) + GRAD_UPCAST_BYTES * upcast
+    upcast = grad_upcast(plans, training).astype(float)
+    copy_bytes = (GRAD_COPY_BYTES * float(training.microbatch_grad_copy)
+                  + GRAD_UPCAST_BYTES * upcast)
     copy_kernels = 2 * float(training.microbatch_grad_copy) + upcast
     launch = copy_kernels * LAYER_PARAM_TENSORS * eff.kernel_overhead_us * 1e-6
     copy_layer = layer_params[:, 0] * copy_bytes / hbm + launch

@@ -68,12 +68,17 @@ def stage_layer_counts(model: ModelSpec, layout: Layout) -> tuple[int, ...]:
                  for i, n in enumerate(layout.stages))
 
 
-def model_state_bytes(params, training: TrainingSpec, zero_stage, nd):
+def model_state_bytes(params, training: TrainingSpec, zero_stage, nd, upcast=False):
     """(weights, gradients, optimizer states) bytes for ``params`` parameters under ZeRO
-    ``zero_stage`` over ``nd`` data-parallel ranks (Rajbhandari et al. SC'20, Figure 1)."""
+    ``zero_stage`` over ``nd`` data-parallel ranks (Rajbhandari et al. SC'20, Figure 1).
+    ``upcast`` (per plan): FSDP2's unsharded gradients accumulate in the reduce dtype under a
+    pipeline (``TrainingSpec.microbatch_grad_upcast``), so they take that dtype's bytes where
+    it is the wider."""
     z = np.asarray(zero_stage)
     weights = params * training.param_bytes / np.where(z >= 3, nd, 1)
-    grads = params * training.grad_bytes / np.where(z >= 2, nd, 1)
+    grad_bytes = np.where(upcast, max(training.grad_bytes, training.grad_reduce_bytes),
+                          training.grad_bytes)
+    grads = params * grad_bytes / np.where(z >= 2, nd, 1)
     optim = params * training.optimizer_state_bytes / np.where(z >= 1, nd, 1)
     return weights, grads, optim
 
