@@ -843,10 +843,10 @@ def _rules():
         ("torchtitan", "microbatch_gradient_upcast", "FSDP under a pipeline without "
          "training.microbatch_grad_upcast (FSDP2 adds every micro-batch's bf16 unsharded "
          "gradients into fp32 ones, its reduce dtype)",
-         lambda c: _pipelined_fsdp(c) & ~c["upcast"]),
+         lambda c: c["pipelined_fsdp"] & ~c["upcast"]),
         *[(fw, "microbatch_gradient_upcast", "FSDP2's fp32 accumulation of every micro-batch's "
            "unsharded gradients under a pipeline (training.microbatch_grad_upcast)",
-           lambda c: _pipelined_fsdp(c) & c["upcast"]) for fw in ("megatron", "deepspeed")],
+           lambda c: c["pipelined_fsdp"] & c["upcast"]) for fw in ("megatron", "deepspeed")],
         ("torchtitan", "multi_token_prediction", "multi-token prediction "
          "(model.mtp_num_layers)", lambda c: np.full(c["n"], c["mtp"])),
         ("deepspeed", "multi_token_prediction", "multi-token prediction "
@@ -997,13 +997,6 @@ def _rules():
     ]
 
 
-def _pipelined_fsdp(c) -> np.ndarray:
-    """Plans whose data-parallel sharding runs under a pipeline: pp > 1, ZeRO >= 1 over more
-    than one rank (one replica's dp x cp), where ``training.microbatch_grad_upcast`` costs
-    FSDP2's fp32 accumulation (``planner.cost.batch``)."""
-    return (c["pp"] > 1) & (c["zero"] >= 1) & ((c["dp"] // c["rep"]) * c["cp"] > 1)
-
-
 def _titan_rounds(c) -> np.ndarray:
     """Rounds of torch.distributed.pipelining's ScheduleInterleaved1F1B for each plan:
     max(1, m // pp) (``number_of_rounds``), each of m / rounds micro-batches
@@ -1070,6 +1063,9 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
     column-parallel inputs DeepSpeed's AutoTP runs a layer of the model with
     (``autotp_column_inputs``; 0 where the planner does not know them); ``gqa``: grouped-query
     attention, fewer K,V heads than query heads (``model_rule_args``)."""
+    # Imported here, as in reasons_by_framework: planner.cost imports this module.
+    from planner.cost.batch import pipelined_fsdp
+
     return {"group": (microbatch_groups(m, plans.pp, plans.vpp) if group is None
                       else np.asarray(group)),
             "dp": plans.dp, "tp": plans.tp, "pp": plans.pp, "cp": plans.cp, "vpp": plans.vpp,
@@ -1087,6 +1083,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "seq": training.seq_length,
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
             "upcast": np.full(len(plans), training.microbatch_grad_upcast),
+            "pipelined_fsdp": pipelined_fsdp(plans),
             "async_ar": np.full(len(plans), training.async_tensor_model_parallel_allreduce),
             "col_inputs": np.full(len(plans), training.tp_column_parallel_inputs),
             "low_states": training.optimizer_state_dtype != "fp32",

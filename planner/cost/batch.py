@@ -526,12 +526,17 @@ def compose(plans: PlanArrays, tables: CostTables,
     )
 
 
+def pipelined_fsdp(plans: PlanArrays) -> np.ndarray:
+    """Plans whose data-parallel sharding runs under a pipeline: pp > 1, ZeRO >= 1 over more
+    than one rank (one replica's dp x cp), where FSDP2 keeps the unsharded gradients between
+    micro-batches (``TrainingSpec.microbatch_grad_upcast``; the framework rules read it too)."""
+    return (plans.pp > 1) & (plans.zero >= 1) & (plans.dp_shard * plans.cp > 1)
+
+
 def grad_upcast(plans: PlanArrays, training) -> np.ndarray:
     """Plans whose FSDP2 accumulates every micro-batch's unsharded gradients in its reduce
-    dtype (``TrainingSpec.microbatch_grad_upcast``): sharded data parallelism (one replica's
-    dp x cp > 1, ZeRO >= 1) under a pipeline."""
-    return (training.microbatch_grad_upcast & (plans.pp > 1) & (plans.zero >= 1)
-            & (plans.dp_shard * plans.cp > 1))
+    dtype (``TrainingSpec.microbatch_grad_upcast``)."""
+    return training.microbatch_grad_upcast & pipelined_fsdp(plans)
 
 
 def offload_exposed(off, layers, stored, period_f, period_b, host_gb_per_s):
