@@ -110,28 +110,26 @@ def before_reduce_after_backward(run: dict) -> dict:
                                 if k != "grad_reduce_after_last_backward"}}
 
 
+def _without_field(run: dict, field: str) -> dict:
+    """The run without ``training.<field>`` and the note in ``assumed`` that marks it."""
+    if field not in run["training"]:
+        return run
+    return {**run, "training": {k: v for k, v in run["training"].items() if k != field},
+            "assumed": [a for a in run.get("assumed", []) if not a.startswith(field)]}
+
+
 def before_tp_column_inputs(run: dict) -> dict:
     """The run as the corpus encoded it before ``training.tp_column_parallel_inputs``
     existed: Hagemann et al.'s layouts with Megatron-LM's two column-parallel inputs a layer
     where Aleph Alpha's trainer has three (its SwiGLU's two input linears)."""
-    if "tp_column_parallel_inputs" not in run["training"]:
-        return run
-    return {**run, "training": {k: v for k, v in run["training"].items()
-                                if k != "tp_column_parallel_inputs"},
-            "assumed": [a for a in run.get("assumed", [])
-                        if not a.startswith("tp_column_parallel_inputs")]}
+    return _without_field(run, "tp_column_parallel_inputs")
 
 
 def before_grad_upcast(run: dict) -> dict:
     """The run as the corpus encoded it before ``training.microbatch_grad_upcast`` existed:
     torchtitan's pipelined FSDP runs without FSDP2's fp32 accumulation of every micro-batch's
     unsharded gradients."""
-    if "microbatch_grad_upcast" not in run["training"]:
-        return run
-    return {**run, "training": {k: v for k, v in run["training"].items()
-                                if k != "microbatch_grad_upcast"},
-            "assumed": [a for a in run.get("assumed", [])
-                        if not a.startswith("microbatch_grad_upcast")]}
+    return _without_field(run, "microbatch_grad_upcast")
 
 
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
