@@ -312,15 +312,21 @@ def microbatch_group(m: int, pp: int) -> int | None:
 
 def microbatch_groups(m, pp, vpp) -> np.ndarray:
     """``microbatch_group`` for arrays of plans (micro-batches, pp, vpp): each interleaved
-    plan's smallest valid group, pp where there are no virtual stages (or no valid group)."""
+    plan's smallest valid group, pp where there are no virtual stages (or no valid group).
+    Each distinct (m, pp) of the interleaved plans is solved once."""
     pp = np.asarray(pp, dtype=np.int64)
     m = np.broadcast_to(np.asarray(m, dtype=np.int64), pp.shape)
     inter = np.broadcast_to(np.asarray(vpp) > 1, pp.shape)
+    out = pp.copy()
     if not inter.any():
-        return pp.copy()
-    keys, inverse = np.unique(np.stack([m, pp], 1), axis=0, return_inverse=True)
-    groups = np.array([microbatch_group(int(mm), int(p)) or int(p) for mm, p in keys])
-    return np.where(inter, groups[inverse.reshape(-1)], pp)
+        return out
+    mi, pi = m[inter], pp[inter]
+    base = int(pi.max()) + 1
+    keys, inverse = np.unique(mi * base + pi, return_inverse=True)
+    groups = np.array([microbatch_group(int(k) // base, int(k) % base) or int(k) % base
+                       for k in keys], dtype=np.int64)
+    out[inter] = groups[inverse.reshape(-1)]
+    return out
 
 
 def plan_layout(plan: ParallelPlan, model: ModelSpec) -> Layout:
