@@ -831,9 +831,9 @@ def _rules():
          lambda c: np.full(c["n"], c["no_master"])),
         ("torchtitan", "no_master_weights", "no master weights but as its training.dtype "
          "\"bfloat16\" runs them under FSDP (training.master_weights: bf16 gradients reduced "
-         "in fp32 by fully_shard's mixed_precision_reduce, bf16 optimizer states, ZeRO-2/3; "
-         "without sharding its DDP would reduce them in bf16)",
-         lambda c: c["no_master"] & ~(c["pure_bf16"] & (z(c) >= 2))),
+         "in fp32 by fully_shard's mixed_precision_reduce, bf16 optimizer states, ZeRO-2/3, or "
+         "ZeRO-1 under a pipeline; without sharding its DDP would reduce them in bf16)",
+         lambda c: c["no_master"] & ~(c["pure_bf16"] & _titan_fsdp(c))),
         ("deepspeed", "no_master_weights", "no master weights (training.master_weights; "
          "bf16_master_weights_and_grads keeps a bf16 copy)",
          lambda c: np.full(c["n"], c["no_master"])),
@@ -925,8 +925,8 @@ def _rules():
            lambda c: np.full(c["n"], c["grad_cast"])) for fw in ("megatron", "deepspeed")],
         ("torchtitan", "grad_reduce_dtype", "a gradient reduction in another dtype than the "
          "gradients accumulate in (training.grad_reduce_dtype; only its training.dtype "
-         "\"bfloat16\" reduces bf16 gradients in fp32)",
-         lambda c: c["grad_cast"] & ~(c["pure_bf16"] & (z(c) >= 2))),
+         "\"bfloat16\" reduces bf16 gradients in fp32, under FSDP)",
+         lambda c: c["grad_cast"] & ~(c["pure_bf16"] & _titan_fsdp(c))),
         ("deepspeed", "grad_reduce_overlap", "the gradient reduction overlapped with the "
          "backward (training.overlap_grad_reduce) without ZeRO, with pipeline stages or on its "
          "BF16_Optimizer (ZeRO-1, bf16 weights, fp32 gradients): DeepSpeed reduces after the "
@@ -995,6 +995,12 @@ def _rules():
         ("torchtitan", "moe_expert_gemm", "one GEMM per local expert (training.moe_expert_gemm "
          "'per_expert'; torchtitan's experts run torch._grouped_mm)", expert_launch(grouped=False)),
     ]
+
+
+def _titan_fsdp(c) -> np.ndarray:
+    """Plans torchtitan runs under FSDP (fully_shard, its mixed-precision policy): ZeRO-2/3,
+    or ZeRO-1 under a pipeline over more than one rank (``pipelined_fsdp``)."""
+    return (c["zero"] >= 2) | c["pipelined_fsdp"]
 
 
 def _titan_rounds(c) -> np.ndarray:

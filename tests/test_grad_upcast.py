@@ -107,3 +107,21 @@ def test_the_fp32_accumulators_are_in_memory_where_the_gradients_are_16_bit():
     fp32 = {u: estimate(MODEL, CLUSTER, training(u), PIPELINED).memory.total_gib
             for u in (False, True)}
     assert fp32[True] == fp32[False]
+
+
+def test_torchtitans_pure_bf16_runs_under_a_pipeline_with_its_fp32_accumulators():
+    """training.dtype "bfloat16" only sets the default dtype the model is built in
+    (torchtitan/train.py set_default_dtype), pipeline or not: under a pipeline its FSDP (ZeRO-1
+    here) runs bf16 weights, gradients and optimizer states, and accumulates the gradients in
+    fp32. Without the pipeline the same ZeRO-1 is not torchtitan's (FSDP shards weights)."""
+    pure = training(True).model_copy(update={
+        "master_weights": False, "grad_dtype": "bf16", "grad_reduce_dtype": "fp32",
+        "optimizer_state_dtype": "bf16", "zero3_per_parameter": True,
+        "grad_reduce_after_last_backward": True})
+    assert reasons_by_framework(PIPELINED, 8, True, pure)["torchtitan"] == []
+    flat = ParallelPlan(dp=8, micro_batch_size=1, zero_stage=1, recompute="none")
+    assert any("ZeRO-1 without a pipeline" in r
+               for r in reasons_by_framework(flat, 2, True, pure)["torchtitan"])
+    assert not any("master weights" in r
+                   for r in reasons_by_framework(flat.model_copy(update={"zero_stage": 3}), 2,
+                                                 True, pure)["torchtitan"])
