@@ -6,6 +6,8 @@ eager copy (``eager_elementwise``) and PyTorch's ring attention (``ring_attentio
 'torch_allgather'), whose K,V all-gathers, gradient exchanges and fp32 merges scale with
 the heads it receives."""
 
+import pytest
+
 from planner.cost.step import estimate
 from planner.frameworks import capability_matrix, reasons_by_framework
 from planner.search import PlanRequest, plan
@@ -119,3 +121,38 @@ def test_a_torchtitan_search_costs_its_ring_at_the_kv_heads():
     assert [g.message_bytes for g in gathers] == [2 * 2 * tokens * 1024 * 2 // best.tp]
     asked = {**body, "training": {**body["training"], "repeat_kv": True}}
     assert plan(PlanRequest.model_validate(asked)).plans == []
+
+
+def test_the_attention_op_keeps_the_expanded_k_and_v():
+    """Without recompute every layer keeps what SDPA saves for its backward: K and V at the
+    heads it received. Expanded, Llama 3 8B's 32 layers keep 2 x 4,096 tokens x (4,096 -
+    1,024) x 2 bytes more each, 1.5 GiB on one micro-batch of 4,096 tokens (the allocator's
+    10% fragmentation allowance on top, in the reserve)."""
+    plan = ParallelPlan(dp=8, micro_batch_size=1, recompute="none", zero_stage=3)
+    mem = {r: estimate(GQA, CLUSTER, training(r, seq_length=4096, ring_attention="te"),
+                       plan).memory for r in (False, True)}
+    extra = 32 * 2 * 4096 * (4096 - 1024) * 2
+    assert (mem[True].activations_gib - mem[False].activations_gib) * 2 ** 30 == extra
+    assert mem[True].reserved_gib - mem[False].reserved_gib == pytest.approx(
+        0.1 * extra / 2 ** 30, rel=1e-9)
+    mha = ModelSpec.from_preset("llama2-7b")
+    same = {r: estimate(mha, CLUSTER, training(r, seq_length=4096, ring_attention="te"),
+                        plan).memory.total_gib for r in (False, True)}
+    assert same[True] == same[False]
+
+
+def test_the_corpus_runs_that_expanded_keep_more_and_still_fit():
+    """README: the corpus's 17 torchtitan runs that expanded K and V (repeat_kv true) are
+    costed up to 1.8 GiB more than at their own head count, none of them past its GPU."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import published_accuracy
+
+    runs = [r for r in published_accuracy.load_runs() if r["training"].get("repeat_kv")]
+    assert len(runs) == 17
+    own = [{**r, "training": {**r["training"], "repeat_kv": False}} for r in runs]
+    rep, at_own = (published_accuracy.evaluate_runs(x) for x in (runs, own))
+    more = [a["memory_gib"] - b["memory_gib"] for a, b in zip(rep, at_own, strict=True)]
+    assert (round(min(more), 1), round(max(more), 1)) == (0.0, 1.8)
+    assert all(x["fits_in_memory"] for x in rep)

@@ -450,7 +450,11 @@ def layer_work(
     norm_out = 2 * lin * T * h / out_div
     replicated_store = ((2 * e + 2 * mask) * T * h / sp_div + norm_out    # norm in/out, masks
                         + norm.stored_bytes)            # eager norms' fp32
-    split_store = (T * (model.q_width + 2 * model.kv_width) * e   # Q, K, V
+    # K and V as the attention op saves them: at every query head where the code expands
+    # them first (``TrainingSpec.repeat_kv``; the expansion's input is not kept).
+    kv_saved = (model.o_width if training.repeat_kv and not model.mla
+                and model.kv_heads < model.num_attention_heads else model.kv_width)
+    split_store = (T * (model.q_width + 2 * kv_saved) * e         # Q, K, V
                    + T * model.o_width * lin                      # attention output
                    + (1 - phi) * T * f * (e * (act_factor - 1) + lin)) / t + moe_store
     if training.flash_attention:
