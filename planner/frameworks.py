@@ -1047,8 +1047,8 @@ def model_rule_args(model) -> tuple[bool, bool, int, bool]:
     """What the rules read of a model, in the order the rule functions take it after the
     plan's facts: (moe: expert layers, mtp: multi-token prediction modules, autotp:
     ``autotp_column_inputs``, gqa: fewer K,V heads than query heads, outside MLA)."""
-    gqa = not model.mla and model.kv_heads < model.num_attention_heads
-    return model.is_moe, model.mtp_num_layers > 0, autotp_column_inputs(model), gqa
+    return (model.is_moe, model.mtp_num_layers > 0, autotp_column_inputs(model),
+            model.grouped_query)
 
 
 def autotp_column_inputs(model) -> int:

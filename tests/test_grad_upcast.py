@@ -34,6 +34,7 @@ def test_each_micro_batch_pays_ten_bytes_a_parameter_of_the_slowest_stage():
     stage = 8 * layer + 128_256 * 4096
     hbm = CLUSTER.gpu.memory_bandwidth_gb_per_s * 1e9 * CLUSTER.gpu.hbm_efficiency
     per_mb = stage * GRAD_UPCAST_BYTES / hbm + 8 * LAYER_PARAM_TENSORS * 2.5e-6
+    assert round(per_mb * 1e3, 1) == 7.8                  # ms, as the README says
     off, on = (estimate(MODEL, CLUSTER, training(u), PIPELINED) for u in (False, True))
     assert on.grad_accum_steps == 8 and on.layers_per_stage == [8, 8, 8, 8]
     assert on.breakdown["overhead"] - off.breakdown["overhead"] == pytest.approx(8 * per_mb,
@@ -102,6 +103,7 @@ def test_the_fp32_accumulators_are_in_memory_where_the_gradients_are_16_bit():
            for u in (False, True)}
     assert mem[False].gradients_gib == pytest.approx(2 * stage / gib, rel=1e-12)
     assert mem[True].gradients_gib == pytest.approx(4 * stage / gib, rel=1e-12)
+    assert (round(mem[False].gradients_gib, 2), round(mem[True].gradients_gib, 2)) == (4.23, 8.46)
     assert mem[True].total_gib - mem[False].total_gib == pytest.approx(2 * stage / gib,
                                                                        rel=1e-12)
     fp32 = {u: estimate(MODEL, CLUSTER, training(u), PIPELINED).memory.total_gib

@@ -92,8 +92,7 @@ def test_torchtitan_runs_only_its_own_head_count_where_the_expansion_costs_somet
     its ring attention is refused for torchtitan, not one without CP and compiled (where the
     flag costs nothing), nor an MHA model's."""
     def titan(model, plan, tr):
-        gqa = model.kv_heads < model.num_attention_heads
-        return reasons_by_framework(plan, 2, True, tr, gqa=gqa)["torchtitan"]
+        return reasons_by_framework(plan, 2, True, tr, gqa=model.grouped_query)["torchtitan"]
 
     refused = titan(GQA, CP2, training(True))
     assert any("training.repeat_kv" in r for r in refused)
@@ -101,6 +100,8 @@ def test_torchtitan_runs_only_its_own_head_count_where_the_expansion_costs_somet
     dense = ParallelPlan(dp=8, micro_batch_size=1, recompute="none", zero_stage=3)
     assert not any("training.repeat_kv" in r for r in titan(GQA, dense, training(True)))
     mha = ModelSpec.from_preset("llama2-7b")
+    assert GQA.grouped_query and not mha.grouped_query
+    assert not ModelSpec.from_preset("deepseek-v3").grouped_query      # MLA: a K,V per head
     assert not any("training.repeat_kv" in r for r in titan(mha, CP2, training(True)))
     est = estimate(GQA, CLUSTER, training(True), CP2)
     assert "torchtitan" not in est.frameworks

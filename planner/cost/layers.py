@@ -49,7 +49,7 @@ from typing import NamedTuple, Protocol
 
 from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
 from planner.cost.kernels import KernelModel
-from planner.cost.ring import ring_kv_width, torch_ring_extras
+from planner.cost.ring import received_kv_width, torch_ring_extras
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.gpu import Precision
 
@@ -367,7 +367,7 @@ def layer_work(
     # the ring calls, as its exchanges are (tables.cp_uses).
     ring_f = ring_b = 0.0
     if training.ring_attention != "te" and cp > 1:
-        ring = torch_ring_extras(T * model.o_width / t, T * ring_kv_width(model, training) / t,
+        ring = torch_ring_extras(T * model.o_width / t, T * received_kv_width(model, training) / t,
                                  cp)
         ring_f = km.memory(ring.fwd_bytes, kernels=ring.fwd_kernels)
         ring_b = km.memory(ring.bwd_bytes, kernels=ring.bwd_kernels)
@@ -452,8 +452,7 @@ def layer_work(
                         + norm.stored_bytes)            # eager norms' fp32
     # K and V as the attention op saves them: at every query head where the code expands
     # them first (``TrainingSpec.repeat_kv``; the expansion's input is not kept).
-    kv_saved = (model.o_width if training.repeat_kv and not model.mla
-                and model.kv_heads < model.num_attention_heads else model.kv_width)
+    kv_saved = received_kv_width(model, training)
     split_store = (T * (model.q_width + 2 * kv_saved) * e         # Q, K, V
                    + T * model.o_width * lin                      # attention output
                    + (1 - phi) * T * f * (e * (act_factor - 1) + lin)) / t + moe_store
@@ -523,7 +522,7 @@ def eager_elementwise_bytes(model: ModelSpec, T: float, t: int, e: int, phi: flo
     else:
         rope = T * model.d_head * (model.num_attention_heads + model.kv_heads) / t
         repeat = (2 * T * model.d_head * (model.num_attention_heads + model.kv_heads) / t * e
-                  if repeat_kv and model.kv_heads < model.num_attention_heads else 0.0)
+                  if repeat_kv and model.grouped_query else 0.0)
     rope_bytes = rope * (2 * e + 16)
     swiglu = 0.0
     if model.ffn_type == "swiglu":

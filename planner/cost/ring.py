@@ -85,11 +85,12 @@ def torch_ring_extras(q_elems: float, kv_elems: float, cp: int) -> RingExtras:
     return RingExtras(fwd, bwd, FWD_KERNELS_PER_STEP * cp, BWD_KERNELS_PER_STEP * cp)
 
 
-def ring_kv_width(model, training) -> float:
-    """Width per token of the K (and V) block PyTorch's ring passes: every query head's under
-    ``TrainingSpec.repeat_kv`` (the model code expands them before SDPA), else their own
+def received_kv_width(model, training) -> float:
+    """Width per token of K (and of V) as the attention op receives them, so as PyTorch's ring
+    passes them and the op keeps them for its backward: every query head's where grouped-query
+    K and V are expanded first (``TrainingSpec.repeat_kv``), else their own
     (``ModelSpec.kv_width``; SDPA's ``enable_gqa``)."""
-    return float(model.o_width) if training.repeat_kv else model.kv_width
+    return float(model.o_width) if training.repeat_kv and model.grouped_query else model.kv_width
 
 
 def torch_ring_exchange_bytes(kv_elems: float, activation_bytes: int) -> tuple[float, float]:

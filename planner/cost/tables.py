@@ -69,7 +69,7 @@ from planner.cost.layers import (
 )
 from planner.cost.memory import expert_stage_params, stage_params
 from planner.cost.reuse import backward_gathers, layer_matrices
-from planner.cost.ring import ring_kv_width, torch_ring_exchange_bytes
+from planner.cost.ring import received_kv_width, torch_ring_exchange_bytes
 from planner.cost.routing import unit_hit_probability
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
@@ -414,7 +414,7 @@ class CostTables:
             # under ``repeat_kv``) passed cp - 1 times per pass or all-gathered once, and cp
             # exchanges of their fp32 gradients per backward.
             own, grads = torch_ring_exchange_bytes(
-                tokens * ring_kv_width(self.model, self.training) / tp,
+                tokens * received_kv_width(self.model, self.training) / tp,
                 self.training.activation_bytes)
             pair = self.pair(cp, tp, npn)
             dkv = CollectiveUse("CP", self.collective("send_recv", grads, pair), cp, pair)

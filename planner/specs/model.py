@@ -275,6 +275,11 @@ class ModelSpec(PresetSpec):
         return heads * (self.qk_head_dim + self.v_dim) / 2
 
     @property
+    def grouped_query(self) -> bool:
+        """Grouped-query attention: fewer K,V heads than query heads (MLA has one per head)."""
+        return not self.mla and self.kv_heads < self.num_attention_heads
+
+    @property
     def o_width(self) -> int:
         """Input width of the output projection (heads x value width)."""
         return self.num_attention_heads * self.v_dim
