@@ -182,8 +182,11 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                         f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py"),
     },
     "context_parallel": {
-        "megatron": _s("yes", "--context-parallel-size, --cp-comm-type p2p",
-                       f"{MEGATRON} megatron/core/model_parallel_config.py"),
+        "megatron": _s("yes", "--context-parallel-size, --cp-comm-type p2p or a2a",
+                       f"{MEGATRON} megatron/core/model_parallel_config.py, "
+                       "megatron/core/transformer/transformer_config.py",
+                       "Transformer Engine's ring (p2p, training.ring_attention 'te') or its "
+                       "all-to-all (a2a, DeepSpeed-Ulysses' scheme, ring_attention 'a2a')"),
         "torchtitan": _s("yes", "parallelism.context_parallel_degree",
                          f"{TITAN} torchtitan/distributed/context_parallel.py",
                          "PyTorch's ring with its default rotation, the K,V all-gather "
@@ -192,7 +195,8 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                          "create_context_parallel_ctx calls set_rotate_method); with ZeRO, "
                          "since it shards the weights over the CP ranks whenever cp > 1"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/sequence/layer.py",
-                        "Ulysses all-to-all only, no ring attention"),
+                        "no ring attention; Ulysses' all-to-all is DistributedAttention, which "
+                        "the model code wraps around its attention (not a config key)"),
     },
     "recompute_full": {
         "megatron": _s("yes", "--recompute-granularity full --recompute-method uniform "
@@ -952,10 +956,11 @@ def _rules():
          "grad_accum_dtype')", lambda c: c["fp32_grads_16bit"] & (z(c) == 0)),
         ("deepspeed", "context_parallel", "ring context parallelism", lambda c: c["cp"] > 1),
         ("megatron", "context_parallel", "PyTorch's ring attention (training.ring_attention "
-         "'torch' or 'torch_allgather'; Megatron-Core runs Transformer Engine's)",
-         lambda c: (c["cp"] > 1) & (c["ring"] != "te")),
+         "'torch' or 'torch_allgather'; Megatron-Core runs Transformer Engine's, its ring or "
+         "its all-to-all)",
+         lambda c: (c["cp"] > 1) & np.full(c["n"], c["torch_ring"])),
         ("torchtitan", "context_parallel", "a ring attention other than PyTorch's with its "
-         "default K,V all-gather (training.ring_attention 'te' or 'torch'; torchtitan v0.2.2 "
+         "default K,V all-gather (training.ring_attention 'te', 'torch' or 'a2a'; torchtitan v0.2.2 "
          "trains with PyTorch's context_parallel and never sets its rotate method: "
          "'torch_allgather')", lambda c: (c["cp"] > 1) & (c["ring"] != "torch_allgather")),
         ("deepspeed", "sequence_parallel", "Megatron sequence parallelism", lambda c: c["sp"] == 1),
@@ -1079,7 +1084,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "rnl": plans.rnl, "off": plans.off, "rep": plans.rep, "ep": plans.ep,
             "etp": plans.etp, "moe": bool(moe), "mtp": bool(mtp), "autotp": int(autotp),
             "gqa": bool(gqa), "repeat_kv": training.repeat_kv,
-            "torch_ring": training.ring_attention != "te",
+            "torch_ring": training.ring_attention in ("torch", "torch_allgather"),
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
             "bf16_reduce": (training.grad_reduce_dtype or training.grad_dtype) == "bf16",

@@ -26,8 +26,10 @@ AttentionKernel = Literal["default", "flash1", "flash2", "flash_triton"]
 ATTENTION_KERNELS: tuple[AttentionKernel, ...] = get_args(AttentionKernel)
 # Whose ring attention runs context parallelism: Transformer Engine's (Megatron-Core), or
 # PyTorch's experimental context_parallel (torch.distributed.tensor.experimental), torchtitan's,
-# rotating K and V step by step (rotate method "alltoall") or all-gathering them ("allgather").
-RingAttention = Literal["te", "torch", "torch_allgather"]
+# rotating K and V step by step (rotate method "alltoall") or all-gathering them ("allgather");
+# or no ring: all-to-all context parallelism (DeepSpeed-Ulysses' scheme, Transformer Engine's
+# cp_comm_type "a2a").
+RingAttention = Literal["te", "torch", "torch_allgather", "a2a"]
 RING_ATTENTIONS: tuple[RingAttention, ...] = get_args(RingAttention)
 
 Strategy = Literal["DP", "TP", "PP", "CP", "EP", "ZeRO"]

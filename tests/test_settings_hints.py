@@ -135,3 +135,76 @@ def test_the_service_returns_and_stores_the_hint(qwen3_30b, tmp_path):
         assert c.get(r.headers["location"]).json()["settings_hints"] == hints
         schema = c.get("/openapi.json").json()["components"]["schemas"]
         assert "settings_hints" in schema["PlanResult"]["properties"]
+
+
+def _long_context(ring="te", **search):
+    training = {"global_batch_size": 8, "seq_length": 16384}
+    return PlanRequest.model_validate({
+        "model": {"preset": "gpt3-175b"},
+        "cluster": {"preset": "dgx-h100", "num_nodes": 16},
+        "training": {**training, **({"ring_attention": ring} if ring else {})},
+        "search": {"top_k": 1, **search}})
+
+
+def test_a_context_parallel_answer_is_told_of_the_all_to_all_where_it_wins():
+    # GPT-3 175B (96 heads, no GQA) at 16K tokens on 128 H100 with cp held at 16: under
+    # Transformer Engine's ring each of 16 steps exchanges K,V across nodes beside a
+    # 1,024-token chunk's attention, too little to hide it. The all-to-all runs the attention
+    # once over all 16,384 tokens on 6 of the 96 heads.
+    req = _long_context(framework="megatron", cp=16)
+    result = answer(req)
+    (hint,) = result.settings_hints
+    best = result.plans[0]
+    assert hint.changes == {"ring_attention": "a2a"} and "whole sequence" in hint.reason
+    assert best.cp == hint.plan["cp"] == 16
+    assert hint.faster_pct == pytest.approx(100 * (1 - hint.step_time_s / best.step_time_s))
+    assert hint.faster_pct >= 100 * MIN_GAIN
+    # The hint is the search's own answer with the all-to-all, nothing else.
+    again = plan(_long_context("a2a", framework="megatron", cp=16))
+    assert again.plans[0].step_time_s == pytest.approx(hint.step_time_s)
+    assert {k: getattr(again.plans[0], k) for k in hint.plan} == hint.plan
+    # The exposed CP time is what changed. The README's figures.
+    assert again.plans[0].breakdown["cp_comm"] < best.breakdown["cp_comm"]
+    assert (round(best.breakdown["cp_comm"], 1), hint.plan["tp"], round(hint.faster_pct)) == (
+        4.5, 1, 49)
+
+
+def test_no_all_to_all_hint_where_it_cannot_run_or_the_answer_has_no_cp():
+    # torchtitan runs PyTorch's ring only (its search's default): it has plans, no hint.
+    titan = answer(_long_context(None, framework="torchtitan", cp=16))
+    assert titan.plans and titan.plans[0].cp == 16 and not titan.settings_hints
+    # A request already on the all-to-all, or whose best plan has cp 1, is not told.
+    assert not answer(_long_context("a2a", framework="megatron", cp=16)).settings_hints
+    free = answer(_long_context(framework="megatron", cp=1))
+    assert free.plans[0].cp == 1 and not free.settings_hints
+    # Inside one node the two are within MIN_GAIN: Llama 3 8B on 8 H100 at 16K to 128K
+    # tokens picks cp 2 to 8 under the ring and is told nothing.
+    for seq in (16384, 131072):
+        one_node = answer(PlanRequest.model_validate({
+            "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+            "training": {"global_batch_size": 8, "seq_length": seq},
+            "search": {"framework": "megatron", "top_k": 1}}))
+        assert one_node.plans[0].cp > 1 and not one_node.settings_hints
+
+
+def test_the_all_to_all_is_searched_only_where_the_ring_exposes_enough():
+    """The second search runs only where the answer exposes at least MIN_GAIN of its step in
+    the ring's exchanges: otherwise the answer's latency is not doubled for nothing."""
+    from planner.search.hints import settings_hints
+
+    calls = []
+
+    def counting(req):
+        calls.append(req.training.ring_attention)
+        return plan(req)
+
+    one_node = PlanRequest.model_validate({
+        "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+        "training": {"global_batch_size": 8, "seq_length": 131072},
+        "search": {"framework": "megatron", "top_k": 1}})
+    result = plan(one_node)
+    best = result.plans[0]
+    assert best.cp > 1 and best.breakdown["cp_comm"] < MIN_GAIN * best.step_time_s
+    assert settings_hints(one_node, result, counting) == [] and calls == []
+    across = _long_context(framework="megatron", cp=16)
+    assert settings_hints(across, plan(across), counting) and calls == ["a2a"]

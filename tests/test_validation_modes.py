@@ -264,6 +264,27 @@ def test_context_parallel_plan_runs_its_ring_exchanges():
     assert len(sizes) == 2 and sizes[1] == 2 * sizes[0]
 
 
+@pytest.mark.slow
+def test_all_to_all_context_parallel_plan_runs_its_all_to_alls():
+    """A cp=2 plan under all-to-all context parallelism (training.ring_attention 'a2a'): the
+    probe runs the all-to-alls of Q, K, V and O (their gradients backward) over the CP group
+    instead of ring exchanges, and measures them as CP."""
+    from planner.probe.validate import validate
+    from tests.test_validation import TINY
+
+    req = {**TINY, "training": {**TINY["training"], "ring_attention": "a2a"},
+           "search": {**TINY["search"], "cp": 2, "tp": 1, "pp": 1, "top_k": 1}}
+    res = validate(PlanRequest.model_validate(req), nproc=4, top_k=1, steps=1, timeout_s=90)
+    (p,) = res.plans
+    assert p.plan["cp"] == 2 and p.mode == "full", p.note
+    assert p.measured["breakdown"]["cp_comm"] > 0 and p.predicted["breakdown"]["cp_comm"] > 0
+    ops = {s.op for s in res.samples}
+    assert "all_to_all" in ops and "send_recv" not in ops
+    # One micro-batch of 128 local tokens x 256 wide in fp32: Q, K, V and O alike.
+    sizes = {s.message_bytes for s in res.samples if s.op == "all_to_all"}
+    assert sizes == {128 * 256 * 4}
+
+
 def test_validation_table_for_people():
     from rich.console import Console
 

@@ -49,7 +49,8 @@ from typing import NamedTuple, Protocol
 
 from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
 from planner.cost.kernels import KernelModel
-from planner.cost.ring import received_kv_width, torch_ring_extras
+from planner.cost.ring import received_kv_width, torch_ring_extras, uses_torch_ring
+from planner.cost.ulysses import A2A_CALLS_PER_PASS, COPIES_PER_TENSOR, a2a_copy_bytes, uses_a2a
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.gpu import Precision
 
@@ -296,11 +297,14 @@ def layer_work(
         exec_flops = 2 * b * heads * (s / cp) * model.attention_keys(s, causal=True) * width
         d_attn = width / 2                  # MLA: the mean of its query/key and value heads
         # Each of the cp ring steps is one call over an s / cp chunk, its grid sized as a
-        # causal chunk's (the load-balanced steps' half chunks do the same work).
-        attn_f = k16.attention(exec_flops, s / cp, kernels=cp, head_dim=d_attn,
-                               batch_heads=b * heads)
-        attn_b = k16.attention(2.5 * exec_flops, s / cp, kernels=cp, head_dim=d_attn,
-                               backward=True, batch_heads=b * heads)
+        # causal chunk's (the load-balanced steps' half chunks do the same work); all-to-all
+        # context parallelism runs one call over the whole sequence on heads / cp heads.
+        keys, calls, grid = ((s, 1, b * heads / cp) if uses_a2a(training, cp)
+                             else (s / cp, cp, b * heads))
+        attn_f = k16.attention(exec_flops, keys, kernels=calls, head_dim=d_attn,
+                               batch_heads=grid)
+        attn_b = k16.attention(2.5 * exec_flops, keys, kernels=calls, head_dim=d_attn,
+                               backward=True, batch_heads=grid)
         attn_bytes = 0.0
     else:
         d = model.d_head
@@ -366,11 +370,16 @@ def layer_work(
     # at every query head under ``repeat_kv``, else at their own. Costed with whatever kernel
     # the ring calls, as its exchanges are (tables.cp_uses).
     ring_f = ring_b = 0.0
-    if training.ring_attention != "te" and cp > 1:
+    if uses_torch_ring(training, cp):
         ring = torch_ring_extras(T * model.o_width / t, T * received_kv_width(model, training) / t,
                                  cp)
         ring_f = km.memory(ring.fwd_bytes, kernels=ring.fwd_kernels)
         ring_b = km.memory(ring.bwd_bytes, kernels=ring.bwd_kernels)
+    elif uses_a2a(training, cp):
+        # The copies around the all-to-alls (ulysses.py), every pass.
+        copies = a2a_copy_bytes(model, T, t, e)
+        kernels = A2A_CALLS_PER_PASS * COPIES_PER_TENSOR
+        ring_f = ring_b = km.memory(copies, kernels=kernels)
 
     # Local experts launched one GEMM (and fp8 quantisation) each: their fixed costs.
     pe_f, pe_b = (phi * n * km.kernel_overhead_s

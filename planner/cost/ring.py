@@ -85,6 +85,12 @@ def torch_ring_extras(q_elems: float, kv_elems: float, cp: int) -> RingExtras:
     return RingExtras(fwd, bwd, FWD_KERNELS_PER_STEP * cp, BWD_KERNELS_PER_STEP * cp)
 
 
+def uses_torch_ring(training, cp: int) -> bool:
+    """Whether a plan of ``cp`` runs PyTorch's ring attention (``ring_attention`` 'torch' or
+    'torch_allgather')."""
+    return cp > 1 and training.ring_attention in ("torch", "torch_allgather")
+
+
 def received_kv_width(model, training) -> float:
     """Width per token of K (and of V) as the attention op receives them, so as PyTorch's ring
     passes them and the op keeps them for its backward: every query head's where grouped-query

@@ -69,8 +69,9 @@ from planner.cost.layers import (
 )
 from planner.cost.memory import expert_stage_params, stage_params
 from planner.cost.reuse import backward_gathers, layer_matrices
-from planner.cost.ring import received_kv_width, torch_ring_exchange_bytes
+from planner.cost.ring import received_kv_width, torch_ring_exchange_bytes, uses_torch_ring
 from planner.cost.routing import unit_hit_probability
+from planner.cost.ulysses import a2a_tensor_elems, uses_a2a
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
 from planner.specs.placement import GroupSpan, group_span, launch_layout
@@ -267,7 +268,16 @@ class CostTables:
                 if sp and self.per_op(rec):     # the recomputed norms' outputs re-gathered
                     tp_b += 2 * t["all_gather"]
         net_f = net_b = 0.0
-        if cp > 1 and self.training.ring_attention != "te":
+        if uses_a2a(self.training, cp):
+            # All-to-all context parallelism (ulysses.py): every exchange exposed, the
+            # recomputed forward's again under full recompute.
+            uses = self.cp_uses(tp, cp, mbs, rec, sp, npn)
+            passes = 2 if rec == 2 else 1
+            cp_f = sum(u.cost.time_s * u.calls for u in uses) / (passes + 1)
+            cp_b = cp_f * passes
+            if any(u.group.tier == "inter_node" for u in uses):
+                net_f, net_b = cp_f, cp_b
+        elif uses_torch_ring(self.training, cp):
             # PyTorch's ring (ring.py): K,V passed step by step, or all-gathered behind the
             # first step of each pass; of the cp exchanges of the K,V gradients the last is
             # exposed.
@@ -404,11 +414,21 @@ class CostTables:
         of K,V and their gradients backward, each overlapped with a block of attention
         (Transformer Engine's ring); PyTorch's (``TrainingSpec.ring_attention`` 'torch',
         'torch_allgather'): K,V passed cp - 1 times (or all-gathered once) per pass and cp
-        exchanges of the K,V gradients (``ring.py``)."""
+        exchanges of the K,V gradients (``ring.py``); all-to-all context parallelism ('a2a'):
+        one all-to-all of Q, K, V and O a pass, every call exposed (``ulysses.py``)."""
         if cp == 1:
             return []
         tokens = mbs * self.training.seq_length // cp
         passes = 2 if rec == 2 else 1
+        if uses_a2a(self.training, cp):
+            # All-to-all context parallelism (ulysses.py): Q and O (and their gradients), K
+            # and V (and theirs), each one all-to-all a pass over the CP group.
+            q, kv, o = a2a_tensor_elems(self.model, tokens, tp)
+            e = self.training.activation_bytes
+            g = self.group(cp, tp, npn)
+            return [CollectiveUse("CP", self.collective("all_to_all", n * e, g),
+                                  calls * (passes + 1), g)
+                    for n, calls in ((q, 1), (kv, 2), (o, 1))]
         if self.training.ring_attention != "te":
             # PyTorch's ring (ring.py): K,V (at the heads SDPA receives: every query head's
             # under ``repeat_kv``) passed cp - 1 times per pass or all-gathered once, and cp

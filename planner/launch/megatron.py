@@ -3,7 +3,8 @@
 Flag names are those of Megatron-LM (``megatron/training/arguments.py`` and the config
 dataclasses it turns into flags, ``model_parallel_config.py``, ``transformer_config.py``; read
 at d98e8a6): ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``,
-``--context-parallel-size`` with ``--cp-comm-type p2p`` (ring attention),
+``--context-parallel-size`` with ``--cp-comm-type p2p`` (ring attention) or ``a2a``
+(all-to-all, ``TrainingSpec.ring_attention`` 'a2a'),
 ``--num-virtual-stages-per-pipeline-rank`` and
 ``--microbatch-group-size-per-virtual-pipeline-stage`` (interleaved 1F1B), the pipeline
 layout (``--decoder-first/last-pipeline-num-layers``, ``--account-for-embedding-in-pipeline-split``
@@ -74,8 +75,8 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         "--pipeline-model-parallel-size", str(p.pp),
         "--context-parallel-size", str(p.cp),
     ]
-    if p.cp > 1:
-        args += ["--cp-comm-type", "p2p"]
+    if p.cp > 1:      # Transformer Engine's ring, or its all-to-all (DeepSpeed-Ulysses')
+        args += ["--cp-comm-type", "a2a" if t.ring_attention == "a2a" else "p2p"]
     args += moe_args(ctx)
     if m.mtp_num_layers:      # on the last pipeline stage (Megatron-LM's default)
         args += ["--mtp-num-layers", str(m.mtp_num_layers)]

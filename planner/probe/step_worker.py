@@ -360,9 +360,11 @@ class ProbeStep:
         for op, nbytes, calls in (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]):
             for _ in range(calls):
                 comms.collective("tp_comm", op, nbytes, "tp")
-        for nbytes, calls in (pat.get("cp_fwd", []) if kind == "F" else pat.get("cp_bwd", [])):
+        for entry in (pat.get("cp_fwd", []) if kind == "F" else pat.get("cp_bwd", [])):
+            # [bytes, calls]: ring steps; [op, bytes, calls]: all-to-all context parallelism.
+            op, nbytes, calls = entry if len(entry) == 3 else ("ring", *entry)
             for _ in range(calls):
-                comms.collective("cp_comm", "ring", nbytes, "cp")
+                comms.collective("cp_comm", op, nbytes, "cp")
         if kind == "B" and pat["zero3"]:
             self.scatters += self._start("reduce_scatter")
 

@@ -16,6 +16,16 @@ A request for one framework is told only of settings that framework has
 DualPipeV, so it is told of DeepEP alone; DeepSpeed has neither). The second search has the
 request's restrictions and framework, so its plan is one that framework runs, and what is
 left of the request's time limit; a first search that limit cut short gets none.
+
+Context parallelism is the other. Transformer Engine runs it as a ring (``ring_attention``
+'te', Megatron-LM's default ``--cp-comm-type p2p``) or as DeepSpeed-Ulysses' all-to-all
+(``a2a``, ``planner.cost.ulysses``): the ring hides its K,V exchanges behind attention chunks
+that shrink as cp grows; the all-to-all exposes four exchanges a pass but runs the attention
+once over the whole sequence and sends less as cp grows. Where the best plan under the ring
+uses context parallelism, exposes at least ``MIN_GAIN`` of its step in the ring's exchanges
+(what the all-to-all can take away; below that, the answer's latency is not doubled for a
+hint that cannot come) and the request's framework is Megatron-LM (or any), the search is run
+again with the all-to-all, and the result says so where that is at least ``MIN_GAIN`` faster.
 """
 
 from __future__ import annotations
@@ -86,28 +96,45 @@ def _moe_dispatch(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
     return changes, "the EP all-to-alls sit on the critical path; " + ", and ".join(why)
 
 
+def _context_parallel(req: PlanRequest, result: PlanResult) -> tuple[dict[str, Any], str] | None:
+    best = result.plans[0]
+    if (req.training.ring_attention != "te" or best.cp == 1
+            or req.search.framework not in (None, ANY_FRAMEWORK, "megatron")
+            or best.breakdown["cp_comm"] < MIN_GAIN * best.step_time_s):
+        return None
+    return ({"ring_attention": "a2a"},
+            "the ring hides its K,V exchanges behind attention chunks that shrink as cp grows; "
+            "the all-to-all (Megatron-LM --cp-comm-type a2a) runs the attention once over the "
+            "whole sequence on a share of the heads")
+
+
 def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[SettingsHint]:
     """Hints for the request whose search returned ``result``; ``search`` is the plan search,
-    run again under the changed settings for its best plan only, within what is left of the
-    request's time limit. A search the time limit cut short (FEASIBLE), or that found nothing
-    to fit, gets none."""
-    found = _moe_dispatch(req)
-    left_ms = int(req.search.time_limit_ms - result.search.solve_ms)
-    if found is None or result.search.status != "OPTIMAL" or not result.plans or left_ms < 1:
+    run again under each change of settings for its best plan only, within what is left of
+    the request's time limit. A search the time limit cut short (FEASIBLE), or that found
+    nothing to fit, gets none."""
+    if result.search.status != "OPTIMAL" or not result.plans:
         return []
-    changes, reason = found
-    training = type(req.training).model_validate({**req.training.model_dump(), **changes})
-    other = search(req.model_copy(update={
-        "training": training,
-        "search": req.search.model_copy(update={"top_k": 1, "space_sample": 0,
-                                                "time_limit_ms": left_ms})}))
-    if other.search.status != "OPTIMAL" or not other.plans:
-        return []
-    best = other.plans[0]
-    gain = 1 - best.step_time_s / result.plans[0].step_time_s
-    if gain < MIN_GAIN:
-        return []
-    return [SettingsHint(changes=changes, reason=reason,
-                         plan={k: getattr(best, k) for k in _DEGREES},
-                         step_time_s=best.step_time_s, mfu=best.mfu, faster_pct=100 * gain,
-                         caveats=best.caveats)]
+    hints = []
+    spent = result.search.solve_ms
+    for found in (_moe_dispatch(req), _context_parallel(req, result)):
+        left_ms = int(req.search.time_limit_ms - spent)
+        if found is None or left_ms < 1:
+            continue
+        changes, reason = found
+        training = type(req.training).model_validate({**req.training.model_dump(), **changes})
+        other = search(req.model_copy(update={
+            "training": training,
+            "search": req.search.model_copy(update={"top_k": 1, "space_sample": 0,
+                                                    "time_limit_ms": left_ms})}))
+        spent += other.search.solve_ms
+        if other.search.status != "OPTIMAL" or not other.plans:
+            continue
+        best = other.plans[0]
+        gain = 1 - best.step_time_s / result.plans[0].step_time_s
+        if gain >= MIN_GAIN:
+            hints.append(SettingsHint(changes=changes, reason=reason,
+                                      plan={k: getattr(best, k) for k in _DEGREES},
+                                      step_time_s=best.step_time_s, mfu=best.mfu,
+                                      faster_pct=100 * gain, caveats=best.caveats))
+    return hints

@@ -44,6 +44,7 @@ from planner.search.spec import SearchSpec, allows
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import default_layout, layout_of
 from planner.specs.placement import launch_layout
+from planner.specs.plan import a2a_cp_violation
 
 
 def divisors(n: int) -> list[int]:
@@ -197,7 +198,7 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
     lattice = total = 0
     for tp, cp, pp in product(dom["tp"], dom["cp"], dom["pp"]):
         inner = tp * cp * pp
-        if inner > N:
+        if inner > N or a2a_cp_violation(model, training, tp, cp) is not None:
             continue
         for dp in dom["dp"]:
             world = inner * dp

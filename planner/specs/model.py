@@ -268,11 +268,15 @@ class ModelSpec(PresetSpec):
         return self.num_attention_heads * self.qk_head_dim
 
     @property
+    def attention_kv_heads(self) -> int:
+        """K,V heads the attention op reads: every query head has its own under MLA."""
+        return self.num_attention_heads if self.mla else self.kv_heads
+
+    @property
     def kv_width(self) -> float:
         """Mean width of the K and V tensors attention reads (every head has its own under MLA,
         with keys of qk_head_dim and values of v_head_dim)."""
-        heads = self.num_attention_heads if self.mla else self.kv_heads
-        return heads * (self.qk_head_dim + self.v_dim) / 2
+        return self.attention_kv_heads * (self.qk_head_dim + self.v_dim) / 2
 
     @property
     def grouped_query(self) -> bool:

@@ -173,6 +173,26 @@ class ParallelPlan(BaseModel):
         return self.dp // self.dp_replicate
 
 
+def a2a_cp_violation(model: ModelSpec, training: TrainingSpec, tp: int, cp: int) -> str | None:
+    """Why all-to-all context parallelism (``TrainingSpec.ring_attention`` 'a2a',
+    ``planner.cost.ulysses``) cannot run ``cp`` ranks beside ``tp``, or None (also where the
+    plan runs no such thing): it splits the heads of one tensor-parallel rank, query and K,V
+    alike, over the cp ranks (Transformer Engine's ``AttnFuncWithCPAndQKVOA2A`` asserts
+    ``num_heads % cp_size == 0`` for both), and runs only with fused attention."""
+    if cp == 1 or training.ring_attention != "a2a":
+        return None
+    if not training.flash_attention:
+        return ("all-to-all context parallelism (ring_attention 'a2a') runs with fused "
+                "attention only (training.flash_attention false)")
+    for what, heads in (("num_attention_heads", model.num_attention_heads),
+                        ("K,V heads", model.attention_kv_heads)):
+        if tp <= heads and heads // tp % cp:
+            return (f"all-to-all context parallelism (ring_attention 'a2a') splits each "
+                    f"tensor-parallel rank's heads over the cp ranks: {what}({heads}) / tp({tp}) "
+                    f"= {heads // tp} is not divisible by cp({cp})")
+    return None
+
+
 def plan_violations(
     plan: ParallelPlan,
     model: ModelSpec,
@@ -219,6 +239,8 @@ def plan_violations(
     if plan.cp > 1 and training.seq_length % (2 * plan.cp):
         out.append(("plan.cp", f"seq_length({training.seq_length}) is not divisible by "
                                f"2 * cp({plan.cp}) = {2 * plan.cp} (load-balanced causal chunks)"))
+    if (reason := a2a_cp_violation(model, training, plan.tp, plan.cp)) is not None:
+        out.append(("plan.cp", reason))
     L = model.num_layers
     if plan.cpu_offload_layers:
         if plan.cpu_offload_layers >= L:

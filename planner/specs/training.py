@@ -116,7 +116,12 @@ class TrainingSpec(BaseModel):
         "outputs and gradients merged and accumulated in fp32 by eager kernels "
         "(planner/cost/ring.py); 'torch_allgather', the same with rotate method 'allgather' "
         "(torchtitan's default of 2024): K and V all-gathered once per pass, behind the first "
-        "step only.")
+        "step only; 'a2a', no ring: all-to-all context parallelism (DeepSpeed-Ulysses' scheme, "
+        "Megatron-Core's --cp-comm-type a2a through Transformer Engine): Q, K, V and the "
+        "output regrouped from tokens to heads and back by four exposed all-to-alls a pass, "
+        "the attention run once over the whole sequence on heads / cp heads; needs the heads "
+        "of a tensor-parallel rank (query and K,V) divisible by cp and fused attention "
+        "(planner/cost/ulysses.py).")
     repeat_kv: bool = Field(
         False, description="Grouped-query attention: the model code expands K and V to every "
         "query head before the attention op (Meta's reference Llama and torchtitan through v0.2.1, "

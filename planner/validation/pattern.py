@@ -26,6 +26,7 @@ from planner.cost.layers import (
 )
 from planner.cost.memory import stage_layer_counts
 from planner.cost.tables import RECOMPUTE, CostTables
+from planner.cost.ulysses import uses_a2a
 from planner.result import PlanEstimate
 from planner.specs.layout import explicit_layout
 from planner.validation.compare import STRATEGY_COMPONENT
@@ -101,6 +102,8 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
     # The attention core per head: scores Q K^T (s/cp x s x d) and the weighted sum P V.
     s_q, s_kv = training.seq_length // est.cp, training.seq_length
     heads = est.micro_batch_size * max(1, model.num_attention_heads // est.tp)
+    if uses_a2a(training, est.cp):       # the whole sequence on heads / cp heads (ulysses.py)
+        s_q, heads = training.seq_length, max(1, heads // est.cp)
     attn_bmm = [[heads, s_q, s_kv, model.d_head], [heads, s_q, model.d_head, s_kv]]
     # The memory-bound kernels (norms, residual adds, activation; softmax without flash
     # attention) as one streaming add that moves the same bytes: read two, write one.
@@ -116,7 +119,15 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         # A distributed saved input is gathered back before its layer is recomputed.
         tp_bwd.insert(0, [use.cost.op, use.cost.message_bytes, int(use.calls)])
     cp_fwd, cp_bwd = [], []
-    if est.cp > 1 and training.ring_attention != "te":
+    if uses_a2a(training, est.cp):
+        # All-to-all context parallelism: Q, K, V and O (their gradients backward) each
+        # exchanged once a pass, [op, bytes, calls]; the recomputed forward's again.
+        uses = tables.cp_uses(*key)
+        passes = 2 if est.recompute == "full" else 1
+        exchanges: list[list] = [["all_to_all", u.cost.message_bytes,
+                                  int(u.calls) // (passes + 1)] for u in uses]
+        cp_fwd, cp_bwd = exchanges, exchanges * passes
+    elif est.cp > 1 and training.ring_attention != "te":
         # PyTorch's ring: K,V passed cp - 1 times per pass (an all-gather replayed as those
         # exchanges of one rank's K,V); cp exchanges of the K,V gradients backward.
         kv_use, grads = tables.cp_uses(*key)
