@@ -208,3 +208,37 @@ def test_the_all_to_all_is_searched_only_where_the_ring_exposes_enough():
     assert settings_hints(one_node, result, counting) == [] and calls == []
     across = _long_context(framework="megatron", cp=16)
     assert settings_hints(across, plan(across), counting) and calls == ["a2a"]
+
+
+def _llama70b_long(ring, nodes=4, seq=262144):
+    return PlanRequest.model_validate({
+        "model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": nodes},
+        "training": {"global_batch_size": 1, "seq_length": seq, "ring_attention": ring},
+        "search": {"framework": "megatron", "top_k": 1}})
+
+
+def test_a_request_on_the_all_to_all_is_told_of_the_ring_where_the_heads_run_out():
+    # Llama 3 70B (8 K,V heads) at 256K tokens on 32 H100: the all-to-all splits each
+    # tensor-parallel rank's K,V heads over the cp ranks, so tp 4 leaves cp 2 and the plan
+    # holds 131,072 tokens a GPU; the ring takes cp 8.
+    result = answer(_llama70b_long("a2a"))
+    best = result.plans[0]
+    assert (best.tp, best.cp) == (4, 2)
+    (hint,) = result.settings_hints
+    assert hint.changes == {"ring_attention": "te"} and hint.plan["cp"] == 8
+    assert "no longer split" in hint.reason
+    again = plan(_llama70b_long("te"))
+    assert again.plans[0].step_time_s == pytest.approx(hint.step_time_s)
+    assert hint.faster_pct >= 100 * MIN_GAIN
+    assert round(hint.faster_pct) == 75            # the README's figure
+
+
+def test_nothing_fits_under_the_all_to_all_says_how_far_the_ring_goes():
+    # On 16 H100 nothing fits either way; under the all-to-all the answer says the ring
+    # would allow cp 16 where the heads stop it at 8.
+    none = answer(_llama70b_long("a2a", nodes=2))
+    assert not none.plans
+    assert any("ring_attention 'te'), which allows cp up to 16" in r and "stops at cp=8" in r
+               for r in none.infeasible_reasons)
+    ring = answer(_llama70b_long("te", nodes=2))
+    assert not ring.plans and not any("ring_attention" in r for r in ring.infeasible_reasons)

@@ -10,6 +10,7 @@ from planner.cost.tables import RECOMPUTE, cost_tables
 from planner.search.space import degree_domains, equal_work_vpps
 from planner.search.spec import SearchSpec, allows
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, TrainingSpec
+from planner.specs.plan import a2a_cp_violation
 
 
 def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
@@ -134,11 +135,30 @@ def memory_reasons(req, plans: PlanArrays, bc: BatchCost, capacity: float) -> li
         hints.append("allow zero_stage=3 (shards the weights too)")
     if parts["activations"] > states:
         hints.append("a smaller micro-batch, sequence or global batch, or context parallelism")
+    if (ring := a2a_cp_limit(req)) is not None:
+        hints.append(ring)
     need = float(exact.memory_bytes[0]) / GIB
     hints.append(larger_gpu_hint(gpu, need, 1 - s.memory_headroom))
     hints.append("more GPUs")
     out.append("what would help: " + "; ".join(hints))
     return out
+
+
+def a2a_cp_limit(req) -> str | None:
+    """Where all-to-all context parallelism (``training.ring_attention`` 'a2a') keeps cp below
+    what the sequence allows, since it splits each tensor-parallel rank's heads: say how far
+    Transformer Engine's ring would go instead. None otherwise."""
+    if req.training.ring_attention != "a2a":
+        return None
+    dom = degree_domains(req.model, req.cluster, req.training, req.search)
+    split = [c for c in dom["cp"] if any(
+        a2a_cp_violation(req.model, req.training, t, c) is None for t in dom["tp"])]
+    if not dom["cp"] or max(split, default=1) >= max(dom["cp"]):
+        return None
+    return (f"Transformer Engine's ring (training.ring_attention 'te'), which allows cp up to "
+            f"{max(dom['cp'])}: the all-to-all splits each tensor-parallel rank's heads over "
+            f"the cp ranks, so with {req.model.attention_kv_heads} K,V heads and "
+            f"{req.model.num_attention_heads} query heads it stops at cp={max(split, default=1)}")
 
 
 def larger_gpu_hint(gpu: GPUSpec, need_gib: float, usable_share: float) -> str:

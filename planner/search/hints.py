@@ -26,6 +26,9 @@ uses context parallelism, exposes at least ``MIN_GAIN`` of its step in the ring'
 (what the all-to-all can take away; below that, the answer's latency is not doubled for a
 hint that cannot come) and the request's framework is Megatron-LM (or any), the search is run
 again with the all-to-all, and the result says so where that is at least ``MIN_GAIN`` faster.
+A request on the all-to-all is told of the ring the same way where its answer exposes that
+much, or where the all-to-all's head rule keeps cp below what the sequence allows
+(``explain.a2a_cp_limit``: grouped-query K,V heads split over tp and cp run out first).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.frameworks import ANY_FRAMEWORK, CAPABILITIES
+from planner.search.explain import a2a_cp_limit
 from planner.search.plan_request import PlanRequest
 
 if TYPE_CHECKING:
@@ -98,14 +102,27 @@ def _moe_dispatch(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
 
 def _context_parallel(req: PlanRequest, result: PlanResult) -> tuple[dict[str, Any], str] | None:
     best = result.plans[0]
-    if (req.training.ring_attention != "te" or best.cp == 1
-            or req.search.framework not in (None, ANY_FRAMEWORK, "megatron")
-            or best.breakdown["cp_comm"] < MIN_GAIN * best.step_time_s):
+    ring = req.training.ring_attention
+    if ring not in ("te", "a2a") or req.search.framework not in (None, ANY_FRAMEWORK,
+                                                                 "megatron"):
         return None
-    return ({"ring_attention": "a2a"},
-            "the ring hides its K,V exchanges behind attention chunks that shrink as cp grows; "
-            "the all-to-all (Megatron-LM --cp-comm-type a2a) runs the attention once over the "
-            "whole sequence on a share of the heads")
+    exposed = best.cp > 1 and best.breakdown["cp_comm"] >= MIN_GAIN * best.step_time_s
+    if ring == "te":
+        if not exposed:
+            return None
+        return ({"ring_attention": "a2a"},
+                "the ring hides its K,V exchanges behind attention chunks that shrink as cp "
+                "grows; the all-to-all (Megatron-LM --cp-comm-type a2a) runs the attention "
+                "once over the whole sequence on a share of the heads")
+    limit = a2a_cp_limit(req)
+    why = ((["the all-to-all's exchanges are exposed"] if exposed else [])
+           + (["it stops where the heads of a tensor-parallel rank no longer split over the "
+               "cp ranks"] if limit is not None else []))
+    if not why:
+        return None
+    return ({"ring_attention": "te"},
+            " and ".join(why) + "; Transformer Engine's ring (Megatron-LM --cp-comm-type p2p) "
+            "hides its K,V exchanges behind the attention and takes any cp")
 
 
 def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[SettingsHint]:
