@@ -327,9 +327,17 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          "EP borrows ranks from FSDP and TP: etp = 1 needs ep a multiple of "
                          "cp * tp within dp_shard * cp * tp; etp = tp needs ep a multiple of "
                          "cp within dp_shard * cp"),
-        "deepspeed": _s("no", "deepspeed.moe.layer.MoE(ep_size=...)",
-                        f"{DEEPSPEED} deepspeed/moe/layer.py",
-                        "set in the model code, not in the config"),
+        "deepspeed": _s("partial", '"expert_parallel": {"enabled": true, "autoep_size": ep}',
+                        f"{DEEPSPEED} deepspeed/module_inject/auto_ep_config.py, "
+                        "auto_ep_layer.py, auto_ep_folding.py",
+                        "AutoEP (from 0.19.2; with ZeRO-3 from 0.19.3) replaces a Hugging Face "
+                        "MoE model's experts at deepspeed.initialize: etp 1 only; EP groups of "
+                        "ep consecutive ranks, expert gradients reduced over the others; k "
+                        "copies of each token through all_to_all_single, not overlapped; "
+                        "grouped expert GEMMs. Not with AutoTP (its folding all-gathers the "
+                        "experts' outputs over the TP ranks, not costed) nor pipelines (its "
+                        "presets match model.layers.N.mlp, which a PipelineModule has not) "
+                        "nor MiCS; ZeRO-1/2 keep reduce_scatter on (its MoE path asserts it)"),
     },
     "expert_tensor_parallel": {
         "megatron": _s("yes", "--expert-tensor-parallel-size",
@@ -366,9 +374,12 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          f"{TITAN} torchtitan/models/moe/moe.py",
                          "grouped only: torch._grouped_mm; use_grouped_mm is a model flavor "
                          "argument, not a config option"),
-        "deepspeed": _s("partial", "deepspeed.moe.experts.Experts",
-                        f"{DEEPSPEED} deepspeed/moe/experts.py",
-                        "per_expert only: a loop over the local experts"),
+        "deepspeed": _s("partial", "deepspeed.moe.experts.Experts; AutoEP's use_grouped_mm",
+                        f"{DEEPSPEED} deepspeed/moe/experts.py, "
+                        "deepspeed/moe/ep_experts.py",
+                        "per_expert without expert parallelism (a loop over the experts); "
+                        "grouped under AutoEP (ep > 1: torch._grouped_mm on Hopper and newer, "
+                        "its Triton grouped GEMM before)"),
     },
     "moe_tensor_parallel": {
         "megatron": _s("partial", "--sequence-parallel",
@@ -983,8 +994,11 @@ def _rules():
          "to dp_shard * cp; dp_shard = dp, or one replica's, where FSDP runs: ZeRO-2/3, or "
          "ZeRO-1 under a pipeline; else 1; and dp_shard * cp above 1, whose FSDP mesh the "
          "experts are sharded from)", _titan_ep_refused),
-        ("deepspeed", "expert_parallel", "expert parallelism (DeepSpeed sets ep_size in the "
-         "model code, deepspeed.moe.layer.MoE)", lambda c: c["ep"] * c["etp"] > 1),
+        ("deepspeed", "expert_parallel", "expert parallelism in this layout (AutoEP runs etp "
+         "1 only, and ep > 1 neither with AutoTP, whose folding all-gathers the experts' outputs over the TP "
+         "ranks, nor with pipelines, nor with MiCS hybrid sharding)",
+         lambda c: (c["etp"] > 1) | ((c["ep"] > 1) & ((c["tp"] > 1) | (c["pp"] > 1)
+                                                      | (c["rep"] > 1)))),
         ("megatron", "moe_a2a_overlap", "EP all-to-all overlap here (Megatron-Core asserts "
          "ep > 1, no full recompute, and interleaving when pp > 1)",
          lambda c: c["a2a_overlap"] & c["moe"] & ((c["ep"] == 1) | (c["rec"] == 2)
@@ -995,8 +1009,11 @@ def _rules():
          "(training.moe_expert_gemm 'grouped'; Transformer Engine's GroupedLinear launches one "
          "GEMM per expert)", expert_launch(grouped=True)),
         ("deepspeed", "moe_expert_gemm", "one grouped-GEMM kernel for all local experts "
-         "(training.moe_expert_gemm 'grouped'; DeepSpeed's Experts loop over them)",
-         expert_launch(grouped=True)),
+         "without expert parallelism (training.moe_expert_gemm 'grouped'; DeepSpeed's Experts "
+         "loop over them)", lambda c: expert_launch(grouped=True)(c) & (c["ep"] == 1)),
+        ("deepspeed", "moe_expert_gemm", "one GEMM per local expert under expert parallelism "
+         "(training.moe_expert_gemm 'per_expert'; AutoEP's experts run grouped GEMMs, "
+         "use_grouped_mm)", lambda c: expert_launch(grouped=False)(c) & (c["ep"] > 1)),
         ("torchtitan", "moe_expert_gemm", "one GEMM per local expert (training.moe_expert_gemm "
          "'per_expert'; torchtitan's experts run torch._grouped_mm)", expert_launch(grouped=False)),
     ]

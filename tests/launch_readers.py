@@ -247,8 +247,16 @@ def deepspeed_plan(cfg: dict, world: int, num_layers: int) -> dict:
     shard = cfg["zero_optimization"].get("mics_shard_size", -1)
     if shard > 0:
         assert cfg["zero_optimization"]["stage"] == 3 and world % shard == 0 and tp == 1
-    # No expert parallelism in the config: DeepSpeed's is set in the model code.
-    return {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": 1, "ep": 1, "etp": 1,
+    # AutoEP (deepspeed/module_inject/auto_ep_folding.py build_folding_spec): ep divides the
+    # stage and, without AutoTP folding, groups ep consecutive ranks; its expert tensor
+    # parallelism is reserved (1 only); ZeRO-1/2 with experts assert reduce_scatter.
+    autoep = cfg.get("expert_parallel", {})
+    ep = autoep.get("autoep_size", 1) if autoep.get("enabled") else 1
+    if ep > 1:
+        assert world % ep == 0 and tp == 1 and pp == 1 and shard <= 0
+        assert cfg["zero_optimization"].get("reduce_scatter", True)
+        assert autoep.get("expert_tensor_parallel_size", 1) == 1
+    return {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": 1, "ep": ep, "etp": 1,
             "dp_replicate": dp // shard if shard > 0 else 1,
             "zero_stage": cfg["zero_optimization"]["stage"], "micro_batch_size": mbs,
             "grad_accum_steps": m, "sequence_parallel": False, "cpu_offload_layers": 0,

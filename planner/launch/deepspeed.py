@@ -7,7 +7,9 @@ The engine does data parallelism with ZeRO stages 0-3, micro-batches and gradien
 from 0.16.6; with ZeRO-3 from 0.19.4); pipeline
 parallelism through the pipeline engine (``"pipeline": {"stages", "partition"}`` with the model
 built as a ``PipelineModule`` of as many stages, ZeRO <= 1, evenly split layers); ZeRO-3's
-hybrid sharding (``plan.dp_replicate``) as MiCS (``zero_optimization.mics_shard_size``).
+hybrid sharding (``plan.dp_replicate``) as MiCS (``zero_optimization.mics_shard_size``);
+expert parallelism through AutoEP (``"expert_parallel": {"enabled", "autoep_size"}``, from
+0.19.2) for Hugging Face MoE models.
 """
 
 from __future__ import annotations
@@ -87,11 +89,28 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
         bucket = ddp_bucket_params(p.dp * p.cp)
         cfg["zero_optimization"].update({"reduce_bucket_size": bucket,
                                          "allgather_bucket_size": bucket})
-    if t.zero_grad_allreduce and p.zero_stage in (1, 2):
+    if t.zero_grad_allreduce and p.zero_stage in (1, 2) and p.ep == 1:
         # Both of ZeRO-1/2's paths all-reduce (average_tensor: use_multi_rank_bucket_allreduce
         # by default, or gradient_reduction_w_predivide without reduce_scatter); this one
-        # all-reduces each bucket whole, as costed.
+        # all-reduces each bucket whole, as costed. With experts the first stays: their
+        # ZeRO-1/2 path asserts reduce_scatter (stage_1_and_2.py _configure_moe_settings).
         cfg["zero_optimization"]["reduce_scatter"] = False
+    if p.ep > 1:
+        # AutoEP (deepspeed/module_inject/auto_ep_config.py): the experts over ep consecutive
+        # ranks, their gradients reduced over the ranks that hold the same ones.
+        cfg["expert_parallel"] = {"enabled": True, "autoep_size": p.ep}
+        notes.append("expert_parallel: AutoEP, DeepSpeed >= 0.19.2"
+                     + (" (>= 0.19.3 with ZeRO-3)" if p.zero_stage == 3 else "")
+                     + " and Transformers >= 5.0, replaces the experts of a Hugging Face MoE "
+                     "model at deepspeed.initialize: presets mixtral, qwen3_moe (qwen2_moe), "
+                     "qwen3_5_moe, deepseek_v2, deepseek_v3, detected from model.config; other "
+                     "models name their layers with moe_layer_pattern, router_pattern and "
+                     "expert_pattern; the router's load-balancing loss is not supported")
+        if p.zero_stage in (1, 2):
+            notes.append("ZeRO-1/2 with experts: give the config an optimizer section, or "
+                         "build the client optimizer's parameter groups with deepspeed.moe."
+                         "utils.split_params_into_different_moe_groups_for_optimizer (the "
+                         "engine asserts a group marked moe)")
     if p.tp > 1:
         # The input gradient's all-reduce beside the weight-gradient GEMM where the plan is
         # costed so (AsyncColumnParallel, deepspeed/module_inject/layers.py), blocking after

@@ -17,6 +17,10 @@ DualPipeV, so it is told of DeepEP alone; DeepSpeed has neither). The second sea
 request's restrictions and framework, so its plan is one that framework runs, and what is
 left of the request's time limit; a first search that limit cut short gets none.
 
+A DeepSpeed search of a MoE model is told of the other way DeepSpeed runs its experts
+(``_deepspeed_experts``): AutoEP's expert parallelism with grouped GEMMs, or every expert on
+every GPU in a loop; one ``moe_expert_gemm`` admits only one of them.
+
 Context parallelism is the other. Transformer Engine runs it as a ring (``ring_attention``
 'te', Megatron-LM's default ``--cp-comm-type p2p``) or as DeepSpeed-Ulysses' all-to-all
 (``a2a``, ``planner.cost.ulysses``): the ring hides its K,V exchanges behind attention chunks
@@ -100,6 +104,22 @@ def _moe_dispatch(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
     return changes, "the EP all-to-alls sit on the critical path; " + ", and ".join(why)
 
 
+def _deepspeed_experts(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
+    """DeepSpeed runs a MoE model's experts two ways: without expert parallelism as the model
+    code's loop over them (``moe_expert_gemm`` 'per_expert'), or over ep ranks through AutoEP
+    with grouped GEMMs ('grouped'); one setting admits only one of the two, so the other is
+    searched too."""
+    if req.search.framework != "deepspeed" or not req.model.is_moe:
+        return None
+    if req.training.moe_expert_gemm == "per_expert":
+        return ({"moe_expert_gemm": "grouped"},
+                "DeepSpeed's AutoEP spreads the experts over ep ranks and runs them as grouped "
+                "GEMMs; with one GEMM per expert the search keeps every expert on every GPU")
+    return ({"moe_expert_gemm": "per_expert"},
+            "without AutoEP DeepSpeed keeps every expert on every GPU and loops over them; with "
+            "grouped GEMMs the search holds AutoEP's expert parallelism only")
+
+
 def _context_parallel(req: PlanRequest, result: PlanResult) -> tuple[dict[str, Any], str] | None:
     best = result.plans[0]
     ring = req.training.ring_attention
@@ -134,7 +154,7 @@ def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[Setting
         return []
     hints = []
     spent = result.search.solve_ms
-    for found in (_moe_dispatch(req), _context_parallel(req, result)):
+    for found in (_moe_dispatch(req), _deepspeed_experts(req), _context_parallel(req, result)):
         left_ms = int(req.search.time_limit_ms - spent)
         if found is None or left_ms < 1:
             continue

@@ -1,0 +1,135 @@
+"""DeepSpeed's AutoEP (``"expert_parallel": {"enabled", "autoep_size"}``, DeepSpeed 0.19.2 and
+later): which MoE plans DeepSpeed now runs with expert parallelism, the config that says so
+and reads back to the plan, and the hint that tells a DeepSpeed search of the other way it
+runs experts."""
+
+import random
+
+import pytest
+
+from planner.cost import estimate
+from planner.frameworks import CAPABILITIES, reasons_by_framework
+from planner.launch.context import LaunchContext
+from planner.launch.deepspeed import deepspeed_config
+from planner.search import PlanRequest, answer, plan
+from planner.search.hints import MIN_GAIN
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+from tests.launch_readers import deepspeed_plan
+from tests.search_oracle import assert_equals_oracle, enumerate_top_k
+from tests.test_launch import check_same_plan
+from tests.test_moe import random_moe_request
+
+MIXTRAL = ModelSpec.from_preset("mixtral-8x7b")
+NODES = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
+# What a DeepSpeed search costs (planner.search.plan_request.FRAMEWORK_TRAINING), grouped.
+GROUPED = TrainingSpec(global_batch_size=64, seq_length=4096, moe_expert_gemm="grouped",
+                       overlap_param_gather=False, grad_reduce_after_last_backward=True,
+                       zero_grad_allreduce=True, vocab_parallel_loss=False)
+
+
+def _deepspeed(plan_kw: dict, training: TrainingSpec = GROUPED) -> list[str]:
+    plan_ = ParallelPlan(micro_batch_size=1, recompute="full", **plan_kw)
+    m = 64 // (plan_.dp * 1)
+    return reasons_by_framework(plan_, m, True, training, None, moe=True)["deepspeed"]
+
+
+def test_autoep_runs_expert_parallel_plans_without_autotp_pipelines_or_mics():
+    # ZeRO-2/3 over 16 ranks, the experts over 8 of them: runs. ZeRO-0/1 are held to
+    # DeepSpeed's gradient rules of their own (its BF16_Optimizer), none about the experts.
+    for zero in (2, 3):
+        assert _deepspeed({"dp": 16, "ep": 8, "zero_stage": zero}) == [], zero
+    for zero in (0, 1):
+        assert not any("expert" in r for r in _deepspeed({"dp": 16, "ep": 8,
+                                                          "zero_stage": zero}))
+    # AutoTP folding, pipelines, MiCS and expert tensor parallelism: refused, saying why.
+    for kw in ({"dp": 8, "tp": 2, "ep": 4, "zero_stage": 1},
+               {"dp": 8, "pp": 2, "ep": 8, "zero_stage": 1},
+               {"dp": 16, "ep": 8, "zero_stage": 3, "dp_replicate": 2},
+               {"dp": 8, "tp": 2, "ep": 4, "etp": 2, "zero_stage": 1}):
+        assert any(r.startswith("expert parallelism in this layout") for r in _deepspeed(kw))
+    # AutoEP's experts run grouped GEMMs; without it DeepSpeed loops over them.
+    per_expert = GROUPED.model_copy(update={"moe_expert_gemm": "per_expert"})
+    assert any("AutoEP's experts run grouped GEMMs" in r
+               for r in _deepspeed({"dp": 16, "ep": 8, "zero_stage": 3}, per_expert))
+    assert _deepspeed({"dp": 16, "zero_stage": 3}, per_expert) == []
+    assert any("DeepSpeed's Experts loop" in r for r in _deepspeed({"dp": 16, "zero_stage": 3}))
+    assert CAPABILITIES["expert_parallel"]["deepspeed"].status == "partial"
+
+
+def test_the_config_enables_autoep_and_keeps_reduce_scatter_for_the_experts():
+    for zero in (2, 3):
+        est = estimate(MIXTRAL, NODES, GROUPED,
+                       ParallelPlan(dp=16, ep=8, micro_batch_size=1, zero_stage=zero,
+                                    recompute="full"))
+        assert "deepspeed" in est.frameworks
+        cfg, notes = deepspeed_config(LaunchContext(est, MIXTRAL, NODES, GROUPED))
+        assert cfg["expert_parallel"] == {"enabled": True, "autoep_size": 8}
+        # ZeRO-1/2's MoE path asserts reduce_scatter: never turned off with experts (it
+        # all-reduces the buckets either way, use_multi_rank_bucket_allreduce).
+        assert cfg["zero_optimization"].get("reduce_scatter", True) is True
+        assert any("AutoEP" in n and "0.19.2" in n for n in notes)
+        assert any("split_params_into_different_moe_groups_for_optimizer" in n
+                   for n in notes) is (zero == 2)
+        got = deepspeed_plan(cfg, est.gpus_used, MIXTRAL.num_layers)
+        assert (got["ep"], got["etp"], got["dp"], got["zero_stage"]) == (8, 1, 16, zero)
+    # Without experts over several ranks the config has no AutoEP section, and ZeRO-2's
+    # all-reduce of the buckets turns reduce_scatter off as before.
+    llama = ModelSpec.from_preset("llama3-8b")
+    dense = estimate(llama, NODES, GROUPED,
+                     ParallelPlan(dp=16, micro_batch_size=1, zero_stage=2, recompute="full"))
+    assert "deepspeed" in dense.frameworks
+    cfg, _ = deepspeed_config(LaunchContext(dense, llama, NODES, GROUPED))
+    assert "expert_parallel" not in cfg and cfg["zero_optimization"]["reduce_scatter"] is False
+
+
+def test_random_moe_plans_deepspeed_runs_read_back_exactly():
+    seen = 0
+    for seed in range(60):
+        req = random_moe_request(random.Random(seed))
+        body = req.model_dump(mode="json")
+        body["training"]["moe_expert_gemm"] = "grouped"
+        body["search"] = {**body["search"], "framework": "deepspeed"}
+        ds = PlanRequest.model_validate(body)
+        got = plan(ds)
+        if seed % 4 == 0:       # the search's answer is exhaustive enumeration's
+            assert_equals_oracle(got, enumerate_top_k(ds))
+        for p in got.plans:
+            est = estimate(ds.model, ds.cluster, ds.training, ParallelPlan.model_validate(
+                {k: getattr(p, k) for k in ("dp", "tp", "pp", "cp", "ep", "etp", "vpp",
+                                           "micro_batch_size", "recompute", "zero_stage",
+                                           "dp_replicate", "sequence_parallel")}))
+            cfg, _ = deepspeed_config(LaunchContext(est, ds.model, ds.cluster, ds.training))
+            check_same_plan(deepspeed_plan(cfg, est.gpus_used, ds.model.num_layers), est,
+                            keys=("dp", "tp", "pp", "ep", "etp", "zero_stage",
+                                  "micro_batch_size"))
+            seen += p.ep > 1
+    assert seen >= 10, seen
+
+
+def test_a_deepspeed_search_of_a_moe_model_is_told_of_autoep():
+    # Qwen3-30B-A3B (128 experts) on 16 H100: with one GEMM per expert DeepSpeed can only keep
+    # every expert on every GPU; AutoEP over 8 ranks with grouped GEMMs is at least MIN_GAIN
+    # faster, and the hint is that search's own answer.
+    def request(gemm):
+        return PlanRequest.model_validate({
+            "model": {"preset": "qwen3-30b-a3b"}, "cluster": {"preset": "dgx-h100",
+                                                              "num_nodes": 2},
+            "training": {"global_batch_size": 512, "seq_length": 4096,
+                         "moe_expert_gemm": gemm},
+            "search": {"framework": "deepspeed", "top_k": 1}})
+
+    result = answer(request("per_expert"))
+    assert result.plans[0].ep == 1
+    (hint,) = result.settings_hints
+    assert hint.changes == {"moe_expert_gemm": "grouped"} and "AutoEP" in hint.reason
+    assert hint.plan["ep"] == 8 and hint.faster_pct >= 100 * MIN_GAIN
+    again = plan(request("grouped"))
+    assert again.plans[0].step_time_s == pytest.approx(hint.step_time_s)
+    # The README's figure.
+    assert round(hint.faster_pct, 1) == 5.2
+    # Mixtral 8x7B (8 experts) gains less than MIN_GAIN either way: no hint.
+    mixtral = answer(PlanRequest.model_validate({
+        "model": {"preset": "mixtral-8x7b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+        "training": {"global_batch_size": 64, "seq_length": 4096},
+        "search": {"framework": "deepspeed", "top_k": 1}}))
+    assert mixtral.plans and not mixtral.settings_hints
