@@ -994,6 +994,13 @@ def _rules():
          "to dp_shard * cp; dp_shard = dp, or one replica's, where FSDP runs: ZeRO-2/3, or "
          "ZeRO-1 under a pipeline; else 1; and dp_shard * cp above 1, whose FSDP mesh the "
          "experts are sharded from)", _titan_ep_refused),
+        ("deepspeed", "expert_parallel", "expert parallelism without AutoEP's layer "
+         "(training.moe_dispatcher 'autoep': DeepSpeed spreads experts over ranks only through "
+         "AutoEP)", lambda c: (c["ep"] > 1) & np.full(c["n"], c["moe"] and not c["autoep"])),
+        ("megatron", "expert_parallel", "DeepSpeed's AutoEP layer (training.moe_dispatcher "
+         "'autoep')", lambda c: np.full(c["n"], c["moe"] and c["autoep"])),
+        ("torchtitan", "expert_parallel", "DeepSpeed's AutoEP layer (training.moe_dispatcher "
+         "'autoep')", lambda c: np.full(c["n"], c["moe"] and c["autoep"])),
         ("deepspeed", "expert_parallel", "expert parallelism in this layout (AutoEP runs etp "
          "1 only, and ep > 1 neither with AutoTP, whose folding all-gathers the experts' outputs over the TP "
          "ranks, nor with pipelines, nor with MiCS hybrid sharding)",
@@ -1108,6 +1115,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "bf16": np.full(len(plans), training.precision == "bf16"),
             "mixed": training.precision in ("bf16", "fp16", "fp8"),
             "deepep": training.moe_dispatcher == "deepep",
+            "autoep": training.moe_dispatcher == "autoep",
             "seq": training.seq_length,
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
             "upcast": np.full(len(plans), training.microbatch_grad_upcast),

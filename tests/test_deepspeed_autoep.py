@@ -7,7 +7,9 @@ import random
 
 import pytest
 
-from planner.cost import estimate
+from planner.cost import EfficiencyModel, estimate
+from planner.cost.autoep import autoep_routing_bytes
+from planner.cost.layers import LayerShape, kernel_model, layer_work
 from planner.frameworks import CAPABILITIES, reasons_by_framework
 from planner.launch.context import LaunchContext
 from planner.launch.deepspeed import deepspeed_config
@@ -24,7 +26,30 @@ NODES = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
 # What a DeepSpeed search costs (planner.search.plan_request.FRAMEWORK_TRAINING), grouped.
 GROUPED = TrainingSpec(global_batch_size=64, seq_length=4096, moe_expert_gemm="grouped",
                        overlap_param_gather=False, grad_reduce_after_last_backward=True,
-                       zero_grad_allreduce=True, vocab_parallel_loss=False)
+                       zero_grad_allreduce=True, vocab_parallel_loss=False,
+                       moe_dispatcher="autoep")
+
+
+def test_autoeps_copies_are_worked_by_hand():
+    # 1,000 routed copies and 100 tokens, one element each, in bf16: forward 13 x 2 + 16 = 42
+    # bytes a copy and 8 + 2 a token; backward 10 x 2 + 12 = 32 and 4 + 2.
+    assert autoep_routing_bytes(1000, 100, 2) == (43_000, 32_600)
+    # In the layer they replace the all-to-all dispatch's permutation: Mixtral 8x7B (every
+    # layer MoE, top 2) at 4,096 tokens a GPU, ep 8, balanced routing: 8,192 copies of 4,096
+    # elements.
+    even = GROUPED.model_copy(update={"moe_load_imbalance": 1.0})
+    shape = LayerShape(1, 1, 1, "full", False, 8, 1)
+    km = kernel_model(NODES.gpu, even, EfficiencyModel())
+    a2a = layer_work(MIXTRAL, even.model_copy(update={"moe_dispatcher": "alltoall"}),
+                     shape, NODES.gpu, EfficiencyModel())
+    auto = layer_work(MIXTRAL, even, shape, NODES.gpu, EfficiencyModel())
+    copies, tokens = 8192 * 4096, 4096 * 4096
+    fwd, bwd = autoep_routing_bytes(copies, tokens, 2)
+    generic = 2 * 2 * copies * 2
+    assert auto.fwd_s - a2a.fwd_s == pytest.approx((fwd - generic) / km.hbm_bytes_per_s,
+                                                   rel=1e-6)
+    assert auto.bwd_s - a2a.bwd_s == pytest.approx(bwd / km.hbm_bytes_per_s - 2 * generic
+                                                   / km.hbm_bytes_per_s, rel=1e-6)
 
 
 def _deepspeed(plan_kw: dict, training: TrainingSpec = GROUPED) -> list[str]:
@@ -87,7 +112,7 @@ def test_random_moe_plans_deepspeed_runs_read_back_exactly():
     for seed in range(60):
         req = random_moe_request(random.Random(seed))
         body = req.model_dump(mode="json")
-        body["training"]["moe_expert_gemm"] = "grouped"
+        body["training"].update(moe_expert_gemm="grouped", moe_dispatcher="autoep")
         body["search"] = {**body["search"], "framework": "deepspeed"}
         ds = PlanRequest.model_validate(body)
         got = plan(ds)
@@ -106,30 +131,32 @@ def test_random_moe_plans_deepspeed_runs_read_back_exactly():
     assert seen >= 10, seen
 
 
-def test_a_deepspeed_search_of_a_moe_model_is_told_of_autoep():
-    # Qwen3-30B-A3B (128 experts) on 16 H100: with one GEMM per expert DeepSpeed can only keep
-    # every expert on every GPU; AutoEP over 8 ranks with grouped GEMMs is at least MIN_GAIN
-    # faster, and the hint is that search's own answer.
-    def request(gemm):
+def test_a_deepspeed_search_of_a_moe_model_is_told_of_the_other_way_it_runs_experts():
+    def request(model, nodes, gbs, gemm):
         return PlanRequest.model_validate({
-            "model": {"preset": "qwen3-30b-a3b"}, "cluster": {"preset": "dgx-h100",
-                                                              "num_nodes": 2},
-            "training": {"global_batch_size": 512, "seq_length": 4096,
+            "model": {"preset": model}, "cluster": {"preset": "dgx-h100", "num_nodes": nodes},
+            "training": {"global_batch_size": gbs, "seq_length": 4096,
                          "moe_expert_gemm": gemm},
             "search": {"framework": "deepspeed", "top_k": 1}})
 
-    result = answer(request("per_expert"))
+    # A DeepSpeed search costs AutoEP's layer (FRAMEWORK_TRAINING: moe_dispatcher 'autoep').
+    assert request("mixtral-8x7b", 4, 256, "per_expert").training.moe_dispatcher == "autoep"
+    # Mixtral 8x7B (8 experts, top 2) on 32 H100: with one GEMM per expert DeepSpeed keeps
+    # every expert on every GPU, gathering all of them under ZeRO-3; AutoEP over 8 ranks
+    # gathers an eighth and is at least MIN_GAIN faster. The hint is that search's answer.
+    result = answer(request("mixtral-8x7b", 4, 256, "per_expert"))
     assert result.plans[0].ep == 1
     (hint,) = result.settings_hints
     assert hint.changes == {"moe_expert_gemm": "grouped"} and "AutoEP" in hint.reason
     assert hint.plan["ep"] == 8 and hint.faster_pct >= 100 * MIN_GAIN
-    again = plan(request("grouped"))
+    again = plan(request("mixtral-8x7b", 4, 256, "grouped"))
     assert again.plans[0].step_time_s == pytest.approx(hint.step_time_s)
-    # The README's figure.
-    assert round(hint.faster_pct, 1) == 5.2
-    # Mixtral 8x7B (8 experts) gains less than MIN_GAIN either way: no hint.
-    mixtral = answer(PlanRequest.model_validate({
-        "model": {"preset": "mixtral-8x7b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
-        "training": {"global_batch_size": 64, "seq_length": 4096},
-        "search": {"framework": "deepspeed", "top_k": 1}}))
-    assert mixtral.plans and not mixtral.settings_hints
+    # Qwen3-30B-A3B (128 experts, top 8) on 16 H100 the other way round: AutoEP's copies of
+    # every token's 8 routed rows (permuted, unpermuted, combined in fp32) cost more than the
+    # ZeRO-3 gathers they save, and a search asked for grouped GEMMs is told of the loop.
+    qwen = answer(request("qwen3-30b-a3b", 2, 512, "grouped"))
+    assert qwen.plans[0].ep > 1
+    (back,) = qwen.settings_hints
+    assert back.changes == {"moe_expert_gemm": "per_expert"} and back.plan["ep"] == 1
+    # The README's figures.
+    assert (round(hint.faster_pct, 1), round(back.faster_pct, 1)) == (6.5, 8.2)

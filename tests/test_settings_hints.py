@@ -89,12 +89,10 @@ def test_no_hint_where_the_request_already_runs_them_or_nothing_changes():
     # (Mixtral 8x7B, 2 of 8 experts) gains less than MIN_GAIN.
     assert not answer(_request("llama3-8b", nodes=1, gbs=64)).settings_hints
     assert not answer(_request("mixtral-8x7b", nodes=4, gbs=256)).settings_hints
-    # A framework that has neither setting gets no hint of them, and no error: DeepSpeed. (Its
-    # one hint is of the other way it runs experts, AutoEP's, tests/test_deepspeed_autoep.py;
-    # before AutoEP it had none.)
+    # A framework that has neither setting gets no hint, and no error: DeepSpeed. (Its AutoEP
+    # is slower here, tests/test_deepspeed_autoep.py, so no hint of that either.)
     deepspeed = answer(_request(search={"framework": "deepspeed"}))
-    assert deepspeed.plans
-    assert [h.changes for h in deepspeed.settings_hints] == [{"moe_expert_gemm": "grouped"}]
+    assert deepspeed.plans and not deepspeed.settings_hints
     # A search its time limit cut short spends no more time on a second one.
     late = answer(_request(search={"time_limit_ms": 1}))
     assert late.search.status == "FEASIBLE" and late.plans and not late.settings_hints

@@ -339,12 +339,15 @@ class TrainingSpec(BaseModel):
         "(Megatron-LM --moe-expert-capacity-factor); tokens beyond it are dropped, so the "
         "busiest rank computes at most this share. Null: dropless.")
 
-    moe_dispatcher: Literal["alltoall", "deepep"] = Field(
+    moe_dispatcher: Literal["alltoall", "deepep", "autoep"] = Field(
         "alltoall", description="MoE token dispatch: 'alltoall' (Megatron-LM "
         "--moe-token-dispatcher-type alltoall, torchtitan's standard backend: one copy per "
-        "routed expert) or 'deepep' (DeepEP / HybridEP kernels, Megatron-LM's flex dispatcher "
+        "routed expert), 'deepep' (DeepEP / HybridEP kernels, Megatron-LM's flex dispatcher "
         "and torchtitan's deepep backend: a token crosses the network once per destination "
-        "node and fans out over NVLink).")
+        "node and fans out over NVLink) or 'autoep' (DeepSpeed's AutoEP: the all-to-all's "
+        "copies on the network, with its own copies around them: permuted by local expert "
+        "into padded rows, unpermuted through a zeroed buffer, combined over the k copies in "
+        "fp32; planner/cost/autoep.py).")
     moe_a2a_overlap: bool = Field(
         False, description="MoE: the EP all-to-alls of one micro-batch overlap another's "
         "compute (Megatron-LM --overlap-moe-expert-parallel-comm --delay-wgrad-compute).")
