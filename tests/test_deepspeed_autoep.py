@@ -160,3 +160,18 @@ def test_a_deepspeed_search_of_a_moe_model_is_told_of_the_other_way_it_runs_expe
     assert back.changes == {"moe_expert_gemm": "per_expert"} and back.plan["ep"] == 1
     # The README's figures.
     assert (round(hint.faster_pct, 1), round(back.faster_pct, 1)) == (6.5, 8.2)
+
+
+def test_the_openapi_plan_examples_search():
+    """Every plan example of the OpenAPI docs is a valid request with an answer; the AutoEP
+    one's plans spread the experts over ranks and run on DeepSpeed, the all-to-all context
+    parallel one's split the sequence."""
+    from api.routes.examples import PLAN_EXAMPLES
+
+    for name, example in PLAN_EXAMPLES.items():
+        assert answer(PlanRequest.model_validate(example["value"])).plans, name
+    autoep = answer(PlanRequest.model_validate(PLAN_EXAMPLES["deepspeed autoep"]["value"]))
+    assert all(p.ep > 1 and p.frameworks == ["deepspeed"] for p in autoep.plans)
+    a2a = answer(PlanRequest.model_validate(
+        PLAN_EXAMPLES["long context, all-to-all CP"]["value"]))
+    assert a2a.plans[0].cp > 1 and "megatron" in a2a.plans[0].frameworks

@@ -39,6 +39,29 @@ PLAN_EXAMPLES = {
             "search": {"top_k": 3},
         },
     },
+    "long context, all-to-all CP": {
+        "summary": "Llama 3 8B at 128K tokens on one DGX H100 node with Megatron-LM's "
+                   "all-to-all context parallelism (DeepSpeed-Ulysses' scheme; the answer "
+                   "hints at the ring where that is faster)",
+        "value": {
+            "model": {"preset": "llama3-8b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+            "training": {"global_batch_size": 8, "seq_length": 131072,
+                         "ring_attention": "a2a"},
+            "search": {"top_k": 3, "framework": "megatron"},
+        },
+    },
+    "deepspeed autoep": {
+        "summary": "Mixtral 8x7B on 4 DGX H100 nodes with DeepSpeed: its experts spread over "
+                   "ranks through AutoEP, with grouped expert GEMMs",
+        "value": {
+            "model": {"preset": "mixtral-8x7b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+            "training": {"global_batch_size": 256, "seq_length": 4096,
+                         "moe_expert_gemm": "grouped"},
+            "search": {"top_k": 3, "framework": "deepspeed"},
+        },
+    },
     "Hugging Face config": {
         "summary": "A model given by its config.json",
         "value": {
