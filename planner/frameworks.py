@@ -995,12 +995,15 @@ def _rules():
          "ZeRO-1 under a pipeline; else 1; and dp_shard * cp above 1, whose FSDP mesh the "
          "experts are sharded from)", _titan_ep_refused),
         ("deepspeed", "expert_parallel", "expert parallelism without AutoEP's layer "
-         "(training.moe_dispatcher 'autoep': DeepSpeed spreads experts over ranks only through "
-         "AutoEP)", lambda c: (c["ep"] > 1) & np.full(c["n"], c["moe"] and not c["autoep"])),
-        ("megatron", "expert_parallel", "DeepSpeed's AutoEP layer (training.moe_dispatcher "
-         "'autoep')", lambda c: np.full(c["n"], c["moe"] and c["autoep"])),
-        ("torchtitan", "expert_parallel", "DeepSpeed's AutoEP layer (training.moe_dispatcher "
-         "'autoep')", lambda c: np.full(c["n"], c["moe"] and c["autoep"])),
+         "(training.moe_routing 'autoep': DeepSpeed spreads experts over ranks only through "
+         "AutoEP)", lambda c: (c["ep"] > 1) & np.full(c["n"], c["moe"]
+                                                       and c["routing"] != "autoep")),
+        ("megatron", "expert_parallel", "a MoE layer copying its tokens other than by "
+         "Megatron-Core's fused permutation (training.moe_routing 'fused')",
+         lambda c: np.full(c["n"], c["moe"] and c["routing"] != "fused")),
+        ("torchtitan", "expert_parallel", "a MoE layer copying its tokens other than by "
+         "torchtitan's own gathers and fp32 combine (training.moe_routing 'torchtitan')",
+         lambda c: np.full(c["n"], c["moe"] and c["routing"] != "torchtitan")),
         ("deepspeed", "expert_parallel", "expert parallelism in this layout (AutoEP runs etp "
          "1 only, and ep > 1 neither with AutoTP, whose folding all-gathers the experts' outputs over the TP "
          "ranks, nor with pipelines, nor with MiCS hybrid sharding)",
@@ -1115,7 +1118,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "bf16": np.full(len(plans), training.precision == "bf16"),
             "mixed": training.precision in ("bf16", "fp16", "fp8"),
             "deepep": training.moe_dispatcher == "deepep",
-            "autoep": training.moe_dispatcher == "autoep",
+            "routing": training.moe_routing,
             "seq": training.seq_length,
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
             "upcast": np.full(len(plans), training.microbatch_grad_upcast),

@@ -31,6 +31,9 @@ ATTENTION_KERNELS: tuple[AttentionKernel, ...] = get_args(AttentionKernel)
 # cp_comm_type "a2a").
 RingAttention = Literal["te", "torch", "torch_allgather", "a2a"]
 RING_ATTENTIONS: tuple[RingAttention, ...] = get_args(RingAttention)
+# How a MoE layer copies its tokens around the experts: Megatron-Core's fused permutation,
+# torchtitan's eager one, DeepSpeed's AutoEP layer (planner/cost/moe_routing.py).
+MoeRouting = Literal["fused", "torchtitan", "autoep"]
 
 Strategy = Literal["DP", "TP", "PP", "CP", "EP", "ZeRO"]
 

@@ -132,6 +132,12 @@ def before_grad_upcast(run: dict) -> dict:
     return _without_field(run, "microbatch_grad_upcast")
 
 
+def before_moe_routing(run: dict) -> dict:
+    """The run as the corpus encoded it before ``training.moe_routing`` existed: torchtitan's
+    MoE runs costed with Megatron-Core's fused permutation."""
+    return _without_field(run, "moe_routing")
+
+
 def _gathered_loss_in_logits_dtype(e: int, t: int) -> GatheredLoss:
     """The loss over gathered logits as costed until December 2026: ``cross_entropy`` over the
     whole vocabulary in the logits' own dtype (no fp32 upcast) and no per-rank copies out of
@@ -255,5 +261,17 @@ def without_grad_upcast() -> Iterator[None]:
     import planner.frameworks as frameworks
 
     rules = [r for r in frameworks.RULES if r[1] != "microbatch_gradient_upcast"]
+    with _patched(frameworks, "RULES", rules):
+        yield
+
+
+@contextmanager
+def fused_moe_routing() -> Iterator[None]:
+    """The framework rules before a MoE layer's token copies were costed as its code makes
+    them (``training.moe_routing``): torchtitan ran MoE plans costed with Megatron-Core's
+    fused permutation."""
+    import planner.frameworks as frameworks
+
+    rules = [r for r in frameworks.RULES if "training.moe_routing" not in r[2]]
     with _patched(frameworks, "RULES", rules):
         yield

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from planner.cost import EfficiencyModel, estimate
-from planner.cost.autoep import autoep_routing_bytes
 from planner.cost.layers import LayerShape, kernel_model, layer_work
+from planner.cost.moe_routing import routing_bytes
 from planner.frameworks import CAPABILITIES, reasons_by_framework
 from planner.launch.context import LaunchContext
 from planner.launch.deepspeed import deepspeed_config
@@ -27,24 +27,28 @@ NODES = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
 GROUPED = TrainingSpec(global_batch_size=64, seq_length=4096, moe_expert_gemm="grouped",
                        overlap_param_gather=False, grad_reduce_after_last_backward=True,
                        zero_grad_allreduce=True, vocab_parallel_loss=False,
-                       moe_dispatcher="autoep")
+                       moe_routing="autoep")
 
 
-def test_autoeps_copies_are_worked_by_hand():
-    # 1,000 routed copies and 100 tokens, one element each, in bf16: forward 13 x 2 + 16 = 42
-    # bytes a copy and 8 + 2 a token; backward 10 x 2 + 12 = 32 and 4 + 2.
-    assert autoep_routing_bytes(1000, 100, 2) == (43_000, 32_600)
+def test_the_moe_layers_copies_are_worked_by_hand():
+    # 1,000 routed copies and 100 tokens, one element each, in bf16. AutoEP: forward
+    # 13 x 2 + 16 = 42 bytes a copy and 8 + 2 a token; backward 10 x 2 + 12 = 32 and 2 x 2 + 4.
+    assert routing_bytes("autoep", 1000, 100, 2) == (43_000, 32_800)
+    # torchtitan's: forward 12 x 2 + 8 = 32 and 10; backward as AutoEP's.
+    assert routing_bytes("torchtitan", 1000, 100, 2) == (33_000, 32_800)
+    # Megatron-Core's fused permutation: 4 x 2 = 8 a copy forward, 16 backward.
+    assert routing_bytes("fused", 1000, 100, 2) == (8_000, 16_000)
     # In the layer they replace the all-to-all dispatch's permutation: Mixtral 8x7B (every
     # layer MoE, top 2) at 4,096 tokens a GPU, ep 8, balanced routing: 8,192 copies of 4,096
     # elements.
     even = GROUPED.model_copy(update={"moe_load_imbalance": 1.0})
     shape = LayerShape(1, 1, 1, "full", False, 8, 1)
     km = kernel_model(NODES.gpu, even, EfficiencyModel())
-    a2a = layer_work(MIXTRAL, even.model_copy(update={"moe_dispatcher": "alltoall"}),
+    a2a = layer_work(MIXTRAL, even.model_copy(update={"moe_routing": "fused"}),
                      shape, NODES.gpu, EfficiencyModel())
     auto = layer_work(MIXTRAL, even, shape, NODES.gpu, EfficiencyModel())
     copies, tokens = 8192 * 4096, 4096 * 4096
-    fwd, bwd = autoep_routing_bytes(copies, tokens, 2)
+    fwd, bwd = routing_bytes("autoep", copies, tokens, 2)
     generic = 2 * 2 * copies * 2
     assert auto.fwd_s - a2a.fwd_s == pytest.approx((fwd - generic) / km.hbm_bytes_per_s,
                                                    rel=1e-6)
@@ -112,7 +116,7 @@ def test_random_moe_plans_deepspeed_runs_read_back_exactly():
     for seed in range(60):
         req = random_moe_request(random.Random(seed))
         body = req.model_dump(mode="json")
-        body["training"].update(moe_expert_gemm="grouped", moe_dispatcher="autoep")
+        body["training"].update(moe_expert_gemm="grouped", moe_routing="autoep")
         body["search"] = {**body["search"], "framework": "deepspeed"}
         ds = PlanRequest.model_validate(body)
         got = plan(ds)
@@ -139,8 +143,8 @@ def test_a_deepspeed_search_of_a_moe_model_is_told_of_the_other_way_it_runs_expe
                          "moe_expert_gemm": gemm},
             "search": {"framework": "deepspeed", "top_k": 1}})
 
-    # A DeepSpeed search costs AutoEP's layer (FRAMEWORK_TRAINING: moe_dispatcher 'autoep').
-    assert request("mixtral-8x7b", 4, 256, "per_expert").training.moe_dispatcher == "autoep"
+    # A DeepSpeed search costs AutoEP's layer (FRAMEWORK_TRAINING: moe_routing 'autoep').
+    assert request("mixtral-8x7b", 4, 256, "per_expert").training.moe_routing == "autoep"
     # Mixtral 8x7B (8 experts, top 2) on 32 H100: with one GEMM per expert DeepSpeed keeps
     # every expert on every GPU, gathering all of them under ZeRO-3; AutoEP over 8 ranks
     # gathers an eighth and is at least MIN_GAIN faster. The hint is that search's answer.

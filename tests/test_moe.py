@@ -212,9 +212,10 @@ def test_zero3_of_a_moe_model_gathers_the_experts_over_the_expert_data_parallel_
     assert est.memory.weights_gib * GIB == pytest.approx(
         2 * (nonexpert / 8 + 4 * experts / 2), rel=1e-9)
     # torchtitan shards experts with FSDP2 over dp_shard * cp * tp / ep: it runs this plan,
-    # costed with FSDP2's per-parameter copies (and its experts' torch._grouped_mm).
+    # costed with FSDP2's per-parameter copies (and its experts' torch._grouped_mm, and its
+    # MoE layer's own token copies, training.moe_routing).
     fsdp2 = TRAIN.model_copy(update={"zero3_per_parameter": True,
-                                     "moe_expert_gemm": "grouped"})
+                                     "moe_expert_gemm": "grouped", "moe_routing": "torchtitan"})
     assert "torchtitan" not in est.frameworks
     assert "torchtitan" in estimate(TINY, NODE, fsdp2, ParallelPlan(dp=8, ep=4, zero_stage=3)
                                     ).frameworks
@@ -236,7 +237,8 @@ def test_frameworks_that_cannot_run_a_moe_plan_say_why():
     # torchtitan: EP borrows from FSDP and TP; with DDP (ZeRO-0) nothing but cp * tp. (Its
     # TP runs as DTensor's: costed with the blocking reduce-scatters.)
     blocking = TRAIN.model_copy(update={"async_tensor_model_parallel_allreduce": False,
-                                        "moe_expert_gemm": "grouped"})
+                                        "moe_expert_gemm": "grouped",
+                                        "moe_routing": "torchtitan"})
     # Nothing FSDP-sharded (dp shard x cp = 1): its MoE models build the experts' sharding
     # from the FSDP mesh, which does not exist then, and it would train in fp32.
     alone = reasons_by_framework(ParallelPlan(dp=1, tp=2, pp=4, ep=2, sequence_parallel=True),

@@ -25,6 +25,7 @@ from tests.cost_history import (  # noqa: E402
     before_deepspeed_source_read,
     before_distributed_saved_inputs,
     before_grad_upcast,
+    before_moe_routing,
     before_reduce_after_backward,
     before_torch_ring,
     before_tp_column_inputs,
@@ -50,11 +51,12 @@ from tests.cost_history import (  # noqa: E402
 # (training.grad_reduce_after_last_backward), and before Hagemann et al.'s layouts were costed
 # with their trainer's three column-parallel inputs a layer (training.tp_column_parallel_inputs),
 # and before torchtitan's pipelined FSDP runs accumulated every micro-batch's gradients in fp32
-# (training.microbatch_grad_upcast).
+# (training.microbatch_grad_upcast), and before torchtitan's MoE runs were costed with their
+# layer's own token copies (training.moe_routing).
 TODAY = published_accuracy.load_runs()
-ALL_RUNS = [before_grad_upcast(before_tp_column_inputs(before_reduce_after_backward(
-    before_distributed_saved_inputs(before_blocking_tp_read(before_torch_ring(
-        before_deepspeed_source_read(with_bf16_gathers(r)))))))) for r in TODAY]
+ALL_RUNS = [before_moe_routing(before_grad_upcast(before_tp_column_inputs(
+    before_reduce_after_backward(before_distributed_saved_inputs(before_blocking_tp_read(
+        before_torch_ring(before_deepspeed_source_read(with_bf16_gathers(r))))))))) for r in TODAY]
 FP8_GATHERS = [r for r in TODAY if r["training"].get("fp8_param_gather")]
 # MLPerf Training v3.1's GPT-3 175B submissions (NVIDIA's Eos and Azure, H100) joined last,
 # with the interleaved schedule's reduction windows (``batch.chunk_windows``); the tests of
@@ -2625,7 +2627,7 @@ def test_fsdp2s_fp32_accumulation_moves_torchtitans_pipelines_as_the_readme_says
     and +6.8%, the performance page's 405B on 512 GPUs +12.8% and +14.6% to +11.4% and +13.2%,
     its CP sweep +12.8 / +26.1 / +24.9 / +35.3% to +11.7 / +25.3 / +24.3 / +35.0%, DeepSeek-V3
     (the pull request's two runs) +31.2% and +55.9% to +27.6% and +52.8%; no other run moves."""
-    runs = [r for r in TODAY if r["training"].get("microbatch_grad_upcast")]
+    runs = [before_moe_routing(r) for r in TODAY if r["training"].get("microbatch_grad_upcast")]
     assert len(runs) == 10 and all(r["plan"]["pp"] > 1 and r["source"].startswith("torchtitan")
                                    for r in runs)
     now = {x["id"]: round(x["error_pct"], 1) for x in published_accuracy.evaluate_runs(runs)}
@@ -2640,5 +2642,24 @@ def test_fsdp2s_fp32_accumulation_moves_torchtitans_pipelines_as_the_readme_says
     assert [then[i] for i in order] == [8.3, 9.4, 12.8, 14.6, 12.8, 26.1, 24.9, 35.3, 31.2, 55.9]
     assert [now[i] for i in order] == [5.7, 6.8, 11.4, 13.2, 11.7, 25.3, 24.3, 35.0, 27.6, 52.8]
     assert all(0 < now[i] < then[i] for i in order)
-    others = [r for r in TODAY if r["id"] not in now]
+    others = [before_moe_routing(r) for r in TODAY if r["id"] not in now]
     assert others == [before_grad_upcast(r) for r in others]
+
+
+def test_torchtitans_moe_layer_copies_move_its_standard_backend_run_as_the_readme_says():
+    """README (the latest change): torchtitan's eight MoE runs carry their layer's own token
+    copies (training.moe_routing 'torchtitan'); only PR 2107's standard-backend DeepSeek-V3
+    run moves, +52.8% to +45.5%, toward what it measured: under DeepEP the kernels gather and
+    combine, so the other seven do not; no other run moves."""
+    runs = [r for r in TODAY if r["training"].get("moe_routing")]
+    assert len(runs) == 8 and all(r["training"]["moe_routing"] == "torchtitan" for r in runs)
+    now = {x["id"]: round(x["error_pct"], 1) for x in published_accuracy.evaluate_runs(runs)}
+    then = {x["id"]: round(x["error_pct"], 1) for x in published_accuracy.evaluate_runs(
+        [before_moe_routing(r) for r in runs])}
+    moved = {i for i in now if now[i] != then[i]}
+    assert moved == {"torchtitan-pr2107-dsv3-671b-h100-512-standard"}
+    (i,) = moved
+    assert (then[i], now[i]) == (52.8, 45.5)
+    assert all(r["training"]["moe_dispatcher"] == "deepep" for r in runs if r["id"] != i)
+    others = [r for r in TODAY if r["id"] not in now]
+    assert others == [before_moe_routing(r) for r in others]

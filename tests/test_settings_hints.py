@@ -68,12 +68,20 @@ def test_a_framework_is_told_only_of_what_it_runs():
     # gradients under the pipeline is costed (training.microbatch_grad_upcast, which a
     # torchtitan search sets), the hint keeps the answer's dp8 pp2 ep8, 6% shorter: dp4 pp4
     # ep4 holds twice the experts a GPU, whose gradients it accumulates every micro-batch.
-    from tests.cost_history import without_grad_upcast
-    with without_grad_upcast():
+    # Since its MoE layer's own token copies are costed (training.moe_routing 'torchtitan':
+    # eager gathers, a padded permutation and an fp32 combine, which DeepEP's kernels do
+    # instead), DeepEP gains 17% on the same dp8 pp2 ep8.
+    from tests.cost_history import fused_moe_routing, without_grad_upcast
+    with without_grad_upcast(), fused_moe_routing():
         before = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped",
-                                 microbatch_grad_upcast=False))
+                                 microbatch_grad_upcast=False, moe_routing="fused"))
+    with fused_moe_routing():
+        fused = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped",
+                                moe_routing="fused"))
     result = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped"))
-    for res, shape, faster in ((before, (4, 4, 4, 1), 8), (result, (8, 2, 8, 1), 6)):
+    assert result.plans[0].frameworks == ["torchtitan"]
+    for res, shape, faster in ((before, (4, 4, 4, 1), 8), (fused, (8, 2, 8, 1), 6),
+                               (result, (8, 2, 8, 1), 17)):
         (hint,) = res.settings_hints
         assert hint.changes == {"moe_dispatcher": "deepep"} and "overlap" not in hint.reason
         best = res.plans[0]

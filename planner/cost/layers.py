@@ -47,9 +47,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from planner.cost.autoep import autoep_routing_bytes
 from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
 from planner.cost.kernels import KernelModel
+from planner.cost.moe_routing import routing_applies, routing_bytes
 from planner.cost.ring import received_kv_width, torch_ring_extras, uses_torch_ring
 from planner.cost.ulysses import A2A_CALLS_PER_PASS, COPIES_PER_TENSOR, a2a_copy_bytes, uses_a2a
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
@@ -328,20 +328,19 @@ def layer_work(
     act_factor = 3 if model.ffn_type == "swiglu" else 2
     act_bytes = (1 - phi) * T * f / t * e * act_factor
     moe_store = moe_act_out = moe_shared = 0.0
-    routed = expert_act = router = shared_act = autoep_bwd_extra = 0.0
+    routed = expert_act = router = shared_act = routing_bwd_extra = 0.0
     if phi:
         # Routed tokens: permuted and unpermuted around the all-to-all (read + write each),
         # the experts' activation function, the router's fp32 scores and top-k; shared
         # experts' activation like a dense MLP's.
         expert_tokens = m_e * model.experts / plan.ep
         router_tokens = T / t if plan.sequence_parallel else T
-        routed = 2 * 2 * pairs * training.moe_load * h * e
-        if training.moe_dispatcher == "autoep" and plan.ep > 1:
-            # DeepSpeed's AutoEP layer (it replaces the model's MoE blocks where the experts
-            # spread over ranks): its own copies around the exchange (autoep.py), in place
-            # of the permutation above; the backward's beyond twice the forward's.
-            auto_f, auto_b = autoep_routing_bytes(pairs * training.moe_load * h, T * h / t, e)
-            routed, autoep_bwd_extra = auto_f, phi * (auto_b - 2 * auto_f)
+        # The copies around the experts as the layer's code makes them (moe_routing.py;
+        # Megatron-Core's fused permutation: 4 e a copy), the backward's beyond twice the
+        # forward's apart.
+        kind = routing_applies(training.moe_routing, training.moe_dispatcher, plan.ep)
+        routed, routed_b = routing_bytes(kind, pairs * training.moe_load * h, T * h / t, e)
+        routing_bwd_extra = phi * (routed_b - 2 * routed)
         expert_act = expert_tokens * model.expert_ffn / plan.etp * e * act_factor
         router = 3 * router_tokens * model.experts * 4
         shared_act = T * model.shared_ffn / t * e * act_factor
@@ -370,7 +369,7 @@ def layer_work(
     norm_b, norm_kb = norm.bwd_bytes, 2 * norm.bwd_kernels
     elem_f = km.memory(elem_bytes + eager_f + unfused_bytes + norm_f,
                        kernels=elem_kernels + eager_k + unfused_kernels + norm_kf)
-    elem_b = km.memory(2 * elem_bytes + eager_b + unfused_bytes + norm_b + autoep_bwd_extra,
+    elem_b = km.memory(2 * elem_bytes + eager_b + unfused_bytes + norm_b + routing_bwd_extra,
                        kernels=2 * (elem_kernels + eager_k) + unfused_kernels + norm_kb)
     # PyTorch's ring attention merges and accumulates in fp32 with eager kernels (ring.py),
     # part of the attention op (a per-op policy keeps its output); its SDPA receives K and V

@@ -26,14 +26,16 @@ from planner.specs import ModelSpec, TrainingSpec
 # default since 0.12.4); its pipeline engine reduces at the end of the schedule
 # (``ReduceGrads``); and its AutoTP leaves every TP rank the whole logits
 # (``auto_tp.py``), so the loss runs over the full vocabulary; its experts spread over ranks
-# through AutoEP's layer (``moe_dispatcher`` 'autoep').
+# through AutoEP's layer, and torchtitan's MoE layer copies its tokens its own way
+# (``moe_routing`` 'autoep', 'torchtitan').
 FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {
     "torchtitan": {"zero3_per_parameter": True, "ring_attention": "torch_allgather",
                    "hsdp_all_reduce_every_microbatch": True,
-                   "grad_reduce_after_last_backward": True, "microbatch_grad_upcast": True},
+                   "grad_reduce_after_last_backward": True, "microbatch_grad_upcast": True,
+                   "moe_routing": "torchtitan"},
     "deepspeed": {"overlap_param_gather": False, "grad_reduce_after_last_backward": True,
                   "zero_grad_allreduce": True, "vocab_parallel_loss": False,
-                  "moe_dispatcher": "autoep"}}
+                  "moe_routing": "autoep"}}
 
 
 def model_implied_training(framework: str | None, model: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from planner.specs.gpu import Precision
 from planner.vocabulary import (
     RECOMPUTE_MODULES,
     AttentionKernel,
+    MoeRouting,
     RecomputeModule,
     RingAttention,
     SelectiveRecompute,
@@ -339,15 +340,19 @@ class TrainingSpec(BaseModel):
         "(Megatron-LM --moe-expert-capacity-factor); tokens beyond it are dropped, so the "
         "busiest rank computes at most this share. Null: dropless.")
 
-    moe_dispatcher: Literal["alltoall", "deepep", "autoep"] = Field(
+    moe_dispatcher: Literal["alltoall", "deepep"] = Field(
         "alltoall", description="MoE token dispatch: 'alltoall' (Megatron-LM "
-        "--moe-token-dispatcher-type alltoall, torchtitan's standard backend: one copy per "
-        "routed expert), 'deepep' (DeepEP / HybridEP kernels, Megatron-LM's flex dispatcher "
-        "and torchtitan's deepep backend: a token crosses the network once per destination "
-        "node and fans out over NVLink) or 'autoep' (DeepSpeed's AutoEP: the all-to-all's "
-        "copies on the network, with its own copies around them: permuted by local expert "
-        "into padded rows, unpermuted through a zeroed buffer, combined over the k copies in "
-        "fp32; planner/cost/autoep.py).")
+        "--moe-token-dispatcher-type alltoall, torchtitan's standard backend, DeepSpeed's "
+        "AutoEP: one copy per routed expert) or 'deepep' (DeepEP / HybridEP kernels, "
+        "Megatron-LM's flex dispatcher and torchtitan's deepep backend: a token crosses the "
+        "network once per destination node and fans out over NVLink).")
+    moe_routing: MoeRouting = Field(
+        "fused", description="How the MoE layer copies its tokens around the experts "
+        "(planner/cost/moe_routing.py): 'fused', Megatron-Core's fused permute and unpermute "
+        "(4 bytes a routed copy forward in bf16); 'torchtitan', its eager gathers, padded "
+        "permutation and put-backs and an fp32 combine over the k copies (32 bytes; not "
+        "under DeepEP, whose kernels do it); 'autoep', DeepSpeed's AutoEP layer, the same "
+        "with a zeroed unpermutation and a two-op fp32 combine (42 bytes; where ep > 1).")
     moe_a2a_overlap: bool = Field(
         False, description="MoE: the EP all-to-alls of one micro-batch overlap another's "
         "compute (Megatron-LM --overlap-moe-expert-parallel-comm --delay-wgrad-compute).")
