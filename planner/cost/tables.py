@@ -429,7 +429,7 @@ class CostTables:
             return [CollectiveUse("CP", self.collective("all_to_all", n * e, g),
                                   calls * (passes + 1), g)
                     for n, calls in ((q, 1), (kv, 2), (o, 1))]
-        if self.training.ring_attention != "te":
+        if uses_torch_ring(self.training, cp):
             # PyTorch's ring (ring.py): K,V (at the heads SDPA receives: every query head's
             # under ``repeat_kv``) passed cp - 1 times per pass or all-gathered once, and cp
             # exchanges of their fp32 gradients per backward.

@@ -25,6 +25,7 @@ from planner.cost.layers import (
     tokens_per_gpu,
 )
 from planner.cost.memory import stage_layer_counts
+from planner.cost.ring import uses_torch_ring
 from planner.cost.tables import RECOMPUTE, CostTables
 from planner.cost.ulysses import uses_a2a
 from planner.result import PlanEstimate
@@ -127,7 +128,7 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         exchanges: list[list] = [["all_to_all", u.cost.message_bytes,
                                   int(u.calls) // (passes + 1)] for u in uses]
         cp_fwd, cp_bwd = exchanges, exchanges * passes
-    elif est.cp > 1 and training.ring_attention != "te":
+    elif uses_torch_ring(training, est.cp):
         # PyTorch's ring: K,V passed cp - 1 times per pass (an all-gather replayed as those
         # exchanges of one rank's K,V); cp exchanges of the K,V gradients backward.
         kv_use, grads = tables.cp_uses(*key)
