@@ -8,8 +8,7 @@ weights applied inside the unpermutation: read e and write e each, 4 e a copy fo
 twice that backward (the step model's all-to-all dispatch, ``layers.py``).
 
 'torchtitan' (``torchtitan/models/moe/moe.py`` ``MoE.forward`` and ``utils.py`` ``_permute`` /
-``_unpermute``, v0.2.2; its 'standard' all-to-all backend: under DeepEP the kernels gather and
-combine, and this does not apply), forward:
+``_unpermute``, v0.2.2; its 'standard' all-to-all backend), forward:
 - the copies gathered, ``x[token_indices // k]``: read e, write e;
 - ``_permute``: the rows stacked with a zero row (``torch.vstack``: read e, write e) and
   gathered by local expert into alignment-padded rows: read e, write e;
@@ -25,6 +24,11 @@ cast's (read 4, write e); the put-backs' as gathers (read e, write e, twice); th
 accumulating scatters into zeroed buffers (the padded gather: a zeroed e, read e, write e;
 the copies' gather: read e, write e, and per token a zeroed e): 10 e + 12 bytes a copy and
 2 e + 4 a token.
+Under torchtitan's DeepEP backend (``distributed/deepep/deepep.py`` ``dispatch_tokens`` /
+``combine_tokens``, v0.2.2) DeepEP's kernels dispatch and combine; around them the received
+tokens are copied once into expert order (``index_select``: read e, write e a copy), weighted
+(read e, write e) and scatter-added back into a zeroed buffer (read e, write e): about 6 e a
+copy forward against the fused 4 e, costed as 'fused'.
 
 'autoep' (DeepSpeed's AutoEP, ``deepspeed/module_inject/auto_ep_layer.py``, DeepSpeed 0.19.6,
 without AutoTP folding, ``score_apply`` 'post', ``combine_impl`` 'weighted_sum'): the same
@@ -47,8 +51,8 @@ _TOKEN = {"fused": ((0, 0), (0, 0)), "torchtitan": ((1, 8), (2, 4)),
 
 
 def routing_applies(kind: str, dispatcher: str, ep: int) -> str:
-    """The routing a layer runs: ``kind``, except torchtitan's under DeepEP (its kernels
-    gather and combine) and AutoEP at ep 1 (the model's own blocks): 'fused' there."""
+    """The routing a layer runs: ``kind``, except torchtitan's under DeepEP (the module
+    docstring) and AutoEP at ep 1 (the model's own blocks): 'fused' there."""
     if (kind == "torchtitan" and dispatcher == "deepep") or (kind == "autoep" and ep == 1):
         return "fused"
     return kind

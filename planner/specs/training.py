@@ -351,8 +351,9 @@ class TrainingSpec(BaseModel):
         "(planner/cost/moe_routing.py): 'fused', Megatron-Core's fused permute and unpermute "
         "(4 bytes a routed copy forward in bf16); 'torchtitan', its eager gathers, padded "
         "permutation and put-backs and an fp32 combine over the k copies (32 bytes; not "
-        "under DeepEP, whose kernels do it); 'autoep', DeepSpeed's AutoEP layer, the same "
-        "with a zeroed unpermutation and a two-op fp32 combine (42 bytes; where ep > 1).")
+        "under DeepEP, whose wrapper's copies are near the fused ones); 'autoep', "
+        "DeepSpeed's AutoEP layer, the same with a zeroed unpermutation and a two-op fp32 "
+        "combine (42 bytes; where ep > 1).")
     moe_a2a_overlap: bool = Field(
         False, description="MoE: the EP all-to-alls of one micro-batch overlap another's "
         "compute (Megatron-LM --overlap-moe-expert-parallel-comm --delay-wgrad-compute).")
