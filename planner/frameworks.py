@@ -364,6 +364,22 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          "only inside the DualPipeV schedule"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/moe/sharded_moe.py"),
     },
+    "moe_token_copies": {
+        "megatron": _s("partial", "--moe-permute-fusion",
+                       f"{MEGATRON} megatron/core/transformer/moe/moe_utils.py",
+                       "training.moe_routing 'fused': Transformer Engine's fused permute and "
+                       "unpermute; the dispatcher's chunk sorts around the exchange and the "
+                       "unfused default's separate weighting and scatter-add are not costed"),
+        "torchtitan": _s("yes", "(its MoE layer's own)",
+                         f"{TITAN} torchtitan/models/moe/moe.py, utils.py",
+                         "training.moe_routing 'torchtitan': eager gathers, a padded "
+                         "permutation and an fp32 combine (its standard backend; under DeepEP "
+                         "its wrapper's copies, costed as fused)"),
+        "deepspeed": _s("partial", "(AutoEP's layer)",
+                        f"{DEEPSPEED} deepspeed/module_inject/auto_ep_layer.py",
+                        "training.moe_routing 'autoep' where ep > 1; at ep 1 the model's own "
+                        "MoE blocks, costed as fused"),
+    },
     "moe_expert_gemm": {
         "megatron": _s("partial", "--moe-grouped-gemm",
                        f"{MEGATRON} megatron/core/transformer/moe/experts.py (TEGroupedMLP)",
@@ -994,14 +1010,14 @@ def _rules():
          "to dp_shard * cp; dp_shard = dp, or one replica's, where FSDP runs: ZeRO-2/3, or "
          "ZeRO-1 under a pipeline; else 1; and dp_shard * cp above 1, whose FSDP mesh the "
          "experts are sharded from)", _titan_ep_refused),
-        ("deepspeed", "expert_parallel", "expert parallelism without AutoEP's layer "
+        ("deepspeed", "moe_token_copies", "expert parallelism without AutoEP's layer "
          "(training.moe_routing 'autoep': DeepSpeed spreads experts over ranks only through "
          "AutoEP)", lambda c: (c["ep"] > 1) & np.full(c["n"], c["moe"]
                                                        and c["routing"] != "autoep")),
-        ("megatron", "expert_parallel", "a MoE layer copying its tokens other than by "
+        ("megatron", "moe_token_copies", "a MoE layer copying its tokens other than by "
          "Megatron-Core's fused permutation (training.moe_routing 'fused')",
          lambda c: np.full(c["n"], c["moe"] and c["routing"] != "fused")),
-        ("torchtitan", "expert_parallel", "a MoE layer copying its tokens other than by "
+        ("torchtitan", "moe_token_copies", "a MoE layer copying its tokens other than by "
          "torchtitan's own gathers and fp32 combine (training.moe_routing 'torchtitan')",
          lambda c: np.full(c["n"], c["moe"] and c["routing"] != "torchtitan")),
         ("deepspeed", "expert_parallel", "expert parallelism in this layout (AutoEP runs etp "

@@ -34,7 +34,7 @@ def megatron_parser() -> argparse.ArgumentParser:
                  "--overlap-grad-reduce", "--overlap-param-gather", "--grad-reduce-in-bf16",
                  "--account-for-embedding-in-pipeline-split",
                  "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
-                 "--moe-grouped-gemm", "--multi-latent-attention",
+                 "--moe-grouped-gemm", "--moe-permute-fusion", "--multi-latent-attention",
                  "--distribute-saved-activations"):
         ap.add_argument(flag, action="store_true")
     ap.add_argument("--recompute-granularity", choices=["full", "selective"])

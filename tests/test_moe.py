@@ -481,3 +481,19 @@ def test_bf16_optimizer_states_let_the_published_deepseek_v3_plan_fit():
     r = reasons_by_framework(p.model_copy(update={"zero_stage": 0}), 128, True,
                              t.model_copy(update={"optimizer_state_dtype": "bf16"}), moe=True)
     assert any("distributed optimizer" in x for x in r["megatron"])
+
+
+def test_megatron_runs_the_fused_token_copies_it_is_costed_with():
+    """A MoE plan is costed with Megatron-Core's fused permute and unpermute
+    (training.moe_routing 'fused'); its launch turns them on (--moe-permute-fusion, a
+    TransformerConfig field), and parses back with the rest."""
+    model = ModelSpec.from_preset("mixtral-8x7b")
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=4)
+    training = TrainingSpec(global_batch_size=256, seq_length=4096)
+    est = estimate(model, cluster, training,
+                   ParallelPlan(dp=32, ep=8, micro_batch_size=1, zero_stage=1,
+                                recompute="selective"))
+    assert "megatron" in est.frameworks
+    args = with_launch(est, model, cluster, training).launch.megatron_args
+    assert "--moe-permute-fusion" in args and "--moe-grouped-gemm" in args
+    assert megatron_parser().parse_args(args).moe_permute_fusion is True

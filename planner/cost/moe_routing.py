@@ -2,10 +2,14 @@
 memory-bound work per routed copy of a token's hidden vector (N = T k rows of h elements on
 one rank) and per token, forward and backward, with e the activation bytes (2 in bf16).
 
-'fused' (Megatron-Core): the tokens permuted into expert order before the exchange and
-unpermuted after it by fused kernels (``moe_utils.permute`` / ``unpermute``), the routing
-weights applied inside the unpermutation: read e and write e each, 4 e a copy forward and
-twice that backward (the step model's all-to-all dispatch, ``layers.py``).
+'fused' (Megatron-Core with ``--moe-permute-fusion``): the tokens permuted into expert order
+before the exchange and unpermuted after it by Transformer Engine's fused kernels
+(``moe_utils.permute`` / ``unpermute`` with ``fused``), the routing weights applied inside the
+unpermutation: read e and write e each, 4 e a copy forward and twice that backward (the step
+model's all-to-all dispatch, ``layers.py``). Not counted: the all-to-all dispatcher's sorts
+of the received chunks by local expert and back (``sort_chunks_by_idxs``, 2 e each where a
+rank holds more than one expert), and Megatron-Core's unfused default, which weights the rows
+and scatter-adds them into a zeroed buffer as separate ops.
 
 'torchtitan' (``torchtitan/models/moe/moe.py`` ``MoE.forward`` and ``utils.py`` ``_permute`` /
 ``_unpermute``, v0.2.2; its 'standard' all-to-all backend), forward:

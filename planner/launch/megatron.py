@@ -166,7 +166,9 @@ def moe_args(ctx: LaunchContext) -> list[str]:
                  "deepep"]
     else:
         args += ["--moe-token-dispatcher-type", "alltoall"]
-    args += ["--moe-grouped-gemm"]
+    # Transformer Engine's fused permute and unpermute, the token copies the plan is costed
+    # with (training.moe_routing 'fused'; TransformerConfig.moe_permute_fusion).
+    args += ["--moe-grouped-gemm", "--moe-permute-fusion"]
     if t.moe_a2a_overlap:
         args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     if t.moe_capacity_factor is not None:

@@ -349,6 +349,7 @@ class TrainingSpec(BaseModel):
     moe_routing: MoeRouting = Field(
         "fused", description="How the MoE layer copies its tokens around the experts "
         "(planner/cost/moe_routing.py): 'fused', Megatron-Core's fused permute and unpermute "
+        "(--moe-permute-fusion) "
         "(4 bytes a routed copy forward in bf16); 'torchtitan', its eager gathers, padded "
         "permutation and put-backs and an fp32 combine over the k copies (32 bytes; not "
         "under DeepEP, whose wrapper's copies are near the fused ones); 'autoep', "
