@@ -157,3 +157,22 @@ def test_the_solver_equals_exhaustive_enumeration_under_the_all_to_all(seed):
     assert_equals_oracle(got, enumerate_top_k(a2a))
     for p in got.plans:
         assert a2a_cp_violation(a2a.model, a2a.training, p.tp, p.cp) is None
+
+
+def test_a_space_the_head_rule_empties_says_so_not_that_no_degrees_land():
+    """Llama 3 70B with tp and cp held at 8: the one (tp, cp) pair lands on 64 GPUs, but the
+    all-to-all cannot split 8 K,V heads / tp 8 over 8 CP ranks. The answer names the head rule
+    and the ring; under the ring the same request has plans."""
+    from planner.search import PlanRequest, answer
+
+    def request(ring):
+        return PlanRequest.model_validate({
+            "model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 8},
+            "training": {"global_batch_size": 8, "seq_length": 65536, "ring_attention": ring},
+            "search": {"framework": "megatron", "cp": 8, "tp": 8}})
+    none = answer(request("a2a"))
+    assert not none.plans
+    (reason,) = none.infeasible_reasons
+    assert "K,V heads(8) / tp(8) = 1 is not divisible by cp(8)" in reason
+    assert "ring_attention 'te'" in reason and "lands on" not in reason
+    assert answer(request("te")).plans

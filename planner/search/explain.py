@@ -74,7 +74,16 @@ def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: Trainin
                        "zero_stage, recompute, sequence_parallel, ep or etp exclude every "
                        "combination; note 1F1B needs grad_accum_steps >= pp")
         return out
-    if not out:
+    # The all-to-all's head rule removes (tp, cp) pairs before they reach the GPU count.
+    refused = {(t, c): why for t in dom["tp"] for c in dom["cp"]
+               if (why := a2a_cp_violation(model, training, t, c)) is not None}
+    kept = [(t, c) for t in dom["tp"] for c in dom["cp"] if (t, c) not in refused]
+    degrees_exist = not out
+    if degrees_exist and refused:
+        out.append(f"{next(iter(refused.values()))}; of the (tp, cp) pairs the request "
+                   f"allows, {len(refused)} are refused so and {kept[:12]} are left; "
+                   "Transformer Engine's ring (training.ring_attention 'te') takes any cp")
+    if degrees_exist and (kept or not refused):
         lo = N if not search.allow_idle_gpus else -(-N // 2)
         out.append(
             f"no dp * tp * pp * cp lands on {N} GPUs"
