@@ -188,12 +188,12 @@ def test_no_all_to_all_hint_where_it_cannot_run_or_the_answer_has_no_cp():
     assert free.plans[0].cp == 1 and not free.settings_hints
     # Inside one node the two are within MIN_GAIN: Llama 3 8B on 8 H100 at 16K to 128K
     # tokens picks cp 2 to 8 under the ring and is told nothing.
-    for seq in (16384, 131072):
+    for seq, cp in ((16384, 2), (131072, 8)):           # the README's cp 2 and 8
         one_node = answer(PlanRequest.model_validate({
             "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
             "training": {"global_batch_size": 8, "seq_length": seq},
             "search": {"framework": "megatron", "top_k": 1}}))
-        assert one_node.plans[0].cp > 1 and not one_node.settings_hints
+        assert one_node.plans[0].cp == cp and not one_node.settings_hints
 
 
 def test_the_all_to_all_is_searched_only_where_the_ring_exposes_enough():

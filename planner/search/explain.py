@@ -75,9 +75,7 @@ def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: Trainin
                        "combination; note 1F1B needs grad_accum_steps >= pp")
         return out
     # The all-to-all's head rule removes (tp, cp) pairs before they reach the GPU count.
-    refused = {(t, c): why for t in dom["tp"] for c in dom["cp"]
-               if (why := a2a_cp_violation(model, training, t, c)) is not None}
-    kept = [(t, c) for t in dom["tp"] for c in dom["cp"] if (t, c) not in refused]
+    kept, refused = a2a_pairs(model, training, dom)
     degrees_exist = not out
     if degrees_exist and refused:
         out.append(f"{next(iter(refused.values()))}; of the (tp, cp) pairs the request "
@@ -153,6 +151,16 @@ def memory_reasons(req, plans: PlanArrays, bc: BatchCost, capacity: float) -> li
     return out
 
 
+def a2a_pairs(model: ModelSpec, training: TrainingSpec, dom: dict[str, list[int]]
+              ) -> tuple[list[tuple[int, int]], dict[tuple[int, int], str]]:
+    """The (tp, cp) pairs of the degree domains that all-to-all context parallelism's head
+    rule keeps, and those it refuses with why (``specs.plan.a2a_cp_violation``; it refuses
+    none for other CP)."""
+    refused = {(t, c): why for t in dom["tp"] for c in dom["cp"]
+               if (why := a2a_cp_violation(model, training, t, c)) is not None}
+    return [(t, c) for t in dom["tp"] for c in dom["cp"] if (t, c) not in refused], refused
+
+
 def a2a_cp_limit(req) -> str | None:
     """Where all-to-all context parallelism (``training.ring_attention`` 'a2a') keeps cp below
     what the sequence allows, since it splits each tensor-parallel rank's heads: say how far
@@ -160,8 +168,7 @@ def a2a_cp_limit(req) -> str | None:
     if req.training.ring_attention != "a2a":
         return None
     dom = degree_domains(req.model, req.cluster, req.training, req.search)
-    split = [c for c in dom["cp"] if any(
-        a2a_cp_violation(req.model, req.training, t, c) is None for t in dom["tp"])]
+    split = [c for _, c in a2a_pairs(req.model, req.training, dom)[0]]
     if not dom["cp"] or max(split, default=1) >= max(dom["cp"]):
         return None
     return (f"Transformer Engine's ring (training.ring_attention 'te'), which allows cp up to "
