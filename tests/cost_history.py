@@ -275,3 +275,17 @@ def fused_moe_routing() -> Iterator[None]:
     rules = [r for r in frameworks.RULES if "training.moe_routing" not in r[2]]
     with _patched(frameworks, "RULES", rules):
         yield
+
+
+def _no_chunk_sorts(routing, dispatcher, local_experts, rows, activation_bytes) -> float:
+    """Megatron-Core's all-to-all dispatcher without its sorts by local expert, as costed until
+    December 2026."""
+    return 0.0
+
+
+@contextmanager
+def without_chunk_sorts() -> Iterator[None]:
+    """The step model before the all-to-all dispatcher's sorts of the received rows by local
+    expert and back were costed (``planner.cost.moe_routing.chunk_sort_bytes``)."""
+    with _patched(layers, "chunk_sort_bytes", _no_chunk_sorts):
+        yield

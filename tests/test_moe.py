@@ -497,3 +497,41 @@ def test_megatron_runs_the_fused_token_copies_it_is_costed_with():
     args = with_launch(est, model, cluster, training).launch.megatron_args
     assert "--moe-permute-fusion" in args and "--moe-grouped-gemm" in args
     assert megatron_parser().parse_args(args).moe_permute_fusion is True
+
+
+def test_the_all_to_all_dispatchers_sorts_by_local_expert_are_worked_by_hand():
+    """Megatron-Core's all-to-all dispatcher sorts the rows it received by local expert and the
+    outputs back (``sort_chunks_by_idxs``): read e and write e each, 4 e a row element each
+    pass, where a rank holds more than one expert and the routing is Megatron-Core's."""
+    from planner.cost import EfficiencyModel
+    from planner.cost.layers import LayerShape, kernel_model, layer_work
+    from planner.cost.moe_routing import chunk_sort_bytes
+    from tests.cost_history import without_chunk_sorts
+
+    assert chunk_sort_bytes("fused", "alltoall", 4, 1000, 2) == 8000
+    assert chunk_sort_bytes("fused", "alltoall", 16, 1000, 1) == 4000
+    # One expert a rank, DeepEP's dispatcher, torchtitan's and DeepSpeed's own layers: none.
+    for args in (("fused", "alltoall", 1), ("fused", "deepep", 4),
+                 ("torchtitan", "alltoall", 4), ("autoep", "alltoall", 4)):
+        assert chunk_sort_bytes(*args, 1000, 2) == 0.0
+    # In the layer: Qwen3-30B-A3B (every layer MoE, top 8 of 128, h 2048) at 4,096 tokens a
+    # GPU, ep 8 (16 experts a rank), balanced: 32,768 rows of 2,048 elements received, so
+    # 4 x 2 x 32,768 x 2,048 = 536,870,912 bytes more each pass.
+    model = ModelSpec.from_preset("qwen3-30b-a3b")
+    gpu = ClusterSpec.from_preset("dgx-h100").gpu
+    training = TrainingSpec(global_batch_size=64, seq_length=4096, moe_load_imbalance=1.0)
+    shape = LayerShape(1, 1, 1, "none", False, 8, 1)
+    km = kernel_model(gpu, training, EfficiencyModel())
+    now = layer_work(model, training, shape, gpu, EfficiencyModel())
+    with without_chunk_sorts():
+        then = layer_work(model, training, shape, gpu, EfficiencyModel())
+    extra = 536_870_912 / km.hbm_bytes_per_s
+    assert now.fwd_s - then.fwd_s == pytest.approx(extra, rel=1e-9)
+    assert now.bwd_s - then.bwd_s == pytest.approx(extra, rel=1e-9)
+    # ep 128 (one expert a rank) and DeepEP sort nothing.
+    for t, s in ((training, LayerShape(1, 1, 1, "none", False, 128, 1)),
+                 (training.model_copy(update={"moe_dispatcher": "deepep"}), shape)):
+        a = layer_work(model, t, s, gpu, EfficiencyModel())
+        with without_chunk_sorts():
+            b = layer_work(model, t, s, gpu, EfficiencyModel())
+        assert (a.fwd_s, a.bwd_s) == (b.fwd_s, b.bwd_s)

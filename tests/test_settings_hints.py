@@ -39,8 +39,8 @@ def test_moe_without_deepep_or_overlap_is_told_what_they_would_change(qwen3_30b)
     assert hint.faster_pct == pytest.approx(100 * (1 - hint.step_time_s / best.step_time_s))
     assert hint.faster_pct >= 100 * MIN_GAIN
     # The README's figures.
-    assert (best.pp, best.ep, round(best.step_time_s, 1)) == (2, 8, 25.6)
-    assert (hint.plan["dp"], round(hint.step_time_s, 1), round(hint.faster_pct)) == (16, 20.4, 20)
+    assert (best.pp, best.ep, round(best.step_time_s, 1)) == (2, 8, 26.9)
+    assert (hint.plan["dp"], round(hint.step_time_s, 1), round(hint.faster_pct)) == (16, 20.4, 24)
     # The hint is the search's own answer under the changed settings, nothing else.
     again = plan(_request(moe_dispatcher="deepep", moe_a2a_overlap=True))
     assert again.plans[0].step_time_s == pytest.approx(hint.step_time_s)
@@ -71,11 +71,13 @@ def test_a_framework_is_told_only_of_what_it_runs():
     # Since its MoE layer's own token copies are costed (training.moe_routing 'torchtitan':
     # eager gathers, a padded permutation and an fp32 combine, which DeepEP's kernels do
     # instead), DeepEP gains 17% on the same dp8 pp2 ep8.
-    from tests.cost_history import fused_moe_routing, without_grad_upcast
-    with without_grad_upcast(), fused_moe_routing():
+    # (Megatron-Core's all-to-all dispatcher's sorts by local expert, costed since, are not
+    # torchtitan's: the two earlier answers are replayed without them.)
+    from tests.cost_history import fused_moe_routing, without_chunk_sorts, without_grad_upcast
+    with without_grad_upcast(), fused_moe_routing(), without_chunk_sorts():
         before = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped",
                                  microbatch_grad_upcast=False, moe_routing="fused"))
-    with fused_moe_routing():
+    with fused_moe_routing(), without_chunk_sorts():
         fused = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped",
                                 moe_routing="fused"))
     result = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped"))

@@ -49,7 +49,7 @@ from typing import NamedTuple, Protocol
 
 from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
 from planner.cost.kernels import KernelModel
-from planner.cost.moe_routing import routing_applies, routing_bytes
+from planner.cost.moe_routing import chunk_sort_bytes, routing_applies, routing_bytes
 from planner.cost.ring import received_kv_width, torch_ring_extras, uses_torch_ring
 from planner.cost.ulysses import A2A_CALLS_PER_PASS, COPIES_PER_TENSOR, a2a_copy_bytes, uses_a2a
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
@@ -340,6 +340,9 @@ def layer_work(
         # forward's apart.
         kind = routing_applies(training.moe_routing, training.moe_dispatcher, plan.ep)
         routed, routed_b = routing_bytes(kind, pairs * training.moe_load * h, T * h / t, e)
+        sorts = chunk_sort_bytes(training.moe_routing, training.moe_dispatcher,
+                                 model.experts / plan.ep, expert_tokens * h, e)
+        routed, routed_b = routed + sorts, routed_b + sorts
         routing_bwd_extra = phi * (routed_b - 2 * routed)
         expert_act = expert_tokens * model.expert_ffn / plan.etp * e * act_factor
         router = 3 * router_tokens * model.experts * 4

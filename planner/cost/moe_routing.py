@@ -6,10 +6,17 @@ one rank) and per token, forward and backward, with e the activation bytes (2 in
 before the exchange and unpermuted after it by Transformer Engine's fused kernels
 (``moe_utils.permute`` / ``unpermute`` with ``fused``), the routing weights applied inside the
 unpermutation: read e and write e each, 4 e a copy forward and twice that backward (the step
-model's all-to-all dispatch, ``layers.py``). Not counted: the all-to-all dispatcher's sorts
-of the received chunks by local expert and back (``sort_chunks_by_idxs``, 2 e each where a
-rank holds more than one expert), and Megatron-Core's unfused default, which weights the rows
-and scatter-adds them into a zeroed buffer as separate ops.
+model's all-to-all dispatch, ``layers.py``). Its all-to-all dispatcher receives a rank's rows
+ordered by the rank they came from; where the rank holds more than one expert it sorts them
+by local expert before the expert GEMMs and the outputs back before the combine
+(``megatron/core/transformer/moe/token_dispatcher.py`` ``dispatch_postprocess`` and
+``combine_preprocess``: ``sort_chunks_by_idxs``, Transformer Engine's fused sort under
+``--moe-permute-fusion``, a ``torch.cat`` of the chunks without it, a transposed copy when
+padding to capacity), each reading and writing the received rows once: 4 e a received row
+forward, and 4 e backward, the inverse permutations (``chunk_sort_bytes``). DeepEP's
+dispatcher hands each rank its rows by expert and sorts nothing. Not counted: Megatron-Core's
+unfused default, which weights the rows and scatter-adds them into a zeroed buffer as
+separate ops, and the per-expert probabilities the sorts carry (4 bytes a row).
 
 'torchtitan' (``torchtitan/models/moe/moe.py`` ``MoE.forward`` and ``utils.py`` ``_permute`` /
 ``_unpermute``, v0.2.2; its 'standard' all-to-all backend), forward:
@@ -71,3 +78,17 @@ def routing_bytes(kind: str, copies: float, tokens: float, activation_bytes: int
     (cf, cb), (tf, tb) = _COPY[kind], _TOKEN[kind]
     return (copies * (cf[0] * e + cf[1]) + tokens * (tf[0] * e + tf[1]),
             copies * (cb[0] * e + cb[1]) + tokens * (tb[0] * e + tb[1]))
+
+
+def chunk_sort_bytes(routing: str, dispatcher: str, local_experts: float, rows: float,
+                     activation_bytes: int) -> float:
+    """HBM bytes, each pass (forward and backward alike), of Megatron-Core's all-to-all
+    dispatcher sorting the rows it received by local expert and the experts' outputs back
+    (module docstring): read e and write e each, 4 e a row element, where ``routing`` is
+    Megatron-Core's ('fused': torchtitan's and DeepSpeed's layers permute by their own code),
+    the dispatcher its all-to-all and a rank holds more than one expert; ``rows`` is the
+    received rows (after the expert-TP gather) times h. 0 elsewhere."""
+    if routing != "fused" or dispatcher != "alltoall" or local_experts <= 1:
+        return 0.0
+    return 4 * activation_bytes * rows
+
