@@ -182,11 +182,15 @@ CAPABILITIES: dict[str, dict[str, Support]] = {
                         f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py"),
     },
     "context_parallel": {
-        "megatron": _s("yes", "--context-parallel-size, --cp-comm-type p2p or a2a",
+        "megatron": _s("yes", "--context-parallel-size, --cp-comm-type p2p, a2a or a2a+p2p "
+                       "(--hierarchical-context-parallel-sizes)",
                        f"{MEGATRON} megatron/core/model_parallel_config.py, "
-                       "megatron/core/transformer/transformer_config.py",
-                       "Transformer Engine's ring (p2p, training.ring_attention 'te') or its "
-                       "all-to-all (a2a, DeepSpeed-Ulysses' scheme, ring_attention 'a2a')"),
+                       "megatron/core/transformer/transformer_config.py, "
+                       "megatron/core/parallel_state.py",
+                       "Transformer Engine's ring (p2p, training.ring_attention 'te'), its "
+                       "all-to-all (a2a, DeepSpeed-Ulysses' scheme, ring_attention 'a2a') or "
+                       "both (a2a+p2p: all-to-alls over cp_a2a_size consecutive CP ranks, the "
+                       "ring over the groups, ring_attention 'a2a+p2p')"),
         "torchtitan": _s("yes", "parallelism.context_parallel_degree",
                          f"{TITAN} torchtitan/distributed/context_parallel.py",
                          "PyTorch's ring with its default rotation, the K,V all-gather "

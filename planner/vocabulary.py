@@ -29,7 +29,7 @@ ATTENTION_KERNELS: tuple[AttentionKernel, ...] = get_args(AttentionKernel)
 # rotating K and V step by step (rotate method "alltoall") or all-gathering them ("allgather");
 # or no ring: all-to-all context parallelism (DeepSpeed-Ulysses' scheme, Transformer Engine's
 # cp_comm_type "a2a").
-RingAttention = Literal["te", "torch", "torch_allgather", "a2a"]
+RingAttention = Literal["te", "torch", "torch_allgather", "a2a", "a2a+p2p"]
 RING_ATTENTIONS: tuple[RingAttention, ...] = get_args(RingAttention)
 # How a MoE layer copies its tokens around the experts: Megatron-Core's fused permutation,
 # torchtitan's eager one, DeepSpeed's AutoEP layer (planner/cost/moe_routing.py).

@@ -45,6 +45,7 @@ def megatron_parser() -> argparse.ArgumentParser:
                     choices=["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
                              "shared_experts"])
     ap.add_argument("--cp-comm-type", nargs="+")
+    ap.add_argument("--hierarchical-context-parallel-sizes", nargs="+", type=int)
     ap.add_argument("--pipeline-model-parallel-layout")
     ap.add_argument("--data-parallel-sharding-strategy",
                     choices=["no_shard", "optim", "optim_grads", "optim_grads_params"])

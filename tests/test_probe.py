@@ -199,8 +199,10 @@ def test_import_sweep_cli(tmp_path):
 def test_step_worker_groups_come_from_named_mesh_dimensions():
     """The step worker's groups (a dense (pp, dp, cp, tp) mesh and an expert (pp, edp, ep,
     etp) mesh on 4 gloo ranks) are the groups ``rank_groups`` lists in Megatron's order, the
-    folded expert groups included, and under hybrid sharding one replica's shard groups and
-    the replicas' groups; a group of one rank has no process group."""
+    folded expert groups included, under hybrid sharding one replica's shard groups and the
+    replicas' groups, and under hierarchical context parallelism the all-to-all's groups of
+    consecutive CP ranks and the ring's strided ones; a group of one rank has no process
+    group."""
     from planner.validation.schedule import rank_groups
 
     got = run_module(4, "tests.probe_workers.mesh_groups", [], timeout_s=90)

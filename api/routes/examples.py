@@ -51,6 +51,18 @@ PLAN_EXAMPLES = {
             "search": {"top_k": 3, "framework": "megatron"},
         },
     },
+    "long context, hierarchical CP": {
+        "summary": "Llama 3 8B at 128K tokens on 4 DGX H100 nodes with Megatron-LM's "
+                   "hierarchical context parallelism: all-to-alls over 8 consecutive CP ranks "
+                   "(one node), Transformer Engine's ring over the groups",
+        "value": {
+            "model": {"preset": "llama3-8b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 4},
+            "training": {"global_batch_size": 8, "seq_length": 131072,
+                         "ring_attention": "a2a+p2p", "cp_a2a_size": 8},
+            "search": {"top_k": 3, "framework": "megatron"},
+        },
+    },
     "deepspeed autoep": {
         "summary": "Mixtral 8x7B on 4 DGX H100 nodes with DeepSpeed: its experts spread over "
                    "ranks through AutoEP, with grouped expert GEMMs",

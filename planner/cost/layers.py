@@ -51,7 +51,13 @@ from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
 from planner.cost.kernels import KernelModel
 from planner.cost.moe_routing import chunk_sort_bytes, routing_applies, routing_bytes
 from planner.cost.ring import received_kv_width, torch_ring_extras, uses_torch_ring
-from planner.cost.ulysses import A2A_CALLS_PER_PASS, COPIES_PER_TENSOR, a2a_copy_bytes, uses_a2a
+from planner.cost.ulysses import (
+    A2A_CALLS_PER_PASS,
+    COPIES_PER_TENSOR,
+    a2a_copy_bytes,
+    cp_split,
+    uses_a2a,
+)
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.gpu import Precision
 
@@ -297,11 +303,13 @@ def layer_work(
     if training.flash_attention:
         exec_flops = 2 * b * heads * (s / cp) * model.attention_keys(s, causal=True) * width
         d_attn = width / 2                  # MLA: the mean of its query/key and value heads
-        # Each of the cp ring steps is one call over an s / cp chunk, its grid sized as a
-        # causal chunk's (the load-balanced steps' half chunks do the same work); all-to-all
-        # context parallelism runs one call over the whole sequence on heads / cp heads.
-        keys, calls, grid = ((s, 1, b * heads / cp) if uses_a2a(training, cp)
-                             else (s / cp, cp, b * heads))
+        # Each of the c ring steps is one call over an s / c chunk on heads / a heads, its
+        # grid sized as a causal chunk's (the load-balanced steps' half chunks do the same
+        # work): a ring of cp ranks (a = 1, c = cp), all-to-all context parallelism one call
+        # over the whole sequence on heads / cp heads (a = cp, c = 1), the hierarchy between
+        # (ulysses.cp_split).
+        a2a, ring_steps = cp_split(training, cp)
+        keys, calls, grid = s / ring_steps, ring_steps, b * heads / a2a
         attn_f = k16.attention(exec_flops, keys, kernels=calls, head_dim=d_attn,
                                batch_heads=grid)
         attn_b = k16.attention(2.5 * exec_flops, keys, kernels=calls, head_dim=d_attn,

@@ -71,7 +71,7 @@ from planner.cost.memory import expert_stage_params, stage_params
 from planner.cost.reuse import backward_gathers, layer_matrices
 from planner.cost.ring import received_kv_width, torch_ring_exchange_bytes, uses_torch_ring
 from planner.cost.routing import unit_hit_probability
-from planner.cost.ulysses import a2a_tensor_elems, uses_a2a
+from planner.cost.ulysses import a2a_tensor_elems, cp_split, uses_a2a
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
 from planner.specs.placement import GroupSpan, group_span, launch_layout
@@ -269,14 +269,27 @@ class CostTables:
                     tp_b += 2 * t["all_gather"]
         net_f = net_b = 0.0
         if uses_a2a(self.training, cp):
-            # All-to-all context parallelism (ulysses.py): every exchange exposed, the
-            # recomputed forward's again under full recompute.
+            # All-to-all context parallelism (ulysses.py): every all-to-all exposed, the
+            # recomputed forward's again under full recompute; in the hierarchy ('a2a+p2p')
+            # then Transformer Engine's ring over the c groups, each of its c - 1 steps beside
+            # a c-th of the attention.
             uses = self.cp_uses(tp, cp, mbs, rec, sp, npn)
+            a2a, ring = uses[:3], uses[3:]
             passes = 2 if rec == 2 else 1
-            cp_f = sum(u.cost.time_s * u.calls for u in uses) / (passes + 1)
+            cp_f = sum(u.cost.time_s * u.calls for u in a2a) / (passes + 1)
             cp_b = cp_f * passes
-            if any(u.group.tier == "inter_node" for u in uses):
+            if any(u.group.tier == "inter_node" for u in a2a):
                 net_f, net_b = cp_f, cp_b
+            if ring:
+                fwd, bwd = ring
+                c = cp_split(self.training, cp)[1]
+                ring_f = (c - 1) * overlapped(fwd.cost.time_s, lw.attn_core_fwd_s / c, k)
+                cp_f += ring_f
+                cp_b += (c - 1) * overlapped(bwd.cost.time_s, lw.attn_core_bwd_s / c, k) + (
+                    ring_f if rec == 2 else 0.0)
+                if fwd.group.tier == "inter_node":
+                    net_f += (c - 1) * fwd.cost.time_s
+                    net_b += (c - 1) * (bwd.cost.time_s + (fwd.cost.time_s if rec == 2 else 0))
         elif uses_torch_ring(self.training, cp):
             # PyTorch's ring (ring.py): K,V passed step by step, or all-gathered behind the
             # first step of each pass; of the cp exchanges of the K,V gradients the last is
@@ -415,20 +428,27 @@ class CostTables:
         (Transformer Engine's ring); PyTorch's (``TrainingSpec.ring_attention`` 'torch',
         'torch_allgather'): K,V passed cp - 1 times (or all-gathered once) per pass and cp
         exchanges of the K,V gradients (``ring.py``); all-to-all context parallelism ('a2a'):
-        one all-to-all of Q, K, V and O a pass, every call exposed (``ulysses.py``)."""
+        one all-to-all of Q, K, V and O a pass, every call exposed (``ulysses.py``); the
+        hierarchy ('a2a+p2p'): those over groups of a consecutive CP ranks, then Transformer
+        Engine's ring over the c strided ones (``ulysses.cp_split``), its K,V chunk the ring
+        of cp ranks' (s / c tokens at kv heads / a)."""
         if cp == 1:
             return []
         tokens = mbs * self.training.seq_length // cp
         passes = 2 if rec == 2 else 1
-        if uses_a2a(self.training, cp):
+        a, c = cp_split(self.training, cp)
+        a2a: list[CollectiveUse] = []
+        if a > 1:
             # All-to-all context parallelism (ulysses.py): Q and O (and their gradients), K
-            # and V (and theirs), each one all-to-all a pass over the CP group.
+            # and V (and theirs), each one all-to-all a pass over the a ranks.
             q, kv, o = a2a_tensor_elems(self.model, tokens, tp)
             e = self.training.activation_bytes
-            g = self.group(cp, tp, npn)
-            return [CollectiveUse("CP", self.collective("all_to_all", n * e, g),
-                                  calls * (passes + 1), g)
-                    for n, calls in ((q, 1), (kv, 2), (o, 1))]
+            g = self.group(a, tp, npn)
+            a2a = [CollectiveUse("CP", self.collective("all_to_all", n * e, g),
+                                 calls * (passes + 1), g)
+                   for n, calls in ((q, 1), (kv, 2), (o, 1))]
+            if c == 1:
+                return a2a
         if uses_torch_ring(self.training, cp):
             # PyTorch's ring (ring.py): K,V (at the heads SDPA receives: every query head's
             # under ``repeat_kv``) passed cp - 1 times per pass or all-gathered once, and cp
@@ -445,11 +465,11 @@ class CostTables:
             return [CollectiveUse("CP", self.collective("send_recv", own, pair),
                                   (cp - 1) * (passes + 1), pair), dkv]
         kv_bytes = 2 * tokens * self.model.kv_width / tp * self.training.activation_bytes
-        pair = self.pair(cp, tp, npn)
-        return [CollectiveUse("CP", self.collective("send_recv", kv_bytes, pair),
-                              (cp - 1) * passes, pair),
-                CollectiveUse("CP", self.collective("send_recv", 2 * kv_bytes, pair), cp - 1,
-                              pair)]
+        pair = self.pair(c, tp * a, npn)
+        return a2a + [CollectiveUse("CP", self.collective("send_recv", kv_bytes, pair),
+                                    (c - 1) * passes, pair),
+                      CollectiveUse("CP", self.collective("send_recv", 2 * kv_bytes, pair),
+                                    c - 1, pair)]
 
     def deepep_dispatch(self, token_bytes: float, group: GroupTopology) -> CollectiveCost:
         """One DeepEP dispatch (or combine) of ``token_bytes`` of tokens per rank over the EP

@@ -29,6 +29,21 @@ dot_product_attention/context_parallel.py``, read at d0067d0), with ``flash_attn
 
 Saved for the backward: Q, K, V and the output at s tokens of heads / cp heads, the same
 elements as s / cp tokens of every head: memory is that of the ring.
+
+Hierarchical context parallelism (``ring_attention`` 'a2a+p2p', Megatron-Core's
+``--cp-comm-type a2a+p2p`` with ``--hierarchical-context-parallel-sizes a c``, a c = cp,
+``TrainingSpec.cp_a2a_size`` = a): Megatron-Core splits the CP group into sub-groups of a
+consecutive CP ranks (``parallel_state.create_hierarchical_groups``: the first level's groups
+are consecutive ranks, the second's strided by a) and Transformer Engine's
+``AttnFuncWithCPAndKVP2P`` takes ``cp_group = [a2a group, p2p group]``: the same all-to-alls
+of Q, K and V over the a ranks before the attention and of the output after it (and of the
+gradients backward, ``flash_attn_a2a_communicate``, read at d0067d0), then its ring over the
+c = cp / a strided ranks, each step on a chunk of s / c tokens of heads / a heads, K and V of
+s / c tokens at kv heads / a passed from step to step beside the attention. So the a2a part
+costs what 'a2a' over a ranks does (its exchanges exposed, its copies) and the ring what
+Transformer Engine's over c ranks does, with c - 1 steps of a times the attention a step
+that a ring of cp ranks has (``cp_split``). The head rule holds for a: the heads of one
+tensor-parallel rank, query and K,V, divisible by a.
 """
 
 from __future__ import annotations
@@ -42,8 +57,24 @@ COPIES_PER_TENSOR = 2
 
 
 def uses_a2a(training: TrainingSpec, cp: int) -> bool:
-    """Whether a plan of ``cp`` runs all-to-all context parallelism."""
-    return cp > 1 and training.ring_attention == "a2a"
+    """Whether a plan of ``cp`` runs all-to-all context parallelism, alone ('a2a') or inside
+    the hierarchy ('a2a+p2p')."""
+    return cp_split(training, cp)[0] > 1
+
+
+def cp_split(training: TrainingSpec, cp: int) -> tuple[int, int]:
+    """(a, c): the CP ranks one all-to-all spans and the ring's ranks, a c = cp (module
+    docstring): 'a2a' (cp, 1), 'a2a+p2p' (cp_a2a_size, cp / cp_a2a_size), every ring (1, cp).
+    A hierarchy whose cp_a2a_size does not divide cp is taken as all-to-all (the plan's
+    violation says why it cannot run)."""
+    if cp <= 1:
+        return 1, max(cp, 1)
+    if training.ring_attention == "a2a":
+        return cp, 1
+    if training.ring_attention == "a2a+p2p":
+        a = training.cp_a2a_size or cp
+        return (a, cp // a) if cp % a == 0 else (cp, 1)
+    return 1, cp
 
 
 def a2a_tensor_elems(model: ModelSpec, tokens: float, tp: int) -> tuple[float, float, float]:

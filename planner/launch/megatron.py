@@ -3,8 +3,9 @@
 Flag names are those of Megatron-LM (``megatron/training/arguments.py`` and the config
 dataclasses it turns into flags, ``model_parallel_config.py``, ``transformer_config.py``; read
 at d98e8a6): ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``,
-``--context-parallel-size`` with ``--cp-comm-type p2p`` (ring attention) or ``a2a``
-(all-to-all, ``TrainingSpec.ring_attention`` 'a2a'),
+``--context-parallel-size`` with ``--cp-comm-type p2p`` (ring attention), ``a2a``
+(all-to-all, ``TrainingSpec.ring_attention`` 'a2a') or ``a2a+p2p`` with
+``--hierarchical-context-parallel-sizes`` (both, 'a2a+p2p' with ``cp_a2a_size``),
 ``--num-virtual-stages-per-pipeline-rank`` and
 ``--microbatch-group-size-per-virtual-pipeline-stage`` (interleaved 1F1B), the pipeline
 layout (``--decoder-first/last-pipeline-num-layers``, ``--account-for-embedding-in-pipeline-split``
@@ -76,7 +77,11 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         "--context-parallel-size", str(p.cp),
     ]
     if p.cp > 1:      # Transformer Engine's ring, or its all-to-all (DeepSpeed-Ulysses')
-        args += ["--cp-comm-type", "a2a" if t.ring_attention == "a2a" else "p2p"]
+        if t.ring_attention == "a2a+p2p" and t.cp_a2a_size:
+            args += ["--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes",
+                     str(t.cp_a2a_size), str(p.cp // t.cp_a2a_size)]
+        else:
+            args += ["--cp-comm-type", "a2a" if t.ring_attention == "a2a" else "p2p"]
     args += moe_args(ctx)
     if m.mtp_num_layers:      # on the last pipeline stage (Megatron-LM's default)
         args += ["--mtp-num-layers", str(m.mtp_num_layers)]

@@ -361,10 +361,12 @@ class ProbeStep:
             for _ in range(calls):
                 comms.collective("tp_comm", op, nbytes, "tp")
         for entry in (pat.get("cp_fwd", []) if kind == "F" else pat.get("cp_bwd", [])):
-            # [bytes, calls]: ring steps; [op, bytes, calls]: all-to-all context parallelism.
-            op, nbytes, calls = entry if len(entry) == 3 else ("ring", *entry)
+            # [bytes, calls]: ring steps; [op, bytes, calls]: all-to-all context parallelism;
+            # [op, bytes, calls, group]: the hierarchy's all-to-alls ("cpa") and ring ("cpr").
+            op, nbytes, calls, group = (entry if len(entry) == 4 else (*entry, "cp")
+                                        if len(entry) == 3 else ("ring", *entry, "cp"))
             for _ in range(calls):
-                comms.collective("cp_comm", op, nbytes, "cp")
+                comms.collective("cp_comm", op, nbytes, group)
         if kind == "B" and pat["zero3"]:
             self.scatters += self._start("reduce_scatter")
 
@@ -405,7 +407,7 @@ class ProbeStep:
 
 
 def mesh_groups(dist, device_type: str, tp: int, cp: int, dp: int, pp: int, ep: int = 1,
-                etp: int = 1, dpr: int = 1) -> tuple[dict[str, Group], list[int]]:
+                etp: int = 1, dpr: int = 1, cpa: int = 1) -> tuple[dict[str, Group], list[int]]:
     """This rank's groups from named device-mesh dimensions (``init_device_mesh``), and its
     pipeline (the ranks of its (d, c, t) in every stage, first stage first).
 
@@ -417,16 +419,21 @@ def mesh_groups(dist, device_type: str, tp: int, cp: int, dp: int, pp: int, ep: 
     mesh). Hybrid sharding splits dp into (dpr, dp / dpr), the replicas outermost, as
     torchtitan's HSDP mesh does (dp_replicate outside dp_shard): "dp" and "edp" are then one
     replica's ranks and "dpr" the replicas'. ``planner.validation.schedule.rank_groups`` lists
-    the same groups (a test checks that they agree)."""
+    the same groups (a test checks that they agree). Hierarchical context parallelism
+    (``cpa`` > 1) splits cp into (cpr, cpa), cpa consecutive CP ranks innermost as
+    Megatron-Core's ``create_hierarchical_groups`` groups them: "cpa" is the all-to-all's
+    group, "cpr" the ring's, "cp" both flattened."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    dense = init_device_mesh(device_type, (pp, dpr, dp // dpr, cp, tp),
-                             mesh_dim_names=("pp", "dpr", "dp", "cp", "tp"))
+    dense = init_device_mesh(device_type, (pp, dpr, dp // dpr, cp // cpa, cpa, tp),
+                             mesh_dim_names=("pp", "dpr", "dp", "cpr", "cpa", "tp"))
     fold = tp * cp * dp
     experts = init_device_mesh(device_type, (pp, dpr, fold // (ep * etp * dpr), ep, etp),
                                mesh_dim_names=("pp", "dpr", "edp", "ep", "etp"))
-    handles = {"tp": dense.get_group("tp"), "cp": dense.get_group("cp"),
-               "dp": dense["dp", "cp"]._flatten("dp_cp").get_group(),
+    handles = {"tp": dense.get_group("tp"),
+               "cp": dense["cpr", "cpa"]._flatten("cp").get_group(),
+               "cpa": dense.get_group("cpa"), "cpr": dense.get_group("cpr"),
+               "dp": dense["dp", "cpr", "cpa"]._flatten("dp_cp").get_group(),
                "dpr": dense.get_group("dpr"),
                "ep": experts.get_group("ep"), "etp": experts.get_group("etp"),
                "edp": experts.get_group("edp")}
@@ -475,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
                         args.backend)
     stage = rank // (tp * cp * dp)
     groups, chain = mesh_groups(dist, device.type, tp, cp, dp, pp, pat.get("ep", 1),
-                                pat.get("etp", 1), int(pat.get("dpr", 1)))
+                                pat.get("etp", 1), int(pat.get("dpr", 1)),
+                                int(pat.get("cpa", 1)))
 
     recorder = Recorder(rank, _clock_offset(torch, dist, rank, world, device),
                         tracing=rank == 0 and bool(args.trace))

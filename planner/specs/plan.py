@@ -178,18 +178,31 @@ def a2a_cp_violation(model: ModelSpec, training: TrainingSpec, tp: int, cp: int)
     ``planner.cost.ulysses``) cannot run ``cp`` ranks beside ``tp``, or None (also where the
     plan runs no such thing): it splits the heads of one tensor-parallel rank, query and K,V
     alike, over the cp ranks (Transformer Engine's ``AttnFuncWithCPAndQKVOA2A`` asserts
-    ``num_heads % cp_size == 0`` for both), and runs only with fused attention."""
-    if cp == 1 or training.ring_attention != "a2a":
+    ``num_heads % cp_size == 0`` for both), and runs only with fused attention. The hierarchy
+    ('a2a+p2p') splits them over its cp_a2a_size ranks only, and needs cp a multiple of that
+    size with a ring of at least two groups (``planner.cost.ulysses.cp_split``)."""
+    kind = training.ring_attention
+    if cp == 1 or kind not in ("a2a", "a2a+p2p"):
         return None
     if not training.flash_attention:
-        return ("all-to-all context parallelism (ring_attention 'a2a') runs with fused "
+        return (f"all-to-all context parallelism (ring_attention {kind!r}) runs with fused "
                 "attention only (training.flash_attention false)")
+    size, over = cp, f"cp({cp})"
+    if kind == "a2a+p2p":
+        size = training.cp_a2a_size or cp
+        over = f"cp_a2a_size({size})"
+        if cp % size or cp // size < 2:
+            return (f"hierarchical context parallelism (ring_attention 'a2a+p2p') runs its "
+                    f"all-to-alls over cp_a2a_size({size}) ranks and a ring over cp / "
+                    f"cp_a2a_size groups of them: cp({cp}) must be a multiple of {size}, at "
+                    f"least {2 * size}")
     for what, heads in (("num_attention_heads", model.num_attention_heads),
                         ("K,V heads", model.attention_kv_heads)):
-        if tp <= heads and heads // tp % cp:
-            return (f"all-to-all context parallelism (ring_attention 'a2a') splits each "
-                    f"tensor-parallel rank's heads over the cp ranks: {what}({heads}) / tp({tp}) "
-                    f"= {heads // tp} is not divisible by cp({cp})")
+        if tp <= heads and heads // tp % size:
+            return (f"all-to-all context parallelism (ring_attention {kind!r}) splits each "
+                    f"tensor-parallel rank's heads over the {'cp' if size == cp else 'a2a'} "
+                    f"ranks: {what}({heads}) / tp({tp}) = {heads // tp} is not divisible by "
+                    f"{over}")
     return None
 
 

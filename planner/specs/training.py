@@ -122,7 +122,15 @@ class TrainingSpec(BaseModel):
         "output regrouped from tokens to heads and back by four exposed all-to-alls a pass, "
         "the attention run once over the whole sequence on heads / cp heads; needs the heads "
         "of a tensor-parallel rank (query and K,V) divisible by cp and fused attention "
-        "(planner/cost/ulysses.py).")
+        "(planner/cost/ulysses.py); 'a2a+p2p', both (Megatron-Core's --cp-comm-type a2a+p2p "
+        "through Transformer Engine): the all-to-alls over groups of cp_a2a_size consecutive "
+        "CP ranks, then Transformer Engine's ring over the cp / cp_a2a_size groups, each step "
+        "on heads / cp_a2a_size heads; the head rule holds for cp_a2a_size.")
+    cp_a2a_size: int | None = Field(
+        None, ge=2, le=1024, description="ring_attention 'a2a+p2p': the CP ranks each "
+        "all-to-all spans (Megatron-LM --hierarchical-context-parallel-sizes cp_a2a_size "
+        "cp/cp_a2a_size; consecutive CP ranks, so inside a node while tp x cp_a2a_size fits "
+        "one). A plan's cp must be a multiple of it, at least twice it.")
     repeat_kv: bool = Field(
         False, description="Grouped-query attention: the model code expands K and V to every "
         "query head before the attention op (Meta's reference Llama and torchtitan through v0.2.1, "
@@ -381,6 +389,17 @@ class TrainingSpec(BaseModel):
         if self.fp8_param_gather and self.precision != "fp8":
             raise ValueError(f"fp8_param_gather needs precision fp8 (got {self.precision}): "
                              "only fp8 weights can be gathered in fp8")
+        return self
+
+    @model_validator(mode="after")
+    def _hierarchy_needs_its_size(self) -> TrainingSpec:
+        if self.ring_attention == "a2a+p2p" and self.cp_a2a_size is None:
+            raise ValueError("ring_attention 'a2a+p2p' needs cp_a2a_size: the CP ranks each "
+                             "all-to-all spans (Megatron-LM --hierarchical-context-parallel-"
+                             "sizes)")
+        if self.cp_a2a_size is not None and self.ring_attention != "a2a+p2p":
+            raise ValueError(f"cp_a2a_size applies to ring_attention 'a2a+p2p' only (got "
+                             f"{self.ring_attention!r})")
         return self
 
     @model_validator(mode="after")

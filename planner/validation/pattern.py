@@ -27,7 +27,7 @@ from planner.cost.layers import (
 from planner.cost.memory import stage_layer_counts
 from planner.cost.ring import uses_torch_ring
 from planner.cost.tables import RECOMPUTE, CostTables
-from planner.cost.ulysses import uses_a2a
+from planner.cost.ulysses import cp_split, uses_a2a
 from planner.result import PlanEstimate
 from planner.specs.layout import explicit_layout
 from planner.validation.compare import STRATEGY_COMPONENT
@@ -69,8 +69,10 @@ class StepPattern(TypedDict):
     elementwise: int                        # elements of the memory-bound work per layer
     tp_fwd: list[list]
     tp_bwd: list[list]
-    cp_fwd: list[list]
-    cp_bwd: list[list]
+    cp_fwd: list[list]                      # [bytes, calls] ring steps over "cp", [op,
+    cp_bwd: list[list]                      # bytes, calls] all-to-alls over "cp", or either
+                                            # with its group ("cpa", "cpr": the hierarchy)
+    cpa: int                                # CP ranks an all-to-all of the hierarchy spans
     ep_fwd: list[list]
     ep_bwd: list[list]
     zero3: list[list]
@@ -101,10 +103,11 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
             else:
                 expert_bmm.append([int(c), max(1, round(m)), max(1, int(n)), max(1, int(k))])
     # The attention core per head: scores Q K^T (s/cp x s x d) and the weighted sum P V.
-    s_q, s_kv = training.seq_length // est.cp, training.seq_length
-    heads = est.micro_batch_size * max(1, model.num_attention_heads // est.tp)
-    if uses_a2a(training, est.cp):       # the whole sequence on heads / cp heads (ulysses.py)
-        s_q, heads = training.seq_length, max(1, heads // est.cp)
+    # All-to-all context parallelism: s / c queries on heads / a heads (ulysses.cp_split:
+    # the whole sequence on heads / cp heads alone, a ring's chunk within the hierarchy).
+    a2a, ring_ranks = cp_split(training, est.cp)
+    s_q, s_kv = training.seq_length // ring_ranks, training.seq_length
+    heads = max(1, est.micro_batch_size * max(1, model.num_attention_heads // est.tp) // a2a)
     attn_bmm = [[heads, s_q, s_kv, model.d_head], [heads, s_q, model.d_head, s_kv]]
     # The memory-bound kernels (norms, residual adds, activation; softmax without flash
     # attention) as one streaming add that moves the same bytes: read two, write one.
@@ -122,12 +125,22 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
     cp_fwd, cp_bwd = [], []
     if uses_a2a(training, est.cp):
         # All-to-all context parallelism: Q, K, V and O (their gradients backward) each
-        # exchanged once a pass, [op, bytes, calls]; the recomputed forward's again.
+        # exchanged once a pass, [op, bytes, calls, group]; the recomputed forward's again.
+        # In the hierarchy ('a2a+p2p') over the a consecutive CP ranks ("cpa"), then the
+        # ring's steps over the strided ones ("cpr").
         uses = tables.cp_uses(*key)
         passes = 2 if est.recompute == "full" else 1
+        group = [] if ring_ranks == 1 else ["cpa"]
         exchanges: list[list] = [["all_to_all", u.cost.message_bytes,
-                                  int(u.calls) // (passes + 1)] for u in uses]
-        cp_fwd, cp_bwd = exchanges, exchanges * passes
+                                  int(u.calls) // (passes + 1), *group] for u in uses[:3]]
+        cp_fwd, cp_bwd = list(exchanges), exchanges * passes
+        if ring_ranks > 1:
+            fwd, bwd = uses[3:]
+            steps = ring_ranks - 1
+            cp_fwd.append(["ring", fwd.cost.message_bytes, steps, "cpr"])
+            cp_bwd.append(["ring", bwd.cost.message_bytes, steps, "cpr"])
+            if est.recompute == "full":
+                cp_bwd.insert(3, ["ring", fwd.cost.message_bytes, steps, "cpr"])
     elif uses_torch_ring(training, est.cp):
         # PyTorch's ring: K,V passed cp - 1 times per pass (an all-gather replayed as those
         # exchanges of one rank's K,V); cp exchanges of the K,V gradients backward.
@@ -181,7 +194,7 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         "ep": est.ep, "etp": est.etp, "moe_share": model.moe_share, "moe_gemms": moe_gemms,
         "expert_bmm": expert_bmm, "expert_launch": training.moe_expert_gemm,
         "ep_fwd": ep_fwd, "ep_bwd": ep_bwd,
-        "dp": est.dp, "dpr": dpr, "tp": est.tp, "pp": est.pp, "cp": est.cp,
+        "dp": est.dp, "dpr": dpr, "tp": est.tp, "pp": est.pp, "cp": est.cp, "cpa": a2a,
         "m": est.grad_accum_steps,
         "layers": list(est.layers_per_stage), "recompute": est.recompute,
         "gemms": gemms, "attn_bmm": attn_bmm, "elementwise": elementwise, "vpp": est.vpp,

@@ -21,7 +21,7 @@ def pipeline_order(pp: int, stage: int, m: int, vpp: int = 1, group: int | None 
 
 
 def rank_groups(tp: int, cp: int, dp: int, pp: int, ep: int = 1, etp: int = 1,
-                dpr: int = 1) -> dict[str, list[list[int]]]:
+                dpr: int = 1, cpa: int = 1) -> dict[str, list[list[int]]]:
     """The process groups of tp * cp * dp * pp ranks in Megatron-LM's order: tp innermost,
     then cp, then dp, then pp (rank = ((stage * dp + d) * cp + c) * tp + t).
 
@@ -34,7 +34,11 @@ def rank_groups(tp: int, cp: int, dp: int, pp: int, ep: int = 1, etp: int = 1,
     Hybrid sharding (``dpr`` replicas, ``plan.dp_replicate``): each replica is dp / dpr
     consecutive data-parallel ranks (its tp * cp * dp / dpr global ranks in a row); "dp" and
     "edp" are one replica's (what ZeRO shards over) and "dpr" the ranks at the same place in
-    every replica (what the sharded gradients are all-reduced over)."""
+    every replica (what the sharded gradients are all-reduced over).
+
+    Hierarchical context parallelism (``cpa`` > 1, ``ring_attention`` 'a2a+p2p'): "cpa", the
+    all-to-all's groups of cpa consecutive CP ranks, and "cpr", the ring's, the ranks cpa
+    apart (Megatron-Core's ``create_hierarchical_groups``)."""
     def rank(s: int, d: int, c: int, t: int) -> int:
         return ((s * dp + d) * cp + c) * tp + t
 
@@ -49,6 +53,10 @@ def rank_groups(tp: int, cp: int, dp: int, pp: int, ep: int = 1, etp: int = 1,
     return {
         "tp": [[rank(s, d, c, t) for t in T] for s in S for d in D for c in C],
         "cp": [[rank(s, d, c, t) for c in C] for s in S for d in D for t in T],
+        "cpa": [[rank(s, d, r * cpa + c, t) for c in range(cpa)] for s in S for d in D
+                for r in range(cp // cpa) for t in T],
+        "cpr": [[rank(s, d, r * cpa + c, t) for r in range(cp // cpa)] for s in S for d in D
+                for c in range(cpa) for t in T],
         "dp": [[rank(s, r * dsh + d, c, t) for d in range(dsh) for c in C] for s in S
                for r in R for t in T],
         "dpr": [[rank(s, r * dsh + d, c, t) for r in R] for s in S for d in range(dsh)
