@@ -22,17 +22,22 @@ A DeepSpeed search of a MoE model is told of the other way DeepSpeed runs its ex
 every GPU in a loop; one ``moe_expert_gemm`` admits only one of them.
 
 Context parallelism is the other. Transformer Engine runs it as a ring (``ring_attention``
-'te', Megatron-LM's default ``--cp-comm-type p2p``) or as DeepSpeed-Ulysses' all-to-all
-(``a2a``, ``planner.cost.ulysses``): the ring hides its K,V exchanges behind attention chunks
-that shrink as cp grows; the all-to-all exposes four exchanges a pass but runs the attention
-once over the whole sequence and sends less as cp grows. Where the best plan under the ring
-uses context parallelism, exposes at least ``MIN_GAIN`` of its step in the ring's exchanges
-(what the all-to-all can take away; below that, the answer's latency is not doubled for a
-hint that cannot come) and the request's framework is Megatron-LM (or any), the search is run
-again with the all-to-all, and the result says so where that is at least ``MIN_GAIN`` faster.
-A request on the all-to-all is told of the ring the same way where its answer exposes that
-much, or where the all-to-all's head rule keeps cp below what the sequence allows
-(``explain.a2a_cp_limit``: grouped-query K,V heads split over tp and cp run out first).
+'te', Megatron-LM's default ``--cp-comm-type p2p``), as DeepSpeed-Ulysses' all-to-all
+(``a2a``, ``planner.cost.ulysses``) or as both (``a2a+p2p``: all-to-alls over
+``cp_a2a_size`` consecutive CP ranks, the ring over the groups): the ring hides its K,V
+exchanges behind attention chunks that shrink as cp grows; the all-to-all exposes four
+exchanges a pass but runs the attention once over the whole sequence and sends less as cp
+grows. Where the best plan under the ring uses context parallelism, exposes at least
+``MIN_GAIN`` of its step in the ring's exchanges (what another way can take away; below that,
+the answer's latency is not multiplied for a hint that cannot come) and the request's
+framework is Megatron-LM (or any), the search is run again with the all-to-all and with the
+hierarchy at the two largest all-to-all sizes of 8, 4 and 2 that fit a node and split the
+heads, and the result tells of the fastest where that is at least ``MIN_GAIN`` faster. A
+request on the all-to-all is told of the ring or the hierarchy the same way where its answer
+exposes that much, or where the all-to-all's head rule keeps cp below what the sequence
+allows (``explain.a2a_cp_limit``: grouped-query K,V heads split over tp and cp run out
+first); one on the hierarchy, of the ring and the all-to-all where its answer exposes that
+much.
 """
 
 from __future__ import annotations
@@ -120,29 +125,57 @@ def _deepspeed_experts(req: PlanRequest) -> tuple[dict[str, Any], str] | None:
             "grouped GEMMs the search holds AutoEP's expert parallelism only")
 
 
-def _context_parallel(req: PlanRequest, result: PlanResult) -> tuple[dict[str, Any], str] | None:
+_TO_RING = ("; Transformer Engine's ring (Megatron-LM --cp-comm-type p2p) hides its K,V "
+            "exchanges behind the attention and takes any cp")
+
+
+def _hierarchies(req: PlanRequest, why: str = "") -> list[tuple[dict[str, Any], str]]:
+    """Hierarchical context parallelism to try (``ring_attention`` 'a2a+p2p'): the two largest
+    all-to-all sizes of 8, 4 and 2 that fit a node and split every head count; ``why`` the
+    reason's beginning."""
+    m, npn = req.model, req.cluster.gpus_per_node
+    sizes = [a for a in (8, 4, 2) if a <= npn and m.attention_kv_heads % a == 0
+             and m.num_attention_heads % a == 0][:2]
+    return [({"ring_attention": "a2a+p2p", "cp_a2a_size": a},
+             why + f"hierarchical context parallelism (Megatron-LM --cp-comm-type a2a+p2p "
+             f"--hierarchical-context-parallel-sizes {a} cp/{a}) runs the all-to-alls over "
+             f"{a} consecutive CP ranks and Transformer Engine's ring over the groups: fewer, "
+             "larger ring steps") for a in sizes]
+
+
+def _context_parallel(req: PlanRequest, result: PlanResult
+                      ) -> list[tuple[dict[str, Any], str]] | None:
+    """The other ways Transformer Engine runs context parallelism, to search where this one
+    exposes its exchanges (or, on the all-to-all, where the head rule stops cp)."""
     best = result.plans[0]
     ring = req.training.ring_attention
-    if ring not in ("te", "a2a") or req.search.framework not in (None, ANY_FRAMEWORK,
-                                                                 "megatron"):
+    if ring not in ("te", "a2a", "a2a+p2p") or req.search.framework not in (
+            None, ANY_FRAMEWORK, "megatron"):
         return None
     exposed = best.cp > 1 and best.breakdown["cp_comm"] >= MIN_GAIN * best.step_time_s
     if ring == "te":
         if not exposed:
             return None
-        return ({"ring_attention": "a2a"},
-                "the ring hides its K,V exchanges behind attention chunks that shrink as cp "
-                "grows; the all-to-all (Megatron-LM --cp-comm-type a2a) runs the attention "
-                "once over the whole sequence on a share of the heads")
+        return [({"ring_attention": "a2a"},
+                 "the ring hides its K,V exchanges behind attention chunks that shrink as cp "
+                 "grows; the all-to-all (Megatron-LM --cp-comm-type a2a) runs the attention "
+                 "once over the whole sequence on a share of the heads"), *_hierarchies(req)]
+    if ring == "a2a+p2p":
+        if not exposed:
+            return None
+        return [({"ring_attention": "te", "cp_a2a_size": None},
+                 "the hierarchy's exchanges are exposed" + _TO_RING),
+                ({"ring_attention": "a2a", "cp_a2a_size": None},
+                 "the hierarchy's exchanges are exposed; the all-to-all (Megatron-LM "
+                 "--cp-comm-type a2a) runs the attention once over the whole sequence")]
     limit = a2a_cp_limit(req)
     why = ((["the all-to-all's exchanges are exposed"] if exposed else [])
            + (["it stops where the heads of a tensor-parallel rank no longer split over the "
                "cp ranks"] if limit is not None else []))
     if not why:
         return None
-    return ({"ring_attention": "te"},
-            " and ".join(why) + "; Transformer Engine's ring (Megatron-LM --cp-comm-type p2p) "
-            "hides its K,V exchanges behind the attention and takes any cp")
+    return [({"ring_attention": "te"}, " and ".join(why) + _TO_RING),
+            *_hierarchies(req, " and ".join(why) + "; ")]
 
 
 def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[SettingsHint]:
@@ -154,23 +187,35 @@ def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[Setting
         return []
     hints = []
     spent = result.search.solve_ms
-    for found in (_moe_dispatch(req), _deepspeed_experts(req), _context_parallel(req, result)):
-        left_ms = int(req.search.time_limit_ms - spent)
-        if found is None or left_ms < 1:
+    dispatch, experts = _moe_dispatch(req), _deepspeed_experts(req)
+    for options in ([dispatch] if dispatch else [], [experts] if experts else [],
+                    _context_parallel(req, result) or []):
+        # One hint per question: the fastest of its alternatives.
+        found = None
+        for changes, reason in options:
+            left_ms = int(req.search.time_limit_ms - spent)
+            if left_ms < 1:
+                break
+            training = type(req.training).model_validate({**req.training.model_dump(),
+                                                          **changes})
+            other = search(req.model_copy(update={
+                "training": training,
+                "search": req.search.model_copy(update={"top_k": 1, "space_sample": 0,
+                                                        "time_limit_ms": left_ms})}))
+            spent += other.search.solve_ms
+            if other.search.status != "OPTIMAL" or not other.plans:
+                continue
+            best = other.plans[0]
+            if found is None or best.step_time_s < found[2].step_time_s:
+                found = (changes, reason, best)
+        if found is None:
             continue
-        changes, reason = found
-        training = type(req.training).model_validate({**req.training.model_dump(), **changes})
-        other = search(req.model_copy(update={
-            "training": training,
-            "search": req.search.model_copy(update={"top_k": 1, "space_sample": 0,
-                                                    "time_limit_ms": left_ms})}))
-        spent += other.search.solve_ms
-        if other.search.status != "OPTIMAL" or not other.plans:
-            continue
-        best = other.plans[0]
+        changes, reason, best = found
         gain = 1 - best.step_time_s / result.plans[0].step_time_s
         if gain >= MIN_GAIN:
-            hints.append(SettingsHint(changes=changes, reason=reason,
+            hints.append(SettingsHint(changes={k: v for k, v in changes.items()
+                                               if v is not None},
+                                      reason=reason,
                                       plan={k: getattr(best, k) for k in _DEGREES},
                                       step_time_s=best.step_time_s, mfu=best.mfu,
                                       faster_pct=100 * gain, caveats=best.caveats))
