@@ -65,7 +65,9 @@ class SettingsHint(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    changes: dict[str, Any] = Field(description="The training fields to change, and to what.")
+    changes: dict[str, Any] = Field(description="The training fields to change, and to what "
+                                    "(null: unset, e.g. cp_a2a_size where the change leaves "
+                                    "the hierarchy).")
     reason: str = Field(description="Why the change matters, in one sentence.")
     plan: dict[str, Any] = Field(description="The best plan under the changed settings: its "
                                  "degrees, micro-batch size, recompute (and block size), ZeRO "
@@ -213,9 +215,7 @@ def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[Setting
         changes, reason, best = found
         gain = 1 - best.step_time_s / result.plans[0].step_time_s
         if gain >= MIN_GAIN:
-            hints.append(SettingsHint(changes={k: v for k, v in changes.items()
-                                               if v is not None},
-                                      reason=reason,
+            hints.append(SettingsHint(changes=changes, reason=reason,
                                       plan={k: getattr(best, k) for k in _DEGREES},
                                       step_time_s=best.step_time_s, mfu=best.mfu,
                                       faster_pct=100 * gain, caveats=best.caveats))
