@@ -43,7 +43,9 @@ s / c tokens at kv heads / a passed from step to step beside the attention. So t
 costs what 'a2a' over a ranks does (its exchanges exposed, its copies) and the ring what
 Transformer Engine's over c ranks does, with c - 1 steps of a times the attention a step
 that a ring of cp ranks has (``cp_split``). The head rule holds for a: the heads of one
-tensor-parallel rank, query and K,V, divisible by a.
+tensor-parallel rank, query and K,V, divisible by a. Where a group is one rank
+(``attn_forward_func_with_cp``: a = 1, or c = 1 at cp = a) Transformer Engine runs the other
+level alone.
 """
 
 from __future__ import annotations

@@ -180,7 +180,8 @@ def a2a_cp_violation(model: ModelSpec, training: TrainingSpec, tp: int, cp: int)
     alike, over the cp ranks (Transformer Engine's ``AttnFuncWithCPAndQKVOA2A`` asserts
     ``num_heads % cp_size == 0`` for both), and runs only with fused attention. The hierarchy
     ('a2a+p2p') splits them over its cp_a2a_size ranks only, and needs cp a multiple of that
-    size with a ring of at least two groups (``planner.cost.ulysses.cp_split``)."""
+    size (Megatron-LM asserts cp = the product of the hierarchical sizes; at cp = cp_a2a_size
+    Transformer Engine runs the all-to-all alone: ``planner.cost.ulysses.cp_split``)."""
     kind = training.ring_attention
     if cp == 1 or kind not in ("a2a", "a2a+p2p"):
         return None
@@ -191,11 +192,10 @@ def a2a_cp_violation(model: ModelSpec, training: TrainingSpec, tp: int, cp: int)
     if kind == "a2a+p2p":
         size = training.cp_a2a_size or cp
         over = f"cp_a2a_size({size})"
-        if cp % size or cp // size < 2:
+        if cp % size:
             return (f"hierarchical context parallelism (ring_attention 'a2a+p2p') runs its "
                     f"all-to-alls over cp_a2a_size({size}) ranks and a ring over cp / "
-                    f"cp_a2a_size groups of them: cp({cp}) must be a multiple of {size}, at "
-                    f"least {2 * size}")
+                    f"cp_a2a_size groups of them: cp({cp}) must be a multiple of {size}")
     for what, heads in (("num_attention_heads", model.num_attention_heads),
                         ("K,V heads", model.attention_kv_heads)):
         if tp <= heads and heads // tp % size:

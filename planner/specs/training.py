@@ -130,7 +130,8 @@ class TrainingSpec(BaseModel):
         None, ge=2, le=1024, description="ring_attention 'a2a+p2p': the CP ranks each "
         "all-to-all spans (Megatron-LM --hierarchical-context-parallel-sizes cp_a2a_size "
         "cp/cp_a2a_size; consecutive CP ranks, so inside a node while tp x cp_a2a_size fits "
-        "one). A plan's cp must be a multiple of it, at least twice it.")
+        "one). A plan's cp must be a multiple of it (at cp = cp_a2a_size Transformer Engine "
+        "runs the all-to-all alone).")
     repeat_kv: bool = Field(
         False, description="Grouped-query attention: the model code expands K and V to every "
         "query head before the attention op (Meta's reference Llama and torchtitan through v0.2.1, "
