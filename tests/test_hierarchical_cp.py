@@ -132,7 +132,8 @@ def test_megatron_runs_it_with_its_hierarchical_sizes_and_nothing_else_does():
     plan = ParallelPlan(dp=1, cp=8, micro_batch_size=1, zero_stage=1, recompute="full")
     est = estimate(LLAMA8B, NODE, _training(4), plan)
     assert est.frameworks == ["megatron"]
-    args, _ = megatron_args(LaunchContext(est, LLAMA8B, NODE, _training(4)))
+    args, notes = megatron_args(LaunchContext(est, LLAMA8B, NODE, _training(4)))
+    assert any("Transformer Engine 1.12" in n for n in notes)
     parsed = megatron_parser().parse_args(args)
     assert parsed.cp_comm_type == ["a2a+p2p"]
     assert parsed.hierarchical_context_parallel_sizes == [4, 2]

@@ -80,6 +80,8 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         if t.ring_attention == "a2a+p2p" and t.cp_a2a_size:
             args += ["--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes",
                      str(t.cp_a2a_size), str(p.cp // t.cp_a2a_size)]
+            notes.append("hierarchical context parallelism needs Transformer Engine 1.12 or "
+                         "later (megatron/core/extensions/transformer_engine.py asserts it)")
         else:
             args += ["--cp-comm-type", "a2a" if t.ring_attention == "a2a" else "p2p"]
     args += moe_args(ctx)
