@@ -45,6 +45,19 @@ def test_sampled_runs_one_group_per_strategy():
     assert runs["stage"]["head_gemm"] == [8, 16, 8]   # the last stage carries the head
 
 
+def test_sampled_runs_of_a_hierarchical_context_parallel_plan():
+    """The stage run keeps the hierarchy's all-to-all groups; the pipeline and data runs, which
+    drop context parallelism, drop them too (a mesh of cp 1 cannot hold groups of 2)."""
+    hier = {**PATTERN, "tp": 1, "cp": 4, "cpa": 2, "dp": 1,
+            "cp_fwd": [["all_to_all", 512.0, 1, "cpa"], ["ring", 1024.0, 1, "cpr"]],
+            "cp_bwd": [["all_to_all", 512.0, 1, "cpa"], ["ring", 2048.0, 1, "cpr"]]}
+    runs, _ = sampled_runs(hier, stage=0, nproc=4)
+    assert (runs["stage"]["cp"], runs["stage"]["cpa"]) == (4, 2)
+    assert runs["stage"]["cp_fwd"] == hier["cp_fwd"]
+    for name in ("pipeline", "data"):
+        assert (runs[name]["cp"], runs[name]["cpa"], runs[name]["cp_fwd"]) == (1, 1, [])
+
+
 def test_sampled_runs_of_an_expert_parallel_plan():
     moe = {**PATTERN, "ep": 2, "etp": 1, "ep_fwd": [["all_to_all", 2048.0, 2, "ep"]],
            "ep_bwd": [["all_to_all", 2048.0, 2, "ep"]],
@@ -109,6 +122,27 @@ def test_sampled_validation_of_an_eight_rank_plan_on_four(tmp_path):
     cal = as_calibration(res)
     assert cal.source == "validation" and cal.matmul_tflops == res.matmul_tflops
     assert len(cal.samples) == len(res.samples)
+
+
+@pytest.mark.slow
+def test_sampled_validation_of_a_hierarchical_context_parallel_plan_on_four():
+    """cp 4 = 2 all-to-all ranks x a ring of 2, over 2 pipeline stages: 8 ranks on a 4-rank
+    probe. The stage run measures the all-to-alls in pairs and the ring between them; the
+    pipeline run, without context parallelism, its sends."""
+    from planner.probe.validate import validate
+
+    req = {**EIGHT, "training": {**EIGHT["training"], "ring_attention": "a2a+p2p",
+                                 "cp_a2a_size": 2},
+           "search": {**EIGHT["search"], "dp": 1, "tp": 1, "cp": 4}}
+    res = validate(PlanRequest.model_validate(req), nproc=4, top_k=1, steps=1,
+                   timeout_s=120)
+    assert res.status == "succeeded" and res.mode == "sampled"
+    (p,) = res.plans
+    assert (p.plan["cp"], p.plan["pp"]) == (4, 2) and p.mode == "sampled", p.note
+    assert p.measured["breakdown"]["cp_comm"] > 0
+    ops = {(s.op, s.group_size) for s in res.samples}
+    assert {("all_to_all", 2), ("send_recv", 2)} <= ops
+    assert not any(op == "all_to_all" and size == 4 for op, size in ops)
 
 
 def test_full_mode_refuses_a_plan_larger_than_the_ranks():

@@ -53,7 +53,8 @@ def sampled_runs(pattern: StepPattern, stage: int, nproc: int
         runs["stage"] = {**pattern, **nothing, **experts, "dp": 1, "pp": 1, "layers": [layers],
                          "head_gemm": pattern["head_gemm"] if stage == pp - 1 else None}
     bare: dict[str, object] = {"gemms": [], "attn_bmm": [], "head_gemm": None, "tp_fwd": [], "tp_bwd": [],
-            "cp_fwd": [], "cp_bwd": [], "tp": 1, "cp": 1, "moe_gemms": [], "expert_bmm": [],
+            "cp_fwd": [], "cp_bwd": [], "tp": 1, "cp": 1, "cpa": 1, "moe_gemms": [],
+            "expert_bmm": [],
             "ep_fwd": [], "ep_bwd": [], "ep": 1, "etp": 1}
     if pp > 1:
         runs["pipeline"] = {**pattern, **bare, **nothing, "dp": 1, "pp": 2, "layers": [0, 0],
