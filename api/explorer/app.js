@@ -124,10 +124,15 @@ function formRequestFromFields() {
   }
   if ($("#r-zero").value !== "") search.zero_stage = Number($("#r-zero").value);
   if ($("#r-recompute").value !== "") search.recompute = $("#r-recompute").value;
+  const training = { global_batch_size: num("#global_batch_size"), seq_length: num("#seq_length") };
+  // How context parallelism runs (training.ring_attention; the hierarchy's group size,
+  // training.cp_a2a_size): sent only when chosen, so the service's defaults stand otherwise.
+  if ($("#ring_attention").value !== "") training.ring_attention = $("#ring_attention").value;
+  if (num("#cp_a2a_size") !== undefined) training.cp_a2a_size = num("#cp_a2a_size");
   return {
     model: { preset: $("#model").value },
     cluster: { preset: $("#cluster").value, num_nodes: num("#num_nodes") },
-    training: { global_batch_size: num("#global_batch_size"), seq_length: num("#seq_length") },
+    training,
     search,
   };
 }

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from planner.specs.gpu import Precision
 from planner.vocabulary import (
@@ -127,7 +134,7 @@ class TrainingSpec(BaseModel):
         "CP ranks, then Transformer Engine's ring over the cp / cp_a2a_size groups, each step "
         "on heads / cp_a2a_size heads; the head rule holds for cp_a2a_size.")
     cp_a2a_size: int | None = Field(
-        None, ge=2, le=1024, description="ring_attention 'a2a+p2p': the CP ranks each "
+        None, ge=2, le=1024, validate_default=True, description="ring_attention 'a2a+p2p': the CP ranks each "
         "all-to-all spans (Megatron-LM --hierarchical-context-parallel-sizes cp_a2a_size "
         "cp/cp_a2a_size; consecutive CP ranks, so inside a node while tp x cp_a2a_size fits "
         "one). A plan's cp must be a multiple of it (at cp = cp_a2a_size Transformer Engine "
@@ -392,16 +399,19 @@ class TrainingSpec(BaseModel):
                              "only fp8 weights can be gathered in fp8")
         return self
 
-    @model_validator(mode="after")
-    def _hierarchy_needs_its_size(self) -> TrainingSpec:
-        if self.ring_attention == "a2a+p2p" and self.cp_a2a_size is None:
+    @field_validator("cp_a2a_size")
+    @classmethod
+    def _hierarchy_needs_its_size(cls, size: int | None, info: ValidationInfo) -> int | None:
+        # A field's own check (not the model's), so a refusal names training.cp_a2a_size.
+        ring = info.data.get("ring_attention")
+        if ring == "a2a+p2p" and size is None:
             raise ValueError("ring_attention 'a2a+p2p' needs cp_a2a_size: the CP ranks each "
                              "all-to-all spans (Megatron-LM --hierarchical-context-parallel-"
                              "sizes)")
-        if self.cp_a2a_size is not None and self.ring_attention != "a2a+p2p":
+        if size is not None and ring is not None and ring != "a2a+p2p":
             raise ValueError(f"cp_a2a_size applies to ring_attention 'a2a+p2p' only (got "
-                             f"{self.ring_attention!r})")
-        return self
+                             f"{ring!r})")
+        return size
 
     @model_validator(mode="after")
     def _states_need_adam(self) -> TrainingSpec:

@@ -32,7 +32,7 @@ CASES = [
     ("POST", "/v1/plans", with_(OK, ["cluster", "gpu"], "tpu-v9"), 422, "unknown preset"),
     ("POST", "/v1/plans", with_(OK, ["search"], {"top_k": 0}), 422, "search.top_k"),
     ("POST", "/v1/plans", with_(OK, ["training", "ring_attention"], "a2a+p2p"), 422,
-     "ring_attention 'a2a+p2p' needs cp_a2a_size"),
+     "training.cp_a2a_size: ring_attention 'a2a+p2p' needs cp_a2a_size"),
     ("POST", "/v1/plans", with_(OK, ["training", "cp_a2a_size"], 1), 422,
      "training.cp_a2a_size"),
     ("POST", "/v1/estimates", {**OK, "plan": {"dp": 4, "cp": 2},

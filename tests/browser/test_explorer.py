@@ -321,3 +321,26 @@ def test_hybrid_sharding_asked_in_the_page(page):
     err.wait_for()
     assert "not a whole number" in err.inner_text()
     assert page.get_attribute("#r-dp_replicate", "aria-invalid") == "true"
+
+
+def test_hierarchical_context_parallelism_asked_in_the_page(page):
+    """The form's context-parallelism choice (training.ring_attention, cp_a2a_size): Llama 3 8B
+    at 128K tokens on 4 nodes with cp held at 32 under the hierarchy of 8-rank all-to-all
+    groups plans cp 32; the hierarchy without its group size is refused next to that field."""
+    open_explorer(page)
+    fill(page, {**SMALL, "num_nodes": "4", "global_batch_size": "8", "seq_length": "131072",
+                "top_k": "1"})
+    page.fill("#r-cp", "32")
+    page.select_option("#ring_attention", "a2a+p2p")
+    page.fill("#cp_a2a_size", "8")
+    page.click("#plan-button")
+    page.wait_for_selector("#plans-table tbody tr")
+    heads = [t.strip() for t in page.locator("#plans-table thead th").all_inner_texts()]
+    cells = page.locator("#plans-table tbody tr").first.locator("th, td").all_inner_texts()
+    assert cells[heads.index("CP")] == "32"
+    page.fill("#cp_a2a_size", "")
+    page.click("#plan-button")
+    err = page.locator('.field[data-field="training.cp_a2a_size"] .field-error')
+    err.wait_for()
+    assert "needs cp_a2a_size" in err.inner_text()
+    assert page.get_attribute("#cp_a2a_size", "aria-invalid") == "true"
