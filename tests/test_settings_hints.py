@@ -260,6 +260,7 @@ def test_nothing_fits_under_the_all_to_all_says_how_far_the_ring_goes():
     none = answer(_llama70b_long("a2a", nodes=2))
     assert not none.plans
     assert any("ring_attention 'te'), which allows cp up to 16" in r and "stops at cp=8" in r
+               and "the hierarchy (ring_attention 'a2a+p2p')" in r
                for r in none.infeasible_reasons)
     ring = answer(_llama70b_long("te", nodes=2))
     assert not ring.plans and not any("ring_attention" in r for r in ring.infeasible_reasons)

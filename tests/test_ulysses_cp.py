@@ -175,4 +175,5 @@ def test_a_space_the_head_rule_empties_says_so_not_that_no_degrees_land():
     (reason,) = none.infeasible_reasons
     assert "K,V heads(8) / tp(8) = 1 is not divisible by cp(8)" in reason
     assert "ring_attention 'te'" in reason and "lands on" not in reason
+    assert "the hierarchy ('a2a+p2p')" in reason
     assert answer(request("te")).plans

@@ -80,7 +80,9 @@ def structural_reasons(model: ModelSpec, cluster: ClusterSpec, training: Trainin
     if degrees_exist and refused:
         out.append(f"{next(iter(refused.values()))}; of the (tp, cp) pairs the request "
                    f"allows, {len(refused)} are refused so and {kept[:12]} are left; "
-                   "Transformer Engine's ring (training.ring_attention 'te') takes any cp")
+                   "Transformer Engine's ring (training.ring_attention 'te') takes any cp, "
+                   "and the hierarchy ('a2a+p2p') any multiple of a cp_a2a_size that splits "
+                   "the heads")
     if degrees_exist and (kept or not refused):
         lo = N if not search.allow_idle_gpus else -(-N // 2)
         out.append(
@@ -174,7 +176,9 @@ def a2a_cp_limit(req) -> str | None:
     return (f"Transformer Engine's ring (training.ring_attention 'te'), which allows cp up to "
             f"{max(dom['cp'])}: the all-to-all splits each tensor-parallel rank's heads over "
             f"the cp ranks, so with {req.model.attention_kv_heads} K,V heads and "
-            f"{req.model.num_attention_heads} query heads it stops at cp={max(split, default=1)}")
+            f"{req.model.num_attention_heads} query heads it stops at cp={max(split, default=1)}; "
+            "or the hierarchy (ring_attention 'a2a+p2p'), whose all-to-alls split the heads "
+            "over cp_a2a_size ranks only")
 
 
 def larger_gpu_hint(gpu: GPUSpec, need_gib: float, usable_share: float) -> str:
