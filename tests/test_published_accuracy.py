@@ -2730,3 +2730,28 @@ def test_the_dispatchers_sorts_move_the_runs_as_the_readme_says():
                  and t.get("moe_routing", "fused") == "fused"
                  and model.experts // r["plan"].get("ep", 1) > 1)
         assert sorts == (r["id"] in moved), r["id"]
+
+
+def test_the_layouts_network_what_if_the_readme_gives():
+    """README (Hagemann et al.'s layouts): with the same runs on a network of 50 GB/s a node
+    instead of DGX A100's 200 (``published_accuracy.py --what-if``; the paper names 200 Gb/s
+    HDR InfiniBand but not the NICs a node), the layouts go from 8.9% (signed +8.9%) to 4.6%
+    (+2.9%) and their 30B 256-GPU sweeps' taus from 0.05-0.34 to 0.52-0.67; at 25 GB/s to
+    6.2% (-4.7%), taus 0.64-0.91. Not adopted: the corpus keeps what is published."""
+    layouts = [r for r in TODAY if r["source"] == LAYOUTS_SOURCE]
+    assert len(layouts) == 401
+
+    def figures(bandwidth: float | None) -> tuple[float, float, float, float]:
+        runs = layouts if bandwidth is None else published_accuracy.what_if(
+            layouts, [LAYOUTS_SOURCE + '={"cluster": {"inter_node": {"kind": "infiniband", '
+                      f'"bandwidth_gb_per_s": {bandwidth}, "latency_us": 5.0}}}}}}'])
+        rows = published_accuracy.evaluate_runs(runs)
+        s = published_accuracy.summarize(rows)
+        taus = [t["kendall_tau"] for n, t in published_accuracy.sweep_taus(rows).items()
+                if n.startswith("hagemann-30b-2k-256g")]
+        return (round(s["median_abs_error_pct"], 1), round(s["median_signed_error_pct"], 1),
+                round(min(taus), 2), round(max(taus), 2))
+
+    assert figures(None) == (8.9, 8.9, 0.05, 0.34)
+    assert figures(50) == (4.6, 2.9, 0.52, 0.67)
+    assert figures(25) == (6.2, -4.7, 0.64, 0.91)
