@@ -372,8 +372,9 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "megatron": _s("partial", "--moe-permute-fusion",
                        f"{MEGATRON} megatron/core/transformer/moe/moe_utils.py",
                        "training.moe_routing 'fused': Transformer Engine's fused permute and "
-                       "unpermute; the dispatcher's chunk sorts around the exchange and the "
-                       "unfused default's separate weighting and scatter-add are not costed"),
+                       "unpermute, and the all-to-all dispatcher's sorts by local expert "
+                       "(sort_chunks_by_idxs, moe_routing.chunk_sort_bytes); the unfused "
+                       "default's separate weighting and scatter-add are not costed"),
         "torchtitan": _s("yes", "(its MoE layer's own)",
                          f"{TITAN} torchtitan/models/moe/moe.py, utils.py",
                          "training.moe_routing 'torchtitan': eager gathers, a padded "
