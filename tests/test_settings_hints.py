@@ -41,6 +41,12 @@ def test_moe_without_deepep_or_overlap_is_told_what_they_would_change(qwen3_30b)
     # The README's figures.
     assert (best.pp, best.ep, round(best.step_time_s, 1)) == (2, 8, 26.9)
     assert (hint.plan["dp"], round(hint.step_time_s, 1), round(hint.faster_pct)) == (16, 20.4, 24)
+    # Before the all-to-all dispatcher's sorts by local expert were costed: 25.6 s, 20%.
+    from tests.cost_history import without_chunk_sorts
+    with without_chunk_sorts():
+        then = answer(_request())
+    (old,) = then.settings_hints
+    assert (round(then.plans[0].step_time_s, 1), round(old.faster_pct)) == (25.6, 20)
     # The hint is the search's own answer under the changed settings, nothing else.
     again = plan(_request(moe_dispatcher="deepep", moe_a2a_overlap=True))
     assert again.plans[0].step_time_s == pytest.approx(hint.step_time_s)
