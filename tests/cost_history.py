@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from planner.cost import batch, kernels, layers
+from planner.cost import batch, kernels, layers, tables
 from planner.cost.layers import GatheredLoss
 from planner.cost.pipeline import exchanges
 from planner.cost.tables import cost_tables
@@ -288,4 +288,19 @@ def without_chunk_sorts() -> Iterator[None]:
     """The step model before the all-to-all dispatcher's sorts of the received rows by local
     expert and back were costed (``planner.cost.moe_routing.chunk_sort_bytes``)."""
     with _patched(layers, "chunk_sort_bytes", _no_chunk_sorts):
+        yield
+
+
+def _no_rank_views(op: str) -> int:
+    """ZeRO-3's per-rank lists without the Python loop's views, as costed until December
+    2026."""
+    return 0
+
+
+@contextmanager
+def without_rank_views() -> Iterator[None]:
+    """The step model before the views DeepSpeed 0.3's Python loop makes to build a ZeRO-3
+    call's per-rank list were costed (``planner.cost.tables.rank_views``,
+    ``EfficiencyModel.view_call_us``): only the per-rank copies."""
+    with _patched(tables, "rank_views", _no_rank_views):
         yield

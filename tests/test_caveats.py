@@ -400,6 +400,21 @@ def test_the_fine_grained_band_before_fsdp2s_fp32_accumulation():
         assert round(statistics.median(x["error_pct"] for x in rows)) == median
 
 
+def test_the_dense_band_before_the_per_rank_views():
+    """README (the per-rank lists' views, the latest change): before them the dense band was
+    0.921-1.263 (median 1.039) over the same 690 runs from 25 sources."""
+    from tests.cost_history import without_rank_views
+    dense = [r for r in RUNS if r["split"] == "held_out"
+             and model_class(ModelSpec.model_validate(r["model"])) == "dense"]
+    with without_rank_views():
+        rows = published_accuracy.evaluate_runs(dense)
+    low, median, high = published_accuracy.source_weighted_quantiles(
+        [x["measured_step_s"] / x["predicted_step_s"] for x in rows],
+        [r["source"] for r in dense])
+    assert (len(rows), round(low, 3), round(median, 3), round(high, 3)) == (
+        690, 0.921, 1.039, 1.263)
+
+
 def test_the_moe_bands_before_the_dispatchers_sorts():
     """README (the all-to-all dispatcher's sorts, the latest change): before them the coarse
     MoE band was 0.870-1.096 (median 0.905), the fine-grained 0.885-1.419 (median 1.188), and

@@ -312,10 +312,13 @@ def test_per_rank_copies_add_group_size_copy_calls_to_every_zero3_gather():
     # host takes to issue it, so each call adds 384 x 6 us = 2.304 ms; a layer's 12 calls add
     # 27.648 ms to its gather and as much to its gradients' reduce-scatter (fp32: 1.57 MB
     # chunks, 4.3 us on the GPU, still host-bound).
+    # (The views a Python loop makes to build the per-rank lists are left out here:
+    # view_call_us 0; the next test adds them.)
     base = dict(global_batch_size=1536, seq_length=2048, zero3_gathers_per_layer=12)
-    plain = _tables(TrainingSpec(**base), 48).zero3_times(1, 1, 384, 8)
-    copies = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48).zero3_times(
-        1, 1, 384, 8)
+    no_views = EfficiencyModel(view_call_us=0)
+    plain = _tables(TrainingSpec(**base), 48, no_views).zero3_times(1, 1, 384, 8)
+    copies = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48,
+                     no_views).zero3_times(1, 1, 384, 8)
     # (forward gather, backward gather without and with recompute, reduce-scatter, network)
     assert copies[0] - plain[0] == pytest.approx(12 * 384 * 6e-6)
     assert copies[1] == copies[2] == copies[0]     # no reuse distance: the same gather again
@@ -323,11 +326,34 @@ def test_per_rank_copies_add_group_size_copy_calls_to_every_zero3_gather():
     assert copies[4] == plain[4] == 1.0
 
 
+def test_per_rank_lists_built_in_python_add_their_views_to_every_zero3_call():
+    # DeepSpeed 0.3.13 builds each per-rank list in a Python loop: a gather narrows its flat
+    # buffer once a rank (_allgather_param), a reduce-scatter takes
+    # param.grad.view(-1).narrow(...), two views a rank (_reduce_scatter_gradient); each view
+    # is an eager op of about 2 us of host time (pytorch/pytorch issue 41383). GPT-3 175B over
+    # dp 384, 12 calls a layer: a gather 384 x (2 + 6) us = 3.072 ms, a reduce-scatter
+    # 384 x (4 + 6) us = 3.84 ms, against 2.304 ms of copies alone.
+    base = dict(global_batch_size=1536, seq_length=2048, zero3_gathers_per_layer=12)
+    plain = _tables(TrainingSpec(**base), 48).zero3_times(1, 1, 384, 8)
+    lists = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48).zero3_times(
+        1, 1, 384, 8)
+    assert lists[0] - plain[0] == pytest.approx(12 * 3.072e-3)
+    assert lists[3] - plain[3] == pytest.approx(12 * 3.84e-3)
+    # The views scale with the request's view_call_us; without per-rank lists there are none.
+    slow = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48,
+                   EfficiencyModel(view_call_us=5)).zero3_times(1, 1, 384, 8)
+    assert slow[0] - lists[0] == pytest.approx(12 * 384 * 3e-6)
+    assert slow[3] - lists[3] == pytest.approx(12 * 384 * 2 * 3e-6)
+    flat = _tables(TrainingSpec(**base), 48, EfficiencyModel(view_call_us=5)).zero3_times(
+        1, 1, 384, 8)
+    assert flat == plain
+
+
 def test_per_rank_copies_are_gpu_bound_when_the_host_issues_them_faster():
     # With a free host call, each copy costs what the GPU takes: a kernel's fixed cost and the
     # chunk read and written at the achieved HBM bandwidth.
     tr = TrainingSpec(global_batch_size=64, seq_length=2048, zero3_per_rank_copies=True)
-    eff = EfficiencyModel(copy_call_us=0)
+    eff = EfficiencyModel(copy_call_us=0, view_call_us=0)
     tables = _tables(tr, 2, eff)
     use = [u for u in tables.zero3_uses(1, 1, 16, 8) if u.cost.op == "all_gather"][0]
     km = kernel_model(A100, tr, eff)

@@ -24,6 +24,12 @@ Sources of the defaults (measured micro-benchmarks, except the two marked fitted
 - ``copy_call_us`` 6: host time to issue one small device-to-device copy; submitting one
   ``cudaMemcpyAsync`` costs 5-7 us per call (Wu et al., DualPath, arXiv 2602.21548, section
   5.2). Only plans that copy per rank pay it (``TrainingSpec.zero3_per_rank_copies``).
+- ``view_call_us`` 2: host time of one eager PyTorch op called from Python that launches no
+  kernel (a view: ``narrow``, ``view``); "approx 2 us. Approx half of it is python parsing
+  overhead" for a small eager op in 2020 (N. Gimelshein, PyTorch maintainer, pytorch/pytorch
+  issue 41383). Paid per rank by frameworks that build the per-rank lists of
+  ``zero3_per_rank_copies`` in a Python loop (DeepSpeed 0.3's ``_allgather_param`` and
+  ``_reduce_scatter_gradient``).
 - ``microbatch_overhead_us`` 100: host work per micro-batch per stage (data, schedule
   bookkeeping, p2p set-up) that is not hidden behind the GPU; fitted with ``matmul_half_dim``:
   the one value of 100, 300, 1,000 and 3,000 us that fits the ``fit`` runs best.
@@ -72,6 +78,12 @@ class EfficiencyModel(BaseModel):
         6.0, ge=0, le=1e4, description="Host time to issue one small device copy "
         "(cudaMemcpyAsync), us; paid group-size times per ZeRO-3 gather when the gather copies "
         "out per rank (TrainingSpec.zero3_per_rank_copies)."
+    )
+    view_call_us: float = Field(
+        2.0, ge=0, le=1e4, description="Host time of one eager tensor view (narrow, view) "
+        "called from Python, us; paid per rank of each ZeRO-3 gather (one narrow) and "
+        "reduce-scatter (a view and a narrow) whose per-rank list a Python loop builds "
+        "(TrainingSpec.zero3_per_rank_copies)."
     )
     microbatch_overhead_us: float = Field(
         100.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "

@@ -136,6 +136,13 @@ def overlapped(comm: float, compute: float, slowdown: float) -> float:
     return max(0.0, comm - compute) + slowdown * min(comm, compute)
 
 
+def rank_views(op: str) -> int:
+    """Eager views a rank's entry of a per-rank list costs the Python loop that builds it
+    (DeepSpeed 0.3.13 ``partition_parameters.py``): a gather's ``flat_tensor.narrow(...)``,
+    a reduce-scatter's ``param.grad.view(-1).narrow(...)``."""
+    return 2 if op == "reduce_scatter" else 1
+
+
 class CostTables:
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                  eff: EfficiencyModel, calibration: CalibrationIn | None = None) -> None:
@@ -660,18 +667,26 @@ class CostTables:
         return use.cost.time_s + self.copy_out_s(use)
 
     def copy_out_s(self, use: CollectiveUse) -> float:
-        """Seconds of one gather's copy-out into per-rank views (``zero3_per_rank_copies``):
-        PyTorch's NCCL ``allgather`` with a list output runs ``outputTensors[i][j].copy_(...)``
-        for every rank j after the collective (torch/csrc/distributed/c10d/
-        ProcessGroupNCCL.cpp), so p copies of n / p bytes follow each other on the NCCL
-        stream, each the longer of the host's call to issue it (``copy_call_us``) and the
-        GPU's (a kernel's fixed cost, then read and write of the chunk); 0 otherwise."""
+        """Seconds of one ZeRO-3 call's per-rank lists (``zero3_per_rank_copies``), 0 without.
+
+        The framework builds the list of per-rank views in a Python loop before the call
+        (DeepSpeed 0.3.13 ``partition_parameters.py``: ``_allgather_param`` narrows the flat
+        buffer once a rank, after a ``torch.cuda.synchronize()`` that leaves the GPU idle;
+        ``_reduce_scatter_gradient`` takes ``param.grad.view(-1).narrow(...)``, two views a
+        rank), each view ``view_call_us`` of host time. PyTorch's NCCL ``allgather`` with a
+        list output then runs ``outputTensors[i][j].copy_(...)`` for every rank j after the
+        collective (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp; a list input of
+        ``reduce_scatter`` is copied in alike), so p copies of n / p bytes follow each other
+        on the NCCL stream, each the longer of the host's call to issue it
+        (``copy_call_us``) and the GPU's (a kernel's fixed cost, then read and write of the
+        chunk)."""
         if not self.training.zero3_per_rank_copies:
             return 0.0
         p = use.cost.group_size
         chunk = use.cost.message_bytes / p
         km = kernel_model(self.cluster.gpu, self.training, self.eff)
-        return p * max(self.eff.copy_call_us * 1e-6, km.memory(2 * chunk))
+        return p * (rank_views(use.cost.op) * self.eff.view_call_us * 1e-6
+                    + max(self.eff.copy_call_us * 1e-6, km.memory(2 * chunk)))
 
     def _p2p_bytes(self, tp: int, cp: int, mbs: int, sp: bool) -> float:
         """Bytes one rank sends to the next stage per micro-batch: Megatron-Core sends the
