@@ -297,10 +297,18 @@ def _no_rank_views(op: str) -> int:
     return 0
 
 
+def _no_list_fill(op: str, message_bytes: float) -> float:
+    """ZeRO-3's list gathers without their zero-filled buffer, as costed until December
+    2026."""
+    return 0.0
+
+
 @contextmanager
 def without_rank_views() -> Iterator[None]:
     """The step model before the views DeepSpeed 0.3's Python loop makes to build a ZeRO-3
-    call's per-rank list were costed (``planner.cost.tables.rank_views``,
+    call's per-rank list and the zero-fill of a gather's buffer were costed
+    (``planner.cost.tables.rank_views``, ``list_fill_bytes``,
     ``EfficiencyModel.view_call_us``): only the per-rank copies."""
-    with _patched(tables, "rank_views", _no_rank_views):
+    with _patched(tables, "rank_views", _no_rank_views), \
+            _patched(tables, "list_fill_bytes", _no_list_fill):
         yield

@@ -349,23 +349,24 @@ def test_2021_zero3_at_384_gpus_is_costed_level_with_ptdp_which_sc21_measured_6p
 def test_2021_zero3_behind_ptdp_at_every_published_gpu_count_once_its_views_are_costed():
     # DeepSpeed 0.3.13 builds every gather's and reduce-scatter's per-rank list in a Python
     # loop (one narrow a rank, a view and a narrow for a reduce-scatter, about 2 us each, and
-    # the gather's loop runs after a torch.cuda.synchronize()). Costed, ZeRO-3 at 384 A100s
-    # lands 3.5% behind PTD-P (measured: 6.3%), the order SC'21 measured at every GPU count,
-    # and the six ZeRO-3 rows come within 3.4-25% of what they measured.
+    # the gather's loop runs after a torch.cuda.synchronize()), and zero-fills each gather's
+    # flat buffer first. Costed, ZeRO-3 at 384 A100s lands 4.3% behind PTD-P (measured:
+    # 6.3%), the order SC'21 measured at every GPU count, and the six ZeRO-3 rows come within
+    # 4.1-23.7% of what they measured.
     runs = {r["id"]: r for r in TODAY}
     def step(rid: str) -> float:
         return published_accuracy.predict_run(runs[rid])[0].step_time_s
     assert step("sc21-t2-gpt3-175b-zero3-384") / step("sc21-t2-gpt3-175b-ptdp-384") == \
-        pytest.approx(1.035, abs=0.002)
+        pytest.approx(1.043, abs=0.002)
     for model, counts in (("gpt3-175b", (384, 768, 1536)), ("mtnlg-530b", (1120, 2240))):
         for gpus in counts:
             assert step(f"sc21-t2-{model}-zero3-{gpus}") > step(f"sc21-t2-{model}-ptdp-{gpus}")
     rows = {x["id"]: x["error_pct"] for x in published_accuracy.evaluate_runs(
         [r for r in TODAY if r.get("sweep", "") and "zero3" in r["sweep"]])}
     assert {k: round(v, 1) for k, v in rows.items()} == {
-        "sc21-t2-gpt3-175b-zero3-384": 8.6, "sc21-t2-gpt3-175b-zero3-768": 11.5,
-        "sc21-t2-gpt3-175b-zero3-1536": -3.4, "sc21-t2-mtnlg-530b-zero3-640": 20.7,
-        "sc21-t2-mtnlg-530b-zero3-1120": 21.1, "sc21-t2-mtnlg-530b-zero3-2240": 25.0}
+        "sc21-t2-gpt3-175b-zero3-384": 7.8, "sc21-t2-gpt3-175b-zero3-768": 10.5,
+        "sc21-t2-gpt3-175b-zero3-1536": -4.1, "sc21-t2-mtnlg-530b-zero3-640": 19.8,
+        "sc21-t2-mtnlg-530b-zero3-1120": 19.8, "sc21-t2-mtnlg-530b-zero3-2240": 23.7}
     with without_rank_views():
         before = {x["id"]: round(x["error_pct"]) for x in published_accuracy.evaluate_runs(
             [runs[k] for k in rows])}
@@ -621,7 +622,7 @@ def test_sc21_software_replay_ranks_pipelined_plans_first_from_39b_to_1t(tmp_pat
 
 def test_the_sc21_software_search_figures_are_the_readmes():
     """README (the free search with SC'21 Table 1's 2021 software): 2021's ZeRO-3 takes
-    35.2 s against the winner's 20.5 s at 145.6B on 1,536 GPUs and 226 s against 90 s at 1T
+    35.2 s against the winner's 20.5 s at 145.6B on 1,536 GPUs and 228 s against 90 s at 1T
     on 3,072 (34.0 s and 209 s before the per-rank lists' views were costed); the winner picks
     ZeRO-2 over 256 ranks at 18.4B (7.4 s); with flat ZeRO-3 gathers ZeRO-3 wins at 8 of the
     10 sizes (19.7 s at 145.6B, 89 s at 1T)."""
@@ -634,7 +635,7 @@ def test_the_sc21_software_search_figures_are_the_readmes():
             r["winner"]["zero_stage"]) for r in search_sc21_software.rows()}
     now = figures()
     assert (round(now["145.6b"][0], 1), round(now["145.6b"][1], 1)) == (20.5, 35.2)
-    assert (round(now["1008.0b"][0]), round(now["1008.0b"][1])) == (90, 226)
+    assert (round(now["1008.0b"][0]), round(now["1008.0b"][1])) == (90, 228)
     assert (round(now["18.4b"][0], 1), now["18.4b"][4]) == (7.4, 2)
     assert (round(now["145.6b"][2], 1), round(now["1008.0b"][2])) == (19.7, 89)
     assert sum(f[3] == 3 for f in now.values()) == 8

@@ -312,13 +312,14 @@ def test_per_rank_copies_add_group_size_copy_calls_to_every_zero3_gather():
     # host takes to issue it, so each call adds 384 x 6 us = 2.304 ms; a layer's 12 calls add
     # 27.648 ms to its gather and as much to its gradients' reduce-scatter (fp32: 1.57 MB
     # chunks, 4.3 us on the GPU, still host-bound).
-    # (The views a Python loop makes to build the per-rank lists are left out here:
-    # view_call_us 0; the next test adds them.)
+    # (As costed before the views a Python loop makes to build the per-rank lists and the
+    # gather buffer's zero-fill were: the next test adds them.)
+    from tests.cost_history import without_rank_views
     base = dict(global_batch_size=1536, seq_length=2048, zero3_gathers_per_layer=12)
-    no_views = EfficiencyModel(view_call_us=0)
-    plain = _tables(TrainingSpec(**base), 48, no_views).zero3_times(1, 1, 384, 8)
-    copies = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48,
-                     no_views).zero3_times(1, 1, 384, 8)
+    with without_rank_views():
+        plain = _tables(TrainingSpec(**base), 48).zero3_times(1, 1, 384, 8)
+        copies = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48).zero3_times(
+            1, 1, 384, 8)
     # (forward gather, backward gather without and with recompute, reduce-scatter, network)
     assert copies[0] - plain[0] == pytest.approx(12 * 384 * 6e-6)
     assert copies[1] == copies[2] == copies[0]     # no reuse distance: the same gather again
@@ -332,12 +333,19 @@ def test_per_rank_lists_built_in_python_add_their_views_to_every_zero3_call():
     # param.grad.view(-1).narrow(...), two views a rank (_reduce_scatter_gradient); each view
     # is an eager op of about 2 us of host time (pytorch/pytorch issue 41383). GPT-3 175B over
     # dp 384, 12 calls a layer: a gather 384 x (2 + 6) us = 3.072 ms, a reduce-scatter
-    # 384 x (4 + 6) us = 3.84 ms, against 2.304 ms of copies alone.
+    # 384 x (4 + 6) us = 3.84 ms, against 2.304 ms of copies alone. A gather also zero-fills
+    # its flat buffer first (torch.zeros): 302 MB written at 0.87 x 2,039 GB/s plus a kernel's
+    # 2.5 us, 0.173 ms.
     base = dict(global_batch_size=1536, seq_length=2048, zero3_gathers_per_layer=12)
     plain = _tables(TrainingSpec(**base), 48).zero3_times(1, 1, 384, 8)
-    lists = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48).zero3_times(
-        1, 1, 384, 8)
-    assert lists[0] - plain[0] == pytest.approx(12 * 3.072e-3)
+    lists_tables = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48)
+    lists = lists_tables.zero3_times(1, 1, 384, 8)
+    gather = [u for u in lists_tables.zero3_uses(1, 1, 384, 8) if u.cost.op == "all_gather"][0]
+    assert gather.cost.message_bytes == pytest.approx(302e6, rel=0.005)
+    fill = kernel_model(A100, lists_tables.training, EfficiencyModel()).memory(
+        gather.cost.message_bytes)
+    assert fill == pytest.approx(0.173e-3, rel=0.01)
+    assert lists[0] - plain[0] == pytest.approx(12 * (3.072e-3 + fill))
     assert lists[3] - plain[3] == pytest.approx(12 * 3.84e-3)
     # The views scale with the request's view_call_us; without per-rank lists there are none.
     slow = _tables(TrainingSpec(**base, zero3_per_rank_copies=True), 48,
@@ -358,8 +366,10 @@ def test_per_rank_copies_are_gpu_bound_when_the_host_issues_them_faster():
     use = [u for u in tables.zero3_uses(1, 1, 16, 8) if u.cost.op == "all_gather"][0]
     km = kernel_model(A100, tr, eff)
     chunk = use.cost.message_bytes / 16
+    # (and the gather's buffer zero-filled first: a kernel writing the whole message)
     assert tables.copy_out_s(use) == pytest.approx(
-        16 * (km.kernel_overhead_s + 2 * chunk / km.hbm_bytes_per_s))
+        16 * (km.kernel_overhead_s + 2 * chunk / km.hbm_bytes_per_s)
+        + km.kernel_overhead_s + use.cost.message_bytes / km.hbm_bytes_per_s)
     # Off (the default: one flat output buffer), nothing is added.
     flat = _tables(TrainingSpec(global_batch_size=64, seq_length=2048), 2, eff)
     assert flat.copy_out_s(use) == 0.0

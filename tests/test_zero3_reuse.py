@@ -5,11 +5,13 @@ costs in the step, and the DeepSpeed config that runs the plan as costed."""
 import pytest
 
 from planner.cost import EfficiencyModel, estimate
+from planner.cost.layers import kernel_model
 from planner.cost.reuse import backward_gathers, layer_matrices
 from planner.cost.tables import CollectiveUse, cost_tables
 from planner.launch.context import LaunchContext
 from planner.launch.deepspeed import deepspeed_config
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
+from tests.cost_history import without_rank_views
 
 GPT3 = ModelSpec.from_preset("gpt3-175b")
 H = 12288
@@ -67,13 +69,35 @@ def _setup(**training):
 def test_the_backward_gathers_of_a_dense_layer_are_costed_matrix_by_matrix():
     # GPT-3 175B over dp 384 with per-rank copies (DeepSpeed of 2021): the forward keeps its 12
     # calls of W / 12; the backward under full recompute gathers QKV, projection and FC1 twice
-    # and FC2 once, each call its collective and 384 host-issued copies of 6 us.
-    # (The views DeepSpeed's Python loop makes to build the per-rank lists are left out,
-    # view_call_us 0, until the end.)
-    no_views = EfficiencyModel(view_call_us=0)
+    # and FC2 once, each call its collective and 384 host-issued copies of 6 us (as costed
+    # before the views DeepSpeed's Python loop makes to build the per-rank lists and a
+    # gather buffer's zero-fill were; they follow).
+    with without_rank_views():
+        back_full, p_full = _matrix_by_matrix()
+    # With the loop's views (one narrow a rank, 2 us) and each gather's buffer zero-filled
+    # first (a write of the whole matrix): the five calls saved save their views, the 8 h^2
+    # regathered add their fills, and the backward's gathers take 2.7% longer.
     cluster, tr = _setup(zero3_per_rank_copies=True, zero3_max_reuse_params=1e9)
     _, plain = _setup(zero3_per_rank_copies=True)
-    t = cost_tables(GPT3, cluster, tr, no_views)
+    km = kernel_model(cluster.gpu, tr, EfficiencyModel())
+    fills = [km.memory(w * 2) for w in layer_matrices(GPT3, 1)]
+    full = cost_tables(GPT3, cluster, tr, EfficiencyModel()).zero3_times(1, 1, 384, 8,
+                                                                         layers=96)
+    flat = cost_tables(GPT3, cluster, plain, EfficiencyModel()).zero3_times(1, 1, 384, 8,
+                                                                            layers=96)
+    assert full[2] - back_full == pytest.approx(
+        7 * 384 * 2e-6 + 2 * fills[0] + 2 * fills[1] + 2 * fills[2] + fills[3])
+    assert flat[2] - p_full == pytest.approx(12 * 384 * 2e-6 + km.memory(
+        sum(layer_matrices(GPT3, 1)) * 2 / 12) * 12, rel=0.01)
+    assert full[2] / flat[2] == pytest.approx(1.027, abs=0.001)
+
+
+def _matrix_by_matrix() -> tuple[float, float]:
+    """The matrix-by-matrix costing of the backward's gathers: (their time under full
+    recompute with the reuse distance, the same without it), after checking each part."""
+    cluster, tr = _setup(zero3_per_rank_copies=True, zero3_max_reuse_params=1e9)
+    _, plain = _setup(zero3_per_rank_copies=True)
+    t = cost_tables(GPT3, cluster, tr, EfficiencyModel())
     fwd, back_none, back_full, rs, net = t.zero3_times(1, 1, 384, 8, layers=96)
     g = t.group(384, 1, 8)
     uses = [CollectiveUse("ZeRO", t.collective("all_gather", w * 2, g), 1, g)
@@ -86,7 +110,7 @@ def test_the_backward_gathers_of_a_dense_layer_are_costed_matrix_by_matrix():
     assert back_none == pytest.approx(one[0] + one[1] + one[2] + 95 / 96 * one[3])
     # The forward's gathers, the reduce-scatters and the tier are as without the distance,
     # where (FSDP's rule) the backward is the forward's gather again.
-    p_fwd, p_none, p_full, p_rs, p_net = cost_tables(GPT3, cluster, plain, no_views
+    p_fwd, p_none, p_full, p_rs, p_net = cost_tables(GPT3, cluster, plain, EfficiencyModel()
                                                      ).zero3_times(1, 1, 384, 8, layers=96)
     assert (fwd, rs, net) == (p_fwd, p_rs, p_net) and net == 1.0
     assert p_none == p_full == p_fwd
@@ -94,19 +118,11 @@ def test_the_backward_gathers_of_a_dense_layer_are_costed_matrix_by_matrix():
     # collectives take 1.52 times as long, less than 20 / 12 for their fewer latencies) but
     # 5 x 384 copies fewer, so the backward's gathers take only 7.5% longer.
     coll_full = sum(c * u.cost.time_s for c, u in zip((2, 2, 2, 1), uses, strict=True))
-    plain_use = [u for u in cost_tables(GPT3, cluster, plain, no_views).zero3_uses(
+    plain_use = [u for u in cost_tables(GPT3, cluster, plain, EfficiencyModel()).zero3_uses(
         1, 1, 384, 8) if u.cost.op == "all_gather"][0]
     assert coll_full / (12 * plain_use.cost.time_s) == pytest.approx(1.52, abs=0.005)
     assert back_full / p_full == pytest.approx(1.075, abs=0.001)
-    # With the loop's views (one narrow a rank, 2 us), each call costs 384 x 2 us more, so
-    # the five calls saved weigh more: the backward's gathers take only 0.8% longer.
-    full = cost_tables(GPT3, cluster, tr, EfficiencyModel()).zero3_times(1, 1, 384, 8,
-                                                                         layers=96)
-    flat = cost_tables(GPT3, cluster, plain, EfficiencyModel()).zero3_times(1, 1, 384, 8,
-                                                                            layers=96)
-    assert full[2] - back_full == pytest.approx(7 * 384 * 2e-6)
-    assert flat[2] - p_full == pytest.approx(12 * 384 * 2e-6)
-    assert full[2] / flat[2] == pytest.approx(1.008, abs=0.001)
+    return back_full, p_full
 
 
 def test_the_step_pays_the_recompute_gathers_only_under_full_recompute():

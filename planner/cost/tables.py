@@ -136,6 +136,13 @@ def overlapped(comm: float, compute: float, slowdown: float) -> float:
     return max(0.0, comm - compute) + slowdown * min(comm, compute)
 
 
+def list_fill_bytes(op: str, message_bytes: float) -> float:
+    """Bytes a framework that gathers into per-rank lists writes before the call: DeepSpeed
+    0.3.13's ``_allgather_param`` zero-fills the flat buffer it narrows (``torch.zeros`` of
+    the whole gathered tensor); its reduce-scatter fills nothing."""
+    return message_bytes if op == "all_gather" else 0.0
+
+
 def rank_views(op: str) -> int:
     """Eager views a rank's entry of a per-rank list costs the Python loop that builds it
     (DeepSpeed 0.3.13 ``partition_parameters.py``): a gather's ``flat_tensor.narrow(...)``,
@@ -670,8 +677,9 @@ class CostTables:
         """Seconds of one ZeRO-3 call's per-rank lists (``zero3_per_rank_copies``), 0 without.
 
         The framework builds the list of per-rank views in a Python loop before the call
-        (DeepSpeed 0.3.13 ``partition_parameters.py``: ``_allgather_param`` narrows the flat
-        buffer once a rank, after a ``torch.cuda.synchronize()`` that leaves the GPU idle;
+        (DeepSpeed 0.3.13 ``partition_parameters.py``: ``_allgather_param`` zero-fills the
+        flat buffer, ``list_fill_bytes``, and narrows it once a rank, after a
+        ``torch.cuda.synchronize()`` that leaves the GPU idle;
         ``_reduce_scatter_gradient`` takes ``param.grad.view(-1).narrow(...)``, two views a
         rank), each view ``view_call_us`` of host time. PyTorch's NCCL ``allgather`` with a
         list output then runs ``outputTensors[i][j].copy_(...)`` for every rank j after the
@@ -685,8 +693,9 @@ class CostTables:
         p = use.cost.group_size
         chunk = use.cost.message_bytes / p
         km = kernel_model(self.cluster.gpu, self.training, self.eff)
-        return p * (rank_views(use.cost.op) * self.eff.view_call_us * 1e-6
-                    + max(self.eff.copy_call_us * 1e-6, km.memory(2 * chunk)))
+        fill = km.memory(list_fill_bytes(use.cost.op, use.cost.message_bytes))
+        return fill + p * (rank_views(use.cost.op) * self.eff.view_call_us * 1e-6
+                           + max(self.eff.copy_call_us * 1e-6, km.memory(2 * chunk)))
 
     def _p2p_bytes(self, tp: int, cp: int, mbs: int, sp: bool) -> float:
         """Bytes one rank sends to the next stage per micro-batch: Megatron-Core sends the
