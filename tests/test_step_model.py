@@ -367,12 +367,12 @@ def test_per_rank_copies_are_gpu_bound_when_the_host_issues_them_faster():
     km = kernel_model(A100, tr, eff)
     chunk = use.cost.message_bytes / 16
     # (and the gather's buffer zero-filled first: a kernel writing the whole message)
-    assert tables.copy_out_s(use) == pytest.approx(
+    assert tables.per_rank_lists_s(use) == pytest.approx(
         16 * (km.kernel_overhead_s + 2 * chunk / km.hbm_bytes_per_s)
         + km.kernel_overhead_s + use.cost.message_bytes / km.hbm_bytes_per_s)
     # Off (the default: one flat output buffer), nothing is added.
     flat = _tables(TrainingSpec(global_batch_size=64, seq_length=2048), 2, eff)
-    assert flat.copy_out_s(use) == 0.0
+    assert flat.per_rank_lists_s(use) == 0.0
 
 
 

@@ -102,10 +102,10 @@ def _matrix_by_matrix() -> tuple[float, float]:
     g = t.group(384, 1, 8)
     uses = [CollectiveUse("ZeRO", t.collective("all_gather", w * 2, g), 1, g)
             for w in layer_matrices(GPT3, 1)]
-    one = [u.cost.time_s + t.copy_out_s(u) for u in uses]
+    one = [u.cost.time_s + t.per_rank_lists_s(u) for u in uses]
     # Each copy is the longer of the host's 6 us and the GPU's (a 3h^2 x 2 / 384 = 2.36 MB
     # chunk read and written): at least 384 x 6 us a call.
-    assert all(t.copy_out_s(u) >= 384 * 6e-6 for u in uses)
+    assert all(t.per_rank_lists_s(u) >= 384 * 6e-6 for u in uses)
     assert back_full == pytest.approx(2 * one[0] + 2 * one[1] + 2 * one[2] + one[3])
     assert back_none == pytest.approx(one[0] + one[1] + one[2] + 95 / 96 * one[3])
     # The forward's gathers, the reduce-scatters and the tier are as without the distance,

@@ -671,9 +671,9 @@ class CostTables:
 
     def _call_s(self, use: CollectiveUse) -> float:
         """Seconds of one call of ``use``: the collective and its per-rank copy-out."""
-        return use.cost.time_s + self.copy_out_s(use)
+        return use.cost.time_s + self.per_rank_lists_s(use)
 
-    def copy_out_s(self, use: CollectiveUse) -> float:
+    def per_rank_lists_s(self, use: CollectiveUse) -> float:
         """Seconds of one ZeRO-3 call's per-rank lists (``zero3_per_rank_copies``), 0 without.
 
         The framework builds the list of per-rank views in a Python loop before the call

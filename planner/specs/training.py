@@ -209,7 +209,9 @@ class TrainingSpec(BaseModel):
         "(torch.distributed.all_gather with a list output, as DeepSpeed's ZeRO-3 did in 2021: "
         "`_allgather_param`), so PyTorch's NCCL backend copies the gathered buffer out one "
         "rank at a time: group-size copies per call, each issued by the host "
-        "(EfficiencyModel.copy_call_us). False: one flat output buffer "
+        "(EfficiencyModel.copy_call_us); the lists are built in a Python loop, a view or two "
+        "a rank (EfficiencyModel.view_call_us), and each gather's buffer is zero-filled "
+        "first. False: one flat output buffer "
         "(all_gather_into_tensor: FSDP, Megatron-FSDP, DeepSpeed since 2022)."
     )
     zero3_per_parameter: bool = Field(
