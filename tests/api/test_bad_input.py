@@ -77,6 +77,8 @@ CASES = [
     ("POST", "/v1/estimates", with_(with_(EST, ["model", "preset"], "mixtral-8x7b"),
                                     ["training", "selective_recompute"], "per_op"), 422,
      "training.selective_recompute: 'per_op' is costed for dense layers"),
+    ("POST", "/v1/estimates", {**EST, "efficiency": {"view_call_us": -1}}, 422,
+     "efficiency.view_call_us"),
     ("POST", "/v1/estimates", with_(EST, ["training", "zero3_max_reuse_params"], 0), 422,
      "training.zero3_max_reuse_params"),
     ("POST", "/v1/estimates", with_(with_(EST, ["model", "preset"], "mixtral-8x7b"),
