@@ -357,6 +357,32 @@ def test_per_rank_lists_built_in_python_add_their_views_to_every_zero3_call():
     assert flat == plain
 
 
+def test_the_readmes_per_rank_list_figures_at_2240_ranks():
+    # README: at 2,240 ranks (530B over dp 2,240, 280 DGX A100) the views add 2,240 x 2 us
+    # = 4.48 ms to a gather and 2,240 x 4 us = 8.96 ms to a reduce-scatter; the zero-fill of
+    # a 530B layer's QKV matrix (3 x 20480^2 x 2 bytes = 2.517 GB) takes 1.42 ms at
+    # 0.87 x 2,039 GB/s.
+    mt = ModelSpec(num_layers=105, hidden_size=20480, num_attention_heads=128,
+                   vocab_size=51200)
+    tr = TrainingSpec(global_batch_size=2240, seq_length=2048, zero3_per_rank_copies=True)
+    from planner.cost.tables import cost_tables
+    t = cost_tables(mt, ClusterSpec.from_preset("dgx-a100", num_nodes=280), tr,
+                    EfficiencyModel())
+    g = t.group(2240, 1, 8)
+    qkv = 3 * 20480 ** 2 * 2
+    assert qkv == pytest.approx(2.517e9, rel=0.001)
+    gather = t.collective("all_gather", qkv, g)
+    km = kernel_model(A100, tr, EfficiencyModel())
+    assert km.memory(qkv) == pytest.approx(1.42e-3, rel=0.005)
+    from planner.cost.tables import CollectiveUse
+    use = CollectiveUse("ZeRO", gather, 1, g)
+    free = cost_tables(mt, ClusterSpec.from_preset("dgx-a100", num_nodes=280), tr,
+                       EfficiencyModel(view_call_us=0))
+    assert t.per_rank_lists_s(use) - free.per_rank_lists_s(use) == pytest.approx(4.48e-3)
+    rs = CollectiveUse("ZeRO", t.collective("reduce_scatter", qkv, g), 1, g)
+    assert t.per_rank_lists_s(rs) - free.per_rank_lists_s(rs) == pytest.approx(8.96e-3)
+
+
 def test_per_rank_copies_are_gpu_bound_when_the_host_issues_them_faster():
     # With a free host call, each copy costs what the GPU takes: a kernel's fixed cost and the
     # chunk read and written at the achieved HBM bandwidth.
