@@ -10,6 +10,7 @@ from planner.cost import EfficiencyModel, estimate
 from planner.cost.batch import zero3_period
 from planner.cost.kernels import WAVE_TAIL, KernelModel, attention_head_factor
 from planner.cost.layers import LayerShape, head_work, kernel_model, layer_work
+from planner.cost.tables import CollectiveUse, cost_tables
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 
 A100 = GPUSpec.from_preset("a100-80gb")
@@ -365,7 +366,6 @@ def test_the_readmes_per_rank_list_figures_at_2240_ranks():
     mt = ModelSpec(num_layers=105, hidden_size=20480, num_attention_heads=128,
                    vocab_size=51200)
     tr = TrainingSpec(global_batch_size=2240, seq_length=2048, zero3_per_rank_copies=True)
-    from planner.cost.tables import cost_tables
     t = cost_tables(mt, ClusterSpec.from_preset("dgx-a100", num_nodes=280), tr,
                     EfficiencyModel())
     g = t.group(2240, 1, 8)
@@ -374,7 +374,6 @@ def test_the_readmes_per_rank_list_figures_at_2240_ranks():
     gather = t.collective("all_gather", qkv, g)
     km = kernel_model(A100, tr, EfficiencyModel())
     assert km.memory(qkv) == pytest.approx(1.42e-3, rel=0.005)
-    from planner.cost.tables import CollectiveUse
     use = CollectiveUse("ZeRO", gather, 1, g)
     free = cost_tables(mt, ClusterSpec.from_preset("dgx-a100", num_nodes=280), tr,
                        EfficiencyModel(view_call_us=0))
