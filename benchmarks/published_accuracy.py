@@ -19,7 +19,8 @@ table as a paper prints it (``{"source", "hardware", "conventions", "rows": [...
 ``published_tables.py`` for how its rows become runs). ``--what-if`` (repeatable) replays the
 runs of one source with a JSON object merged into each of them, key by key: how much an
 assumption the source does not settle (a NIC count, say) moves its figures; the corpus is
-not changed.
+not changed. A patch that leaves runs unreplayable which replay without it is refused (exit 2)
+rather than reported over fewer runs.
 """
 
 from __future__ import annotations
@@ -334,6 +335,13 @@ def what_if(runs: list[dict], patches: list[str]) -> list[dict]:
     return runs
 
 
+def broken_by_patches(original: list[dict], skipped: list[dict]) -> list[dict]:
+    """The skipped runs (``replay``'s second list) that replay as the data gives them: what a
+    ``--what-if`` patch, not the data, left unreplayable."""
+    by_id = {r.get("id"): r for r in original}
+    return [x for x in skipped if x["id"] in by_id and replay([by_id[x["id"]]])[0]]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
@@ -348,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: --data {exc}", file=sys.stderr)
         return 2
+    original = runs
     try:
         runs = what_if(runs, args.what_if)
     except ValueError as exc:
@@ -355,6 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     runs = [r for r in runs if args.split in (None, r.get("split"))]
     rows, skipped = replay(runs)
+    broken = broken_by_patches(original, skipped) if args.what_if else []
+    if broken:
+        # Its figures would cover fewer runs than the data's and read as a change of the model.
+        print(f"error: --what-if leaves {len(broken)} runs that replay without it unreplayable, "
+              f"e.g. {broken[0]['id']}: {broken[0]['reason'][:300]}", file=sys.stderr)
+        return 2
     skipped = unreadable + skipped
     header = (f"{'run':<46}{'split':>9}{'gpus':>7}{'measured s':>12}{'predicted s':>13}"
               f"{'error %':>9}{'mfu':>7}")

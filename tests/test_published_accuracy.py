@@ -2430,6 +2430,14 @@ def test_what_if_refuses_what_it_cannot_apply(capsys):
             published_accuracy.what_if(runs, [bad])
         assert published_accuracy.main(["--split", "fit", "--what-if", bad]) == 2
         assert says.split("'")[0] in capsys.readouterr().err
+    # A patch the planner refuses for every run it touches is refused too, not reported as
+    # figures over the other runs (which would read as the model changing).
+    kor = "megatron-korthikanti"
+    assert published_accuracy.main(
+        ["--split", "fit", "--what-if", f'{kor}={{"cluster": {{"num_nodes": 0}}}}']) == 2
+    err = capsys.readouterr().err
+    assert "leaves 8 runs that replay without it unreplayable, e.g. korthikanti-" in err
+    assert "num_nodes" in err
     # Nested objects merge key by key; other runs and the input are left as they were.
     before = json.dumps(runs, sort_keys=True)
     out = published_accuracy.what_if(runs, [f'{src}={{"training": {{"dropout": true}}}}'])
