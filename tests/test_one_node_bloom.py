@@ -23,7 +23,7 @@ own one-node run of that time (Korthikanti et al.'s 22B at tp 8) the model predi
 
 from __future__ import annotations
 
-import copy
+import json
 import sys
 from pathlib import Path
 
@@ -41,11 +41,12 @@ ONE_NODE = ((6, 2, 130.43, 143.48), (6, 2, 119.19, 157.02), (10, 1, 205.52, 142.
 
 
 def _one_node(layers: int, micro_batch: int) -> dict:
-    run = copy.deepcopy(RUNS[BASE])
-    run["model"]["num_layers"] = layers
-    run["cluster"]["num_nodes"] = 1
-    run["plan"].update(dp=1, pp=1, micro_batch_size=micro_batch)
-    run["training"]["global_batch_size"] = BATCH
+    """The 48-node row on one node, merged as ``published_accuracy.py --what-if`` merges."""
+    patch = {"model": {"num_layers": layers}, "cluster": {"num_nodes": 1},
+             "plan": {"dp": 1, "pp": 1, "micro_batch_size": micro_batch},
+             "training": {"global_batch_size": BATCH}}
+    base = RUNS[BASE]
+    (run,) = published_accuracy.what_if([base], [f"{base['source']}={json.dumps(patch)}"])
     return run
 
 
