@@ -335,11 +335,13 @@ def what_if(runs: list[dict], patches: list[str]) -> list[dict]:
     return runs
 
 
-def broken_by_patches(original: list[dict], skipped: list[dict]) -> list[dict]:
-    """The skipped runs (``replay``'s second list) that replay as the data gives them: what a
-    ``--what-if`` patch, not the data, left unreplayable."""
-    by_id = {r.get("id"): r for r in original}
-    return [x for x in skipped if x["id"] in by_id and replay([by_id[x["id"]]])[0]]
+def broken_by_patches(original: list[dict], patched: list[dict],
+                      skipped: list[dict]) -> list[dict]:
+    """The skipped runs (``replay``'s second list) that a ``--what-if`` patch changed
+    (``what_if`` returns the others as they were) and that replay as the data gives them: what
+    the patch, not the data, left unreplayable."""
+    touched = {o.get("id"): r for r, o in zip(original, patched, strict=True) if o is not r}
+    return [x for x in skipped if x["id"] in touched and replay([touched[x["id"]]])[0]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -352,19 +354,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="merge this JSON object into every run of SOURCE (repeatable)")
     args = ap.parse_args(argv)
     try:
-        runs, unreadable = load_data(args.data)
+        original, unreadable = load_data(args.data)
     except ValueError as exc:
         print(f"error: --data {exc}", file=sys.stderr)
         return 2
-    original = runs
     try:
-        runs = what_if(runs, args.what_if)
+        patched = what_if(original, args.what_if)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    runs = [r for r in runs if args.split in (None, r.get("split"))]
+    runs = [r for r in patched if args.split in (None, r.get("split"))]
     rows, skipped = replay(runs)
-    broken = broken_by_patches(original, skipped) if args.what_if else []
+    broken = broken_by_patches(original, patched, skipped)
     if broken:
         # Its figures would cover fewer runs than the data's and read as a change of the model.
         print(f"error: --what-if leaves {len(broken)} runs that replay without it unreplayable, "
