@@ -2438,6 +2438,14 @@ def test_what_if_refuses_what_it_cannot_apply(capsys):
     err = capsys.readouterr().err
     assert "leaves 8 runs that replay without it unreplayable, e.g. korthikanti-" in err
     assert "num_nodes" in err
+    # Only the runs a patch changed are blamed on it: one that fails without the patch is not.
+    good, bad = runs[0], {**runs[1], "cluster": {**runs[1]["cluster"], "num_nodes": 0}}
+    patch = f'{src}={{"cluster": {{"num_nodes": 0}}}}'
+    patched = published_accuracy.what_if([good, bad], [patch])
+    _, skipped = published_accuracy.replay(patched)
+    assert [x["id"] for x in skipped] == [good["id"], bad["id"]]
+    assert [x["id"] for x in published_accuracy.broken_by_patches(
+        [good, bad], patched, skipped)] == [good["id"]]
     # Nested objects merge key by key; other runs and the input are left as they were.
     before = json.dumps(runs, sort_keys=True)
     out = published_accuracy.what_if(runs, [f'{src}={{"training": {{"dropout": true}}}}'])
