@@ -12,6 +12,7 @@ from api.problems import MEDIA_TYPE, PROBLEM_RESPONSES, ApiProblem, Problem, not
 from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.schemas import CalibrationCreate, CalibrationPublic, JobPublic, Page, SweepSpec
 from api.service import calibrate
+from planner.calibration.anchor import AnchorFit, AnchorRequest, fit_anchor
 
 router = APIRouter(prefix="/v1", tags=["calibrations"], responses=PROBLEM_RESPONSES)
 
@@ -23,6 +24,24 @@ EXAMPLES = {
                                  (268435456, 2100.0))]}},
     "sweep": {"summary": "A 4-rank gloo sweep run as a job",
               "value": {"source": "sweep", "sweep": {"nproc": 4, "backend": "gloo"}}},
+}
+
+
+ANCHOR_EXAMPLES = {
+    "one-run": {"summary": "One measured step of Llama 3.1 8B on 8 H100 (DGX Cloud "
+                           "Benchmarking 25.02)",
+                "value": {"runs": [{
+                    "name": "Llama 3.1 8B, 8 H100", "measured_step_time_s": 12.78,
+                    "model": {"name": "Llama 3.1 8B", "num_layers": 32, "hidden_size": 4096,
+                              "num_attention_heads": 32, "num_kv_heads": 8,
+                              "ffn_hidden_size": 14336, "ffn_type": "swiglu",
+                              "vocab_size": 128256, "tied_embeddings": False},
+                    "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+                    "training": {"global_batch_size": 128, "seq_length": 8192,
+                                 "precision": "bf16", "grad_dtype": "bf16"},
+                    "plan": {"dp": 4, "tp": 1, "pp": 1, "cp": 2, "vpp": 1,
+                             "micro_batch_size": 1, "recompute": "none", "zero_stage": 1,
+                             "sequence_parallel": False}}]}},
 }
 
 
@@ -99,3 +118,15 @@ def list_calibrations(cluster_id: str, engine: EngineDep, limit: Limit = 50, off
     rows, count = store.list_calibrations(engine=engine, cluster_id=cluster_id, limit=limit,
                                           offset=offset)
     return {"data": [_public(r) for r in rows], "count": count}
+
+
+@router.post("/anchors", response_model=AnchorFit, dependencies=WRITE,
+             summary="Anchor the model on measured steps", operation_id="anchors-create")
+def create_anchor(body: Annotated[AnchorRequest, Body(openapi_examples=ANCHOR_EXAMPLES)]):
+    """Fit the speed of the model's kernels (``efficiency.compute_scale``) to step times
+    measured on your own stack (framework, version, settings), each run an estimate request
+    with its ``measured_step_time_s``: one run fixes it exactly, several in the least-squares
+    sense on the logarithm of the step times. The answer gives each run's prediction before
+    and after, the scale each run alone would give and notes where the runs disagree; add its
+    ``efficiency`` to plan and estimate requests. Nothing is stored."""
+    return fit_anchor(body)

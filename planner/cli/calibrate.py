@@ -209,3 +209,39 @@ def import_sweep_cmd(
     except (ValueError, KeyError, TypeError, ValidationError) as exc:
         _fail(f"{result} is not a sweep result: {exc}")
     output(cal, as_json, plot)
+
+
+@app.command("anchor")
+def anchor_cmd(
+    runs: Annotated[Path, typer.Argument(help="JSON {\"runs\": [...]}: estimate requests "
+                                              "(model, cluster, training, plan) each with its "
+                                              "measured_step_time_s; '-' reads stdin.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the fit's JSON.")] = False,
+) -> None:
+    """Fit the model's kernel speed (efficiency.compute_scale) to measured steps of your stack."""
+    from planner.calibration.anchor import AnchorRequest, fit_anchor
+    from planner.cli.main import load_json
+    from planner.errors import PlannerInputError
+    from planner.request import parse_request
+
+    try:
+        fit = fit_anchor(parse_request(AnchorRequest, load_json(runs)))
+    except PlannerInputError as exc:
+        _fail(f"{exc.field}: {exc.reason}")
+    if as_json:
+        sys.stdout.write(fit.model_dump_json(indent=2) + "\n")
+        return
+    console = Console() if Console().is_terminal else Console(width=160)
+    t = Table(title=f"Anchored: efficiency.compute_scale {fit.compute_scale:g}")
+    for col in ("run", "measured s", "model s", "error", "anchored s", "error", "own scale"):
+        t.add_column(col, justify="left" if col == "run" else "right")
+    for r in fit.runs:
+        t.add_row(escape(r.name), f"{r.measured_step_time_s:.4g}",
+                  f"{r.predicted_step_time_s:.4g}", f"{r.error_pct:+.1f}%",
+                  f"{r.anchored_step_time_s:.4g}", f"{r.anchored_error_pct:+.1f}%",
+                  f"{r.scale_alone:.3f}")
+    console.print(t)
+    for n in fit.notes:
+        console.print(f"note: {escape(n)}", highlight=False)
+    console.print(f'add to requests: "efficiency": {{"compute_scale": {fit.compute_scale:g}}}',
+                  highlight=False)

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.cost.keyed import gather_rows as _gather
+from planner.cost.layers import hbm_bytes_per_s
 from planner.cost.memory import (
     GIB,
     expert_stage_params,
@@ -568,7 +569,7 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     components are given."""
     training, eff = tables.training, tables.eff
     gpu = tables.cluster.gpu
-    hbm = gpu.memory_bandwidth_gb_per_s * 1e9 * (eff.hbm_efficiency or gpu.hbm_efficiency)
+    hbm = hbm_bytes_per_s(gpu, eff)
     k = eff.overlap_slowdown
     dp, tp, pp, cp, v = plans.dp, plans.tp, plans.pp, plans.cp, plans.vpp
     mbs, zero = plans.mbs, plans.zero

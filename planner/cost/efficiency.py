@@ -33,6 +33,9 @@ Sources of the defaults (measured micro-benchmarks, except the two marked fitted
 - ``microbatch_overhead_us`` 100: host work per micro-batch per stage (data, schedule
   bookkeeping, p2p set-up) that is not hidden behind the GPU; fitted with ``matmul_half_dim``:
   the one value of 100, 300, 1,000 and 3,000 us that fits the ``fit`` runs best.
+- ``compute_scale`` 1: no default to source; it is the one number a measured step of the
+  user's own stack sets (``planner.calibration.anchor``): how fast that stack's kernels run
+  against these rates, whatever the reason (its software's era, its kernels, its clocks).
 """
 
 from __future__ import annotations
@@ -99,4 +102,10 @@ class EfficiencyModel(BaseModel):
     )
     memory_fragmentation: float = Field(
         0.1, ge=0, le=1, description="Allocator fragmentation, as a fraction of activation memory."
+    )
+    compute_scale: float = Field(
+        1.0, ge=0.05, le=20, description="Speed of every kernel (GEMMs, attention, memory-bound "
+        "work) against the model's rates: 0.8 runs each 1 / 0.8 = 1.25 times as long, its fixed "
+        "launch cost aside; collectives and host time do not change. Fitted to measured steps "
+        "of your own stack by `planner calibrate anchor` (POST /v1/anchors)."
     )

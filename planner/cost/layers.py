@@ -207,6 +207,12 @@ def per_expert_kernels(model: ModelSpec, training: TrainingSpec,
     return extra * 2 * (1 + quant), extra * 2 * (2 + quant)
 
 
+def hbm_bytes_per_s(gpu: GPUSpec, eff: EfficiencyModel) -> float:
+    """The HBM bandwidth memory-bound kernels reach, with the efficiency model's overrides."""
+    return (gpu.memory_bandwidth_gb_per_s * 1e9 * (eff.hbm_efficiency or gpu.hbm_efficiency)
+            * eff.compute_scale)
+
+
 def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
                  gemm_precision: Precision | None = None) -> KernelModel:
     """The GPU's rates for this training's precision, with the efficiency model's overrides."""
@@ -215,8 +221,8 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
     base: Precision = "bf16" if fp8 or prec == "bf16" else prec
     attn_prec: Precision = (base if gpu.peak_tflops.model_dump().get(base)
                             else training.precision)
-    matmul = eff.matmul_peak_fraction or (
-        (gpu.fp8_matmul_efficiency or gpu.matmul_efficiency) if fp8 else gpu.matmul_efficiency)
+    matmul = eff.compute_scale * (eff.matmul_peak_fraction or (
+        (gpu.fp8_matmul_efficiency or gpu.matmul_efficiency) if fp8 else gpu.matmul_efficiency))
     # The main loop's fixed cost (filling the tile pipeline, writing the output) takes the same
     # time whatever the tensor cores' speed, so in units of K it grows with the rate of one SM:
     # ``matmul_half_dim`` is given for an A100 SM (312 TFLOP/s over 108 SMs).
@@ -229,13 +235,14 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
     # model's fields override for both passes where a request sets them.
     kernel = gpu.attention_rate(training.attention_kernel)
     half = eff.attention_half_seq
+    scale = eff.compute_scale
     attention = (
-        {"attention_efficiency": eff.attention_fraction or gpu.attention_efficiency,
+        {"attention_efficiency": scale * (eff.attention_fraction or gpu.attention_efficiency),
          "attention_half_seq": DEFAULT_ATTENTION_HALF_SEQ if half is None else half}
         if kernel is None else
-        {"attention_efficiency": eff.attention_fraction or kernel.forward,
+        {"attention_efficiency": scale * (eff.attention_fraction or kernel.forward),
          "attention_half_seq": kernel.forward_half_seq if half is None else half,
-         "attention_bwd_efficiency": eff.attention_fraction or kernel.backward,
+         "attention_bwd_efficiency": scale * (eff.attention_fraction or kernel.backward),
          "attention_bwd_half_seq": kernel.backward_half_seq if half is None else half,
          "attention_head_half": kernel.head_dim_half})
     return KernelModel(
@@ -244,8 +251,7 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
         matmul_efficiency=matmul,
         **attention,
         attention_tiled=training.attention_kernel != "flash1",
-        hbm_bytes_per_s=gpu.memory_bandwidth_gb_per_s * 1e9 * (eff.hbm_efficiency
-                                                             or gpu.hbm_efficiency),
+        hbm_bytes_per_s=hbm_bytes_per_s(gpu, eff),
         sm_count=gpu.sm_count,
         k_overhead=k0,
         kernel_overhead_s=eff.kernel_overhead_us * 1e-6,

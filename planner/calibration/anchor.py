@@ -1,0 +1,247 @@
+"""Anchor the step model on measured steps of the user's own stack.
+
+The model's kernel rates are fitted on NVIDIA's Megatron-LM runs (``planner.cost.efficiency``),
+and published runs of other stacks land off by a stack-wide amount: the DeepSpeed pipelines of
+2021-22 18-28% slower than predicted, torchtitan's 10%, 2025's Megatron-Bridge recipes 8%
+faster (README, "The model, and how accurate it is"). Within one stack the error is nearly
+constant. A step the user measured on their own stack therefore fixes that one number,
+``EfficiencyModel.compute_scale`` (the speed of every kernel against the model's rates), and
+every other plan on that stack is then predicted with it; ``benchmarks/anchored_accuracy.py``
+measures how well on the published corpus, each source anchored on its smallest run and
+scored on the others.
+
+Each measured run is an estimate request (``planner estimate``'s JSON) with the step time it
+measured. One run fixes the scale exactly: the step time falls as the scale grows (every kernel
+faster, communication and host time unchanged), so the scale that predicts the measured step
+is the root of a monotone function, found by the Illinois variant of regula falsi on its
+logarithm. Several runs fix it in the least-squares sense on the logarithm of the step times
+(relative errors count alike): the minimum lies between the runs' own roots, where a
+golden-section search finds it. How far the runs' own scales disagree says whether the gap is
+a kernel speed at all: a network slower than the cluster spec grows with the traffic, not the
+compute, and shows as scales that differ between plans.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.cost import estimate
+from planner.errors import PlannerInputError
+from planner.request import EstimateRequest
+
+# The scales the fit searches; inside the field's own limits (0.05 to 20).
+SCALE_LOW, SCALE_HIGH = 0.1, 10.0
+# Relative tolerance of a fitted scale.
+TOLERANCE = 1e-4
+# A fitted scale outside this range says the runs' settings, not the kernels, may be off.
+PLAUSIBLE = (0.67, 1.5)
+# Runs whose own scales differ by more than this ratio do not share one kernel speed.
+DISAGREE = 1.15
+
+
+class AnchorRun(EstimateRequest):
+    """One measured run: an estimate request and the step time it measured."""
+
+    name: str | None = Field(None, max_length=200, description="A label for the tables.")
+    measured_step_time_s: float = Field(gt=0, le=1e7, description="Measured time of one "
+                                        "optimizer step, seconds (steady state, not the first "
+                                        "steps).")
+
+
+class AnchorRequest(BaseModel):
+    """``planner calibrate anchor`` and ``POST /v1/anchors``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    runs: list[AnchorRun] = Field(min_length=1, max_length=32, description="Measured runs of "
+                                  "one stack (framework, version and settings).")
+
+
+class AnchoredRun(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    measured_step_time_s: float
+    predicted_step_time_s: float = Field(description="The model's prediction with the run's "
+                                         "own efficiency settings.")
+    anchored_step_time_s: float = Field(description="The prediction at the fitted scale.")
+    error_pct: float = Field(description="measured / predicted - 1, in percent (positive: "
+                             "the run was slower than predicted).")
+    anchored_error_pct: float = Field(description="The same at the fitted scale.")
+    scale_alone: float = Field(description="The scale that predicts this run by itself.")
+    fits_in_memory: bool
+
+
+class AnchorFit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    compute_scale: float = Field(description="The fitted kernel speed against the model's "
+                                 "rates: add it to requests as efficiency.compute_scale.")
+    efficiency: dict[str, float] = Field(description="What to merge into a request's "
+                                         "'efficiency' to predict with the fit.")
+    runs: list[AnchoredRun]
+    scale_range: tuple[float, float] = Field(description="The smallest and largest of the "
+                                             "runs' own scales.")
+    notes: list[str] = Field(default_factory=list)
+
+
+def _root(f: Callable[[float], float], lo: float, hi: float, f_lo: float, f_hi: float) -> float:
+    """The root of ``f``, decreasing on [lo, hi] with f(lo) > 0 > f(hi): Illinois regula
+    falsi (Dowell & Jarratt 1971), to ``TOLERANCE`` in the logarithm of the scale."""
+    side = 0
+    x = lo
+    for _ in range(100):
+        x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        fx = f(x)
+        if fx == 0 or hi - lo < TOLERANCE:
+            return x
+        if fx > 0:
+            lo, f_lo = x, fx
+            if side == -1:
+                f_hi /= 2
+            side = -1
+        else:
+            hi, f_hi = x, fx
+            if side == 1:
+                f_lo /= 2
+            side = 1
+        if abs(fx) < TOLERANCE / 10:
+            return x
+    return x
+
+
+def _golden_min(f: Callable[[float], float], lo: float, hi: float) -> float:
+    """The minimum of a unimodal ``f`` on [lo, hi], to ``TOLERANCE`` (golden-section)."""
+    g = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > TOLERANCE:
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    return (a + b) / 2
+
+
+class _Run:
+    """One run's predictions, kept per scale (each is a full estimate)."""
+
+    def __init__(self, run: AnchorRun, index: int) -> None:
+        self.run = run
+        self.index = index
+        self.name = run.name or f"run {index + 1}"
+        self._seen: dict[float, tuple[float, bool, float]] = {}
+
+    def predict(self, scale: float) -> tuple[float, bool, float]:
+        """(step time, fits in memory, memory GiB) at ``scale``."""
+        if scale not in self._seen:
+            r = self.run
+            eff = r.efficiency.model_copy(update={"compute_scale": scale})
+            try:
+                est = estimate(r.model, r.cluster, r.training, r.plan, eff,
+                               calibration=r.calibration)
+            except PlannerInputError as exc:     # name the run as well as its field
+                raise PlannerInputError(f"runs.{self.index}.{exc.field}", exc.reason) from exc
+            self._seen[scale] = (est.step_time_s, est.fits_in_memory,
+                                 est.memory.total_gib)
+        return self._seen[scale]
+
+    def log_error(self, u: float) -> float:
+        """log(predicted / measured) at the scale e^u: decreasing in u."""
+        return math.log(self.predict(math.exp(u))[0] / self.run.measured_step_time_s)
+
+    def alone(self) -> tuple[float, str | None]:
+        """The scale that predicts this run by itself, and a note when the search's range
+        holds none (the scale then stops at the range's end)."""
+        def step(scale: float) -> float:
+            return self.predict(scale)[0]
+
+        scale = scale_for(step, self.run.measured_step_time_s)
+        if scale == SCALE_HIGH:
+            return scale, (
+                f"{self.name}: measured faster than the model predicts even with kernels "
+                f"{SCALE_HIGH:g} times as fast (its communication and fixed costs alone take "
+                "longer): check the run's cluster links and settings")
+        if scale == SCALE_LOW:
+            return scale, (
+                f"{self.name}: measured slower than the model predicts even with kernels "
+                f"{SCALE_LOW:g} times as fast: check the run's settings")
+        return scale, None
+
+
+def scale_for(step_time: Callable[[float], float], measured_s: float) -> float:
+    """The kernel speed at which ``step_time(scale)`` (seconds, falling as the scale grows)
+    equals ``measured_s``; ``SCALE_HIGH`` or ``SCALE_LOW`` when the search's range holds none
+    (measured faster than even the fastest scale predicts, or slower than the slowest)."""
+    def f(u: float) -> float:
+        return math.log(step_time(math.exp(u)) / measured_s)
+
+    lo, hi = math.log(SCALE_LOW), math.log(SCALE_HIGH)
+    f_lo, f_hi = f(lo), f(hi)
+    if f_hi >= 0:
+        return SCALE_HIGH
+    if f_lo <= 0:
+        return SCALE_LOW
+    return math.exp(_root(f, lo, hi, f_lo, f_hi))
+
+
+def _error_pct(measured: float, predicted: float) -> float:
+    return (measured / predicted - 1) * 100
+
+
+def fit_anchor(request: AnchorRequest) -> AnchorFit:
+    """The kernel speed that best predicts the measured runs, and each run before and after.
+    Raises ``PlannerInputError`` (from the estimate) naming the run and field of a plan the
+    model refuses."""
+    runs = [_Run(r, i) for i, r in enumerate(request.runs)]
+    notes: list[str] = []
+    alone = []
+    for r in runs:
+        scale, note = r.alone()
+        alone.append(scale)
+        if note:
+            notes.append(note)
+    if len(runs) == 1:
+        best = alone[0]
+    else:
+        def loss(u: float) -> float:
+            return sum(r.log_error(u) ** 2 for r in runs)
+
+        best = math.exp(_golden_min(loss, math.log(min(alone)), math.log(max(alone))))
+    best = round(best, 4)
+    out = []
+    for r, scale in zip(runs, alone, strict=True):
+        before, fits, gib = r.predict(r.run.efficiency.compute_scale)
+        after = r.predict(best)[0]
+        m = r.run.measured_step_time_s
+        out.append(AnchoredRun(
+            name=r.name, measured_step_time_s=m, predicted_step_time_s=before,
+            anchored_step_time_s=after, error_pct=_error_pct(m, before),
+            anchored_error_pct=_error_pct(m, after), scale_alone=round(scale, 4),
+            fits_in_memory=fits))
+        if not fits:
+            notes.append(f"{r.name}: over the GPU's memory in the model ({gib:.1f} GiB); it "
+                         "ran, so the model's memory is pessimistic for it")
+    if not PLAUSIBLE[0] <= best <= PLAUSIBLE[1]:
+        way = "slower" if best < 1 else "faster"
+        notes.append(
+            f"the kernels run {abs(1 / best - 1) * 100:.0f}% {way} than the model's rates: "
+            "check the runs' settings (precision, flash_attention and its kernel, recompute, "
+            "overlap) before trusting the scale")
+    lo, hi = min(alone), max(alone)
+    if len(runs) > 1 and hi / lo > DISAGREE:
+        notes.append(
+            f"the runs' own scales range from {lo:.3f} to {hi:.3f}: they do not share one "
+            "kernel speed; a gap that grows with the communication points to links slower than "
+            "the cluster spec (calibrate the collectives: planner calibrate) rather than to "
+            "the kernels")
+    return AnchorFit(compute_scale=best, efficiency={"compute_scale": best}, runs=out,
+                     scale_range=(round(lo, 4), round(hi, 4)), notes=notes)

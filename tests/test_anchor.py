@@ -1,0 +1,198 @@
+"""Anchoring the model on measured steps of one's own stack (``planner calibrate anchor``):
+the kernel-speed scale, its fit, and what it buys on the published corpus."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.calibration.anchor import (
+    SCALE_HIGH,
+    AnchorRequest,
+    _golden_min,
+    _root,
+    fit_anchor,
+    scale_for,
+)
+from planner.cli.main import app
+from planner.cost import EfficiencyModel, estimate
+from planner.cost.kernels import KernelModel
+from planner.cost.layers import kernel_model
+from planner.errors import PlannerInputError
+from planner.request import EstimateRequest
+from planner.specs import ClusterSpec, TrainingSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import anchored_accuracy  # noqa: E402
+import published_accuracy  # noqa: E402
+
+BASE = json.loads((ROOT / "examples" / "estimate-llama3-70b.json").read_text())
+REQ = EstimateRequest.model_validate(BASE)
+
+
+def step_at(scale: float, plan: dict | None = None) -> float:
+    req = EstimateRequest.model_validate({**BASE, "plan": plan or BASE["plan"]})
+    eff = req.efficiency.model_copy(update={"compute_scale": scale})
+    return estimate(req.model, req.cluster, req.training, req.plan, eff).step_time_s
+
+
+def test_the_scale_multiplies_every_kernel_rate_and_nothing_else():
+    gpu = ClusterSpec.model_validate({"preset": "dgx-h100"}).gpu
+    for kernel in ("default", "flash2"):
+        training = TrainingSpec.model_validate({"global_batch_size": 8, "seq_length": 4096,
+                                                "attention_kernel": kernel})
+        one = kernel_model(gpu, training, EfficiencyModel())
+        two = kernel_model(gpu, training, EfficiencyModel(compute_scale=2.0))
+        assert two.matmul_efficiency == pytest.approx(2 * one.matmul_efficiency)
+        assert two.attention_efficiency == pytest.approx(2 * one.attention_efficiency)
+        assert two.hbm_bytes_per_s == pytest.approx(2 * one.hbm_bytes_per_s)
+        assert (two.kernel_overhead_s, two.k_overhead, two.peak_flops) == (
+            one.kernel_overhead_s, one.k_overhead, one.peak_flops)
+    # Worked by hand, without tile quantisation: 2 m n (k + k0) / rate + the launch cost.
+    km = KernelModel(peak_flops=1e15, attention_peak_flops=1e15, matmul_efficiency=0.5,
+                     attention_efficiency=0.5, attention_half_seq=0, hbm_bytes_per_s=1e12,
+                     sm_count=None, k_overhead=0, kernel_overhead_s=5e-6)
+    assert km.gemm(1024, 1024, 1024) == pytest.approx(2 * 1024**3 / 5e14 + 5e-6)
+    # A whole step: kernels slow down by the scale, communication does not move.
+    one = estimate(REQ.model, REQ.cluster, REQ.training, REQ.plan, REQ.efficiency)
+    half = estimate(REQ.model, REQ.cluster, REQ.training, REQ.plan,
+                    REQ.efficiency.model_copy(update={"compute_scale": 0.5}))
+    assert half.breakdown["tp_comm"] == one.breakdown["tp_comm"]
+    assert 1.95 < half.breakdown["compute"] / one.breakdown["compute"] <= 2.0
+    assert half.breakdown["optimizer"] == pytest.approx(2 * one.breakdown["optimizer"], rel=0.02)
+
+
+def test_one_run_fixes_the_scale_exactly():
+    measured = step_at(0.8)
+    fit = fit_anchor(AnchorRequest.model_validate(
+        {"runs": [{**BASE, "measured_step_time_s": measured}]}))
+    assert fit.compute_scale == pytest.approx(0.8, abs=2e-4)
+    assert fit.efficiency == {"compute_scale": fit.compute_scale}
+    (run,) = fit.runs
+    assert run.predicted_step_time_s == pytest.approx(step_at(1.0))
+    assert run.error_pct == pytest.approx((measured / step_at(1.0) - 1) * 100)
+    assert abs(run.anchored_error_pct) < 0.05 and run.name == "run 1"
+    assert fit.notes == []
+
+
+def test_several_runs_meet_in_the_least_squares_sense_and_their_spread_is_said():
+    other = {"dp": 2, "tp": 8, "pp": 2, "micro_batch_size": 1}
+    runs = [{**BASE, "name": "a", "measured_step_time_s": step_at(0.75)},
+            {**BASE, "plan": other, "name": "b", "measured_step_time_s": step_at(0.9, other)}]
+    fit = fit_anchor(AnchorRequest.model_validate({"runs": runs}))
+    assert fit.scale_range == pytest.approx((0.75, 0.9), abs=3e-4)
+    assert [r.scale_alone for r in fit.runs] == pytest.approx([0.75, 0.9], abs=3e-4)
+    assert 0.75 < fit.compute_scale < 0.9
+
+    def loss(scale: float) -> float:
+        return (math.log(step_at(scale) / runs[0]["measured_step_time_s"]) ** 2
+                + math.log(step_at(scale, other) / runs[1]["measured_step_time_s"]) ** 2)
+
+    best = fit.compute_scale
+    assert loss(best) <= min(loss(best * 1.01), loss(best / 1.01))
+    assert any("do not share one kernel speed" in n for n in fit.notes)
+    # Runs within 15% of each other share one: no note.
+    close = [runs[0], {**runs[1], "measured_step_time_s": step_at(0.8, other)}]
+    assert not any("do not share" in n
+                   for n in fit_anchor(AnchorRequest.model_validate({"runs": close})).notes)
+
+
+def test_a_run_no_scale_fits_is_said_and_a_refused_plan_names_the_run():
+    fit = fit_anchor(AnchorRequest.model_validate(
+        {"runs": [{**BASE, "name": "too fast", "measured_step_time_s": 1e-3}]}))
+    assert fit.compute_scale == SCALE_HIGH
+    assert any(n.startswith("too fast: measured faster than the model predicts") for n in fit.notes)
+    assert any("check the runs' settings" in n for n in fit.notes)
+    with pytest.raises(PlannerInputError) as exc:
+        fit_anchor(AnchorRequest.model_validate({"runs": [
+            {**BASE, "measured_step_time_s": 100.0},
+            {**BASE, "plan": {**BASE["plan"], "tp": 3}, "measured_step_time_s": 100.0}]}))
+    assert exc.value.field.startswith("runs.1.")
+
+
+def test_the_root_and_minimum_searches_on_functions_worked_by_hand():
+    # log((2 / s + 1) / 2) is zero at s = 2 and falls with u = log s.
+    def f(u: float) -> float:
+        return math.log((2 / math.exp(u) + 1) / 2)
+
+    lo, hi = math.log(0.1), math.log(10)
+    assert math.exp(_root(f, lo, hi, f(lo), f(hi))) == pytest.approx(2, rel=1e-4)
+    assert scale_for(lambda s: 2 / s + 1, 2.0) == pytest.approx(2, rel=1e-4)
+    assert _golden_min(lambda u: (u - 0.3) ** 2, -1, 1) == pytest.approx(0.3, abs=1e-4)
+
+
+def test_the_cli_prints_the_fit_and_refuses_bad_input(tmp_path):
+    runner = CliRunner()
+    example = ROOT / "examples" / "anchor-llama3.1-8b.json"
+    res = runner.invoke(app, ["calibrate", "anchor", str(example), "--json"])
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.stdout)
+    assert body["efficiency"] == {"compute_scale": body["compute_scale"]}
+    assert abs(body["runs"][0]["anchored_error_pct"]) < 0.05
+    res = runner.invoke(app, ["calibrate", "anchor", str(example)])
+    assert res.exit_code == 0 and '"efficiency": {"compute_scale": ' in res.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"runs": [{**BASE, "measured_step_time_s": 0}]}))
+    res = runner.invoke(app, ["calibrate", "anchor", str(bad)])
+    assert res.exit_code == 2 and "runs.0.measured_step_time_s" in res.output
+
+
+def test_the_example_is_the_published_run_it_names():
+    (run,) = json.loads((ROOT / "examples" / "anchor-llama3.1-8b.json").read_text())["runs"]
+    corpus = {r["id"]: r for r in published_accuracy.load_runs()}
+    src = corpus["dgxc-2502-llama3.1-8b-h100-8-bf16"]
+    assert {k: run[k] for k in ("model", "cluster", "training", "plan")} == {
+        k: src[k] for k in ("model", "cluster", "training", "plan")}
+    assert run["measured_step_time_s"] == src["measured"]["step_time_s"]
+
+
+def test_anchoring_a_source_on_its_smallest_run():
+    runs = [r for r in published_accuracy.load_runs() if r["source"] == "nous-torchtitan-deepep"]
+    out = anchored_accuracy.anchored_source(runs)
+    smallest = min(r["cluster"]["num_nodes"] for r in runs)
+    assert out["anchor"] == next(r["id"] for r in runs if r["cluster"]["num_nodes"] == smallest)
+    assert out["anchor"] not in {r["id"] for r in out["runs"]} and len(out["runs"]) == 5
+    med = anchored_accuracy.summary(out["runs"], "error_pct")["median_abs_error_pct"]
+    after = anchored_accuracy.summary(out["runs"], "anchored_error_pct")["median_abs_error_pct"]
+    assert (out["compute_scale"], med, after) == (0.7292, 31.41, 1.03)
+    # Every run as the anchor in turn (interpolated on a grid of scales) agrees with the
+    # exact replay where the anchor is the same.
+    assert min(anchored_accuracy.every_anchor(runs)) <= after + 0.2
+
+
+def test_the_corpus_anchored_on_each_sources_smallest_run():
+    """The README's figures: held-out sources with two runs or more, each anchored on its
+    run on the fewest GPUs, scored on the others."""
+    out = anchored_accuracy.anchored(published_accuracy.load_runs())
+    model, anchored = out["summary"]["model"], out["summary"]["anchored"]
+    assert (model["rows"], model["sources"]) == (689, 29)
+    assert (model["median_abs_error_pct"], model["source_median_abs_error_pct"]) == (8.01, 8.27)
+    assert (anchored["median_abs_error_pct"], anchored["source_median_abs_error_pct"]) == (
+        8.08, 4.99)
+    by = {s["source"]: s for s in out["sources"]}
+    # A stack whose gap is the kernels' speed: one run fixes it.
+    assert anchored_accuracy.summary(by["mtnlg"]["runs"], "anchored_error_pct")[
+        "median_abs_error_pct"] < 3
+    # One whose gap grows with the data-parallel traffic (Hagemann et al.'s layouts): it
+    # does not.
+    hag = by["hagemann-2311.05610"]["runs"]
+    assert anchored_accuracy.summary(hag, "anchored_error_pct")["median_abs_error_pct"] > (
+        anchored_accuracy.summary(hag, "error_pct")["median_abs_error_pct"])
+
+
+def test_the_readme_example_one_8_gpu_step_predicts_the_sources_larger_runs():
+    fit = fit_anchor(AnchorRequest.model_validate(
+        json.loads((ROOT / "examples" / "anchor-llama3.1-8b.json").read_text())))
+    assert fit.compute_scale == 1.1303
+    runs = {r["id"]: r for r in published_accuracy.load_runs()}
+    got = []
+    for rid in ("dgxc-2502-llama3.1-8b-h100-128-bf16", "dgxc-2502-llama3.1-405b-h100-2304-bf16"):
+        measured = runs[rid]["measured"]["step_time_s"]
+        before = published_accuracy.predict_run(runs[rid])[0].step_time_s
+        after = published_accuracy.predict_run(runs[rid], fit.efficiency)[0].step_time_s
+        got.append((measured, round(before, 2), round(after, 2)))
+    assert got == [(13.16, 14.43, 12.78), (17.7, 19.12, 17.04)]
