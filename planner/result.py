@@ -138,7 +138,10 @@ class StepTimeBand(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model_class: str = Field(description="dense, moe (fewer than 128 experts) or "
-                             "fine_grained_moe (128 or more).")
+                             "fine_grained_moe (128 or more); 'anchored' where the request "
+                             "anchors the model on a measured run (efficiency.compute_scale "
+                             "other than 1): then the runs are those of every class, each "
+                             "predicted from another run of its source.")
     runs: int = Field(description="Held-out published runs of the class behind the band.")
     sources: int = Field(description="The sources of those runs; each weighs the same.")
     low_s: float = Field(description="Step time times the 10th percentile of their measured / "

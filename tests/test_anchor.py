@@ -19,10 +19,12 @@ from planner.calibration.anchor import (
 )
 from planner.cli.main import app
 from planner.cost import EfficiencyModel, estimate
+from planner.cost.caveats import ANCHORED_MEASURED_OVER_PREDICTED
 from planner.cost.kernels import KernelModel
 from planner.cost.layers import kernel_model
 from planner.errors import PlannerInputError
 from planner.request import EstimateRequest
+from planner.search import PlanRequest, plan
 from planner.specs import ClusterSpec, TrainingSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,6 +184,40 @@ def test_the_corpus_anchored_on_each_sources_smallest_run():
     hag = by["hagemann-2311.05610"]["runs"]
     assert anchored_accuracy.summary(hag, "anchored_error_pct")["median_abs_error_pct"] > (
         anchored_accuracy.summary(hag, "error_pct")["median_abs_error_pct"])
+    # The band an anchored estimate carries is these runs' measured / anchored prediction,
+    # each source weighing the same, as the class bands are.
+    scored = [r for s in out["sources"] for r in s["runs"]]
+    low, median, high = published_accuracy.source_weighted_quantiles(
+        [1 + r["anchored_error_pct"] / 100 for r in scored], [r["source"] for r in scored])
+    assert ANCHORED_MEASURED_OVER_PREDICTED == (
+        model["rows"], model["sources"], round(low, 3), round(median, 3), round(high, 3))
+    # Narrower than the same runs' unanchored band.
+    low0, _, high0 = published_accuracy.source_weighted_quantiles(
+        [1 + r["error_pct"] / 100 for r in scored], [r["source"] for r in scored])
+    assert (round(low0, 3), round(high0, 3)) == (0.921, 1.309)
+    assert high - low < 0.7 * (high0 - low0)
+
+
+def test_an_anchored_estimate_carries_the_anchored_band():
+    one = estimate(REQ.model, REQ.cluster, REQ.training, REQ.plan, REQ.efficiency)
+    eff = REQ.efficiency.model_copy(update={"compute_scale": 1.1})
+    est = estimate(REQ.model, REQ.cluster, REQ.training, REQ.plan, eff)
+    assert one.step_time_band.model_class == "dense"
+    runs, sources, low, median, high = ANCHORED_MEASURED_OVER_PREDICTED
+    band = est.step_time_band
+    assert (band.model_class, band.runs, band.sources) == ("anchored", runs, sources)
+    assert (band.low_s, band.median_s, band.high_s) == pytest.approx(
+        (est.step_time_s * low, est.step_time_s * median, est.step_time_s * high))
+    res = CliRunner().invoke(app, ["estimate", "-"], input=json.dumps(
+        {**BASE, "efficiency": {"compute_scale": 1.1}}))
+    assert res.exit_code == 0, res.output
+    assert (f"8 in 10 of the {runs} held-out runs predicted from another run of their stack"
+            in " ".join(res.stdout.split()))
+    # The search's plans carry it too.
+    req = PlanRequest.model_validate({**{k: v for k, v in BASE.items() if k != "plan"},
+                                      "efficiency": {"compute_scale": 1.1},
+                                      "search": {"top_k": 2}})
+    assert {p.step_time_band.model_class for p in plan(req).plans} == {"anchored"}
 
 
 def test_the_readme_example_one_8_gpu_step_predicts_the_sources_larger_runs():

@@ -431,8 +431,11 @@ async function showDetail(index) {
   }
   // The model's track record on the class (PlanEstimate.step_time_band).
   const band = p.step_time_band;
-  if (band) why.push(`8 in 10 of the ${band.runs} held-out published ` +
-                     `${band.model_class.replaceAll("_", "-").replace("moe", "MoE")} runs ` +
+  // An anchored request (efficiency.compute_scale fitted to a measured run) has its own band.
+  const kind = band && band.model_class === "anchored"
+    ? "runs predicted from another run of their stack"
+    : band && `${band.model_class.replaceAll("_", "-").replace("moe", "MoE")} runs`;
+  if (band) why.push(`8 in 10 of the ${band.runs} held-out published ${kind} ` +
                      `(${band.sources} sources, each weighing the same) ` +
                      `would have measured ${fmt(band.low_s)} to ${fmt(band.high_s)} s`);
   if (p.stages) why.push(`stages ${stageRuns(p.stages)}`);

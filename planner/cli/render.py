@@ -101,8 +101,10 @@ def print_caveats(console: Console, est: PlanEstimate) -> None:
     where published runs do not back the prediction (``PlanEstimate.caveats``)."""
     band = est.step_time_band
     if band is not None:
-        kind = band.model_class.replace("_", "-").replace("moe", "MoE")
-        console.print(f"published runs: 8 in 10 of the {band.runs} held-out {kind} runs (from "
+        kind = ("runs predicted from another run of their stack"
+                if band.model_class == "anchored"
+                else band.model_class.replace("_", "-").replace("moe", "MoE") + " runs")
+        console.print(f"published runs: 8 in 10 of the {band.runs} held-out {kind} (from "
                       f"{band.sources} sources, each weighing the same) would have measured "
                       f"{_fmt_s(band.low_s)} to {_fmt_s(band.high_s)} given this prediction "
                       f"(median {_fmt_s(band.median_s)})", highlight=False)

@@ -151,7 +151,8 @@ def estimate(
     if tables is None and calibration is not None:
         tables = CostTables(model, cluster, training, eff, calibration)
     ev = evaluate(model, cluster, training, plan, eff, tables)
-    return to_estimate(ev, model, cluster, training, plan, rank=rank)
+    return to_estimate(ev, model, cluster, training, plan, rank=rank,
+                       anchored=eff.compute_scale != 1)
 
 
 def on_allocation(est: PlanEstimate, cluster: ClusterSpec, part: UniformSlice) -> PlanEstimate:
@@ -165,8 +166,10 @@ def on_allocation(est: PlanEstimate, cluster: ClusterSpec, part: UniformSlice) -
 
 def to_estimate(
     ev: Evaluation, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
-    plan: ParallelPlan, *, rank: int | None = None,
+    plan: ParallelPlan, *, rank: int | None = None, anchored: bool = False,
 ) -> PlanEstimate:
+    """The public shape of one evaluated plan; ``anchored``: the request's kernel speed was
+    fitted to a measured run (``efficiency.compute_scale`` other than 1), which sets the band."""
     gpus = plan.world_size
     step = ev.step_time_s
     tflops = ev.model_flops / step / gpus / 1e12
@@ -188,7 +191,7 @@ def to_estimate(
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
     notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess)
-    band = StepTimeBand.model_validate(step_time_band(model, step))
+    band = StepTimeBand.model_validate(step_time_band(model, step, anchored))
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(
         rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep, etp=plan.etp,

@@ -158,7 +158,8 @@ def plan(request: PlanRequest) -> PlanResult:
         if change:
             p = p.model_copy(update=change)
         ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
-        out.append(to_estimate(ev, req.model, req.cluster, req.training, p, rank=j + 1))
+        out.append(to_estimate(ev, req.model, req.cluster, req.training, p, rank=j + 1,
+                               anchored=req.efficiency.compute_scale != 1))
     return done(out, status, feasible=feasible)
 
 

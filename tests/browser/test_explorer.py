@@ -1,11 +1,16 @@
 """The plan explorer in a real browser: ask, compare, look inside a plan, deep links, errors
 next to their field, keyboard use and an accessibility check; the docs work offline."""
 
+import json
 import re
 
 import pytest
 
-from planner.cost.caveats import MEASURED_OVER_PREDICTED, best_dense_mfu
+from planner.cost.caveats import (
+    ANCHORED_MEASURED_OVER_PREDICTED,
+    MEASURED_OVER_PREDICTED,
+    best_dense_mfu,
+)
 from planner.specs import ModelSpec
 
 pytestmark = pytest.mark.slow
@@ -285,6 +290,25 @@ def test_a_plan_above_every_published_run_shows_its_caveat(page):
     runs, sources = MEASURED_OVER_PREDICTED["dense"][:2]
     assert (f"8 in 10 of the {runs} held-out published dense runs ({sources} sources, each "
             "weighing the same) would have measured") in why
+
+
+def test_an_anchored_request_shows_the_anchored_track_record(page):
+    """A pasted request anchored on a measured run (efficiency.compute_scale, as `planner
+    calibrate anchor` fits it): the plan's details quote the anchored runs' band."""
+    open_explorer(page)
+    page.click("#json-details summary")
+    page.fill("#request-json", json.dumps({
+        "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+        "training": {"global_batch_size": 64, "seq_length": 4096},
+        "efficiency": {"compute_scale": 1.1}, "search": {"top_k": 1}}))
+    page.click("#plan-button")
+    page.wait_for_selector("#plans-table tbody tr")
+    runs, sources = ANCHORED_MEASURED_OVER_PREDICTED[:2]
+    page.wait_for_function(
+        "document.querySelector('#detail-why').textContent.includes('another run')")
+    assert (f"8 in 10 of the {runs} held-out published runs predicted from another run of "
+            f"their stack ({sources} sources, each weighing the same) would have measured"
+            ) in page.inner_text("#detail-why")
 
 
 def test_hybrid_sharding_asked_in_the_page(page):
