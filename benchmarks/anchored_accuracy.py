@@ -26,7 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import published_accuracy as pa  # noqa: E402
 
-from planner.calibration.anchor import SCALE_HIGH, SCALE_LOW, scale_for  # noqa: E402
+from planner.calibration.anchor import (  # noqa: E402
+    DISAGREE,
+    SCALE_HIGH,
+    SCALE_LOW,
+    _golden_min,
+    fit_two,
+    scale_for,
+)
 
 
 def anchor_of(runs: list[dict], rows: list[dict]) -> dict:
@@ -60,6 +67,69 @@ def anchored_source(runs: list[dict]) -> dict | None:
             "anchor_gpus": next(r["gpus"] for r in rows if r["id"] == anchor["id"]),
             "compute_scale": scale, "at_range_end": scale in (SCALE_LOW, SCALE_HIGH),
             "runs": scored}
+
+
+def two_anchors(runs: list[dict], rows: list[dict]) -> tuple[dict, dict]:
+    """The first run on the fewest GPUs and the last on the most (corpus order), as a team
+    measures a small run and then one at scale."""
+    replayed = {r["id"]: r for r in rows}
+    order = {r["id"]: i for i, r in enumerate(runs)}
+    small = min(replayed.values(), key=lambda r: (r["gpus"], order[r["id"]]))
+    large = max(replayed.values(), key=lambda r: (r["gpus"], order[r["id"]]))
+    by_id = {r["id"]: r for r in runs}
+    return by_id[small["id"]], by_id[large["id"]]
+
+
+def two_anchored_source(runs: list[dict]) -> dict | None:
+    """One source anchored on two runs (``two_anchors``), once on the kernels' speed alone
+    and once on the kernels' and the network's (``planner calibrate anchor --network``),
+    scored on its other runs; None when fewer than three runs replay."""
+    rows, _ = pa.replay(runs)
+    if len(rows) < 3:
+        return None
+    anchors = two_anchors(runs, rows)
+    measured = {r["id"]: r["measured_step_s"] for r in rows}
+
+    def residuals(a: float, b: float) -> list[float]:
+        eff = {"compute_scale": math.exp(a), "network_scale": math.exp(b)}
+        return [math.log(pa.predict_run(x, eff)[0].step_time_s / measured[x["id"]])
+                for x in anchors]
+
+    lo, hi = math.log(SCALE_LOW), math.log(SCALE_HIGH)
+    a0 = _golden_min(lambda a: sum(f * f for f in residuals(a, 0.0)), lo, hi)
+    a, b, note = fit_two(residuals, a0)
+    own = [scale_for(lambda c, x=x: pa.predict_run(x, {"compute_scale": c})[0].step_time_s,
+                     measured[x["id"]]) for x in anchors]
+    kernels = {"compute_scale": round(math.exp(a0), 4)}
+    both = {"compute_scale": round(math.exp(a), 4), "network_scale": round(math.exp(b), 4)}
+    # planner calibrate anchor's default: the network too where the anchors' own kernel
+    # speeds differ by more than DISAGREE (and the two can be told apart).
+    auto = both if max(own) / min(own) > DISAGREE and not note else kernels
+    fits = {"kernels": kernels, "kernels_and_network": both, "auto": auto}
+    ids = {x["id"] for x in anchors}
+    others = [r for r in runs if r["id"] in measured and r["id"] not in ids]
+    scored = {r["id"]: {"id": r["id"], "source": r["source"], "gpus": r["gpus"],
+                        "error_pct": r["error_pct"]} for r in rows if r["id"] not in ids}
+    for name, eff in fits.items():
+        for r in pa.replay(others, eff)[0]:
+            scored[r["id"]][f"{name}_error_pct"] = r["error_pct"]
+    return {"source": runs[0]["source"], "anchors": [x["id"] for x in anchors],
+            "own_scales": [round(x, 4) for x in own], "fits": fits, "note": note,
+            "runs": list(scored.values())}
+
+
+def two_anchored(runs: list[dict]) -> dict:
+    """Every held-out source with three runs or more, anchored on two; the summaries."""
+    by_source: dict[str, list[dict]] = {}
+    for run in runs:
+        if run["split"] == "held_out":
+            by_source.setdefault(run["source"], []).append(run)
+    sources = [s for s in (two_anchored_source(g) for g in by_source.values()) if s]
+    scored = [r for s in sources for r in s["runs"]]
+    return {"summary": {key: summary(scored, f"{key}_error_pct" if key != "model" else
+                                     "error_pct")
+                        for key in ("model", "kernels", "kernels_and_network", "auto")},
+            "sources": sources}
 
 
 # The scales at which ``every_anchor`` predicts each run; between them log(step time) is
@@ -155,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", action="append", help="Only these sources (repeatable).")
     ap.add_argument("--every-anchor", action="store_true", help="Also anchor each source on "
                     "every one of its runs in turn (about a minute).")
+    ap.add_argument("--two-anchors", action="store_true", help="Also anchor each source on "
+                    "two runs (its smallest and its largest), fitting the kernels' speed alone "
+                    "and with the network's.")
     args = ap.parse_args(argv)
     runs = pa.load_runs()
     if args.source:
@@ -184,6 +257,32 @@ def main(argv: list[str] | None = None) -> int:
               f"|error| {out['summary']['every_anchor_source_median_abs_error_pct']}%")
     if out["left_out"]:
         print(f"left out (one run, nothing to score): {', '.join(out['left_out'])}")
+    if args.two_anchors:
+        two = two_anchored(runs)
+        out["two_anchors"] = two
+        print()
+        print(f"{'two anchors: source':34} {'runs':>4} {'kernels':>8} {'network':>8} "
+              f"{'model':>7} {'kernels':>8} {'both':>7} {'auto':>7}")
+        for s in sorted(two["sources"], key=lambda s: s["source"]):
+            both = s["fits"]["kernels_and_network"]
+            cols = [_median([r[k] for r in s["runs"]]) for k in (
+                "error_pct", "kernels_error_pct", "kernels_and_network_error_pct",
+                "auto_error_pct")]
+            picked = " (auto: network)" if "network_scale" in s["fits"]["auto"] else ""
+            print(f"{s['source'][:34]:34} {len(s['runs']):4d} {both['compute_scale']:8.3f} "
+                  f"{both['network_scale']:8.3f} {cols[0]:6.1f}% {cols[1]:7.1f}% "
+                  f"{cols[2]:6.1f}% {cols[3]:6.1f}%"
+                  + (" (network not fitted)" if s["note"] else picked))
+        print()
+        for label, key in (("model as it stands", "model"), ("kernels, two runs", "kernels"),
+                           ("kernels and network", "kernels_and_network"),
+                           ("auto (the default)", "auto")):
+            m = two["summary"][key]
+            print(f"{label:20} {m['rows']} runs of {m['sources']} sources: median |error| "
+                  f"{m['median_abs_error_pct']}% (each source once "
+                  f"{m['source_median_abs_error_pct']}%), max {m['max_abs_error_pct']}%, "
+                  f"within 5%: {100 * m['within_5_pct']:.0f}%, "
+                  f"within 10%: {100 * m['within_10_pct']:.0f}%")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

@@ -85,7 +85,7 @@ def test_several_runs_meet_in_the_least_squares_sense_and_their_spread_is_said()
     other = {"dp": 2, "tp": 8, "pp": 2, "micro_batch_size": 1}
     runs = [{**BASE, "name": "a", "measured_step_time_s": step_at(0.75)},
             {**BASE, "plan": other, "name": "b", "measured_step_time_s": step_at(0.9, other)}]
-    fit = fit_anchor(AnchorRequest.model_validate({"runs": runs}))
+    fit = fit_anchor(AnchorRequest.model_validate({"runs": runs, "network": "spec"}))
     assert fit.scale_range == pytest.approx((0.75, 0.9), abs=3e-4)
     assert [r.scale_alone for r in fit.runs] == pytest.approx([0.75, 0.9], abs=3e-4)
     assert 0.75 < fit.compute_scale < 0.9
@@ -96,11 +96,72 @@ def test_several_runs_meet_in_the_least_squares_sense_and_their_spread_is_said()
 
     best = fit.compute_scale
     assert loss(best) <= min(loss(best * 1.01), loss(best / 1.01))
-    assert any("do not share one kernel speed" in n for n in fit.notes)
+    assert any("do not share one" in n for n in fit.notes)
     # Runs within 15% of each other share one: no note.
     close = [runs[0], {**runs[1], "measured_step_time_s": step_at(0.8, other)}]
     assert not any("do not share" in n
                    for n in fit_anchor(AnchorRequest.model_validate({"runs": close})).notes)
+
+
+ZERO3 = {"dp": 8, "tp": 4, "pp": 1, "micro_batch_size": 1, "recompute": "full",
+         "zero_stage": 3, "sequence_parallel": True}
+
+
+def step_at_both(compute: float, network: float, plan: dict) -> float:
+    req = EstimateRequest.model_validate({**BASE, "plan": plan})
+    eff = req.efficiency.model_copy(update={"compute_scale": compute, "network_scale": network})
+    return estimate(req.model, req.cluster, req.training, req.plan, eff).step_time_s
+
+
+def test_the_network_scale_divides_the_inter_node_bandwidth_only():
+    one = estimate(REQ.model, REQ.cluster, REQ.training, REQ.plan, REQ.efficiency)
+    half = estimate(REQ.model, REQ.cluster, REQ.training, REQ.plan,
+                    REQ.efficiency.model_copy(update={"network_scale": 0.5}))
+    # tp 8 inside a node does not move; the data-parallel and pipeline traffic across the
+    # four nodes takes longer; the kernels do not.
+    assert half.breakdown["tp_comm"] == one.breakdown["tp_comm"]
+    assert half.breakdown["compute"] == one.breakdown["compute"]
+    assert half.breakdown["dp_comm"] > 2 * one.breakdown["dp_comm"]
+    assert half.breakdown["pp_comm"] > 1.5 * one.breakdown["pp_comm"]
+
+
+def test_two_runs_with_different_traffic_fix_both_speeds():
+    """Measured as if kernels ran at 0.9 of the model's rates and the network at half the
+    spec's: the runs' own kernel speeds disagree, so the default ('auto') fits both and
+    recovers them; 'spec' keeps the network and says the runs disagree."""
+    runs = [{**BASE, "name": "tp8 pp2", "measured_step_time_s": step_at_both(0.9, 0.5,
+                                                                             BASE["plan"])},
+            {**BASE, "plan": ZERO3, "name": "zero3",
+             "measured_step_time_s": step_at_both(0.9, 0.5, ZERO3)}]
+    fit = fit_anchor(AnchorRequest.model_validate({"runs": runs}))
+    assert fit.network_fitted
+    assert (fit.compute_scale, fit.network_scale) == pytest.approx((0.9, 0.5), rel=2e-3)
+    assert fit.efficiency == {"compute_scale": fit.compute_scale,
+                              "network_scale": fit.network_scale}
+    assert all(abs(r.anchored_error_pct) < 0.3 for r in fit.runs)
+    assert any("so the network's speed was fitted as well" in n for n in fit.notes)
+    assert any(n.startswith("across nodes the runs moved data at 0.5 times") for n in fit.notes)
+    kept = fit_anchor(AnchorRequest.model_validate({"runs": runs, "network": "spec"}))
+    assert not kept.network_fitted and kept.network_scale == 1.0
+    assert kept.efficiency == {"compute_scale": kept.compute_scale}
+    assert any('"network": "fit"' in n for n in kept.notes)
+    # One run cannot fix two numbers.
+    with pytest.raises(ValueError, match="needs two runs or more"):
+        AnchorRequest.model_validate({"runs": runs[:1], "network": "fit"})
+
+
+def test_runs_that_barely_use_the_network_leave_it_at_the_spec():
+    """One node, no traffic across nodes: asked to fit the network, the fit says it cannot
+    and keeps the spec's."""
+    one_node = {**BASE, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+                "training": {**BASE["training"], "global_batch_size": 64}}
+    plans = [{"dp": 1, "tp": 8, "micro_batch_size": 1, "recompute": "full"},
+             {"dp": 2, "tp": 4, "micro_batch_size": 1, "recompute": "full"}]
+    runs = [{**one_node, "plan": p, "measured_step_time_s": 30.0 + i} for i, p in
+            enumerate(plans)]
+    fit = fit_anchor(AnchorRequest.model_validate({"runs": runs, "network": "fit"}))
+    assert not fit.network_fitted and fit.network_scale == 1.0
+    assert any("too little of their step on the network" in n for n in fit.notes)
 
 
 def test_a_run_no_scale_fits_is_said_and_a_refused_plan_names_the_run():
@@ -232,3 +293,38 @@ def test_the_readme_example_one_8_gpu_step_predicts_the_sources_larger_runs():
         after = published_accuracy.predict_run(runs[rid], fit.efficiency)[0].step_time_s
         got.append((measured, round(before, 2), round(after, 2)))
     assert got == [(13.16, 14.43, 12.78), (17.7, 19.12, 17.04)]
+
+
+def test_the_corpus_anchored_on_two_runs_of_each_source():
+    """The README's two-run figures: each held-out source with three runs or more anchored on
+    its first run on the fewest GPUs and its last on the most, fitting the kernels alone, the
+    kernels and the network, and what the default ('auto') picks; scored on the rest."""
+    out = anchored_accuracy.two_anchored(published_accuracy.load_runs())
+    got = {k: (v["rows"], v["sources"], v["median_abs_error_pct"],
+               v["source_median_abs_error_pct"]) for k, v in out["summary"].items()}
+    assert got == {"model": (660, 25, 8.0, 6.18), "kernels": (660, 25, 6.03, 3.54),
+                   "kernels_and_network": (660, 25, 5.14, 4.18), "auto": (660, 25, 5.12, 3.79)}
+    by = {s["source"]: s for s in out["sources"]}
+    hag = by["hagemann-2311.05610"]
+    # Hagemann et al.'s 32 and 256 A100: the network the two runs ask for is about one
+    # 200 Gb/s HDR link a node (0.13 of the preset's eight at 0.9), which the paper does not
+    # state; the default fits it there because the two runs' kernel speeds disagree.
+    assert hag["fits"]["auto"] == hag["fits"]["kernels_and_network"]
+    assert 0.12 < hag["fits"]["kernels_and_network"]["network_scale"] < 0.14
+    assert [round(x, 2) for x in hag["own_scales"]] == [1.01, 0.7]
+
+
+def test_the_cli_and_the_file_choose_whether_the_network_is_fitted(tmp_path):
+    runs = [{**BASE, "measured_step_time_s": step_at_both(0.9, 0.5, BASE["plan"])},
+            {**BASE, "plan": ZERO3, "measured_step_time_s": step_at_both(0.9, 0.5, ZERO3)}]
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps({"runs": runs, "network": "spec"}))
+    runner = CliRunner()
+    res = runner.invoke(app, ["calibrate", "anchor", str(path), "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["network_fitted"] is False
+    res = runner.invoke(app, ["calibrate", "anchor", str(path), "--network", "auto"])
+    assert res.exit_code == 0, res.output
+    assert '"network_scale": 0.5' in res.stdout and "network_scale 0.5" in res.stdout
+    res = runner.invoke(app, ["calibrate", "anchor", str(path), "--network", "always"])
+    assert res.exit_code == 2 and "--network: 'always' is not one of auto, fit, spec" in (
+        res.output)

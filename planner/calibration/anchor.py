@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from planner.cost import estimate
 from planner.errors import PlannerInputError
@@ -40,6 +42,14 @@ TOLERANCE = 1e-4
 PLAUSIBLE = (0.67, 1.5)
 # Runs whose own scales differ by more than this ratio do not share one kernel speed.
 DISAGREE = 1.15
+# The network speeds the two-number fit searches (inside the field's 0.01 to 10), and the range
+# outside which a fitted one is flagged.
+# (A spec's links are their nominal rates times a measured efficiency: no fabric beats them
+# by half again.)
+NETWORK_LOW, NETWORK_HIGH = 0.02, 1.5
+PLAUSIBLE_NETWORK = (0.1, 1.2)
+# Finite-difference step of the two-number fit, in the logarithm of a speed.
+STEP = 0.02
 
 
 class AnchorRun(EstimateRequest):
@@ -58,6 +68,21 @@ class AnchorRequest(BaseModel):
 
     runs: list[AnchorRun] = Field(min_length=1, max_length=32, description="Measured runs of "
                                   "one stack (framework, version and settings).")
+    network: Literal["auto", "fit", "spec"] = Field(
+        "auto", description="efficiency.network_scale, the bandwidth across nodes against the "
+        "cluster spec's: 'fit' fits it with the kernels' speed (two runs or more, whose shares "
+        "of time on the network differ); 'spec' keeps the runs' own; 'auto' fits it where "
+        "there are two runs or more and the kernel speeds that fit each alone differ by more "
+        "than 15% (a gap one kernel speed does not explain).")
+
+    @model_validator(mode="after")
+    def _network_needs_two_runs(self) -> AnchorRequest:
+        if self.network == "fit" and len(self.runs) < 2:
+            raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
+                type=PydanticCustomError("value_error", "fitting the network's speed as well "
+                                         "needs two runs or more (one run fixes one number)"),
+                loc=("network",), input=self.network)])
+        return self
 
 
 class AnchoredRun(BaseModel):
@@ -80,6 +105,10 @@ class AnchorFit(BaseModel):
 
     compute_scale: float = Field(description="The fitted kernel speed against the model's "
                                  "rates: add it to requests as efficiency.compute_scale.")
+    network_scale: float = Field(1.0, description="The fitted bandwidth across nodes against "
+                                 "the cluster spec's (efficiency.network_scale); the first run's "
+                                 "own where it was not fitted.")
+    network_fitted: bool = Field(False, description="Whether network_scale was fitted.")
     efficiency: dict[str, float] = Field(description="What to merge into a request's "
                                          "'efficiency' to predict with the fit.")
     runs: list[AnchoredRun]
@@ -138,21 +167,28 @@ class _Run:
         self.run = run
         self.index = index
         self.name = run.name or f"run {index + 1}"
-        self._seen: dict[float, tuple[float, bool, float]] = {}
+        self._seen: dict[tuple[float, float], tuple[float, bool, float]] = {}
 
-    def predict(self, scale: float) -> tuple[float, bool, float]:
-        """(step time, fits in memory, memory GiB) at ``scale``."""
-        if scale not in self._seen:
-            r = self.run
-            eff = r.efficiency.model_copy(update={"compute_scale": scale})
+    def predict(self, scale: float, network: float | None = None) -> tuple[float, bool, float]:
+        """(step time, fits in memory, memory GiB) at kernel speed ``scale`` and network
+        speed ``network`` (None: the run's own)."""
+        r = self.run
+        net = r.efficiency.network_scale if network is None else network
+        if (scale, net) not in self._seen:
+            eff = r.efficiency.model_copy(update={"compute_scale": scale, "network_scale": net})
             try:
                 est = estimate(r.model, r.cluster, r.training, r.plan, eff,
                                calibration=r.calibration)
             except PlannerInputError as exc:     # name the run as well as its field
                 raise PlannerInputError(f"runs.{self.index}.{exc.field}", exc.reason) from exc
-            self._seen[scale] = (est.step_time_s, est.fits_in_memory,
-                                 est.memory.total_gib)
-        return self._seen[scale]
+            self._seen[(scale, net)] = (est.step_time_s, est.fits_in_memory,
+                                        est.memory.total_gib)
+        return self._seen[(scale, net)]
+
+    def residual(self, a: float, b: float) -> float:
+        """log(predicted / measured) at kernel speed e^a and network speed e^b."""
+        return math.log(self.predict(math.exp(a), math.exp(b))[0]
+                        / self.run.measured_step_time_s)
 
     def log_error(self, u: float) -> float:
         """log(predicted / measured) at the scale e^u: decreasing in u."""
@@ -193,6 +229,62 @@ def scale_for(step_time: Callable[[float], float], measured_s: float) -> float:
     return math.exp(_root(f, lo, hi, f_lo, f_hi))
 
 
+def fit_two(residuals: Callable[[float, float], list[float]], a0: float
+            ) -> tuple[float, float, str | None]:
+    """(log kernel speed, log network speed) minimising the summed squares of
+    ``residuals(a, b)`` (each run's log(predicted / measured) at kernel speed e^a and network
+    speed e^b: ``_Run.residual``), by Levenberg-Marquardt (Marquardt 1963: Gauss-Newton steps on
+    forward-difference derivatives, damped by a multiple of the diagonal that shrinks after a
+    step that lowers the loss and grows after one that does not), from the kernel-only fit
+    ``a0`` and the spec's network; with a note, and the network left at the spec's, where the
+    runs cannot tell the two apart."""
+    # Inside the range by a hair: exp(log(10)) is a shade above 10, which the field refuses.
+    lo_a, hi_a = math.log(SCALE_LOW) + 1e-9, math.log(SCALE_HIGH) - 1e-9
+    lo_b, hi_b = math.log(NETWORK_LOW) + 1e-9, math.log(NETWORK_HIGH) - 1e-9
+    a, b = a0, 0.0
+    f = residuals(a, b)
+    loss = sum(x * x for x in f)
+    lam = 1e-3
+    for it in range(40):
+        # Forward differences, backward ones at the range's upper end.
+        sa = STEP if a + STEP <= hi_a else -STEP
+        sb = STEP if b + STEP <= hi_b else -STEP
+        ja = [(x - y) / sa for x, y in zip(residuals(a + sa, b), f, strict=True)]
+        jb = [(x - y) / sb for x, y in zip(residuals(a, b + sb), f, strict=True)]
+        g11 = sum(x * x for x in ja)
+        g22 = sum(x * x for x in jb)
+        g12 = sum(x * y for x, y in zip(ja, jb, strict=True))
+        if it == 0:
+            if max(abs(x) for x in jb) < 0.01:
+                return a0, 0.0, ("the runs spend too little of their step on the network "
+                                 "(under 1%) to fit its speed: the network is left at the "
+                                 "spec's")
+            if g11 * g22 - g12 * g12 < 1e-3 * g11 * g22:
+                return a0, 0.0, ("the runs' shares of time on the network are too alike to "
+                                 "tell the network's speed from the kernels': the network is "
+                                 "left at the spec's (anchor on runs whose traffic differs)")
+        g1 = sum(x * y for x, y in zip(ja, f, strict=True))
+        g2 = sum(x * y for x, y in zip(jb, f, strict=True))
+        while True:
+            m11, m22 = g11 * (1 + lam), g22 * (1 + lam)
+            det = m11 * m22 - g12 * g12
+            da, db = (-g1 * m22 + g2 * g12) / det, (-g2 * m11 + g1 * g12) / det
+            na, nb = min(hi_a, max(lo_a, a + da)), min(hi_b, max(lo_b, b + db))
+            nf = residuals(na, nb)
+            new = sum(x * x for x in nf)
+            if new < loss:
+                lam /= 3
+                break
+            lam *= 4
+            if lam > 1e8:
+                return a, b, None
+        moved = max(abs(na - a), abs(nb - b))
+        a, b, f, loss = na, nb, nf, new
+        if moved < TOLERANCE:
+            break
+    return a, b, None
+
+
 def _error_pct(measured: float, predicted: float) -> float:
     return (measured / predicted - 1) * 100
 
@@ -216,11 +308,20 @@ def fit_anchor(request: AnchorRequest) -> AnchorFit:
             return sum(r.log_error(u) ** 2 for r in runs)
 
         best = math.exp(_golden_min(loss, math.log(min(alone)), math.log(max(alone))))
+    lo, hi = min(alone), max(alone)
+    disagree = len(runs) > 1 and hi / lo > DISAGREE
+    network = None
+    if request.network == "fit" or (request.network == "auto" and disagree):
+        a, b, note = fit_two(lambda a, b: [r.residual(a, b) for r in runs], math.log(best))
+        if note:
+            notes.append(note)
+        else:
+            best, network = math.exp(a), round(math.exp(b), 4)
     best = round(best, 4)
     out = []
     for r, scale in zip(runs, alone, strict=True):
         before, fits, gib = r.predict(r.run.efficiency.compute_scale)
-        after = r.predict(best)[0]
+        after = r.predict(best, network)[0]
         m = r.run.measured_step_time_s
         out.append(AnchoredRun(
             name=r.name, measured_step_time_s=m, predicted_step_time_s=before,
@@ -236,12 +337,25 @@ def fit_anchor(request: AnchorRequest) -> AnchorFit:
             f"the kernels run {abs(1 / best - 1) * 100:.0f}% {way} than the model's rates: "
             "check the runs' settings (precision, flash_attention and its kernel, recompute, "
             "overlap) before trusting the scale")
-    lo, hi = min(alone), max(alone)
-    if len(runs) > 1 and hi / lo > DISAGREE:
+    if disagree:
         notes.append(
-            f"the runs' own scales range from {lo:.3f} to {hi:.3f}: they do not share one "
-            "kernel speed; a gap that grows with the communication points to links slower than "
-            "the cluster spec (calibrate the collectives: planner calibrate) rather than to "
-            "the kernels")
-    return AnchorFit(compute_scale=best, efficiency={"compute_scale": best}, runs=out,
-                     scale_range=(round(lo, 4), round(hi, 4)), notes=notes)
+            f"the runs' own kernel speeds range from {lo:.3f} to {hi:.3f}: they do not share "
+            "one; a gap that grows with the communication points to links slower than the "
+            "cluster spec" + (", so the network's speed was fitted as well" if network is not None
+                              else ": fit the network's speed too (--network fit, \"network\": "
+                              "\"fit\") or calibrate the collectives (planner calibrate)"))
+    efficiency = {"compute_scale": best}
+    if network is not None:
+        efficiency["network_scale"] = network
+        link = runs[0].run.cluster.inter_node
+        notes.append(
+            f"across nodes the runs moved data at {network:.3g} times the spec's rate: "
+            f"{runs[0].name}'s nodes at {link.effective_bandwidth / 1e9 * network:.4g} GB/s "
+            f"each where its cluster spec gives {link.effective_bandwidth / 1e9:.4g}")
+        if not PLAUSIBLE_NETWORK[0] <= network <= PLAUSIBLE_NETWORK[1]:
+            notes.append("that network speed is far from the spec's: check the runs' cluster "
+                         "(nodes, NICs) and settings before trusting it")
+    return AnchorFit(compute_scale=best, network_scale=(
+        network if network is not None else runs[0].run.efficiency.network_scale),
+        network_fitted=network is not None, efficiency=efficiency, runs=out,
+        scale_range=(round(lo, 4), round(hi, 4)), notes=notes)

@@ -217,22 +217,36 @@ def anchor_cmd(
                                               "(model, cluster, training, plan) each with its "
                                               "measured_step_time_s; '-' reads stdin.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit's JSON.")] = False,
+    network: Annotated[str | None, typer.Option(
+        help="auto (the default): fit the network's speed too where the runs' own kernel "
+             "speeds differ by more than 15%; fit: always (two runs or more); spec: never. "
+             "Overrides the file's \"network\".")] = None,
 ) -> None:
-    """Fit the model's kernel speed (efficiency.compute_scale) to measured steps of your stack."""
+    """Fit the model's kernel speed (efficiency.compute_scale), and where the runs call for it
+    the network's (efficiency.network_scale), to measured steps of your stack."""
     from planner.calibration.anchor import AnchorRequest, fit_anchor
     from planner.cli.main import load_json
     from planner.errors import PlannerInputError
     from planner.request import parse_request
 
+    data = load_json(runs)
+    if network is not None:
+        if network not in ("auto", "fit", "spec"):
+            _fail(f"--network: {network!r} is not one of auto, fit, spec")
+        if isinstance(data, dict):
+            data = {**data, "network": network}
     try:
-        fit = fit_anchor(parse_request(AnchorRequest, load_json(runs)))
+        fit = fit_anchor(parse_request(AnchorRequest, data))
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
     if as_json:
         sys.stdout.write(fit.model_dump_json(indent=2) + "\n")
         return
     console = Console() if Console().is_terminal else Console(width=160)
-    t = Table(title=f"Anchored: efficiency.compute_scale {fit.compute_scale:g}")
+    title = f"Anchored: efficiency.compute_scale {fit.compute_scale:g}"
+    if fit.network_fitted:
+        title += f", network_scale {fit.network_scale:g}"
+    t = Table(title=title)
     for col in ("run", "measured s", "model s", "error", "anchored s", "error", "own scale"):
         t.add_column(col, justify="left" if col == "run" else "right")
     for r in fit.runs:
@@ -243,5 +257,5 @@ def anchor_cmd(
     console.print(t)
     for n in fit.notes:
         console.print(f"note: {escape(n)}", highlight=False)
-    console.print(f'add to requests: "efficiency": {{"compute_scale": {fit.compute_scale:g}}}',
-                  highlight=False)
+    pairs = ", ".join(f'"{k}": {v:g}' for k, v in fit.efficiency.items())
+    console.print(f'add to requests: "efficiency": {{{pairs}}}', highlight=False)

@@ -36,6 +36,9 @@ Sources of the defaults (measured micro-benchmarks, except the two marked fitted
 - ``compute_scale`` 1: no default to source; it is the one number a measured step of the
   user's own stack sets (``planner.calibration.anchor``): how fast that stack's kernels run
   against these rates, whatever the reason (its software's era, its kernels, its clocks).
+- ``network_scale`` 1: likewise, the bandwidth the stack's collectives reach across nodes
+  against the cluster spec's (fewer NICs than the spec, a congested fabric, a framework's
+  slow reduction), which two or more measured steps with different traffic set.
 """
 
 from __future__ import annotations
@@ -108,4 +111,10 @@ class EfficiencyModel(BaseModel):
         "work) against the model's rates: 0.8 runs each 1 / 0.8 = 1.25 times as long, its fixed "
         "launch cost aside; collectives and host time do not change. Fitted to measured steps "
         "of your own stack by `planner calibrate anchor` (POST /v1/anchors)."
+    )
+    network_scale: float = Field(
+        1.0, ge=0.01, le=10, description="Bandwidth of every inter-node link against the "
+        "cluster spec's: 0.5 moves each byte across nodes in twice the time (latencies do not "
+        "change). Fitted with compute_scale to two or more measured steps by `planner "
+        "calibrate anchor --network`."
     )

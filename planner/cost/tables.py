@@ -195,7 +195,8 @@ class CostTables:
             c = self.cluster
             intra = AlphaBeta(c.intra_node.alpha_s, c.intra_node.effective_bandwidth)
             inter = AlphaBeta(c.inter_node.alpha_s, c.inter_node.effective_bandwidth
-                              / c.gpus_per_node * ring_bandwidth_scale(span.nodes))
+                              * self.eff.network_scale / c.gpus_per_node
+                              * ring_bandwidth_scale(span.nodes))
             nvls = c.nvls_ratio if span.nodes == 1 else None
             hit = self._topo[span] = GroupTopology(span.size, span.min_per_node, intra, inter,
                                                    num_nodes=span.nodes,

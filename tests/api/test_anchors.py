@@ -33,7 +33,9 @@ def test_bad_anchor_requests_are_problems_naming_the_field(shared_server):
              ({"runs": [{**run, "measured_step_time_s": -1}]}, "runs.0.measured_step_time_s"),
              ({"runs": [run, {**run, "plan": {**run["plan"], "dp": 3}}]}, "runs.1."),
              ({"runs": [run] * 33}, "runs"),
-             ({"runs": [{**run, "extra": 1}]}, "runs.0.extra")]
+             ({"runs": [{**run, "extra": 1}]}, "runs.0.extra"),
+             ({"runs": [run], "network": "fit"}, "network: fitting the network's speed"),
+             ({"runs": [run], "network": "yes"}, "network")]
     with shared_server.client() as c:
         for body, field in cases:
             r = c.post("/v1/anchors", json=body)
