@@ -264,6 +264,9 @@ def test_an_anchored_estimate_carries_the_anchored_band():
     eff = REQ.efficiency.model_copy(update={"compute_scale": 1.1})
     est = estimate(REQ.model, REQ.cluster, REQ.training, REQ.plan, eff)
     assert one.step_time_band.model_class == "dense"
+    net = estimate(REQ.model, REQ.cluster, REQ.training, REQ.plan,
+                   REQ.efficiency.model_copy(update={"network_scale": 0.5}))
+    assert net.step_time_band.model_class == "anchored"
     runs, sources, low, median, high = ANCHORED_MEASURED_OVER_PREDICTED
     band = est.step_time_band
     assert (band.model_class, band.runs, band.sources) == ("anchored", runs, sources)

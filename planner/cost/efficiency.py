@@ -116,5 +116,11 @@ class EfficiencyModel(BaseModel):
         1.0, ge=0.01, le=10, description="Bandwidth of every inter-node link against the "
         "cluster spec's: 0.5 moves each byte across nodes in twice the time (latencies do not "
         "change). Fitted with compute_scale to two or more measured steps by `planner "
-        "calibrate anchor --network`."
+        "calibrate anchor` where they call for it."
     )
+
+    @property
+    def anchored(self) -> bool:
+        """Whether the speeds were fitted to measured runs of the stack (``compute_scale`` or
+        ``network_scale`` other than 1): the estimate's band is then the anchored runs'."""
+        return self.compute_scale != 1 or self.network_scale != 1

@@ -151,8 +151,7 @@ def estimate(
     if tables is None and calibration is not None:
         tables = CostTables(model, cluster, training, eff, calibration)
     ev = evaluate(model, cluster, training, plan, eff, tables)
-    return to_estimate(ev, model, cluster, training, plan, rank=rank,
-                       anchored=eff.compute_scale != 1)
+    return to_estimate(ev, model, cluster, training, plan, rank=rank, anchored=eff.anchored)
 
 
 def on_allocation(est: PlanEstimate, cluster: ClusterSpec, part: UniformSlice) -> PlanEstimate:
