@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -35,6 +36,15 @@ def fits_table(cal: Calibration) -> Table:
     return t
 
 
+def json_or_console(result: BaseModel, as_json: bool) -> Console | None:
+    """With ``as_json``, the result's JSON on stdout and None; else a console for its tables
+    (wide enough for them when piped to a file)."""
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        return None
+    return Console() if Console().is_terminal else Console(width=160)
+
+
 def output(cal: Calibration, as_json: bool, plot: Path | None) -> None:
     if plot is not None:
         from planner.calibration.plot import svg
@@ -43,10 +53,9 @@ def output(cal: Calibration, as_json: bool, plot: Path | None) -> None:
             plot.write_text(svg(cal))
         except OSError as exc:
             _fail(f"cannot write {plot}: {exc.strerror or exc}")
-    if as_json:
-        sys.stdout.write(cal.model_dump_json(indent=2) + "\n")
+    console = json_or_console(cal, as_json)
+    if console is None:
         return
-    console = Console() if Console().is_terminal else Console(width=160)
     console.print(fits_table(cal))
     for u in cal.unsupported:
         console.print(f"unsupported: {escape(u)}", highlight=False)
@@ -239,10 +248,9 @@ def anchor_cmd(
         fit = fit_anchor(parse_request(AnchorRequest, data))
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
-    if as_json:
-        sys.stdout.write(fit.model_dump_json(indent=2) + "\n")
+    console = json_or_console(fit, as_json)
+    if console is None:
         return
-    console = Console() if Console().is_terminal else Console(width=160)
     title = f"Anchored: efficiency.compute_scale {fit.compute_scale:g}"
     if fit.network_fitted:
         title += f", network_scale {fit.network_scale:g}"
