@@ -34,6 +34,7 @@ from planner.calibration.anchor import (  # noqa: E402
     fit_two,
     scale_for,
 )
+from planner.validation.compare import kendall_tau  # noqa: E402
 
 
 def anchor_of(runs: list[dict], rows: list[dict]) -> dict:
@@ -109,6 +110,7 @@ def two_anchored_source(runs: list[dict]) -> dict | None:
     ids = {x["id"] for x in anchors}
     others = [r for r in runs if r["id"] in measured and r["id"] not in ids]
     scored = {r["id"]: {"id": r["id"], "source": r["source"], "gpus": r["gpus"],
+                        "sweep": r["sweep"], "measured_step_s": r["measured_step_s"],
                         "error_pct": r["error_pct"]} for r in rows if r["id"] not in ids}
     for name, eff in fits.items():
         for r in pa.replay(others, eff)[0]:
@@ -126,10 +128,28 @@ def two_anchored(runs: list[dict]) -> dict:
             by_source.setdefault(run["source"], []).append(run)
     sources = [s for s in (two_anchored_source(g) for g in by_source.values()) if s]
     scored = [r for s in sources for r in s["runs"]]
-    return {"summary": {key: summary(scored, f"{key}_error_pct" if key != "model" else
-                                     "error_pct")
-                        for key in ("model", "kernels", "kernels_and_network", "auto")},
-            "sources": sources}
+    out = {}
+    for key in ("model", "kernels", "kernels_and_network", "auto"):
+        col = f"{key}_error_pct" if key != "model" else "error_pct"
+        out[key] = {**summary(scored, col), **sweep_order(scored, col)}
+    return {"summary": out, "sources": sources}
+
+
+def sweep_order(scored: list[dict], key: str) -> dict:
+    """Kendall's tau between predicted and measured step times within each sweep of three
+    scored runs or more (the prediction undone from the error under ``key``): how many sweeps
+    and how many of them at 0.8 or more."""
+    by_sweep: dict[str, list[dict]] = {}
+    for r in scored:
+        if r["sweep"]:
+            by_sweep.setdefault(r["sweep"], []).append(r)
+    taus = []
+    for rows in by_sweep.values():
+        if len(rows) >= 3:
+            measured = [r["measured_step_s"] for r in rows]
+            predicted = [m / (1 + r[key] / 100) for m, r in zip(measured, rows, strict=True)]
+            taus.append(kendall_tau(predicted, measured))
+    return {"sweeps": len(taus), "sweeps_tau_0_8": sum(t >= 0.8 for t in taus)}
 
 
 # The scales at which ``every_anchor`` predicts each run; between them log(step time) is
@@ -282,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{m['median_abs_error_pct']}% (each source once "
                   f"{m['source_median_abs_error_pct']}%), max {m['max_abs_error_pct']}%, "
                   f"within 5%: {100 * m['within_5_pct']:.0f}%, "
-                  f"within 10%: {100 * m['within_10_pct']:.0f}%")
+                  f"within 10%: {100 * m['within_10_pct']:.0f}%, tau 0.8 or more in "
+                  f"{m['sweeps_tau_0_8']} of {m['sweeps']} sweeps")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0
