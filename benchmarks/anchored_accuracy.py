@@ -30,8 +30,8 @@ from planner.calibration.anchor import (  # noqa: E402
     DISAGREE,
     SCALE_HIGH,
     SCALE_LOW,
-    _golden_min,
     fit_two,
+    golden_min,
     scale_for,
 )
 from planner.validation.compare import kendall_tau  # noqa: E402
@@ -97,7 +97,7 @@ def two_anchored_source(runs: list[dict]) -> dict | None:
                 for x in anchors]
 
     lo, hi = math.log(SCALE_LOW), math.log(SCALE_HIGH)
-    a0 = _golden_min(lambda a: sum(f * f for f in residuals(a, 0.0)), lo, hi)
+    a0 = golden_min(lambda a: sum(f * f for f in residuals(a, 0.0)), lo, hi)
     a, b, note = fit_two(residuals, a0)
     own = [scale_for(lambda c, x=x: pa.predict_run(x, {"compute_scale": c})[0].step_time_s,
                      measured[x["id"]]) for x in anchors]

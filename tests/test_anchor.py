@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 from planner.calibration.anchor import (
     SCALE_HIGH,
     AnchorRequest,
-    _golden_min,
     _root,
     fit_anchor,
+    fit_two,
+    golden_min,
     scale_for,
 )
 from planner.cli.main import app
@@ -185,7 +186,25 @@ def test_the_root_and_minimum_searches_on_functions_worked_by_hand():
     lo, hi = math.log(0.1), math.log(10)
     assert math.exp(_root(f, lo, hi, f(lo), f(hi))) == pytest.approx(2, rel=1e-4)
     assert scale_for(lambda s: 2 / s + 1, 2.0) == pytest.approx(2, rel=1e-4)
-    assert _golden_min(lambda u: (u - 0.3) ** 2, -1, 1) == pytest.approx(0.3, abs=1e-4)
+    assert golden_min(lambda u: (u - 0.3) ** 2, -1, 1) == pytest.approx(0.3, abs=1e-4)
+
+
+def test_the_two_number_fit_on_residuals_worked_by_hand():
+    """Linear residuals a + c b - e: the least-squares (a, b) of the three equations is the
+    normal equations' solution, which Levenberg-Marquardt reaches; a network that moves no
+    run is not fitted."""
+    rows = [(0.5, 0.2), (0.1, 0.05), (0.0, 0.1)]
+
+    def residuals(a: float, b: float) -> list[float]:
+        return [a + c * b - e for c, e in rows]
+
+    # Normal equations: [[3, 0.6], [0.6, 0.26]] (a, b) = (0.35, 0.105).
+    det = 3 * 0.26 - 0.6 * 0.6
+    a_ls, b_ls = (0.35 * 0.26 - 0.6 * 0.105) / det, (3 * 0.105 - 0.6 * 0.35) / det
+    a, b, note = fit_two(residuals, 0.0)
+    assert note is None and (a, b) == pytest.approx((a_ls, b_ls), abs=1e-3)
+    a, b, note = fit_two(lambda a, b: [a - 0.1, a - 0.2], 0.15)
+    assert (a, b) == (0.15, 0.0) and "too little of their step on the network" in note
 
 
 def test_the_cli_prints_the_fit_and_refuses_bad_input(tmp_path):

@@ -142,7 +142,7 @@ def _root(f: Callable[[float], float], lo: float, hi: float, f_lo: float, f_hi: 
     return x
 
 
-def _golden_min(f: Callable[[float], float], lo: float, hi: float) -> float:
+def golden_min(f: Callable[[float], float], lo: float, hi: float) -> float:
     """The minimum of a unimodal ``f`` on [lo, hi], to ``TOLERANCE`` (golden-section)."""
     g = (math.sqrt(5) - 1) / 2
     a, b = lo, hi
@@ -185,14 +185,11 @@ class _Run:
                                         est.memory.total_gib)
         return self._seen[(scale, net)]
 
-    def residual(self, a: float, b: float) -> float:
-        """log(predicted / measured) at kernel speed e^a and network speed e^b."""
-        return math.log(self.predict(math.exp(a), math.exp(b))[0]
-                        / self.run.measured_step_time_s)
-
-    def log_error(self, u: float) -> float:
-        """log(predicted / measured) at the scale e^u: decreasing in u."""
-        return math.log(self.predict(math.exp(u))[0] / self.run.measured_step_time_s)
+    def residual(self, a: float, b: float | None = None) -> float:
+        """log(predicted / measured) at kernel speed e^a (falling as it grows) and network
+        speed e^b (None: the run's own)."""
+        net = None if b is None else math.exp(b)
+        return math.log(self.predict(math.exp(a), net)[0] / self.run.measured_step_time_s)
 
     def alone(self) -> tuple[float, str | None]:
         """The scale that predicts this run by itself, and a note when the search's range
@@ -268,6 +265,8 @@ def fit_two(residuals: Callable[[float, float], list[float]], a0: float
         while True:
             m11, m22 = g11 * (1 + lam), g22 * (1 + lam)
             det = m11 * m22 - g12 * g12
+            if det <= 0:        # a speed no longer moves any run: stay where the fit is
+                return a, b, None
             da, db = (-g1 * m22 + g2 * g12) / det, (-g2 * m11 + g1 * g12) / det
             na, nb = min(hi_a, max(lo_a, a + da)), min(hi_b, max(lo_b, b + db))
             nf = residuals(na, nb)
@@ -305,9 +304,9 @@ def fit_anchor(request: AnchorRequest) -> AnchorFit:
         best = alone[0]
     else:
         def loss(u: float) -> float:
-            return sum(r.log_error(u) ** 2 for r in runs)
+            return sum(r.residual(u) ** 2 for r in runs)
 
-        best = math.exp(_golden_min(loss, math.log(min(alone)), math.log(max(alone))))
+        best = math.exp(golden_min(loss, math.log(min(alone)), math.log(max(alone))))
     lo, hi = min(alone), max(alone)
     disagree = len(runs) > 1 and hi / lo > DISAGREE
     network = None
