@@ -151,6 +151,14 @@ def test_two_runs_with_different_traffic_fix_both_speeds():
         AnchorRequest.model_validate({"runs": runs[:1], "network": "fit"})
 
 
+def test_runs_on_several_kinds_of_gpu_are_said():
+    a100 = {**BASE, "cluster": {"preset": "dgx-a100", "num_nodes": 4}, "measured_step_time_s": 300.0}
+    fit = fit_anchor(AnchorRequest.model_validate(
+        {"runs": [{**BASE, "measured_step_time_s": 150.0}, a100], "network": "spec"}))
+    assert any(n.startswith("the runs are on 2 kinds of GPU (a100-80gb, h100-sxm)")
+               for n in fit.notes)
+
+
 def test_runs_that_barely_use_the_network_leave_it_at_the_spec():
     """One node, no traffic across nodes: asked to fit the network, the fit says it cannot
     and keeps the spec's."""

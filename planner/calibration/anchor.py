@@ -336,6 +336,11 @@ def fit_anchor(request: AnchorRequest) -> AnchorFit:
             f"the kernels run {abs(1 / best - 1) * 100:.0f}% {way} than the model's rates: "
             "check the runs' settings (precision, flash_attention and its kernel, recompute, "
             "overlap) before trusting the scale")
+    gpus = sorted({r.run.cluster.gpu.name for r in runs})
+    if len(gpus) > 1:
+        notes.append(f"the runs are on {len(gpus)} kinds of GPU ({', '.join(gpus)}): one kernel "
+                     "speed is fitted for all of them; anchor each kind's runs apart if their "
+                     "own scales differ")
     if disagree:
         notes.append(
             f"the runs' own kernel speeds range from {lo:.3f} to {hi:.3f}: they do not share "
