@@ -129,12 +129,49 @@ function formRequestFromFields() {
   // training.cp_a2a_size): sent only when chosen, so the service's defaults stand otherwise.
   if ($("#ring_attention").value !== "") training.ring_attention = $("#ring_attention").value;
   if (num("#cp_a2a_size") !== undefined) training.cp_a2a_size = num("#cp_a2a_size");
-  return {
+  const req = {
     model: { preset: $("#model").value },
     cluster: { preset: $("#cluster").value, num_nodes: num("#num_nodes") },
     training,
     search,
   };
+  // The stack's speeds (efficiency.compute_scale, network_scale), typed or fitted below.
+  const efficiency = {};
+  if (num("#compute_scale") !== undefined) efficiency.compute_scale = num("#compute_scale");
+  if (num("#network_scale") !== undefined) efficiency.network_scale = num("#network_scale");
+  if (Object.keys(efficiency).length) req.efficiency = efficiency;
+  return req;
+}
+
+// Fit the stack's speeds to measured runs (POST /v1/anchors) and fill the two fields.
+async function fitAnchor() {
+  const out = $("#anchor-result");
+  let body;
+  try { body = JSON.parse($("#anchor-json").value); } catch (e) {
+    out.textContent = `The runs JSON does not parse: ${e.message}`;
+    return;
+  }
+  $("#anchor-button").disabled = true;
+  out.textContent = "Fitting...";
+  try {
+    const fit = await api("/v1/anchors", { method: "POST", body: JSON.stringify(body) });
+    $("#compute_scale").value = fit.compute_scale;
+    $("#network_scale").value = fit.network_fitted ? fit.network_scale : "";
+    const runs = fit.runs.map((r) => el("li", { text:
+      `${r.name}: measured ${fmt(r.measured_step_time_s)} s, the model ${fmt(r.predicted_step_time_s)} s ` +
+      `(${r.error_pct.toFixed(1)}%), anchored ${fmt(r.anchored_step_time_s)} s ` +
+      `(${r.anchored_error_pct.toFixed(1)}%)` }));
+    out.replaceChildren(
+      el("p", { text: `Kernel speed ${fit.compute_scale}` +
+        (fit.network_fitted ? `, network speed ${fit.network_scale}` : "") +
+        ": filled in above; plans asked now are predicted with them." }),
+      el("ul", {}, ...runs),
+      ...fit.notes.map((n) => el("p", { text: `Note: ${n}` })));
+  } catch (e) {
+    out.textContent = `The runs were refused: ${e.message}`;
+  } finally {
+    $("#anchor-button").disabled = false;
+  }
 }
 
 function clearErrors() {
@@ -639,6 +676,7 @@ async function start() {
   $("#ask-form").addEventListener("submit", submitPlan);
   $("#job-button").addEventListener("click", submitJob);
   $("#request-file").addEventListener("change", loadFile);
+  $("#anchor-button").addEventListener("click", fitAnchor);
   $("#token-button").addEventListener("click", showTokenForm);
   $("#token").value = state.token;
   $("#token-form").addEventListener("submit", (e) => {

@@ -3,6 +3,7 @@ next to their field, keyboard use and an accessibility check; the docs work offl
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -304,11 +305,33 @@ def test_an_anchored_request_shows_the_anchored_track_record(page):
     page.click("#plan-button")
     page.wait_for_selector("#plans-table tbody tr")
     runs, sources = ANCHORED_MEASURED_OVER_PREDICTED[:2]
-    page.wait_for_function(
-        "document.querySelector('#detail-why').textContent.includes('another run')")
+    page.wait_for_selector("#detail-why:has-text('another run of their stack')")
     assert (f"8 in 10 of the {runs} held-out published runs predicted from another run of "
             f"their stack ({sources} sources, each weighing the same) would have measured"
             ) in page.inner_text("#detail-why")
+
+
+def test_the_stacks_speeds_fitted_in_the_page_anchor_the_plans(page):
+    """Measured runs pasted under "Your stack" are fitted by POST /v1/anchors, which fills the
+    kernel speed; a plan asked then carries the anchored band; runs the service refuses show
+    why."""
+    example = (Path(__file__).resolve().parents[2] / "examples"
+               / "anchor-llama3.1-8b.json").read_text()
+    open_explorer(page)
+    page.click("#anchor-details summary")
+    page.fill("#anchor-json", example)
+    page.click("#anchor-button")
+    page.wait_for_selector("#anchor-result:has-text('Kernel speed')")
+    assert page.input_value("#compute_scale") == "1.1303"
+    assert page.input_value("#network_scale") == ""
+    assert "measured 12.8 s, the model 14.4 s (-11.4%)" in page.inner_text("#anchor-result")
+    fill(page, {**SMALL, "top_k": "1"})
+    page.click("#plan-button")
+    page.wait_for_selector("#detail-why:has-text('another run of their stack')")
+    page.fill("#anchor-json", '{"runs": []}')
+    page.click("#anchor-button")
+    page.wait_for_selector("#anchor-result:has-text('refused')")
+    assert "runs: List should have at least 1 item" in page.inner_text("#anchor-result")
 
 
 def test_hybrid_sharding_asked_in_the_page(page):
