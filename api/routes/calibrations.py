@@ -126,7 +126,9 @@ def create_anchor(body: Annotated[AnchorRequest, Body(openapi_examples=ANCHOR_EX
     """Fit the speed of the model's kernels (``efficiency.compute_scale``) to step times
     measured on your own stack (framework, version, settings), each run an estimate request
     with its ``measured_step_time_s``: one run fixes it exactly, several in the least-squares
-    sense on the logarithm of the step times. The answer gives each run's prediction before
-    and after, the scale each run alone would give and notes where the runs disagree; add its
+    sense on the logarithm of the step times. Where the runs' own kernel speeds differ by more
+    than 15% (``network`` 'auto'; 'fit': always, 'spec': never), the network's speed across
+    nodes (``efficiency.network_scale``) is fitted with it. The answer gives each run's
+    prediction before and after, the kernel speed each run alone would give and notes; add its
     ``efficiency`` to plan and estimate requests. Nothing is stored."""
     return fit_anchor(body)

@@ -64,7 +64,8 @@ MEASURED_OVER_PREDICTED: dict[str, tuple[int, int, float, float, float]] = {
     "fine_grained_moe": (20, 9, 0.885, 1.183, 1.419),
 }
 # The same for predictions anchored on a measured run of the stack (a request whose
-# ``efficiency.compute_scale`` is not 1, as ``planner calibrate anchor`` fits it): the held-out
+# ``efficiency.compute_scale`` or ``network_scale`` is not 1, as ``planner calibrate anchor``
+# fits them: ``EfficiencyModel.anchored``): the held-out
 # runs of every source with two runs or more, each source anchored on its run on the fewest
 # GPUs and scored on the others (``benchmarks/anchored_accuracy.py``), all classes together.
 ANCHORED_MEASURED_OVER_PREDICTED = (689, 29, 0.957, 1.037, 1.174)
