@@ -167,15 +167,22 @@ class SweepSpec(BaseModel):
 
 class CalibrationCreate(BaseModel):
     """Measurements to fit: raw samples, nccl-tests logs (their text), a torch.profiler trace
-    (its JSON), or a sweep to run."""
+    (its JSON), a sweep to run, or measured steps of your stack to anchor the model on."""
 
     model_config = ConfigDict(extra="forbid")
-    source: Literal["samples", "nccl-tests", "trace", "sweep"]
+    source: Literal["samples", "nccl-tests", "trace", "sweep", "anchor"]
     samples: list[Sample] | None = Field(None, max_length=100_000)
     logs: list[str] | None = Field(None, max_length=64, description="nccl-tests outputs.")
     op: str | None = Field(None, description="Collective of logs that do not name it.")
     trace: dict | None = Field(None, description="Chrome trace JSON from torch.profiler.")
     sweep: SweepSpec | None = None
+    runs: list[dict] | None = Field(None, max_length=32, description="anchor: measured runs, "
+                                    "each an estimate request with its measured_step_time_s "
+                                    "(as POST /v1/anchors takes them); a run without a "
+                                    "cluster ran on this stored cluster.")
+    network: Literal["auto", "fit", "spec"] = Field("auto", description="anchor: whether the "
+                                                    "network's speed is fitted too (as POST "
+                                                    "/v1/anchors).")
 
 
 class CalibrationPublic(Calibration):

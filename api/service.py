@@ -10,12 +10,12 @@ from api import store
 from api.problems import ApiProblem, not_found
 from api.schemas import ClusterRef
 from planner.calibration.model import CalibrationIn
-from planner.cost import estimate
+from planner.cost import EfficiencyModel, estimate
 from planner.cost.tables import cost_tables
 from planner.errors import PlannerInputError
 from planner.kept import Kept
 from planner.launch import build_launch, with_launch
-from planner.request import EstimateRequest, gpu_problem
+from planner.request import EstimateRequest, gpu_problem, parse_request
 from planner.result import LaunchSpec, PlanEstimate
 from planner.search import PlanRequest, PlanResult, answer
 from planner.specs import ClusterSpec, TrainingSpec
@@ -32,6 +32,22 @@ def attached_calibration(body: Any, *, engine: Engine | None) -> CalibrationIn |
         if row is not None and row["body"].get("fits"):
             return CalibrationIn.model_validate(row["body"])
     return None
+
+
+def attached_efficiency(body: Any, *, engine: Engine | None) -> EfficiencyModel:
+    """The request's efficiency, with the stack's speeds of its referenced cluster's newest
+    anchor where the request sets neither ``compute_scale`` nor ``network_scale`` itself."""
+    eff = body.efficiency
+    if not isinstance(body.cluster, ClusterRef) or eff.model_fields_set & {
+            "compute_scale", "network_scale"}:
+        return eff
+    assert engine is not None, "a stored cluster is read from the database"
+    row = store.latest_calibration(engine=engine, cluster_id=body.cluster.id, anchor=True)
+    if row is None:
+        return eff
+    speeds = {k: row["body"][k] for k in ("compute_scale", "network_scale")
+              if row["body"].get(k) is not None}
+    return eff.model_copy(update=speeds)
 
 
 def resolve_cluster(cluster: Any, training: TrainingSpec, *, engine: Engine | None
@@ -59,7 +75,7 @@ def to_plan_request(body: Any, *, engine: Engine, max_time_limit_ms: int) -> Pla
     if search.time_limit_ms > max_time_limit_ms:
         search = search.model_copy(update={"time_limit_ms": max_time_limit_ms})
     return PlanRequest(model=body.model, cluster=cluster, training=body.training, search=search,
-                       efficiency=body.efficiency,
+                       efficiency=attached_efficiency(body, engine=engine),
                        calibration=attached_calibration(body, engine=engine))
 
 
@@ -96,7 +112,7 @@ def estimate_request(body: Any, *, engine: Engine | None) -> EstimateRequest:
     when the body references nothing stored: ``reads_store``)."""
     cluster = resolve_cluster(body.cluster, body.training, engine=engine)
     return EstimateRequest(model=body.model, cluster=cluster, training=body.training,
-                           plan=body.plan, efficiency=body.efficiency,
+                           plan=body.plan, efficiency=attached_efficiency(body, engine=engine),
                            calibration=attached_calibration(body, engine=engine))
 
 
@@ -142,6 +158,26 @@ def get_plan_or_404(plan_id: str, *, engine: Engine) -> dict:
     if row is None:
         raise not_found("plan", plan_id)
     return row
+
+
+def anchor(body: Any, cluster_spec: dict) -> dict:
+    """An anchor of a stored cluster: the stack's speeds fitted to the measured runs (each run
+    without a cluster of its own ran on the stored cluster, ``cluster_spec``), as a
+    calibration body."""
+    from planner.calibration.anchor import AnchorRequest, fit_anchor
+    from planner.calibration.model import Calibration
+
+    runs = body.runs
+    if not runs:
+        raise ApiProblem(422, "Invalid request", "runs: required when source is 'anchor'",
+                         type_="/problems/invalid-request",
+                         errors=[{"pointer": "#/runs", "field": "runs", "detail": "required"}])
+    runs = [{"cluster": cluster_spec, **r} for r in runs]
+    fit = fit_anchor(parse_request(AnchorRequest, {"runs": runs, "network": body.network}))
+    return Calibration(source="anchor", backend="steps", fits=[], samples=[], notes=fit.notes,
+                       compute_scale=fit.compute_scale,
+                       network_scale=fit.network_scale if fit.network_fitted else None,
+                       runs=fit.runs).model_dump(mode="json")
 
 
 def calibrate(body: Any) -> dict:

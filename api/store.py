@@ -253,6 +253,15 @@ def list_calibrations(*, engine: Engine, cluster_id: str, limit: int, offset: in
     return [_iso(r) for r in rows], int(count)
 
 
-def latest_calibration(*, engine: Engine, cluster_id: str) -> dict | None:
-    rows, _ = list_calibrations(engine=engine, cluster_id=cluster_id, limit=1, offset=0)
-    return rows[0] if rows else None
+def latest_calibration(*, engine: Engine, cluster_id: str, anchor: bool = False
+                       ) -> dict | None:
+    """The cluster's newest calibration of collectives, or with ``anchor`` its newest anchor
+    (measured steps: the stack's speeds), or None."""
+    source = calibrations.c.source
+    cond = sa.and_(calibrations.c.cluster_id == cluster_id,
+                   source == "anchor" if anchor else source != "anchor")
+    with engine.connect() as conn:
+        row = conn.execute(calibrations.select().where(cond)
+                           .order_by(calibrations.c.created_at.desc(), calibrations.c.id.desc())
+                           .limit(1)).mappings().first()
+    return _iso(row) if row else None

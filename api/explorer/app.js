@@ -640,6 +640,17 @@ async function loadStored() {
 async function showCalibration(id) {
   $("#calibration").hidden = false;
   const cal = await api(`/v1/calibrations/${id}`);
+  if (cal.source === "anchor") {
+    // An anchor: the stack's speeds and its measured runs, before and after (no fits to draw).
+    $("#calibration-summary").textContent = `Anchor ${id}: kernel speed ${cal.compute_scale}` +
+      (cal.network_scale ? `, network speed ${cal.network_scale}` : "") +
+      ", taken by plans and estimates on this cluster that set neither.";
+    $("#calibration-plot").replaceChildren(el("ul", {}, ...cal.runs.map((r) => el("li", { text:
+      `${r.name}: measured ${fmt(r.measured_step_time_s)} s, the model ${fmt(r.predicted_step_time_s)} s ` +
+      `(${r.error_pct.toFixed(1)}%), anchored ${fmt(r.anchored_step_time_s)} s ` +
+      `(${r.anchored_error_pct.toFixed(1)}%)` }))));
+    return;
+  }
   const fits = (cal.fits || []).map((f) => `${f.op} (${f.tier}, ${f.group_size} ranks): ` +
     `R^2 ${fmt(f.r2, 2)}`).join("; ");
   $("#calibration-summary").textContent = `Calibration ${id} from ${cal.source}` +

@@ -11,7 +11,7 @@ from api.links import links
 from api.problems import MEDIA_TYPE, PROBLEM_RESPONSES, ApiProblem, Problem, not_found
 from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.schemas import CalibrationCreate, CalibrationPublic, JobPublic, Page, SweepSpec
-from api.service import calibrate
+from api.service import anchor, calibrate
 from planner.calibration.anchor import AnchorFit, AnchorRequest, fit_anchor
 
 router = APIRouter(prefix="/v1", tags=["calibrations"], responses=PROBLEM_RESPONSES)
@@ -24,6 +24,12 @@ EXAMPLES = {
                                  (268435456, 2100.0))]}},
     "sweep": {"summary": "A 4-rank gloo sweep run as a job",
               "value": {"source": "sweep", "sweep": {"nproc": 4, "backend": "gloo"}}},
+    "anchor": {"summary": "A measured step of your stack on this cluster (the stack's speeds, "
+                          "which plans and estimates on the cluster then take)",
+               "value": {"source": "anchor", "runs": [{
+                   "measured_step_time_s": 12.78, "model": {"preset": "llama3-8b"},
+                   "training": {"global_batch_size": 128, "seq_length": 8192},
+                   "plan": {"dp": 4, "cp": 2, "micro_batch_size": 1, "zero_stage": 1}}]}},
 }
 
 
@@ -64,8 +70,14 @@ def create_calibration(
 ):
     """Fit alpha-beta models to measurements and attach them to the cluster: plans and
     estimates that reference the cluster by id are then costed with them. Samples, logs and
-    traces are fitted at once (201); a sweep runs as a job (202 + Location of the job)."""
-    if store.get_cluster(engine=engine, cluster_id=cluster_id) is None:
+    traces are fitted at once (201); a sweep runs as a job (202 + Location of the job). An
+    anchor (``source`` 'anchor': measured steps, as ``POST /v1/anchors`` takes them, a run
+    without a cluster having run on this one) fits the stack's kernel and network speeds,
+    which plans and estimates on the cluster then take unless they set
+    ``efficiency.compute_scale`` or ``network_scale`` themselves; the newest anchor and the
+    newest collective calibration apply side by side."""
+    cluster = store.get_cluster(engine=engine, cluster_id=cluster_id)
+    if cluster is None:
         raise not_found("cluster", cluster_id)
     if body.source == "sweep":
         if not settings.allow_local_sweeps:
@@ -79,7 +91,8 @@ def create_calibration(
         return Response(JobPublic.model_validate(job).model_dump_json(), status_code=202,
                         media_type="application/json",
                         headers={"Location": f"/v1/jobs/{job['id']}"})
-    row = store.save_calibration(engine=engine, cluster_id=cluster_id, body=calibrate(body))
+    fitted = anchor(body, cluster["spec"]) if body.source == "anchor" else calibrate(body)
+    row = store.save_calibration(engine=engine, cluster_id=cluster_id, body=fitted)
     response.headers["Location"] = f"/v1/calibrations/{row['id']}"
     return _public(row)
 
@@ -112,7 +125,8 @@ def plot_calibration(calibration_id: str, engine: EngineDep) -> Response:
             dependencies=READ, summary="List a cluster's calibrations",
             operation_id="calibrations-list")
 def list_calibrations(cluster_id: str, engine: EngineDep, limit: Limit = 50, offset: Offset = 0):
-    """Newest first; the newest is the one plans use."""
+    """Newest first; the newest of collectives and the newest anchor are the ones plans
+    use."""
     if store.get_cluster(engine=engine, cluster_id=cluster_id) is None:
         raise not_found("cluster", cluster_id)
     rows, count = store.list_calibrations(engine=engine, cluster_id=cluster_id, limit=limit,

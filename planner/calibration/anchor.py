@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from planner.calibration.model import AnchoredRun
 from planner.cost import estimate
 from planner.errors import PlannerInputError
 from planner.request import EstimateRequest
@@ -83,21 +84,6 @@ class AnchorRequest(BaseModel):
                                          "needs two runs or more (one run fixes one number)"),
                 loc=("network",), input=self.network)])
         return self
-
-
-class AnchoredRun(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    measured_step_time_s: float
-    predicted_step_time_s: float = Field(description="The model's prediction with the run's "
-                                         "own efficiency settings.")
-    anchored_step_time_s: float = Field(description="The prediction at the fitted scale.")
-    error_pct: float = Field(description="measured / predicted - 1, in percent (positive: "
-                             "the run was slower than predicted).")
-    anchored_error_pct: float = Field(description="The same at the fitted scale.")
-    scale_alone: float = Field(description="The scale that predicts this run by itself.")
-    fits_in_memory: bool
 
 
 class AnchorFit(BaseModel):

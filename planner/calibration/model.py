@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.vocabulary import Collective, Tier
 
-Source = Literal["sweep", "nccl-tests", "trace", "samples", "validation"]
+Source = Literal["sweep", "nccl-tests", "trace", "samples", "validation", "anchor"]
 
 
 class Sample(BaseModel):
@@ -64,6 +64,23 @@ class Fit(BaseModel):
                                           "model when one line does not fit the data.")
 
 
+class AnchoredRun(BaseModel):
+    """One measured run of an anchor (``planner.calibration.anchor``), before and after."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    measured_step_time_s: float
+    predicted_step_time_s: float = Field(description="The model's prediction with the run's "
+                                         "own efficiency settings.")
+    anchored_step_time_s: float = Field(description="The prediction at the fitted speeds.")
+    error_pct: float = Field(description="measured / predicted - 1, in percent (positive: "
+                             "the run was slower than predicted).")
+    anchored_error_pct: float = Field(description="The same at the fitted speeds.")
+    scale_alone: float = Field(description="The kernel speed that predicts this run by itself.")
+    fits_in_memory: bool
+
+
 class Calibration(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -76,6 +93,13 @@ class Calibration(BaseModel):
     notes: list[str] = Field(default_factory=list)
     matmul_tflops: float | None = Field(None, description="Achieved matmul rate (TFLOP/s) a "
                                         "probe measured on the plan's GEMM shapes.")
+    compute_scale: float | None = Field(None, description="An anchor's fitted kernel speed "
+                                        "(efficiency.compute_scale), which plans and estimates "
+                                        "on the cluster take unless they set their own.")
+    network_scale: float | None = Field(None, description="An anchor's fitted network speed "
+                                        "(efficiency.network_scale), where it was fitted.")
+    runs: list[AnchoredRun] = Field(default_factory=list, description="An anchor's measured "
+                                    "runs, before and after.")
 
 
 class CalibrationIn(BaseModel):

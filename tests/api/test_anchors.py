@@ -42,3 +42,56 @@ def test_bad_anchor_requests_are_problems_naming_the_field(shared_server):
             assert r.status_code == 422, (body, r.text)
             assert r.headers["content-type"].startswith("application/problem+json")
             assert r.json()["detail"].startswith(field), r.json()
+
+
+def test_an_anchor_stored_on_a_cluster_anchors_its_plans_and_estimates(server):
+    """POST /v1/clusters/{id}/calibrations with source 'anchor': the stack's speeds fitted to
+    measured runs (a run without a cluster ran on the stored one), stored beside the
+    cluster's collective calibration; estimates and plans on the cluster take them unless
+    they set their own, and a request that does is answered with its own."""
+    from tests.nccl_logs import make_log
+
+    run = {k: v for k, v in EXAMPLE["runs"][0].items() if k != "cluster"}
+    one = {k: v for k, v in run.items() if k not in ("name", "measured_step_time_s")}
+    with server.client() as c:
+        cid = c.post("/v1/clusters", json={"preset": "dgx-h100", "name": "lab",
+                                           "num_nodes": 1}).json()["id"]
+        before = c.post("/v1/estimates", json={**one, "cluster": {"id": cid}}).json()
+        text, _, _ = make_log(op="all_reduce", ranks=8)
+        fits = c.post(f"/v1/clusters/{cid}/calibrations",
+                      json={"source": "nccl-tests", "logs": [text]}).json()
+        r = c.post(f"/v1/clusters/{cid}/calibrations", json={"source": "anchor", "runs": [run]})
+        assert r.status_code == 201, r.text
+        cal = r.json()
+        assert r.headers["location"] == f"/v1/calibrations/{cal['id']}"
+        assert (cal["source"], cal["fits"], cal["network_scale"]) == ("anchor", [], None)
+        assert abs(cal["runs"][0]["anchored_error_pct"]) < 0.05
+        assert c.get(f"/v1/calibrations/{cal['id']}").json()["compute_scale"] == (
+            cal["compute_scale"])
+        after = c.post("/v1/estimates", json={**one, "cluster": {"id": cid}}).json()
+        assert abs(after["step_time_s"] - run["measured_step_time_s"]) < 0.01 * 12.78
+        assert after["step_time_band"]["model_class"] == "anchored"
+        assert before["step_time_band"]["model_class"] == "dense"
+        # The collective fits still apply beside the anchor (the newest of each kind): the TP
+        # all_reduce of a tp 8 plan is costed from them.
+        tp8 = c.post("/v1/estimates", json={**one, "cluster": {"id": cid}, "plan": {
+            "dp": 1, "tp": 8, "micro_batch_size": 1}}).json()
+        assert {x["source"] for x in tp8["communication"] if x["strategy"] == "TP"} == {
+            fits["id"]}
+        assert tp8["step_time_band"]["model_class"] == "anchored"
+        # A request that sets its own speed keeps it.
+        own = c.post("/v1/estimates", json={**one, "cluster": {"id": cid},
+                                            "efficiency": {"compute_scale": 1.0}}).json()
+        assert own["step_time_s"] == before["step_time_s"]
+        plan = c.post("/v1/plans", json={"model": one["model"], "cluster": {"id": cid},
+                                         "training": one["training"],
+                                         "search": {"top_k": 1}}).json()
+        assert plan["plans"][0]["step_time_band"]["model_class"] == "anchored"
+        assert c.get(f"/v1/clusters/{cid}/calibrations").json()["count"] == 2
+        # No runs, or a run the model refuses: 422 naming the field; nothing stored.
+        r = c.post(f"/v1/clusters/{cid}/calibrations", json={"source": "anchor"})
+        assert r.status_code == 422 and r.json()["detail"].startswith("runs: required")
+        r = c.post(f"/v1/clusters/{cid}/calibrations", json={
+            "source": "anchor", "runs": [{**run, "plan": {**run["plan"], "dp": 3}}]})
+        assert r.status_code == 422 and r.json()["detail"].startswith("runs.0."), r.text
+        assert c.get(f"/v1/clusters/{cid}/calibrations").json()["count"] == 2

@@ -230,6 +230,24 @@ def test_stored_clusters_calibrations_and_a_calibrations_plot(page, service):
     assert page.evaluate("document.querySelector('#calibration-plot img').naturalWidth") > 0
 
 
+def test_an_anchor_stored_on_a_cluster_shows_its_speeds_and_runs(page, service):
+    import httpx
+
+    run = json.loads((Path(__file__).resolve().parents[2] / "examples"
+                      / "anchor-llama3.1-8b.json").read_text())["runs"][0]
+    with httpx.Client(base_url=service.url, timeout=60) as c:
+        cid = c.post("/v1/clusters", json={"preset": "dgx-h100", "name": "lab-anchored",
+                                           "num_nodes": 1}).json()["id"]
+        cal = c.post(f"/v1/clusters/{cid}/calibrations",
+                     json={"source": "anchor", "runs": [run]}).json()["id"]
+    open_explorer(page)
+    page.wait_for_selector(f'#stored-clusters a[href="/calibrations/{cal}"]')
+    page.click(f'#stored-clusters a[href="/calibrations/{cal}"]')
+    page.wait_for_selector("#calibration-plot li")
+    assert f"Anchor {cal}: kernel speed 1.1303" in page.inner_text("#calibration-summary")
+    assert "measured 12.8 s, the model 14.4 s (-11.4%)" in page.inner_text("#calibration-plot")
+
+
 def test_an_infeasible_answer_shows_its_reasons(page):
     open_explorer(page)
     fill(page, {**SMALL, "model": "llama3-405b"})
