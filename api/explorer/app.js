@@ -143,6 +143,12 @@ function formRequestFromFields() {
   return req;
 }
 
+// One measured run of an anchor, before and after (AnchoredRun).
+const anchoredRun = (r) =>
+  `${r.name}: measured ${fmt(r.measured_step_time_s)} s, the model ${fmt(r.predicted_step_time_s)} s ` +
+  `(${r.error_pct.toFixed(1)}%), anchored ${fmt(r.anchored_step_time_s)} s ` +
+  `(${r.anchored_error_pct.toFixed(1)}%)`;
+
 // Fit the stack's speeds to measured runs (POST /v1/anchors) and fill the two fields.
 async function fitAnchor() {
   const out = $("#anchor-result");
@@ -157,10 +163,7 @@ async function fitAnchor() {
     const fit = await api("/v1/anchors", { method: "POST", body: JSON.stringify(body) });
     $("#compute_scale").value = fit.compute_scale;
     $("#network_scale").value = fit.network_fitted ? fit.network_scale : "";
-    const runs = fit.runs.map((r) => el("li", { text:
-      `${r.name}: measured ${fmt(r.measured_step_time_s)} s, the model ${fmt(r.predicted_step_time_s)} s ` +
-      `(${r.error_pct.toFixed(1)}%), anchored ${fmt(r.anchored_step_time_s)} s ` +
-      `(${r.anchored_error_pct.toFixed(1)}%)` }));
+    const runs = fit.runs.map((r) => el("li", { text: anchoredRun(r) }));
     out.replaceChildren(
       el("p", { text: `Kernel speed ${fit.compute_scale}` +
         (fit.network_fitted ? `, network speed ${fit.network_scale}` : "") +
@@ -645,10 +648,8 @@ async function showCalibration(id) {
     $("#calibration-summary").textContent = `Anchor ${id}: kernel speed ${cal.compute_scale}` +
       (cal.network_scale ? `, network speed ${cal.network_scale}` : "") +
       ", taken by plans and estimates on this cluster that set neither.";
-    $("#calibration-plot").replaceChildren(el("ul", {}, ...cal.runs.map((r) => el("li", { text:
-      `${r.name}: measured ${fmt(r.measured_step_time_s)} s, the model ${fmt(r.predicted_step_time_s)} s ` +
-      `(${r.error_pct.toFixed(1)}%), anchored ${fmt(r.anchored_step_time_s)} s ` +
-      `(${r.anchored_error_pct.toFixed(1)}%)` }))));
+    $("#calibration-plot").replaceChildren(
+      el("ul", {}, ...cal.runs.map((r) => el("li", { text: anchoredRun(r) }))));
     return;
   }
   const fits = (cal.fits || []).map((f) => `${f.op} (${f.tier}, ${f.group_size} ranks): ` +
