@@ -240,8 +240,9 @@ def fit_two(residuals: Callable[[float, float], list[float]], a0: float
         if it == 0:
             if max(abs(x) for x in jb) < 0.01:
                 return a0, 0.0, ("the runs spend too little of their step on the network "
-                                 "(under 1%) to fit its speed: the network is left at the "
-                                 "spec's")
+                                 "as the cluster spec costs it (under 1%; collectives a "
+                                 "calibration covers do not count) to fit its speed: the "
+                                 "network is left at the spec's")
             if g11 * g22 - g12 * g12 < 1e-3 * g11 * g22:
                 return a0, 0.0, ("the runs' shares of time on the network are too alike to "
                                  "tell the network's speed from the kernels': the network is "
