@@ -26,23 +26,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import published_accuracy as pa  # noqa: E402
 
-from planner.calibration.anchor import (  # noqa: E402
-    DISAGREE,
-    SCALE_HIGH,
-    SCALE_LOW,
-    fit_two,
-    golden_min,
-    scale_for,
-)
+from planner.calibration.anchor import SCALE_HIGH, SCALE_LOW, fit_speeds, scale_for  # noqa: E402
 from planner.validation.compare import kendall_tau  # noqa: E402
 
 
-def anchor_of(runs: list[dict], rows: list[dict]) -> dict:
-    """The anchor: the replayed run on the fewest GPUs, the first in corpus order among ties."""
-    replayed = {r["id"]: r for r in rows}
+def anchor_of(runs: list[dict], rows: list[dict], largest: bool = False) -> dict:
+    """The anchor: the replayed run on the fewest GPUs, the first in corpus order among ties
+    (with ``largest``, the run on the most GPUs, the last among ties)."""
     order = {r["id"]: i for i, r in enumerate(runs)}
-    first = min(replayed.values(), key=lambda r: (r["gpus"], order[r["id"]]))
-    return next(r for r in runs if r["id"] == first["id"])
+    pick = max if largest else min
+    chosen = pick(rows, key=lambda r: (r["gpus"], order[r["id"]]))
+    return next(r for r in runs if r["id"] == chosen["id"])
+
+
+def held_out_sources(runs: list[dict]) -> dict[str, list[dict]]:
+    """The held-out runs, by source."""
+    by_source: dict[str, list[dict]] = {}
+    for run in runs:
+        if run["split"] == "held_out":
+            by_source.setdefault(run["source"], []).append(run)
+    return by_source
 
 
 def anchored_source(runs: list[dict]) -> dict | None:
@@ -70,43 +73,40 @@ def anchored_source(runs: list[dict]) -> dict | None:
             "runs": scored}
 
 
-def two_anchors(runs: list[dict], rows: list[dict]) -> tuple[dict, dict]:
-    """The first run on the fewest GPUs and the last on the most (corpus order), as a team
-    measures a small run and then one at scale."""
-    replayed = {r["id"]: r for r in rows}
-    order = {r["id"]: i for i, r in enumerate(runs)}
-    small = min(replayed.values(), key=lambda r: (r["gpus"], order[r["id"]]))
-    large = max(replayed.values(), key=lambda r: (r["gpus"], order[r["id"]]))
-    by_id = {r["id"]: r for r in runs}
-    return by_id[small["id"]], by_id[large["id"]]
-
-
 def two_anchored_source(runs: list[dict]) -> dict | None:
-    """One source anchored on two runs (``two_anchors``), once on the kernels' speed alone
-    and once on the kernels' and the network's (``planner calibrate anchor --network``),
-    scored on its other runs; None when fewer than three runs replay."""
+    """One source anchored on two runs, its first on the fewest GPUs and its last on the most
+    (``anchor_of``: a team measures a small run and then one at scale), fitted as ``planner
+    calibrate anchor`` fits them (``fit_speeds``) with the network kept at the spec's
+    ('kernels'), fitted ('kernels_and_network') and left to the default ('auto'), scored on
+    its other runs; None when fewer than three runs replay."""
     rows, _ = pa.replay(runs)
     if len(rows) < 3:
         return None
-    anchors = two_anchors(runs, rows)
+    anchors = (anchor_of(runs, rows), anchor_of(runs, rows, largest=True))
     measured = {r["id"]: r["measured_step_s"] for r in rows}
+    seen: dict[tuple[str, float, float | None], float] = {}
 
-    def residuals(a: float, b: float) -> list[float]:
-        eff = {"compute_scale": math.exp(a), "network_scale": math.exp(b)}
-        return [math.log(pa.predict_run(x, eff)[0].step_time_s / measured[x["id"]])
-                for x in anchors]
+    def step(run: dict, compute: float, network: float | None) -> float:
+        key = (run["id"], compute, network)
+        if key not in seen:
+            eff = {"compute_scale": compute}
+            if network is not None:
+                eff["network_scale"] = network
+            seen[key] = pa.predict_run(run, eff)[0].step_time_s
+        return seen[key]
 
-    lo, hi = math.log(SCALE_LOW), math.log(SCALE_HIGH)
-    a0 = golden_min(lambda a: sum(f * f for f in residuals(a, 0.0)), lo, hi)
-    a, b, note = fit_two(residuals, a0)
-    own = [scale_for(lambda c, x=x: pa.predict_run(x, {"compute_scale": c})[0].step_time_s,
-                     measured[x["id"]]) for x in anchors]
-    kernels = {"compute_scale": round(math.exp(a0), 4)}
-    both = {"compute_scale": round(math.exp(a), 4), "network_scale": round(math.exp(b), 4)}
-    # planner calibrate anchor's default: the network too where the anchors' own kernel
-    # speeds differ by more than DISAGREE (and the two can be told apart).
-    auto = both if max(own) / min(own) > DISAGREE and not note else kernels
-    fits = {"kernels": kernels, "kernels_and_network": both, "auto": auto}
+    def residuals(a: float, b: float | None) -> list[float]:
+        net = None if b is None else math.exp(b)
+        return [math.log(step(x, math.exp(a), net) / measured[x["id"]]) for x in anchors]
+
+    own = [scale_for(lambda c, x=x: step(x, c, None), measured[x["id"]]) for x in anchors]
+    fits, note = {}, None
+    for name, mode in (("kernels", "spec"), ("kernels_and_network", "fit"), ("auto", "auto")):
+        speeds = fit_speeds(residuals, own, mode)
+        fits[name] = {"compute_scale": round(speeds.compute, 4)}
+        if speeds.network is not None:
+            fits[name]["network_scale"] = round(speeds.network, 4)
+        note = note or speeds.note
     ids = {x["id"] for x in anchors}
     others = [r for r in runs if r["id"] in measured and r["id"] not in ids]
     scored = {r["id"]: {"id": r["id"], "source": r["source"], "gpus": r["gpus"],
@@ -122,11 +122,8 @@ def two_anchored_source(runs: list[dict]) -> dict | None:
 
 def two_anchored(runs: list[dict]) -> dict:
     """Every held-out source with three runs or more, anchored on two; the summaries."""
-    by_source: dict[str, list[dict]] = {}
-    for run in runs:
-        if run["split"] == "held_out":
-            by_source.setdefault(run["source"], []).append(run)
-    sources = [s for s in (two_anchored_source(g) for g in by_source.values()) if s]
+    sources = [s for s in (two_anchored_source(g) for g in held_out_sources(runs).values())
+               if s]
     scored = [r for s in sources for r in s["runs"]]
     out = {}
     for key in ("model", "kernels", "kernels_and_network", "auto"):
@@ -209,12 +206,8 @@ def summary(scored: list[dict], key: str) -> dict:
 def anchored(runs: list[dict], every: bool = False) -> dict:
     """Every held-out source with two runs or more, anchored; the summaries before and after;
     with ``every``, each source's median |error| with every one of its runs as the anchor."""
-    by_source: dict[str, list[dict]] = {}
-    for run in runs:
-        if run["split"] == "held_out":
-            by_source.setdefault(run["source"], []).append(run)
     sources, single = [], []
-    for name, group in by_source.items():
+    for name, group in held_out_sources(runs).items():
         result = anchored_source(group)
         if result is None:
             single.append(name)
@@ -284,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'two anchors: source':34} {'runs':>4} {'kernels':>8} {'network':>8} "
               f"{'model':>7} {'kernels':>8} {'both':>7} {'auto':>7}")
         for s in sorted(two["sources"], key=lambda s: s["source"]):
-            both = s["fits"]["kernels_and_network"]
+            both = {"network_scale": 1.0, **s["fits"]["kernels_and_network"]}
             cols = [_median([r[k] for r in s["runs"]]) for k in (
                 "error_pct", "kernels_error_pct", "kernels_and_network_error_pct",
                 "auto_error_pct")]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -51,6 +52,8 @@ NETWORK_LOW, NETWORK_HIGH = 0.02, 1.5
 PLAUSIBLE_NETWORK = (0.1, 1.2)
 # Finite-difference step of the two-number fit, in the logarithm of a speed.
 STEP = 0.02
+# Whether the network's speed is fitted too: 'auto' where the runs call for it.
+NetworkMode = Literal["auto", "fit", "spec"]
 
 
 class AnchorRun(EstimateRequest):
@@ -69,7 +72,7 @@ class AnchorRequest(BaseModel):
 
     runs: list[AnchorRun] = Field(min_length=1, max_length=32, description="Measured runs of "
                                   "one stack (framework, version and settings).")
-    network: Literal["auto", "fit", "spec"] = Field(
+    network: NetworkMode = Field(
         "auto", description="efficiency.network_scale, the bandwidth across nodes against the "
         "cluster spec's: 'fit' fits it with the kernels' speed (two runs or more, whose shares "
         "of time on the network differ); 'spec' keeps the runs' own; 'auto' fits it where "
@@ -271,6 +274,40 @@ def fit_two(residuals: Callable[[float, float], list[float]], a0: float
     return a, b, None
 
 
+@dataclass(frozen=True)
+class Speeds:
+    """What ``fit_speeds`` found."""
+
+    compute: float              # the kernel speed
+    network: float | None       # the network speed, where it was fitted
+    disagree: bool              # the runs' own kernel speeds differ by more than DISAGREE
+    tried: bool                 # the network's fit was tried
+    note: str | None            # why it was not fitted, where it was tried
+
+
+def fit_speeds(residuals: Callable[[float, float | None], list[float]], own: list[float],
+               network: NetworkMode) -> Speeds:
+    """The speeds that best predict the runs: ``residuals(a, b)`` gives each run's
+    log(predicted / measured) at kernel speed e^a and network speed e^b (None: the runs'
+    own), ``own`` each run's own kernel speed (``scale_for``). One run's is its own; several
+    runs' the least-squares one, which lies between their own (golden-section). The network
+    is fitted too (``fit_two``) where ``network`` is 'fit', or 'auto' and the runs' own kernel
+    speeds differ by more than ``DISAGREE``. What ``planner calibrate anchor`` fits, and what
+    ``benchmarks/anchored_accuracy.py`` scores."""
+    if len(own) == 1:
+        compute = own[0]
+    else:
+        compute = math.exp(golden_min(lambda u: sum(f * f for f in residuals(u, None)),
+                                      math.log(min(own)), math.log(max(own))))
+    disagree = len(own) > 1 and max(own) / min(own) > DISAGREE
+    if not (network == "fit" or (network == "auto" and disagree)):
+        return Speeds(compute, None, disagree, False, None)
+    a, b, note = fit_two(residuals, math.log(compute))
+    if note:
+        return Speeds(compute, None, disagree, True, note)
+    return Speeds(math.exp(a), math.exp(b), disagree, True, None)
+
+
 def _error_pct(measured: float, predicted: float) -> float:
     return (measured / predicted - 1) * 100
 
@@ -287,23 +324,12 @@ def fit_anchor(request: AnchorRequest) -> AnchorFit:
         alone.append(scale)
         if note:
             notes.append(note)
-    if len(runs) == 1:
-        best = alone[0]
-    else:
-        def loss(u: float) -> float:
-            return sum(r.residual(u) ** 2 for r in runs)
-
-        best = math.exp(golden_min(loss, math.log(min(alone)), math.log(max(alone))))
+    speeds = fit_speeds(lambda a, b: [r.residual(a, b) for r in runs], alone, request.network)
+    if speeds.note:
+        notes.append(speeds.note)
+    best = round(speeds.compute, 4)
+    network = None if speeds.network is None else round(speeds.network, 4)
     lo, hi = min(alone), max(alone)
-    disagree = len(runs) > 1 and hi / lo > DISAGREE
-    network = None
-    if request.network == "fit" or (request.network == "auto" and disagree):
-        a, b, note = fit_two(lambda a, b: [r.residual(a, b) for r in runs], math.log(best))
-        if note:
-            notes.append(note)
-        else:
-            best, network = math.exp(a), round(math.exp(b), 4)
-    best = round(best, 4)
     out = []
     for r, scale in zip(runs, alone, strict=True):
         before, fits, gib = r.predict(r.run.efficiency.compute_scale)
@@ -328,11 +354,12 @@ def fit_anchor(request: AnchorRequest) -> AnchorFit:
         notes.append(f"the runs are on {len(gpus)} kinds of GPU ({', '.join(gpus)}): one kernel "
                      "speed is fitted for all of them; anchor each kind's runs apart if their "
                      "own scales differ")
-    if disagree:
+    if speeds.disagree:
         notes.append(
             f"the runs' own kernel speeds range from {lo:.3f} to {hi:.3f}: they do not share "
             "one; a gap that grows with the communication points to links slower than the "
             "cluster spec" + (", so the network's speed was fitted as well" if network is not None
+                              else "" if speeds.tried   # the fit's own note says why not
                               else ": fit the network's speed too (--network fit, \"network\": "
                               "\"fit\") or calibrate the collectives (planner calibrate)"))
     efficiency = {"compute_scale": best}
