@@ -9,9 +9,12 @@ step, and every other run of the source is predicted at that speed and scored as
 ``published_accuracy.py`` scores it (measured / predicted - 1). The anchor run is never scored,
 and nothing else is fitted: the corpus, the default constants and the other runs are as
 ``published_accuracy.py`` replays them. Sources of one run have nothing left to score and are
-left out (listed).
+left out (listed). ``--every-anchor`` anchors each source on every one of its runs in turn
+(interpolated on a grid of speeds); ``--two-anchors`` on two runs, its smallest and its largest,
+fitting the network's speed too as ``planner calibrate anchor`` would (``fit_speeds``).
 
     python benchmarks/anchored_accuracy.py [--json results.json] [--source SOURCE ...]
+        [--every-anchor] [--two-anchors]
 """
 
 from __future__ import annotations

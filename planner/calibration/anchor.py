@@ -18,7 +18,9 @@ logarithm. Several runs fix it in the least-squares sense on the logarithm of th
 (relative errors count alike): the minimum lies between the runs' own roots, where a
 golden-section search finds it. How far the runs' own scales disagree says whether the gap is
 a kernel speed at all: a network slower than the cluster spec grows with the traffic, not the
-compute, and shows as scales that differ between plans.
+compute, and shows as scales that differ between plans; there (by default) the network's speed
+across nodes, ``EfficiencyModel.network_scale``, is fitted with the kernels' by
+Levenberg-Marquardt (``fit_speeds``, ``fit_two``).
 """
 
 from __future__ import annotations
