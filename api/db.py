@@ -55,6 +55,8 @@ calibrations = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),
     sa.Column("source", sa.String(16), nullable=False),
     sa.Column("body", sa.JSON, nullable=False),
+    # An anchor's software stack, where it was named (the newest anchor per stack applies).
+    sa.Column("stack", sa.String(64), nullable=True),
 )
 
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from planner.calibration.model import Calibration, Sample
 from planner.request import EstimateRequest
@@ -15,11 +25,20 @@ from planner.vocabulary import Collective, ProbeCompute, ValidationModeChoice
 T = TypeVar("T")
 
 
+# A software stack's name, as an anchor is stored under it and a request names it.
+Stack = Annotated[str, StringConstraints(min_length=1, max_length=64,
+                                         pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._+/:-]*$")]
+
+
 class ClusterRef(BaseModel):
     """A cluster stored with POST /v1/clusters."""
 
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, max_length=64)
+    stack: Stack | None = Field(None, description="The software stack that will run: "
+                              "the newest anchor stored under that name gives the kernel and "
+                              "network speeds. Without it, the newest anchor stored without a "
+                              "stack does.", examples=["megatron-core 0.14"])
 
 
 UNION_TAGS = ("~ref", "~spec")   # tags appear in error locations; problems.py drops them
@@ -183,6 +202,19 @@ class CalibrationCreate(BaseModel):
     network: Literal["auto", "fit", "spec"] = Field("auto", description="anchor: whether the "
                                                     "network's speed is fitted too (as POST "
                                                     "/v1/anchors).")
+    stack: Stack | None = Field(None, description="anchor: the software stack the runs "
+                              "measured (e.g. 'megatron-core 0.14', 'torchtitan 0.2'); a request "
+                              "takes this anchor by naming it in cluster.stack. An anchor without "
+                              "one serves requests that name no stack.")
+
+    @field_validator("stack")
+    @classmethod
+    def _stack_is_an_anchors(cls, v: str | None, info: ValidationInfo) -> str | None:
+        source = info.data.get("source")
+        if v is not None and source != "anchor":
+            raise ValueError(f"names the stack of an anchor (source 'anchor'); a calibration "
+                             f"from {source!r} is the cluster's own")
+        return v
 
 
 class CalibrationPublic(Calibration):

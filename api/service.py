@@ -36,14 +36,25 @@ def attached_calibration(body: Any, *, engine: Engine | None) -> CalibrationIn |
 
 def attached_efficiency(body: Any, *, engine: Engine | None) -> EfficiencyModel:
     """The request's efficiency, with the stack's speeds of its referenced cluster's newest
-    anchor where the request sets neither ``compute_scale`` nor ``network_scale`` itself."""
+    anchor of the stack it names (``cluster.stack``; none named: of no named stack) where the
+    request sets neither ``compute_scale`` nor ``network_scale`` itself. A stack the cluster
+    holds no anchor of is refused (422 naming ``cluster.stack`` and the stacks it holds)."""
     eff = body.efficiency
-    if not isinstance(body.cluster, ClusterRef) or eff.model_fields_set & {
-            "compute_scale", "network_scale"}:
+    if not isinstance(body.cluster, ClusterRef):
         return eff
     assert engine is not None, "a stored cluster is read from the database"
-    row = store.latest_calibration(engine=engine, cluster_id=body.cluster.id, anchor=True)
-    if row is None:
+    ref = body.cluster
+    row = store.latest_calibration(engine=engine, cluster_id=ref.id, anchor=True,
+                                   stack=ref.stack)
+    if row is None and ref.stack is not None:
+        held = store.anchor_stacks(engine=engine, cluster_id=ref.id)
+        raise ApiProblem(422, "Invalid request", f"cluster.stack: cluster {ref.id!r} holds no "
+                         f"anchor of stack {ref.stack!r} (its anchored stacks: "
+                         f"{', '.join(map(repr, held)) or 'none'})",
+                         type_="/problems/invalid-request",
+                         errors=[{"pointer": "#/cluster/stack", "field": "cluster.stack",
+                                  "detail": "no anchor of this stack on the cluster"}])
+    if row is None or eff.model_fields_set & {"compute_scale", "network_scale"}:
         return eff
     speeds = {k: row["body"][k] for k in ("compute_scale", "network_scale")
               if row["body"].get(k) is not None}
@@ -175,7 +186,7 @@ def anchor(body: Any, cluster_spec: dict) -> dict:
     runs = [{"cluster": cluster_spec, **r} for r in runs]
     fit = fit_anchor(parse_request(AnchorRequest, {"runs": runs, "network": body.network}))
     return Calibration(source="anchor", backend="steps", fits=[], samples=[], notes=fit.notes,
-                       compute_scale=fit.compute_scale,
+                       stack=body.stack, compute_scale=fit.compute_scale,
                        network_scale=fit.network_scale if fit.network_fitted else None,
                        runs=fit.runs).model_dump(mode="json")
 

@@ -228,7 +228,7 @@ def save_calibration(*, engine: Engine, cluster_id: str | None, body: dict) -> d
     cal_id = new_id("cal")
     body = {**body, "id": cal_id}
     row = {"id": cal_id, "cluster_id": cluster_id, "created_at": now(),
-           "source": body["source"], "body": body}
+           "source": body["source"], "body": body, "stack": body.get("stack")}
     with engine.begin() as conn:
         conn.execute(calibrations.insert().values(**row))
     return _iso(row)
@@ -253,15 +253,27 @@ def list_calibrations(*, engine: Engine, cluster_id: str, limit: int, offset: in
     return [_iso(r) for r in rows], int(count)
 
 
-def latest_calibration(*, engine: Engine, cluster_id: str, anchor: bool = False
-                       ) -> dict | None:
+def latest_calibration(*, engine: Engine, cluster_id: str, anchor: bool = False,
+                       stack: str | None = None) -> dict | None:
     """The cluster's newest calibration of collectives, or with ``anchor`` its newest anchor
-    (measured steps: the stack's speeds), or None."""
-    source = calibrations.c.source
-    cond = sa.and_(calibrations.c.cluster_id == cluster_id,
-                   source == "anchor" if anchor else source != "anchor")
+    (measured steps: the stack's speeds) of ``stack`` (None: of no named stack), or None."""
+    c = calibrations.c
+    if anchor:
+        cond = sa.and_(c.cluster_id == cluster_id, c.source == "anchor",
+                       c.stack.is_(None) if stack is None else c.stack == stack)
+    else:
+        cond = sa.and_(c.cluster_id == cluster_id, c.source != "anchor")
     with engine.connect() as conn:
         row = conn.execute(calibrations.select().where(cond)
                            .order_by(calibrations.c.created_at.desc(), calibrations.c.id.desc())
                            .limit(1)).mappings().first()
     return _iso(row) if row else None
+
+
+def anchor_stacks(*, engine: Engine, cluster_id: str) -> list[str]:
+    """The named stacks the cluster holds anchors of, sorted."""
+    c = calibrations.c
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(c.stack).distinct().where(
+            c.cluster_id == cluster_id, c.source == "anchor", c.stack.is_not(None))).all()
+    return sorted(r[0] for r in rows)

@@ -630,7 +630,8 @@ async function loadStored() {
     const items = await Promise.all(clusters.data.map(async (c) => {
       const cals = await api(`/v1/clusters/${c.id}/calibrations?limit=10`);
       const sub = el("ul", {}, ...cals.data.map((cal) => el("li", {},
-        el("a", { href: `/calibrations/${cal.id}`, text: cal.id }), ` ${cal.source}`)));
+        el("a", { href: `/calibrations/${cal.id}`, text: cal.id }),
+        ` ${cal.source}${cal.stack ? ` (${cal.stack})` : ""}`)));
       return el("li", { text: `${c.name} (${c.id}, ${c.spec.num_nodes} x ${c.spec.gpus_per_node} ` +
                                `${c.spec.gpu.name})` }, sub);
     }));
@@ -645,9 +646,11 @@ async function showCalibration(id) {
   const cal = await api(`/v1/calibrations/${id}`);
   if (cal.source === "anchor") {
     // An anchor: the stack's speeds and its measured runs, before and after (no fits to draw).
+    // An anchor of a named stack serves the requests naming it (cluster.stack).
+    const who = cal.stack ? `that name the stack "${cal.stack}"` : "that name no stack";
     $("#calibration-summary").textContent = `Anchor ${id}: kernel speed ${cal.compute_scale}` +
       (cal.network_scale ? `, network speed ${cal.network_scale}` : "") +
-      ", taken by plans and estimates on this cluster that set neither.";
+      `, taken by plans and estimates on this cluster ${who} and set neither.`;
     $("#calibration-plot").replaceChildren(
       el("ul", {}, ...cal.runs.map((r) => el("li", { text: anchoredRun(r) }))));
     return;

@@ -26,7 +26,7 @@ EXAMPLES = {
               "value": {"source": "sweep", "sweep": {"nproc": 4, "backend": "gloo"}}},
     "anchor": {"summary": "A measured step of your stack on this cluster (the stack's speeds, "
                           "which plans and estimates on the cluster then take)",
-               "value": {"source": "anchor", "runs": [{
+               "value": {"source": "anchor", "stack": "megatron-core 0.14", "runs": [{
                    "measured_step_time_s": 12.78, "model": {"preset": "llama3-8b"},
                    "training": {"global_batch_size": 128, "seq_length": 8192},
                    "plan": {"dp": 4, "cp": 2, "micro_batch_size": 1, "zero_stage": 1}}]}},
@@ -75,7 +75,10 @@ def create_calibration(
     without a cluster having run on this one) fits the stack's kernel and network speeds,
     which plans and estimates on the cluster then take unless they set
     ``efficiency.compute_scale`` or ``network_scale`` themselves; the newest anchor and the
-    newest collective calibration apply side by side."""
+    newest collective calibration apply side by side. An anchor stored with a ``stack`` name
+    serves the requests naming that stack (``cluster: {"id": ..., "stack": ...}``), one
+    without serves those naming none: a cluster that runs two stacks keeps an anchor of
+    each."""
     cluster = store.get_cluster(engine=engine, cluster_id=cluster_id)
     if cluster is None:
         raise not_found("cluster", cluster_id)
@@ -125,8 +128,8 @@ def plot_calibration(calibration_id: str, engine: EngineDep) -> Response:
             dependencies=READ, summary="List a cluster's calibrations",
             operation_id="calibrations-list")
 def list_calibrations(cluster_id: str, engine: EngineDep, limit: Limit = 50, offset: Offset = 0):
-    """Newest first; the newest of collectives and the newest anchor are the ones plans
-    use."""
+    """Newest first; the newest of collectives and the newest anchor of the stack a request
+    names (``cluster.stack``) are the ones plans use."""
     if store.get_cluster(engine=engine, cluster_id=cluster_id) is None:
         raise not_found("cluster", cluster_id)
     rows, count = store.list_calibrations(engine=engine, cluster_id=cluster_id, limit=limit,

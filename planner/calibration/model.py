@@ -100,6 +100,9 @@ class Calibration(BaseModel):
                                         "(efficiency.network_scale), where it was fitted.")
     runs: list[AnchoredRun] = Field(default_factory=list, description="An anchor's measured "
                                     "runs, before and after.")
+    stack: str | None = Field(None, description="The software stack an anchor's runs were "
+                              "measured on, where it was named; a request takes that anchor by "
+                              "naming the stack (cluster.stack).")
 
 
 class CalibrationIn(BaseModel):

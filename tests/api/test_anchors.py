@@ -95,3 +95,71 @@ def test_an_anchor_stored_on_a_cluster_anchors_its_plans_and_estimates(server):
             "source": "anchor", "runs": [{**run, "plan": {**run["plan"], "dp": 3}}]})
         assert r.status_code == 422 and r.json()["detail"].startswith("runs.0."), r.text
         assert c.get(f"/v1/clusters/{cid}/calibrations").json()["count"] == 2
+
+
+def test_anchors_per_stack_on_one_cluster(server):
+    """Two stacks on one cluster keep an anchor each: a request naming a stack is costed with
+    that stack's speeds, one naming none with the anchor stored without a stack (or the model
+    as it stands), one naming a stack the cluster has no anchor of is a 422 listing those it
+    has; a stack on a calibration that is not an anchor is refused, nothing stored."""
+    run = {k: v for k, v in EXAMPLE["runs"][0].items() if k != "cluster"}
+    one = {k: v for k, v in run.items() if k not in ("name", "measured_step_time_s")}
+    slow = {**run, "measured_step_time_s": 1.25 * run["measured_step_time_s"]}
+    with server.client() as c:
+        cid = c.post("/v1/clusters", json={"preset": "dgx-h100", "name": "lab",
+                                           "num_nodes": 1}).json()["id"]
+
+        def est(**ref):
+            r = c.post("/v1/estimates", json={**one, "cluster": {"id": cid, **ref}})
+            return r.status_code, r.json()
+
+        model = est()[1]["step_time_s"]
+        fast = c.post(f"/v1/clusters/{cid}/calibrations",
+                      json={"source": "anchor", "stack": "megatron-core 0.14", "runs": [run]})
+        titan = c.post(f"/v1/clusters/{cid}/calibrations",
+                       json={"source": "anchor", "stack": "torchtitan 0.2", "runs": [slow]})
+        assert fast.status_code == titan.status_code == 201, titan.text
+        assert (fast.json()["stack"], titan.json()["stack"]) == (
+            "megatron-core 0.14", "torchtitan 0.2")
+        assert titan.json()["compute_scale"] < fast.json()["compute_scale"]
+        for stack, measured in (("megatron-core 0.14", run["measured_step_time_s"]),
+                                ("torchtitan 0.2", slow["measured_step_time_s"])):
+            status, body = est(stack=stack)
+            assert status == 200 and body["step_time_band"]["model_class"] == "anchored"
+            assert abs(body["step_time_s"] - measured) < 0.01 * measured, stack
+        # No stack named, and no anchor stored without one: the model as it stands.
+        status, body = est()
+        assert status == 200 and body["step_time_s"] == model
+        assert body["step_time_band"]["model_class"] == "dense"
+        c.post(f"/v1/clusters/{cid}/calibrations", json={"source": "anchor", "runs": [slow]})
+        assert abs(est()[1]["step_time_s"] - slow["measured_step_time_s"]) < 0.13
+        # A plan names its stack the same way, and is stored apart from the other stack's.
+        plans = [c.post("/v1/plans", json={
+            "model": one["model"], "cluster": {"id": cid, "stack": s},
+            "training": one["training"], "search": {"top_k": 1}}) for s in (
+            "megatron-core 0.14", "torchtitan 0.2")]
+        assert [p.status_code for p in plans] == [201, 201]
+        best = [p.json()["plans"][0]["step_time_s"] for p in plans]
+        assert best[0] < best[1] and plans[0].json()["id"] != plans[1].json()["id"]
+        # Unknown stack: 422 naming cluster.stack and the stacks held.
+        status, body = est(stack="deepspeed")
+        assert status == 422 and body["detail"].startswith("cluster.stack: "), body
+        assert "'megatron-core 0.14', 'torchtitan 0.2'" in body["detail"]
+        r = c.post("/v1/plans", json={"model": one["model"], "training": one["training"],
+                                      "cluster": {"id": cid, "stack": "deepspeed"}})
+        assert r.status_code == 422 and r.json()["detail"].startswith("cluster.stack: ")
+        # Bad stack names and a stack on collectives: 422, nothing stored.
+        count = c.get(f"/v1/clusters/{cid}/calibrations").json()["count"]
+        for body, field in (({"source": "anchor", "stack": "", "runs": [run]}, "stack"),
+                            ({"source": "anchor", "stack": "x" * 65, "runs": [run]}, "stack"),
+                            ({"source": "anchor", "stack": "a\nb", "runs": [run]}, "stack"),
+                            ({"source": "samples", "stack": "megatron-core 0.14", "samples": [
+                                {"op": "all_reduce", "group_size": 8, "message_bytes": 1 << 20,
+                                 "time_us": 31.0}]}, "stack")):
+            r = c.post(f"/v1/clusters/{cid}/calibrations", json=body)
+            assert r.status_code == 422, r.text
+            assert r.headers["content-type"].startswith("application/problem+json")
+            assert r.json()["detail"].startswith(field), r.json()
+        assert c.get(f"/v1/clusters/{cid}/calibrations").json()["count"] == count
+        status, body = est(stack="")
+        assert status == 422 and body["detail"].startswith("cluster.stack"), body

@@ -122,7 +122,7 @@ def test_schema_is_migrated_by_the_service(server):
         tables = set(sa.inspect(conn).get_table_names())
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
     engine.dispose()
-    assert {"plans", "clusters", "jobs", "calibrations"} <= tables and version == "0005"
+    assert {"plans", "clusters", "jobs", "calibrations"} <= tables and version == "0006"
     # The job queue's tables live in PostgreSQL only; SQLite's jobs run in the service.
     queue_tables = {t for t in tables if t.startswith("procrastinate_")}
     if server.database_url.startswith("postgresql"):

@@ -238,13 +238,16 @@ def test_an_anchor_stored_on_a_cluster_shows_its_speeds_and_runs(page, service):
     with httpx.Client(base_url=service.url, timeout=60) as c:
         cid = c.post("/v1/clusters", json={"preset": "dgx-h100", "name": "lab-anchored",
                                            "num_nodes": 1}).json()["id"]
-        cal = c.post(f"/v1/clusters/{cid}/calibrations",
-                     json={"source": "anchor", "runs": [run]}).json()["id"]
+        cal = c.post(f"/v1/clusters/{cid}/calibrations", json={
+            "source": "anchor", "stack": "megatron-core 0.14", "runs": [run]}).json()["id"]
     open_explorer(page)
     page.wait_for_selector(f'#stored-clusters a[href="/calibrations/{cal}"]')
+    assert "anchor (megatron-core 0.14)" in page.inner_text("#stored-clusters")
     page.click(f'#stored-clusters a[href="/calibrations/{cal}"]')
     page.wait_for_selector("#calibration-plot li")
-    assert f"Anchor {cal}: kernel speed 1.1303" in page.inner_text("#calibration-summary")
+    summary = page.inner_text("#calibration-summary")
+    assert f"Anchor {cal}: kernel speed 1.1303" in summary
+    assert 'name the stack "megatron-core 0.14"' in summary
     assert "measured 12.8 s, the model 14.4 s (-11.4%)" in page.inner_text("#calibration-plot")
 
 
