@@ -58,6 +58,7 @@ def attached_efficiency(body: Any, *, engine: Engine | None) -> EfficiencyModel:
         return eff
     speeds = {k: row["body"][k] for k in ("compute_scale", "network_scale")
               if row["body"].get(k) is not None}
+    speeds["anchor"] = row["id"]
     return eff.model_copy(update=speeds)
 
 

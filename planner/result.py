@@ -148,6 +148,9 @@ class StepTimeBand(BaseModel):
                          "predicted step time (each source weighing the same).")
     median_s: float = Field(description="Step time times the median of that ratio.")
     high_s: float = Field(description="Step time times its 90th percentile.")
+    anchor: str | None = Field(None, description="Anchored answers: where the speeds came from "
+                               "(efficiency.anchor), the stored anchor's id when the service "
+                               "took them from the cluster's anchor.")
 
 
 class PlanEstimate(BaseModel):

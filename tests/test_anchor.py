@@ -309,6 +309,18 @@ def test_an_anchored_estimate_carries_the_anchored_band():
                                       "efficiency": {"compute_scale": 1.1},
                                       "search": {"top_k": 2}})
     assert {p.step_time_band.model_class for p in plan(req).plans} == {"anchored"}
+    # The band names where the speeds came from, and only when they are anchored.
+    labelled = {"compute_scale": 1.1, "anchor": "cal-lab"}
+    req = req.model_copy(update={"efficiency": REQ.efficiency.model_copy(update=labelled)})
+    assert {p.step_time_band.anchor for p in plan(req).plans} == {"cal-lab"}
+    assert band.anchor is None and one.step_time_band.anchor is None
+    label_only = REQ.efficiency.model_copy(update={"anchor": "cal-lab"})
+    unanchored = estimate(REQ.model, REQ.cluster, REQ.training, REQ.plan, label_only)
+    assert unanchored.step_time_band.anchor is None
+    res = CliRunner().invoke(app, ["estimate", "-"], input=json.dumps(
+        {**BASE, "efficiency": labelled}))
+    assert res.exit_code == 0 and "speeds from anchor cal-lab" in res.stdout, res.output
+    assert unanchored.step_time_s == one.step_time_s
 
 
 def test_the_readme_example_one_8_gpu_step_predicts_the_sources_larger_runs():

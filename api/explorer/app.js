@@ -477,7 +477,8 @@ async function showDetail(index) {
     : band && `${band.model_class.replaceAll("_", "-").replace("moe", "MoE")} runs`;
   if (band) why.push(`8 in 10 of the ${band.runs} held-out published ${kind} ` +
                      `(${band.sources} sources, each weighing the same) ` +
-                     `would have measured ${fmt(band.low_s)} to ${fmt(band.high_s)} s`);
+                     `would have measured ${fmt(band.low_s)} to ${fmt(band.high_s)} s` +
+                     (band.anchor ? ` (speeds from anchor ${band.anchor})` : ""));
   if (p.stages) why.push(`stages ${stageRuns(p.stages)}`);
   const headroom = 1 - p.memory_per_gpu_gib / p.memory_capacity_gib;
   if (headroom < 0.1) why.push("memory is the binding constraint (under 10% headroom)");

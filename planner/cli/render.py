@@ -107,7 +107,9 @@ def print_caveats(console: Console, est: PlanEstimate) -> None:
         console.print(f"published runs: 8 in 10 of the {band.runs} held-out {kind} (from "
                       f"{band.sources} sources, each weighing the same) would have measured "
                       f"{_fmt_s(band.low_s)} to {_fmt_s(band.high_s)} given this prediction "
-                      f"(median {_fmt_s(band.median_s)})", highlight=False)
+                      f"(median {_fmt_s(band.median_s)})"
+                      + (f"; speeds from anchor {escape(band.anchor)}" if band.anchor else ""),
+                      highlight=False)
     for note in est.caveats:
         console.print(f"[yellow]caveat:[/] {escape(note)}", highlight=False)
 

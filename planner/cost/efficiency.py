@@ -118,6 +118,12 @@ class EfficiencyModel(BaseModel):
         "change). Fitted with compute_scale to two or more measured steps by `planner "
         "calibrate anchor` where they call for it."
     )
+    anchor: str | None = Field(
+        None, max_length=64, description="Where compute_scale and network_scale came from, "
+        "shown in the step_time_band of anchored answers: the service sets the stored anchor's "
+        "id (a calibration of the cluster) when it takes them from one; a label of your own "
+        "otherwise. Costs nothing."
+    )
 
     @property
     def anchored(self) -> bool:

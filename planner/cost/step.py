@@ -151,7 +151,7 @@ def estimate(
     if tables is None and calibration is not None:
         tables = CostTables(model, cluster, training, eff, calibration)
     ev = evaluate(model, cluster, training, plan, eff, tables)
-    return to_estimate(ev, model, cluster, training, plan, rank=rank, anchored=eff.anchored)
+    return to_estimate(ev, model, cluster, training, plan, rank=rank, efficiency=eff)
 
 
 def on_allocation(est: PlanEstimate, cluster: ClusterSpec, part: UniformSlice) -> PlanEstimate:
@@ -165,10 +165,11 @@ def on_allocation(est: PlanEstimate, cluster: ClusterSpec, part: UniformSlice) -
 
 def to_estimate(
     ev: Evaluation, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
-    plan: ParallelPlan, *, rank: int | None = None, anchored: bool = False,
+    plan: ParallelPlan, *, rank: int | None = None, efficiency: EfficiencyModel | None = None,
 ) -> PlanEstimate:
-    """The public shape of one evaluated plan; ``anchored``: the request's kernel speed was
-    fitted to a measured run (``efficiency.compute_scale`` other than 1), which sets the band."""
+    """The public shape of one evaluated plan; ``efficiency``: the request's, whose speeds,
+    where fitted to measured runs (``efficiency.anchored``), set the band, which then names
+    the anchor they came from (``efficiency.anchor``)."""
     gpus = plan.world_size
     step = ev.step_time_s
     tflops = ev.model_flops / step / gpus / 1e12
@@ -190,7 +191,9 @@ def to_estimate(
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
     notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess)
-    band = StepTimeBand.model_validate(step_time_band(model, step, anchored))
+    anchor = efficiency if efficiency is not None and efficiency.anchored else None
+    band = StepTimeBand.model_validate({**step_time_band(model, step, anchor is not None),
+                                        "anchor": anchor and anchor.anchor})
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(
         rank=rank, dp=plan.dp, tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep, etp=plan.etp,

@@ -257,7 +257,7 @@ def _estimate(req: PlanRequest, row: PlanArrays, sp: tuple[int, ...], layers: np
     ev = evaluate(req.model, pools[b], req.training, plan, req.efficiency, tables[b])
     ev.step_time_s, ev.breakdown = mc.step_time_s, dict(mc.breakdown)
     est = to_estimate(ev, req.model, pools[b], req.training, plan,
-                      anchored=req.efficiency.anchored)
+                      efficiency=req.efficiency)
     caps = np.array([pools[j].gpu.memory_bytes for j in sp])
     w = int(np.argmax(mc.stage_memory / caps))
     parts = mc.memory_parts[sp[w]]

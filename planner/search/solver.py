@@ -159,7 +159,7 @@ def plan(request: PlanRequest) -> PlanResult:
             p = p.model_copy(update=change)
         ev = evaluate(req.model, req.cluster, req.training, p, req.efficiency, tables)
         out.append(to_estimate(ev, req.model, req.cluster, req.training, p, rank=j + 1,
-                               anchored=req.efficiency.anchored))
+                               efficiency=req.efficiency))
     return done(out, status, feasible=feasible)
 
 

@@ -122,15 +122,17 @@ def test_anchors_per_stack_on_one_cluster(server):
         assert (fast.json()["stack"], titan.json()["stack"]) == (
             "megatron-core 0.14", "torchtitan 0.2")
         assert titan.json()["compute_scale"] < fast.json()["compute_scale"]
-        for stack, measured in (("megatron-core 0.14", run["measured_step_time_s"]),
-                                ("torchtitan 0.2", slow["measured_step_time_s"])):
+        for stack, measured, cal in (("megatron-core 0.14", run["measured_step_time_s"], fast),
+                                     ("torchtitan 0.2", slow["measured_step_time_s"], titan)):
             status, body = est(stack=stack)
             assert status == 200 and body["step_time_band"]["model_class"] == "anchored"
             assert abs(body["step_time_s"] - measured) < 0.01 * measured, stack
+            assert body["step_time_band"]["anchor"] == cal.json()["id"]   # the provenance
         # No stack named, and no anchor stored without one: the model as it stands.
         status, body = est()
         assert status == 200 and body["step_time_s"] == model
         assert body["step_time_band"]["model_class"] == "dense"
+        assert body["step_time_band"]["anchor"] is None
         c.post(f"/v1/clusters/{cid}/calibrations", json={"source": "anchor", "runs": [slow]})
         assert abs(est()[1]["step_time_s"] - slow["measured_step_time_s"]) < 0.13
         # A plan names its stack the same way, and is stored apart from the other stack's.
@@ -141,6 +143,8 @@ def test_anchors_per_stack_on_one_cluster(server):
         assert [p.status_code for p in plans] == [201, 201]
         best = [p.json()["plans"][0]["step_time_s"] for p in plans]
         assert best[0] < best[1] and plans[0].json()["id"] != plans[1].json()["id"]
+        assert [p.json()["plans"][0]["step_time_band"]["anchor"] for p in plans] == [
+            fast.json()["id"], titan.json()["id"]]
         # Unknown stack: 422 naming cluster.stack and the stacks held.
         status, body = est(stack="deepspeed")
         assert status == 422 and body["detail"].startswith("cluster.stack: "), body

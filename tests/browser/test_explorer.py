@@ -322,14 +322,16 @@ def test_an_anchored_request_shows_the_anchored_track_record(page):
     page.fill("#request-json", json.dumps({
         "model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
         "training": {"global_batch_size": 64, "seq_length": 4096},
-        "efficiency": {"compute_scale": 1.1}, "search": {"top_k": 1}}))
+        "efficiency": {"compute_scale": 1.1, "anchor": "cal-lab"}, "search": {"top_k": 1}}))
     page.click("#plan-button")
     page.wait_for_selector("#plans-table tbody tr")
     runs, sources = ANCHORED_MEASURED_OVER_PREDICTED[:2]
     page.wait_for_selector("#detail-why:has-text('another run of their stack')")
+    why = page.inner_text("#detail-why")
     assert (f"8 in 10 of the {runs} held-out published runs predicted from another run of "
             f"their stack ({sources} sources, each weighing the same) would have measured"
-            ) in page.inner_text("#detail-why")
+            ) in why
+    assert "(speeds from anchor cal-lab)" in why
 
 
 def test_the_stacks_speeds_fitted_in_the_page_anchor_the_plans(page):
