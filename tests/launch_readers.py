@@ -69,6 +69,9 @@ def megatron_parser() -> argparse.ArgumentParser:
     ap.add_argument("--transformer-impl", choices=["local", "transformer_engine"],
                     default="transformer_engine")
     ap.add_argument("--moe-expert-capacity-factor", type=float)
+    # TransformerConfig's defaults (transformer_config.py).
+    ap.add_argument("--attention-dropout", type=float, default=0.1)
+    ap.add_argument("--hidden-dropout", type=float, default=0.1)
     return ap
 
 
@@ -159,6 +162,7 @@ def megatron_plan(argv: list[str], world: int) -> dict:
             "dp_replicate": instances, "ep": ep, "etp": etp if a.num_experts else 1,
             "micro_batch_size": a.micro_batch_size, "grad_accum_steps": m,
             "sequence_parallel": a.sequence_parallel,
+            "dropout": a.attention_dropout > 0 or a.hidden_dropout > 0,
             "recompute": a.recompute_granularity or "none",
             "distribute_saved_activations": a.distribute_saved_activations,
             "cpu_offload_layers": a.cpu_offloading_num_layers or 0,

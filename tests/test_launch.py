@@ -138,6 +138,9 @@ def random_plan(rng: random.Random):
         training = TrainingSpec(global_batch_size=rng.choice([16, 32, 48, 64, 96, 128]),
                                 seq_length=rng.choice([1024, 2048, 4096]),
                                 precision=rng.choice(["bf16", "bf16", "fp8", "fp16"]))
+        # A third train with dropout (chosen without a draw: the plans stay those of the seed).
+        training = training.model_copy(update={
+            "dropout": training.global_batch_size in (48, 96)})
         # DeepSpeed's bf16 optimizer copies every micro-batch's gradients into fp32 and
         # all-reduces them after the backward: half the bf16 models train that way, and a
         # quarter of the models keep bf16 gradients and all-reduce them, as DeepSpeed's ZeRO
@@ -223,7 +226,7 @@ def random_plan(rng: random.Random):
 def test_random_plans_artifacts_describe_exactly_the_plan():
     rng = random.Random(11)
     runnable = {fw: 0 for fw in FRAMEWORKS}
-    deepspeed_tp = distributed = 0
+    deepspeed_tp = distributed = dropouts = 0
     for _ in range(1500):
         model, cluster, training, plan = random_plan(rng)
         est = estimated(model, cluster, training, plan)
@@ -239,6 +242,8 @@ def test_random_plans_artifacts_describe_exactly_the_plan():
             if fw == "megatron":
                 assert got["recompute"] == est.recompute
                 assert got["recompute_num_layers"] == est.recompute_num_layers
+                assert got["dropout"] is training.dropout     # masks stored as costed
+                dropouts += training.dropout
             if fw == "megatron" and est.vpp > 1:
                 assert got["microbatch_group_size"] == est.microbatch_group_size
                 assert got["layers_per_chunk"] == est.layers_per_chunk
@@ -248,6 +253,7 @@ def test_random_plans_artifacts_describe_exactly_the_plan():
     assert all(n > 10 for n in runnable.values()), runnable
     assert deepspeed_tp >= 10, deepspeed_tp     # AutoTP plans (26 with this seed; a golden too)
     assert distributed >= 10, distributed       # (24 with this seed)
+    assert dropouts >= 10, dropouts
 
 
 def launcher_program(est) -> list[str]:

@@ -28,6 +28,8 @@ deepep``: the dispatcher the step model costs), ``--overlap-moe-expert-parallel-
 ``--moe-grouped-gemm``, ``--moe-router-score-function sigmoid`` (DeepSeek-V3) and
 ``--moe-expert-capacity-factor``. MLA: ``--multi-latent-attention``, ``--q-lora-rank``,
 ``--kv-lora-rank``, ``--qk-head-dim``, ``--qk-pos-emb-head-dim``, ``--v-head-dim``.
+``--attention-dropout 0.0 --hidden-dropout 0.0`` unless ``training.dropout`` (both default
+to 0.1 in ``transformer_config.py``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         notes.append(f"{m.num_sliding_window_layers} of {m.num_layers} layers attend within "
                      f"{m.sliding_window} tokens: set Megatron's --window-size and "
                      "--window-attn-skip-freq to that pattern")
+    if not t.dropout:
+        # TransformerConfig's hidden_dropout and attention_dropout default to 0.1: left
+        # unset, the run would store dropout masks the plan was not costed (or sized) with.
+        args += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]
     if m.ffn_type == "swiglu":
         args += ["--swiglu"]
     if not m.tied_embeddings:
