@@ -8,14 +8,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import store
 from api.problems import problem
+from planner.revision import revision
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", summary="Liveness", operation_id="health-live")
 async def healthz() -> dict:
-    """The process answers. Touches no dependency."""
-    return {"status": "ok"}
+    """The process answers. Touches no dependency. ``revision``: the planner's (a digest of
+    its rules, ``planner.revision``), the one its answers carry in ``search.revision``; replicas
+    that report different ones run different rules."""
+    return {"status": "ok", "revision": revision()}
 
 
 @router.get("/readyz", summary="Readiness", operation_id="health-ready",

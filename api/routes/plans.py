@@ -54,7 +54,8 @@ async def create_plan(
     stages, and the slices of a fragmented allocation) for the k fastest plans that fit in
     memory (exact search), each with its step time, memory and breakdown; or status
     INFEASIBLE with the reasons (an answer, not an error: 201 as well). The id is a hash of
-    the request, so an identical request returns the stored answer with 200."""
+    the request and of the planner's revision (``search.revision``), so an identical request
+    returns the stored answer with 200 until the planner is upgraded, then is planned anew."""
     if body.validation is not None and not settings.allow_local_sweeps:
         raise ApiProblem(403, "Forbidden", "validation: this service does not run probe jobs "
                          "(PLANNER_ALLOW_LOCAL_SWEEPS=false)", type_="/problems/forbidden")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from planner.cost.memory import GIB
 from planner.cost.step import on_allocation
 from planner.result import PlanEstimate
+from planner.revision import revision
 from planner.search.plan_request import PlanRequest
 from planner.search.plan_result import PlanResult, SearchStats
 from planner.specs.allocation import uniform_clusters
@@ -50,7 +51,7 @@ def plan_on_allocation(req: PlanRequest, plan_slice: Callable[[PlanRequest], Pla
     return PlanResult(
         id=req.request_id(), plans=top, infeasible_reasons=reasons,
         search=SearchStats(
-            status=status, solve_ms=(time.perf_counter() - t0) * 1e3,
+            status=status, solve_ms=(time.perf_counter() - t0) * 1e3, revision=revision(),
             space_size=sum(r.search.space_size for r in stats),
             memory_feasible=sum(r.search.memory_feasible for r in stats),
             lattice_points=sum(r.search.lattice_points for r in stats),

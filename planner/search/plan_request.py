@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from planner.frameworks import autotp_column_inputs
 from planner.request import SetupRequest
+from planner.revision import revision
 from planner.search.spec import SearchSpec
 from planner.specs import ModelSpec, TrainingSpec
 
@@ -84,6 +85,8 @@ class PlanRequest(SetupRequest):
         return data
 
     def request_id(self) -> str:
-        """Same request, same id: a hash of the canonical (fully expanded) request."""
-        canon = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Same request, same id: a hash of the canonical (fully expanded) request and of the
+        planner's revision (``planner.revision``: an upgraded planner plans it anew)."""
+        canon = json.dumps({"request": self.model_dump(mode="json"), "revision": revision()},
+                           sort_keys=True, separators=(",", ":"))
         return "plan-" + hashlib.sha256(canon.encode()).hexdigest()[:16]

@@ -20,6 +20,10 @@ class SearchStats(BaseModel):
     lattice_points: int = Field(description="(dp, tp, pp, cp) combinations considered.")
     solver_candidates: int = Field(description="Plans the ranking considered: every plan that "
                                    "fits (enumeration ranks them all; kept for the contract).")
+    revision: str | None = Field(None, description="The planner revision that computed the "
+                                 "answer (a digest of its rules, planner.revision; GET /healthz "
+                                 "reports the running one); the plan id hashes it with the "
+                                 "request. None: an answer stored before revisions were kept.")
     gap_pct: float | None = Field(
         None, description="FEASIBLE answers with a bound: how much faster, at most, the best "
         "plan of the space could be than the first one returned, % of its step time.")

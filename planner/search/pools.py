@@ -36,6 +36,7 @@ from planner.cost.step import evaluate, to_estimate
 from planner.cost.tables import cost_tables
 from planner.errors import PlannerInputError
 from planner.result import MemoryBreakdown, NodePlacement, Placement, PlanEstimate, StagePool
+from planner.revision import revision
 from planner.search.plan_request import PlanRequest
 from planner.search.plan_result import PlanResult, SearchStats
 from planner.search.space import build_space
@@ -122,7 +123,7 @@ def plan_on_pools(req: PlanRequest, plan_one: Callable[[PlanRequest], PlanResult
     return PlanResult(
         id=req.request_id(), plans=top, infeasible_reasons=reasons,
         search=SearchStats(
-            status=status, solve_ms=(time.perf_counter() - t0) * 1e3,
+            status=status, solve_ms=(time.perf_counter() - t0) * 1e3, revision=revision(),
             space_size=sum(r.search.space_size for r in stats) + space,
             memory_feasible=sum(r.search.memory_feasible for r in stats),
             lattice_points=sum(r.search.lattice_points for r in stats),

@@ -32,6 +32,7 @@ from planner.cost.memory import in_flight_microbatches
 from planner.cost.step import evaluate, to_estimate
 from planner.cost.tables import cost_tables
 from planner.launch import with_launch
+from planner.revision import revision
 from planner.search.explain import memory_reasons, structural_reasons
 from planner.search.frontier import space_sample
 from planner.search.offload import cpu_offload
@@ -99,7 +100,8 @@ def plan(request: PlanRequest) -> PlanResult:
             id=req.request_id(), plans=plans_out, infeasible_reasons=list(reasons),
             space_sample=sample,
             search=SearchStats(status=status, solve_ms=(time.perf_counter() - t0) * 1e3,
-                               space_size=space.size, memory_feasible=feasible,
+                               revision=revision(), space_size=space.size,
+                               memory_feasible=feasible,
                                lattice_points=space.lattice_points,
                                solver_candidates=feasible),
         )

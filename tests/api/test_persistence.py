@@ -106,10 +106,14 @@ def test_cancel_a_queued_job(server):
 
 
 def test_health_readiness_and_metrics(server):
+    from planner.revision import revision
+
     with server.client() as c:
-        assert c.get("/healthz").json() == {"status": "ok"}
+        assert c.get("/healthz").json() == {"status": "ok", "revision": revision()}
         assert c.get("/readyz").json() == {"status": "ready"}
-        c.post("/v1/plans", json=PLAN)
+        r = c.post("/v1/plans", json=PLAN)
+        # The answer names the rules that computed it: the running service's.
+        assert r.json()["search"]["revision"] == revision()
         text = c.get("/metrics").text
         assert 'planner_http_requests_total{method="POST",route="/v1/plans",status="201"}' in text
         assert "planner_solve_seconds_bucket" in text
