@@ -266,6 +266,17 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
                         "the model code's kernels, whichever they are"),
     },
+    "dropout": {
+        "megatron": _s("yes", "--attention-dropout / --hidden-dropout",
+                       f"{MEGATRON} megatron/core/transformer/transformer_config.py",
+                       "both default to 0.1: the planner passes 0.0 unless training.dropout"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/models/llama3/model/model.py",
+                         "its decoder models (llama3, llama4, qwen3, deepseek_v3, gpt_oss) have "
+                         "no dropout layers"),
+        "deepspeed": _s("partial", "", f"{DEEPSPEED} deepspeed/runtime/engine.py",
+                        "the model code's dropout, whichever it is (Megatron-DeepSpeed: "
+                        "--attention-dropout, --hidden-dropout)"),
+    },
     "recompute_partial": {
         "megatron": _s("yes", "--recompute-granularity full --recompute-method block "
                        "--recompute-num-layers N", f"{MEGATRON} megatron/core/recompute.py"),
@@ -833,6 +844,9 @@ def _rules():
          & (c["sp"] == 0)),
         ("torchtitan", "recompute_partial", "block recompute of the first N layers of each "
          "chunk", lambda c: c["rnl"] > 0),
+        ("torchtitan", "dropout", "dropout (training.dropout: its decoder models have none, so "
+         "it would store no masks and run none of the dropout kernels costed)",
+         lambda c: np.full(c["n"], c["dropout"])),
         ("torchtitan", "interleaved_schedule", "an interleaved schedule whose micro-batches "
          "its rounds do not divide (ScheduleInterleaved1F1B runs max(1, m // pp) rounds and "
          "raises unless they divide the micro-batches)",
@@ -1141,6 +1155,7 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
             "deepep": training.moe_dispatcher == "deepep",
             "routing": training.moe_routing,
             "seq": training.seq_length,
+            "dropout": training.dropout,
             "grad_copy": np.full(len(plans), training.microbatch_grad_copy),
             "upcast": np.full(len(plans), training.microbatch_grad_upcast),
             "pipelined_fsdp": pipelined_fsdp(plans),

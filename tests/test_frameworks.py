@@ -540,6 +540,14 @@ def test_torchtitan_v0_2_2_refuses_what_its_code_does_otherwise():
                    for r in titan(ParallelPlan(dp=16, zero_stage=3), **gather))
     assert any("fp8 weight gathers without" in r
                for r in titan(ParallelPlan(dp=1, cp=16, zero_stage=3), **gather))
+    # Its decoder models have no dropout layers: a plan costed with dropout's masks and
+    # kernels is not what it runs. Megatron-LM runs it (with its dropout flags left at 0.1).
+    fsdp16 = ParallelPlan(dp=16, zero_stage=3)
+    assert not any("dropout" in r for r in titan(fsdp16))
+    assert any("dropout" in r for r in titan(fsdp16, dropout=True))
+    tr = TR.model_copy(update={"dropout": True})
+    assert not any("dropout" in r for r in reasons_by_framework(
+        ParallelPlan(dp=16, zero_stage=1), 4, True, tr)["megatron"])
 
 
 def test_torchtitan_runs_fewer_micro_batches_than_stages_only_one():
