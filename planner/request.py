@@ -96,7 +96,9 @@ def validation_errors(exc: ValidationError) -> list[tuple[str, str]]:
     """(dotted field path, reason) for each error pydantic found."""
     out = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        # (Union tags, '~run', and function validators' names are not fields.)
+        loc = ".".join(str(p) for p in err["loc"]
+                       if not str(p).startswith(("function-", "~")))
         msg = err["msg"].removeprefix("Value error, ")
         out.append((loc or "(body)", msg))
     return out

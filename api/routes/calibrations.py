@@ -33,6 +33,41 @@ EXAMPLES = {
 }
 
 
+# Rank 0's log of Megatron-LM's Llama 3 8B fp8 example on 32 H100 (the arguments a run is
+# read from, trimmed to those; tests/data/megatron holds the whole block).
+MEGATRON_LOG = (
+    '------------------------ arguments ------------------------\n'
+    '  attention_dropout ............................... 0.0\n'
+    '  bf16 ............................................ True\n'
+    '  context_parallel_size ........................... 2\n'
+    '  ffn_hidden_size ................................. 14336\n'
+    '  fp8 ............................................. hybrid\n'
+    '  global_batch_size ............................... 128\n'
+    '  group_query_attention ........................... True\n'
+    '  hidden_dropout .................................. 0.0\n'
+    '  hidden_size ..................................... 4096\n'
+    '  micro_batch_size ................................ 1\n'
+    '  num_attention_heads ............................. 32\n'
+    '  num_layers ...................................... 32\n'
+    '  num_query_groups ................................ 8\n'
+    '  overlap_grad_reduce ............................. True\n'
+    '  overlap_param_gather ............................ True\n'
+    '  pipeline_model_parallel_size .................... 1\n'
+    '  seq_length ...................................... 8192\n'
+    '  sequence_parallel ............................... True\n'
+    '  swiglu .......................................... True\n'
+    '  tensor_model_parallel_size ...................... 2\n'
+    '  untie_embeddings_and_output_weights ............. True\n'
+    '  use_distributed_optimizer ....................... True\n'
+    '  world_size ...................................... 32\n'
+    '-------------------- end of arguments ---------------------\n'
+    ' > padded vocab (size: 128256) with 0 dummy tokens (new size: 128256)\n'
+    ' iteration        1/      50 | elapsed time per iteration (ms): 24310.5 |\n'
+    ' iteration        2/      50 | elapsed time per iteration (ms): 3120.4 |\n'
+    ' iteration        3/      50 | elapsed time per iteration (ms): 3115.9 |\n'
+)
+
+
 ANCHOR_EXAMPLES = {
     "one-run": {"summary": "One measured step of Llama 3.1 8B on 8 H100 (DGX Cloud "
                            "Benchmarking 25.02)",
@@ -48,6 +83,11 @@ ANCHOR_EXAMPLES = {
                     "plan": {"dp": 4, "tp": 1, "pp": 1, "cp": 2, "vpp": 1,
                              "micro_batch_size": 1, "recompute": "none", "zero_stage": 1,
                              "sequence_parallel": False}}]}},
+    "megatron-log": {"summary": "A Megatron-LM training log, read into its run (the arguments "
+                                "it prints at start-up, its iteration times)",
+                     "value": {"runs": [{"name": "Llama 3 8B fp8, 32 H100",
+                                         "megatron_log": MEGATRON_LOG,
+                                         "cluster": {"preset": "dgx-h100"}}]}},
 }
 
 

@@ -28,15 +28,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from planner.calibration.model import AnchoredRun
 from planner.cost import estimate
 from planner.errors import PlannerInputError
-from planner.request import EstimateRequest
+from planner.request import EstimateRequest, parse_request
+from planner.specs import ClusterSpec
 
 # The scales the fit searches; inside the field's own limits (0.05 to 20).
 SCALE_LOW, SCALE_HIGH = 0.1, 10.0
@@ -67,13 +76,51 @@ class AnchorRun(EstimateRequest):
                                         "steps).")
 
 
+class MegatronLogRun(BaseModel):
+    """One measured run as Megatron-LM logged it (``planner.calibration.megatron_log``): its
+    arguments and iteration times, on a cluster."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str | None = Field(None, max_length=200, description="A label for the tables.")
+    megatron_log: str = Field(min_length=1, max_length=20_000_000, description="Rank 0's "
+                              "training log: the arguments block Megatron-LM prints at start-up "
+                              "and the 'elapsed time per iteration (ms)' lines.")
+    cluster: ClusterSpec = Field(description="Where it ran (its node count is taken from the "
+                                 "log's world size).")
+    skip: int = Field(1, ge=0, le=10_000, description="Logged intervals left out at the start "
+                      "(warm-up); the step is the median of the rest.")
+
+    def anchor_run(self, index: int) -> tuple[AnchorRun, list[str]]:
+        """The run as an estimate request with its measured step, and what the log could not
+        say; ``PlannerInputError`` on ``runs.{index}.megatron_log`` where it cannot be read."""
+        from planner.calibration.megatron_log import anchor_run
+
+        try:
+            run, notes = anchor_run(self.megatron_log, self.cluster.model_dump(mode="json"),
+                                    self.name, self.skip)
+            return parse_request(AnchorRun, run), notes
+        except PlannerInputError as exc:
+            raise PlannerInputError(f"runs.{index}.megatron_log",
+                                    f"{exc.field}: {exc.reason}") from exc
+
+
+def _run_kind(v: object) -> str:
+    return "~log" if isinstance(v, dict | MegatronLogRun) and (
+        isinstance(v, MegatronLogRun) or "megatron_log" in v) else "~run"
+
+
 class AnchorRequest(BaseModel):
     """``planner calibrate anchor`` and ``POST /v1/anchors``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    runs: list[AnchorRun] = Field(min_length=1, max_length=32, description="Measured runs of "
-                                  "one stack (framework, version and settings).")
+    runs: list[Annotated[Annotated[AnchorRun, Tag("~run")]
+                         | Annotated[MegatronLogRun, Tag("~log")],
+                         Discriminator(_run_kind)]] = Field(
+        min_length=1, max_length=32, description="Measured runs of one stack (framework, "
+        "version and settings): each an estimate request with its measured_step_time_s, or a "
+        "Megatron-LM training log with the cluster it ran on.")
     network: NetworkMode = Field(
         "auto", description="efficiency.network_scale, the bandwidth across nodes against the "
         "cluster spec's: 'fit' fits it with the kernels' speed (two runs or more, whose shares "
@@ -318,8 +365,16 @@ def fit_anchor(request: AnchorRequest) -> AnchorFit:
     """The kernel speed that best predicts the measured runs, and each run before and after.
     Raises ``PlannerInputError`` (from the estimate) naming the run and field of a plan the
     model refuses."""
-    runs = [_Run(r, i) for i, r in enumerate(request.runs)]
     notes: list[str] = []
+    given: list[AnchorRun] = []
+    for i, item in enumerate(request.runs):
+        if isinstance(item, MegatronLogRun):
+            run, said = item.anchor_run(i)
+            notes += [f"{run.name}: {n}" for n in said]
+        else:
+            run = item
+        given.append(run)
+    runs = [_Run(r, i) for i, r in enumerate(given)]
     alone = []
     for r in runs:
         scale, note = r.alone()

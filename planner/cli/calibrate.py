@@ -267,3 +267,45 @@ def anchor_cmd(
         console.print(f"note: {escape(n)}", highlight=False)
     pairs = ", ".join(f'"{k}": {v:g}' for k, v in fit.efficiency.items())
     console.print(f'add to requests: "efficiency": {{{pairs}}}', highlight=False)
+
+
+@app.command("megatron-run")
+def megatron_run_cmd(
+    logs: Annotated[list[Path], typer.Argument(help="Megatron-LM training logs (rank 0's "
+                                                    "output), one run each.")],
+    cluster: Annotated[str, typer.Option(help="Where they ran: a cluster preset name "
+                                              "(planner presets) or a cluster JSON file; the "
+                                              "node count comes from each log.")],
+    skip: Annotated[int, typer.Option(min=0, help="Logged intervals left out at the start "
+                                                  "(warm-up).")] = 1,
+) -> None:
+    """Read measured runs from Megatron-LM training logs (the arguments it prints at start-up
+    and its 'elapsed time per iteration' lines) and print them as the runs JSON that
+    `planner calibrate anchor` fits: check them, then pipe them on
+    (`... | planner calibrate anchor -`). What a log cannot say goes to stderr."""
+    from planner.calibration.anchor import MegatronLogRun
+    from planner.cli.main import emit_json, load_json
+    from planner.errors import PlannerInputError
+    from planner.request import parse_request
+
+    spec = load_json(Path(cluster)) if cluster.endswith(".json") else {"preset": cluster}
+    runs = []
+    for i, path in enumerate(logs):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            _fail(f"cannot read {path}: {exc.strerror or exc}")
+        try:
+            item = parse_request(MegatronLogRun, {"name": path.name, "megatron_log": text,
+                                                  "cluster": spec, "skip": skip})
+            run, notes = item.anchor_run(i)
+        except PlannerInputError as exc:
+            field = exc.field.replace(f"runs.{i}.megatron_log", str(path))
+            _fail(f"{field}: {exc.reason}")
+        for note in notes:
+            print(f"note: {path.name}: {note}", file=sys.stderr)
+        out = run.model_dump(mode="json", exclude_defaults=True)
+        if "preset" in spec:          # the preset as given, with the log's node count
+            out["cluster"] = {**spec, "num_nodes": run.cluster.num_nodes}
+        runs.append(out)
+    emit_json({"runs": runs})

@@ -167,3 +167,36 @@ def test_anchors_per_stack_on_one_cluster(server):
         assert c.get(f"/v1/clusters/{cid}/calibrations").json()["count"] == count
         status, body = est(stack="")
         assert status == 422 and body["detail"].startswith("cluster.stack"), body
+
+
+def test_runs_read_from_megatron_logs(server):
+    """A run may be rank 0's Megatron-LM log and the cluster it ran on (the OpenAPI example):
+    fitted as the run it holds, stored on a cluster as any anchor; a log the reader refuses is
+    a 422 naming the run's megatron_log and the argument."""
+    log = (Path(__file__).resolve().parents[1] / "data" / "megatron"
+           / "llama3-8b-fp8-tp2-cp2.log").read_text()
+    with server.client() as c:
+        spec = c.get("/openapi.json").json()
+        example = spec["paths"]["/v1/anchors"]["post"]["requestBody"]["content"][
+            "application/json"]["examples"]["megatron-log"]["value"]
+        r = c.post("/v1/anchors", json=example)
+        assert r.status_code == 200, r.text
+        assert abs(r.json()["runs"][0]["anchored_error_pct"]) < 0.05
+        cid = c.post("/v1/clusters", json={"preset": "dgx-h100", "name": "lab",
+                                           "num_nodes": 4}).json()["id"]
+        r = c.post(f"/v1/clusters/{cid}/calibrations", json={
+            "source": "anchor", "stack": "megatron-lm", "runs": [{"megatron_log": log}]})
+        assert r.status_code == 201, r.text
+        cal = r.json()
+        assert cal["runs"][0]["measured_step_time_s"] == 3.1204
+        assert 0.67 < cal["compute_scale"] < 1.5
+        bad = log.replace("multi_latent_attention .......................... False",
+                          "multi_latent_attention .......................... True")
+        assert bad != log
+        r = c.post("/v1/anchors", json={"runs": [{"megatron_log": bad,
+                                                  "cluster": {"preset": "dgx-h100"}}]})
+        assert r.status_code == 422
+        assert r.json()["detail"].startswith(
+            "runs.0.megatron_log: log.multi_latent_attention: multi-latent attention"), r.json()
+        r = c.post("/v1/anchors", json={"runs": [{"megatron_log": log}]})
+        assert r.status_code == 422 and r.json()["detail"].startswith("runs.0.cluster"), r.text

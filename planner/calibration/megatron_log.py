@@ -1,0 +1,415 @@
+"""A measured run of Megatron-LM read from its training log: the anchor run
+(``planner.calibration.anchor.AnchorRun``) that a log already holds, so that anchoring on one's
+own stack needs no hand-written request, whose every setting is a chance to anchor on the
+wrong run.
+
+Megatron-LM prints every argument once, after ``validate_args`` (``_print_args`` in
+``megatron/training/arguments.py``, read at d98e8a6)::
+
+    ------------------------ arguments ------------------------
+      tensor_model_parallel_size .................... 4
+      ...
+    -------------------- end of arguments ---------------------
+
+(``'  {} {} {}'.format(arg, '.' * (48 - len(arg)), value)``), the padded vocabulary when it
+builds the tokenizer (`` > padded vocab (size: 128000) with 256 dummy tokens (new size:
+128256)``, ``megatron/training/vocab_utils.py``, ``megatron/core/tokenizers/utils/
+build_tokenizer.py``), and, every ``log_interval`` iterations, the mean time of those
+iterations (`` iteration 20/ 100 | ... | elapsed time per iteration (ms): 1234.5 | ...``,
+``training_log`` in ``megatron/training/training.py``).
+
+The arguments map onto the request with the same flag names the launch renderer writes
+(``planner.launch.megatron``); a setting the step model has no counterpart for is refused
+by name (``PlannerInputError``), never dropped. The measured step is the median of the logged
+intervals after the first ``skip`` (the first holds the warm-up: compilation, NCCL set-up, the
+allocator's growth). What the log cannot say (the routing's balance, whether the GPUs' clocks
+were capped) keeps the request's defaults, and the notes say so.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.errors import PlannerInputError
+from planner.specs.layout import default_layout, explicit_layout
+
+ARGS_START = re.compile(r"-{8,} arguments -{8,}\s*$")
+ARGS_END = re.compile(r"-{8,} end of arguments -{8,}\s*$")
+# After the block's own prefix (a launcher's '[rank0]: ', a logger's): two spaces, the name,
+# its dots (none for names of 48 characters or more), the value.
+ARG_LINE = re.compile(r"^  (\w+) (?:\.+ )?(.*?)\s*$")
+# Lines may carry a logger's prefix (a timestamp, the rank): matched anywhere in the line.
+ITERATION = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): "
+                       r"([0-9.]+)")
+PADDED_VOCAB = re.compile(r"> padded vocab \(size: (\d+)\) with (\d+) dummy tokens "
+                          r"\(new size: (\d+)\)")
+# Megatron-LM's choices the request has no counterpart for, by argument: the value refused.
+FP8_RECIPES = {"delayed", "tensorwise", "blockwise"}
+SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+
+
+@dataclass(frozen=True)
+class MegatronLog:
+    """What a Megatron-LM log says: its arguments (as printed), the padded vocabulary, and
+    the (iteration, ms per iteration) of each logged interval."""
+
+    args: dict[str, str]
+    padded_vocab: int | None
+    intervals: list[tuple[int, float]] = field(default_factory=list)
+
+
+def read_log(text: str) -> MegatronLog:
+    """Parse a Megatron-LM training log (rank 0's output). The last arguments block counts
+    (a restarted job prints one per start), and the intervals logged after it."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if ARGS_START.search(line)]
+    if not starts:
+        raise PlannerInputError("log", "no Megatron-LM arguments block ('--- arguments ---', "
+                                "printed by rank 0 at start-up) in the log")
+    args: dict[str, str] = {}
+    end = len(lines)
+    head = lines[starts[-1]]
+    prefix = head[:ARGS_START.search(head).start()]     # type: ignore[union-attr]
+    for j in range(starts[-1] + 1, len(lines)):
+        if ARGS_END.search(lines[j]):
+            end = j
+            break
+        line = lines[j][len(prefix):] if lines[j].startswith(prefix) else lines[j]
+        m = ARG_LINE.match(line)
+        if m:
+            args[m.group(1)] = m.group(2).strip()
+    if end == len(lines):
+        raise PlannerInputError("log", "the arguments block does not end ('--- end of "
+                                "arguments ---'): the log is cut short")
+    vocab = None
+    intervals = []
+    for line in lines[end:]:
+        if (m := PADDED_VOCAB.search(line)) is not None:
+            vocab = int(m.group(3))
+        elif (m := ITERATION.search(line)) is not None:
+            intervals.append((int(m.group(1)), float(m.group(2))))
+    return MegatronLog(args=args, padded_vocab=vocab, intervals=intervals)
+
+
+def _value(raw: str | None) -> Any:
+    """A printed argument as Python: None, booleans, numbers, lists, enums
+    (``AttnBackend.flash`` -> 'flash'), torch dtypes (``torch.bfloat16`` -> 'bf16');
+    anything else as its text."""
+    if raw is None:
+        return None
+    dtypes = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16",
+              "torch.uint8": "fp8"}
+    if raw in dtypes:
+        return dtypes[raw]
+    if re.fullmatch(r"[A-Za-z]+\.\w+", raw) and raw.split(".")[0][0].isupper():
+        return raw.split(".", 1)[1]
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return raw
+
+
+class _Args:
+    """The printed arguments, read by name with Megatron-LM's defaults where a name is absent
+    (an older release that did not have the flag)."""
+
+    def __init__(self, args: dict[str, str]):
+        self.raw = args
+
+    def get(self, name: str, default: Any = None) -> Any:
+        v = _value(self.raw.get(name))
+        return default if v is None else v
+
+    def int(self, name: str) -> int:
+        v = self.get(name)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise PlannerInputError(f"log.{name}", f"needed, and printed as {v!r}")
+        return v
+
+    def flag(self, name: str) -> bool:
+        return self.get(name, False) is True
+
+
+def _refuse(name: str, why: str) -> PlannerInputError:
+    return PlannerInputError(f"log.{name}", f"{why}; not read from a log yet: write this run's "
+                             "request by hand (planner estimate's JSON with "
+                             "measured_step_time_s)")
+
+
+def _model(a: _Args, vocab: int | None) -> dict:
+    if a.flag("multi_latent_attention"):
+        raise _refuse("multi_latent_attention", "multi-latent attention")
+    for name in ("window_size", "mtp_num_layers"):
+        if a.get(name):
+            raise _refuse(name, {"window_size": "sliding-window attention",
+                                 "mtp_num_layers": "multi-token prediction"}[name])
+    heads = a.int("num_attention_heads")
+    hidden = a.int("hidden_size")
+    if vocab is None:
+        vocab = a.get("padded_vocab_size") or a.get("vocab_size")
+    if not isinstance(vocab, int):
+        raise PlannerInputError("log", "the log does not state the vocabulary (no ' > padded "
+                                "vocab (size: ...)' line, no vocab_size argument): give it "
+                                "with the run")
+    model: dict[str, Any] = {
+        "name": "Megatron-LM run", "num_layers": a.int("num_layers"), "hidden_size": hidden,
+        "num_attention_heads": heads, "ffn_hidden_size": a.int("ffn_hidden_size"),
+        "ffn_type": "swiglu" if a.flag("swiglu") else "gelu", "vocab_size": vocab,
+        "tied_embeddings": not a.flag("untie_embeddings_and_output_weights")}
+    # Grouped-query attention only with its flag (argument_utils.py: num_query_groups is
+    # dropped without it).
+    if a.flag("group_query_attention"):
+        model["num_kv_heads"] = a.int("num_query_groups")
+    kv = a.get("kv_channels")
+    if isinstance(kv, int) and kv * heads != hidden:
+        model["head_dim"] = kv
+    experts = a.get("num_experts")
+    if experts:
+        model.update({"num_experts": experts, "moe_top_k": a.int("moe_router_topk"),
+                      "moe_ffn_hidden_size": a.get("moe_ffn_hidden_size")
+                      or model["ffn_hidden_size"]})
+        shared = a.get("moe_shared_expert_intermediate_size")
+        if shared:
+            model.update({"num_shared_experts": 1, "moe_shared_ffn_hidden_size": shared})
+        model.update(_moe_layers(a.get("moe_layer_freq", 1), model["num_layers"]))
+        if a.get("moe_router_score_function") == "sigmoid":
+            model["moe_router_score"] = "sigmoid"
+        groups = a.get("moe_router_num_groups")
+        if groups:
+            model.update({"moe_router_num_groups": groups,
+                          "moe_router_group_topk": a.int("moe_router_group_topk")})
+    return model
+
+
+def _moe_layers(freq: Any, layers: int) -> dict:
+    """``--moe-layer-freq`` (1, or a pattern of leading dense layers then expert layers) as the
+    model's ``first_k_dense_layers``."""
+    if freq == 1:
+        return {}
+    if isinstance(freq, list) and set(freq) <= {0, 1} and len(freq) == layers:
+        k = freq.index(1) if 1 in freq else layers
+        if freq == [0] * k + [1] * (layers - k):
+            return {"first_k_dense_layers": k}
+    raise _refuse("moe_layer_freq", f"an expert-layer pattern other than leading dense layers "
+                  f"then expert layers ({freq!r})")
+
+
+def _training(a: _Args) -> dict:
+    if a.get("fp8"):
+        precision = "fp8"
+    elif a.flag("bf16"):
+        precision = "bf16"
+    elif a.flag("fp16"):
+        precision = "fp16"
+    else:
+        precision = "fp32"
+    t: dict[str, Any] = {
+        "global_batch_size": a.int("global_batch_size"), "seq_length": a.int("seq_length"),
+        "precision": precision,
+        "dropout": (a.get("attention_dropout", 0.1) or 0) > 0
+        or (a.get("hidden_dropout", 0.1) or 0) > 0,
+        "grad_dtype": "bf16" if a.flag("grad_reduce_in_bf16") else "fp32",
+        "overlap_grad_reduce": a.flag("overlap_grad_reduce"),
+        "overlap_param_gather": a.flag("overlap_param_gather"),
+        "overlap_p2p_comm": a.get("overlap_p2p_comm", True) is True}
+    if precision == "fp8":
+        recipe = a.get("fp8_recipe", "delayed")
+        if recipe not in FP8_RECIPES:
+            raise _refuse("fp8_recipe", f"the fp8 recipe {recipe!r}")
+        t["fp8_recipe"] = recipe
+        t["fp8_param_gather"] = a.flag("fp8_param_gather")
+    if a.get("transformer_impl") == "local":
+        # Megatron-Core's own attention: no FlashAttention, its fused softmax unless turned off.
+        t["flash_attention"] = False
+        t["softmax_fusion"] = a.get("masked_softmax_fusion", True) is True
+    elif a.get("attention_backend") == "flash":
+        t["attention_kernel"] = "flash2"
+    if a.flag("use_precision_aware_optimizer"):
+        states = {a.get("exp_avg_dtype", "fp32"), a.get("exp_avg_sq_dtype", "fp32")}
+        if len(states) > 1:
+            raise _refuse("exp_avg_dtype", f"Adam moments in two dtypes ({sorted(states)})")
+        t["optimizer_state_dtype"] = states.pop()
+    if a.get("recompute_granularity") == "selective":
+        modules = a.get("recompute_modules") or ["core_attn"]
+        t["recompute_modules"] = list(modules)
+    if a.flag("distribute_saved_activations"):
+        t["distribute_saved_activations"] = True
+    cp_types = a.get("cp_comm_type") or ["p2p"]
+    cp_types = cp_types if isinstance(cp_types, list) else [cp_types]
+    if a.get("context_parallel_size", 1) > 1:
+        if len(set(cp_types)) > 1:
+            raise _refuse("cp_comm_type", f"context parallelism of several kinds by layer "
+                          f"({cp_types})")
+        kind = cp_types[0]
+        if kind == "a2a+p2p":
+            sizes = a.get("hierarchical_context_parallel_sizes") or []
+            t.update({"ring_attention": "a2a+p2p", "cp_a2a_size": sizes[0]})
+        elif kind in ("p2p", "a2a"):
+            t["ring_attention"] = "te" if kind == "p2p" else "a2a"
+        else:
+            raise _refuse("cp_comm_type", f"context parallelism by {kind!r}")
+    if a.get("num_experts"):
+        dispatcher = a.get("moe_token_dispatcher_type", "allgather")
+        backend = a.get("moe_flex_dispatcher_backend", "deepep")
+        if dispatcher == "flex" and backend in ("deepep", "hybridep"):
+            t["moe_dispatcher"] = "deepep"      # DeepEP or HybridEP kernels (TrainingSpec)
+        elif dispatcher == "alltoall":
+            t["moe_dispatcher"] = "alltoall"
+        else:
+            raise _refuse("moe_token_dispatcher_type", f"the {dispatcher!r} token dispatcher")
+        t["moe_a2a_overlap"] = a.flag("overlap_moe_expert_parallel_comm")
+        if a.get("moe_expert_capacity_factor") is not None:
+            t["moe_capacity_factor"] = a.get("moe_expert_capacity_factor")
+    return t
+
+
+def _plan(a: _Args, layers: int) -> dict:
+    tp, pp = a.int("tensor_model_parallel_size"), a.int("pipeline_model_parallel_size")
+    cp = a.get("context_parallel_size", 1)
+    world = a.int("world_size")
+    if world % (tp * pp * cp):
+        raise PlannerInputError("log.world_size", f"{world} ranks are not a multiple of "
+                                f"tp x pp x cp = {tp * pp * cp}")
+    vpp = a.get("virtual_pipeline_model_parallel_size") or 1
+    layout = a.get("pipeline_model_parallel_layout")
+    if layout is not None and pp > 1:         # validate_args sets the virtual stages from it
+        vpp = len(layout_chunks(str(layout), pp)[0])
+    plan: dict[str, Any] = {
+        "dp": world // (tp * pp * cp), "tp": tp, "pp": pp, "cp": cp, "vpp": vpp,
+        "micro_batch_size": a.int("micro_batch_size"),
+        "sequence_parallel": a.flag("sequence_parallel")}
+    if a.get("num_experts"):
+        plan["ep"] = a.get("expert_model_parallel_size", 1)
+        plan["etp"] = a.get("expert_tensor_parallel_size") or tp    # Megatron's default: tp
+    granularity = a.get("recompute_granularity")
+    plan["recompute"] = granularity or "none"
+    if granularity == "full" and a.get("recompute_method") == "block":
+        plan["recompute_num_layers"] = a.int("recompute_num_layers")
+    if a.flag("use_megatron_fsdp"):
+        plan["zero_stage"] = SHARDING[a.get("data_parallel_sharding_strategy", "no_shard")]
+    else:
+        plan["zero_stage"] = 1 if a.flag("use_distributed_optimizer") else 0
+    instances = a.get("num_distributed_optimizer_instances", 1)
+    if instances > 1:
+        plan["dp_replicate"] = instances
+    offload = a.get("cpu_offloading_num_layers") if a.get("cpu_offloading", True) else None
+    if offload:
+        plan["cpu_offload_layers"] = offload
+    group = a.get("microbatch_group_size_per_vp_stage")
+    if vpp > 1 and group and group != pp:
+        plan["microbatch_group_size"] = group
+    stages = _stages(a, layers, pp, vpp)
+    if stages is not None:
+        plan["layers_per_stage"] = stages
+    return plan
+
+
+def layout_chunks(layout: str, pp: int) -> tuple[tuple[int, ...], ...]:
+    """Decoder layers per (rank, chunk) of ``--pipeline-model-parallel-layout``, unrolled as
+    Megatron-LM's ``PipelineParallelLayerLayout.parse_str_to_list`` does: commas dropped,
+    '(...)*n' then 'x*n' repeated, virtual stages split at '|' in chunk-major order."""
+    text = layout.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        text = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), text)
+    virtual = text.split("|")
+    if set(text) - set("ELtm|") or len(virtual) % pp:
+        raise PlannerInputError("log.pipeline_model_parallel_layout", f"{layout!r} is not a "
+                                f"layout of {pp} pipeline ranks")
+    if "m" in text:
+        raise _refuse("pipeline_model_parallel_layout", "multi-token prediction modules")
+    v = len(virtual) // pp
+    return tuple(tuple(virtual[c * pp + r].count("t") for c in range(v)) for r in range(pp))
+
+
+def _stages(a: _Args, layers: int, pp: int, vpp: int) -> list[int] | None:
+    """Layers per stage where they are not the planner's default layout's
+    (``specs.layout.default_layout``, which a plan without stages gets)."""
+    stages = _logged_stages(a, layers, pp, vpp)
+    default = default_layout(layers, pp, vpp)
+    if stages is None or (default is not None and tuple(stages) == default.stages):
+        return None
+    return stages
+
+
+def _logged_stages(a: _Args, layers: int, pp: int, vpp: int) -> list[int] | None:
+    """Layers per stage where the split is not even: an explicit layout whose chunks are those
+    the planner gives its stages (``specs.layout.explicit_layout``), the embedding and the
+    loss counted as layers, or given first and last stages (the forms
+    ``planner.launch.megatron`` writes)."""
+    if pp == 1:
+        return None
+    layout = a.get("pipeline_model_parallel_layout")
+    if layout is not None:
+        chunks = layout_chunks(str(layout), pp)
+        stages = tuple(sum(c) for c in chunks)
+        if sum(stages) != layers or explicit_layout(stages, len(chunks[0])).chunks != chunks:
+            raise _refuse("pipeline_model_parallel_layout", f"the split of {layout!r} over "
+                          "the chunks, which the planner's layouts do not place so")
+        return list(stages)
+    if a.flag("account_for_embedding_in_pipeline_split"):
+        u = (layers + 2) // (pp * vpp)
+        return [u * vpp - (r in (0, pp - 1)) for r in range(pp)]
+    first, last = (a.get("decoder_first_pipeline_num_layers"),
+                   a.get("decoder_last_pipeline_num_layers"))
+    if first is None and last is None:
+        return None
+    inner = pp - (first is not None) - (last is not None)
+    rest = layers - (first or 0) - (last or 0)
+    if (rest % inner if inner else rest) or rest < inner:
+        raise _refuse("decoder_first_pipeline_num_layers", "first and last stages that leave "
+                      "the others an uneven share")
+    mid = rest // inner if inner else 0
+    return [first if first is not None else mid] + [mid] * (pp - 2) + [
+        last if last is not None else mid]
+
+
+def measured_step_s(log: MegatronLog, skip: int = 1) -> tuple[float, list[str]]:
+    """The median time per iteration (s) of the logged intervals after the first ``skip``,
+    and notes."""
+    if not log.intervals:
+        raise PlannerInputError("log", "no 'elapsed time per iteration (ms)' line: the run "
+                                "logged no training iteration")
+    kept = log.intervals[skip:]
+    notes = []
+    if not kept:
+        kept = log.intervals[-1:]
+        notes.append(f"only {len(log.intervals)} logged interval(s): the step time includes "
+                     "the first iterations' warm-up; log more iterations for a steady one")
+    times = sorted(ms for _, ms in kept)
+    spread = (times[-1] - times[0]) / times[len(times) // 2] if len(times) > 1 else 0.0
+    if spread > 0.1:
+        notes.append(f"the logged intervals spread {100 * spread:.0f}% around their median "
+                     f"({times[0]:.1f}-{times[-1]:.1f} ms): a straggler, a checkpoint or an "
+                     "evaluation may be inside some; the median is used")
+    return statistics.median(times) / 1e3, notes
+
+
+def anchor_run(text: str, cluster: dict, name: str | None = None, skip: int = 1
+               ) -> tuple[dict, list[str]]:
+    """The anchor run a Megatron-LM log holds (an estimate request with the measured step), on
+    ``cluster`` (a cluster as a request gives it: a preset name, or a spec; its node count is
+    set from the log's world size), and the notes on what the log could not say."""
+    log = read_log(text)
+    a = _Args(log.args)
+    model = _model(a, log.padded_vocab)
+    plan = _plan(a, model["num_layers"])
+    training = _training(a)
+    step, notes = measured_step_s(log, skip)
+    world = a.int("world_size")
+    gpn = cluster.get("gpus_per_node") if isinstance(cluster, dict) else None
+    if gpn is None and isinstance(cluster, dict) and cluster.get("preset"):
+        from planner.specs import ClusterSpec
+
+        gpn = ClusterSpec.from_preset(cluster["preset"]).gpus_per_node
+    if gpn and world % gpn == 0:
+        cluster = {**cluster, "num_nodes": world // gpn}
+    if model.get("num_experts"):
+        notes.append("training.moe_load_imbalance keeps its default (the log does not measure "
+                     "the routing's balance): set it in the run where you know it")
+    run = {"name": name or f"Megatron-LM log, {world} GPUs", "measured_step_time_s": step,
+           "model": model, "cluster": cluster, "training": training, "plan": plan}
+    return run, notes

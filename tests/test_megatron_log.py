@@ -1,0 +1,199 @@
+"""Measured runs read from Megatron-LM training logs (planner.calibration.megatron_log): a log
+written from any plan Megatron-LM runs reads back into the same request (the same prediction to
+the last bit), a log as Megatron-LM prints it reads into the settings worked out by hand, what
+the step model has no counterpart for is refused by name, and `planner calibrate megatron-run`
+pipes into `planner calibrate anchor`."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.calibration.anchor import AnchorRequest, fit_anchor
+from planner.calibration.megatron_log import anchor_run, layout_chunks, read_log
+from planner.cli.main import app
+from planner.cost import estimate
+from planner.errors import PlannerInputError
+from planner.request import EstimateRequest
+from tests.megatron_logs import megatron_log
+from tests.test_launch import KEYS, PLANS, estimated, launched, random_plan
+
+LOG = Path(__file__).parent / "data" / "megatron" / "llama3-8b-fp8-tp2-cp2.log"
+
+
+def read_back(est, model, cluster, ms=(1000.0, 900.0, 910.0)):
+    """The request a log of the plan's launch reads back into, and its estimate."""
+    text = megatron_log(est.launch.megatron_args, est.gpus_used, model.vocab_size,
+                        model.vocab_size, list(ms))
+    run, _ = anchor_run(text, cluster.model_dump(mode="json"))
+    req = EstimateRequest.model_validate({k: v for k, v in run.items()
+                                          if k not in ("name", "measured_step_time_s")})
+    return run, estimate(req.model, req.cluster, req.training, req.plan)
+
+
+def test_logs_of_random_megatron_plans_read_back_to_the_same_prediction():
+    rng = random.Random(3)
+    checked = interleaved = uneven = 0
+    for _ in range(500):
+        model, cluster, training, plan = random_plan(rng)
+        est = estimated(model, cluster, training, plan)
+        if "megatron" not in est.frameworks:
+            continue
+        run, got = read_back(est, model, cluster)
+        assert got.step_time_s == est.step_time_s, (plan, run)
+        assert got.memory_per_gpu_gib == est.memory_per_gpu_gib
+        for k in KEYS:
+            assert getattr(got, k) == getattr(est, k), k
+        assert run["measured_step_time_s"] == 0.905     # the median after the first interval
+        checked += 1
+        interleaved += est.vpp > 1
+        uneven += len(set(est.layers_per_stage)) > 1
+    assert checked >= 100 and interleaved >= 20 and uneven >= 20, (checked, interleaved, uneven)
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_golden_megatron_plans_read_back(name):
+    req, est = launched(name)
+    if "megatron" not in est.frameworks:
+        return
+    if req.model.mla or req.model.mtp_num_layers:
+        with pytest.raises(PlannerInputError, match="multi_latent_attention|mtp_num_layers"):
+            read_back(est, req.model, req.cluster)
+        return
+    _, got = read_back(est, req.model, req.cluster)
+    assert got.step_time_s == est.step_time_s
+    assert [getattr(got, k) for k in KEYS] == [getattr(est, k) for k in KEYS]
+
+
+def test_a_log_as_megatron_prints_it():
+    """Rank 0's output under torchrun ('[rank0]: ' before every line) of Megatron-LM's Llama 3
+    8B fp8 example (examples/llama/train_llama3_8b_h100_fp8.sh: GQA 8, SwiGLU, untied, no
+    dropout) on 32 H100 at tp 2, cp 2, the distributed optimizer, overlapped reductions."""
+    run, notes = anchor_run(LOG.read_text(), {"preset": "dgx-h100"})
+    assert run["model"] == {
+        "name": "Megatron-LM run", "num_layers": 32, "hidden_size": 4096,
+        "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336,
+        "ffn_type": "swiglu", "vocab_size": 128256, "tied_embeddings": False}
+    assert run["cluster"] == {"preset": "dgx-h100", "num_nodes": 4}
+    assert run["plan"] == {"dp": 8, "tp": 2, "pp": 1, "cp": 2, "vpp": 1, "micro_batch_size": 1,
+                           "sequence_parallel": True, "recompute": "none", "zero_stage": 1}
+    t = run["training"]
+    assert (t["precision"], t["fp8_recipe"], t["ring_attention"], t["dropout"]) == (
+        "fp8", "delayed", "te", False)
+    assert (t["overlap_grad_reduce"], t["overlap_param_gather"], t["grad_dtype"]) == (
+        True, True, "fp32")
+    # 24.3 s (the first iteration: set-up) left out; the median of 3120.4, 3115.9, 3133.1,
+    # 3110.0, 3128.7 ms.
+    assert run["measured_step_time_s"] == pytest.approx(3.1204)
+    assert notes == []
+    log = read_log(LOG.read_text())
+    assert log.padded_vocab == 128256 and len(log.intervals) == 6
+    assert log.args["attention_backend"] == "AttnBackend.fused"
+
+
+def test_layout_strings_unroll_as_megatron_unrolls_them():
+    # Megatron-Core's docstring example, 'Ettt|(tt|)*29,m|L' without its MTP module, on 4
+    # ranks: 32 virtual stages, the 31st empty (where the module was), the 32nd the loss.
+    assert layout_chunks("Ettt|(tt|)*29,|L", 4) == (
+        (3, 2, 2, 2, 2, 2, 2, 2), (2,) * 8, (2,) * 7 + (0,), (2,) * 7 + (0,))
+    assert layout_chunks("Et*3|t*3|t*3|t*2L", 2) == ((3, 3), (3, 2))
+    with pytest.raises(PlannerInputError, match="not a layout of 2 pipeline ranks"):
+        layout_chunks("Ett|tt|ttL", 2)             # 3 virtual stages over 2 ranks
+    with pytest.raises(PlannerInputError, match="not a layout"):
+        layout_chunks("Ett|tx|ttL", 3)
+
+
+def swap(text: str, name: str, value: str) -> str:
+    """The log with one printed argument's value changed (or added)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"[rank0]:   {name} "):
+            lines[i] = f"[rank0]:   {name} {'.' * (48 - len(name))} {value}"
+            return "\n".join(lines)
+    at = next(i for i, line in enumerate(lines) if "end of arguments" in line)
+    lines.insert(at, f"[rank0]:   {name} {'.' * (48 - len(name))} {value}")
+    return "\n".join(lines)
+
+
+def moe(text: str) -> str:
+    """The log of the same run with 8 experts, top-2 (a Mixtral-like layer)."""
+    return swap(swap(swap(text, "num_experts", "8"), "moe_router_topk", "2"),
+                "moe_token_dispatcher_type", "alltoall")
+
+
+def test_a_moe_variant_of_the_log_reads():
+    run, notes = anchor_run(moe(LOG.read_text()), {"preset": "dgx-h100"})
+    assert (run["model"]["num_experts"], run["model"]["moe_top_k"]) == (8, 2)
+    assert run["model"]["moe_ffn_hidden_size"] == 14336        # Megatron's default: ffn
+    assert (run["plan"]["ep"], run["plan"]["etp"]) == (1, 1)
+    assert run["training"]["moe_dispatcher"] == "alltoall" and notes
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda t: t.replace("------------------------ arguments", "args"), "log"),
+    (lambda t: t.split("end of arguments")[0], "log"),
+    (lambda t: t.split("> initializing")[0], "log"),                        # no iterations
+    (lambda t: swap(t, "multi_latent_attention", "True"), "log.multi_latent_attention"),
+    (lambda t: swap(t, "fp8_recipe", "mxfp8"), "log.fp8_recipe"),
+    (lambda t: swap(t, "world_size", "30"), "log.world_size"),
+    (lambda t: swap(t, "tensor_model_parallel_size", "None"), "log.tensor_model_parallel_size"),
+    (lambda t: swap(t, "cp_comm_type", "['allgather']"), "log.cp_comm_type"),
+    (lambda t: swap(moe(t), "moe_token_dispatcher_type", "allgather"),
+     "log.moe_token_dispatcher_type"),
+    (lambda t: swap(moe(t), "moe_layer_freq", str([1, 0] * 16)), "log.moe_layer_freq"),
+    (lambda t: swap(t, "num_experts", "8"), "log.moe_router_topk"),
+    (lambda t: t.replace(" > padded vocab", " > vocab"), "log"),
+])
+def test_what_a_log_cannot_give_is_refused_by_name(edit, field):
+    with pytest.raises(PlannerInputError) as exc:
+        anchor_run(edit(LOG.read_text()), {"preset": "dgx-h100"})
+    assert exc.value.field == field, exc.value
+
+
+def test_one_logged_interval_or_a_noisy_run_is_said():
+    text = LOG.read_text()
+    one = "\n".join(line for line in text.splitlines()
+                    if "elapsed time" not in line or "iteration        1/" in line)
+    run, notes = anchor_run(one, {"preset": "dgx-h100"})
+    assert run["measured_step_time_s"] == pytest.approx(24.3105)     # all there is
+    assert any("warm-up" in n for n in notes)
+    # Two slow intervals of five (a checkpoint, say): the median keeps 3120.4 ms; the
+    # spread (4400 - 3110) / 3120.4 = 41% is said.
+    noisy = text.replace("3133.1", "4400.0").replace("3128.7", "4300.0")
+    run, notes = anchor_run(noisy, {"preset": "dgx-h100"})
+    assert run["measured_step_time_s"] == pytest.approx(3.1204)
+    assert any("spread 41%" in n for n in notes), notes
+
+
+def test_a_moe_log_reads_its_experts_and_says_what_it_cannot():
+    req, est = launched("moe-mixtral-ep")
+    run, got = read_back(est, req.model, req.cluster)
+    assert run["model"]["num_experts"] == req.model.num_experts
+    assert run["training"]["moe_dispatcher"] == req.training.moe_dispatcher
+    text = megatron_log(est.launch.megatron_args, est.gpus_used, 32000, 32000, [1.0, 2.0])
+    fit = fit_anchor(AnchorRequest.model_validate({"runs": [{
+        "megatron_log": text, "cluster": req.cluster.model_dump(mode="json")}]}))
+    assert any("moe_load_imbalance" in n for n in fit.notes)
+    assert fit.runs[0].measured_step_time_s == 0.002
+
+
+def test_cli_reads_logs_and_pipes_them_into_the_anchor(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["calibrate", "megatron-run", str(LOG), "--cluster", "dgx-h100"])
+    assert res.exit_code == 0, res.output
+    runs = json.loads(res.stdout)
+    assert runs["runs"][0]["cluster"] == {"preset": "dgx-h100", "num_nodes": 4}
+    assert runs["runs"][0]["name"] == LOG.name
+    fit = runner.invoke(app, ["calibrate", "anchor", "-", "--json"], input=res.stdout)
+    assert fit.exit_code == 0, fit.output
+    body = json.loads(fit.stdout)
+    assert abs(body["runs"][0]["anchored_error_pct"]) < 0.05
+    # A log the reader refuses: the file and the argument named, exit 1, no traceback.
+    bad = tmp_path / "mla.log"
+    bad.write_text(swap(LOG.read_text(), "multi_latent_attention", "True"))
+    res = runner.invoke(app, ["calibrate", "megatron-run", str(bad), "--cluster", "dgx-h100"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert f"{bad}: log.multi_latent_attention: multi-latent attention" in " ".join(
+        res.output.split())
