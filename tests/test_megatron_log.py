@@ -197,3 +197,13 @@ def test_cli_reads_logs_and_pipes_them_into_the_anchor(tmp_path):
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert f"{bad}: log.multi_latent_attention: multi-latent attention" in " ".join(
         res.output.split())
+
+
+def test_settings_costed_otherwise_are_said():
+    text = swap(swap(LOG.read_text(), "gradient_accumulation_fusion", "False"),
+                "tp_comm_overlap", "True")
+    run, notes = anchor_run(text, {"preset": "dgx-h100"})
+    assert [n.split(" ")[0] for n in notes] == ["--no-gradient-accumulation-fusion:",
+                                                "--tp-comm-overlap"]
+    same, _ = anchor_run(LOG.read_text(), {"preset": "dgx-h100"})
+    assert run == same                    # the request itself is the same

@@ -367,6 +367,26 @@ def _logged_stages(a: _Args, layers: int, pp: int, vpp: int) -> list[int] | None
         last if last is not None else mid]
 
 
+def _unmodelled(a: _Args) -> list[str]:
+    """Settings the run used that the request costs otherwise, said rather than refused: their
+    effect is a small part of a step, which the fitted speed then absorbs."""
+    notes = []
+    if a.get("gradient_accumulation_fusion", True) is False:
+        notes.append("--no-gradient-accumulation-fusion: each micro-batch's weight gradients "
+                     "are added into the fp32 ones by a kernel of their own, which the request "
+                     "costs fused into the GEMMs")
+    if a.flag("tp_comm_overlap") and a.get("tensor_model_parallel_size", 1) > 1:
+        notes.append("--tp-comm-overlap hides tensor-parallel collectives under the GEMMs; the "
+                     "request costs them unhidden (set efficiency.tp_comm_overlap where you know "
+                     "the share hidden)")
+    if (a.get("recompute_granularity") == "full" and a.get("recompute_method") == "uniform"
+            and (a.get("recompute_num_layers") or 1) > 1):
+        notes.append(f"--recompute-method uniform over groups of {a.get('recompute_num_layers')}"
+                     " layers keeps fewer checkpoints than the per-layer recompute costed: the "
+                     "memory predicted is higher than the run's")
+    return notes
+
+
 def measured_step_s(log: MegatronLog, skip: int = 1) -> tuple[float, list[str]]:
     """The median time per iteration (s) of the logged intervals after the first ``skip``,
     and notes."""
@@ -399,6 +419,7 @@ def anchor_run(text: str, cluster: dict, name: str | None = None, skip: int = 1
     plan = _plan(a, model["num_layers"])
     training = _training(a)
     step, notes = measured_step_s(log, skip)
+    notes += _unmodelled(a)
     world = a.int("world_size")
     gpn = cluster.get("gpus_per_node") if isinstance(cluster, dict) else None
     if gpn is None and isinstance(cluster, dict) and cluster.get("preset"):
