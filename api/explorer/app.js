@@ -152,10 +152,16 @@ const anchoredRun = (r) =>
 // Fit the stack's speeds to measured runs (POST /v1/anchors) and fill the two fields.
 async function fitAnchor() {
   const out = $("#anchor-result");
+  const text = $("#anchor-json").value;
   let body;
-  try { body = JSON.parse($("#anchor-json").value); } catch (e) {
-    out.textContent = `The runs JSON does not parse: ${e.message}`;
-    return;
+  if (/-{8,} arguments -{8,}/.test(text) && !text.trimStart().startsWith("{")) {
+    // Rank 0's Megatron-LM log: the service reads the run from it, on the chosen cluster.
+    body = { runs: [{ megatron_log: text, cluster: { preset: $("#cluster").value } }] };
+  } else {
+    try { body = JSON.parse(text); } catch (e) {
+      out.textContent = `The runs JSON does not parse: ${e.message}`;
+      return;
+    }
   }
   $("#anchor-button").disabled = true;
   out.textContent = "Fitting...";

@@ -357,6 +357,28 @@ def test_the_stacks_speeds_fitted_in_the_page_anchor_the_plans(page):
     assert "runs: List should have at least 1 item" in page.inner_text("#anchor-result")
 
 
+def test_a_megatron_log_pasted_in_the_page_is_read_and_fitted(page):
+    """Rank 0's Megatron-LM log pasted as it is: the service reads the run on the cluster
+    chosen in the form (its node count from the log) and fits it; a log it cannot read says
+    which argument."""
+    log = (Path(__file__).resolve().parents[1] / "data" / "megatron"
+           / "llama3-8b-fp8-tp2-cp2.log").read_text()
+    open_explorer(page)
+    page.select_option("#cluster", "dgx-h100")
+    page.click("#anchor-details summary")
+    page.fill("#anchor-json", log)
+    page.click("#anchor-button")
+    page.wait_for_selector("#anchor-result:has-text('Kernel speed')")
+    assert 0.67 < float(page.input_value("#compute_scale")) < 1.5
+    assert "Megatron-LM log, 32 GPUs: measured 3.12 s" in page.inner_text("#anchor-result")
+    page.fill("#anchor-json", log.replace("multi_latent_attention .......................... "
+                                          "False", "multi_latent_attention .......................... "
+                                          "True"))
+    page.click("#anchor-button")
+    page.wait_for_selector("#anchor-result:has-text('refused')")
+    assert "log.multi_latent_attention" in page.inner_text("#anchor-result")
+
+
 def test_hybrid_sharding_asked_in_the_page(page):
     """The replicas restriction (search.dp_replicate): Llama 3 8B on two DGX H100 nodes with
     ZeRO-3 over 2 replicas lists plans of 2 replicas, whose details name them; a count that
