@@ -207,3 +207,38 @@ def test_settings_costed_otherwise_are_said():
                                                 "--tp-comm-overlap"]
     same, _ = anchor_run(LOG.read_text(), {"preset": "dgx-h100"})
     assert run == same                    # the request itself is the same
+
+
+def test_junk_in_any_argument_read_is_a_named_error_never_a_crash(monkeypatch):
+    """Every argument the reader reads (recorded on the MoE variant of the log), printed as
+    junk: zero, negative, text, lists, dicts, huge. The run is read and estimated, or refused
+    with PlannerInputError; never another exception (the service's 500)."""
+    from planner.calibration import megatron_log
+    from planner.calibration.anchor import MegatronLogRun
+
+    read: set[str] = set()
+    get = megatron_log._Args.get
+
+    def recording(self, name, default=None):
+        read.add(name)
+        return get(self, name, default)
+
+    monkeypatch.setattr(megatron_log._Args, "get", recording)
+    base = swap(swap(moe(LOG.read_text()), "cp_comm_type", "['a2a+p2p']"),
+                "hierarchical_context_parallel_sizes", "[2, 1]")
+    anchor_run(base, {"preset": "dgx-h100"})
+    monkeypatch.setattr(megatron_log._Args, "get", get)
+    assert len(read) >= 50, sorted(read)
+    junk = ["0", "-1", "abc", "None", "[1, 2]", "1.5", "True", "[]", "''", "10**12",
+            "999999999999", "{'a': 1}", "(1, 2)", "[[1]]"]
+    refused = 0
+    for name in sorted(read):
+        for value in junk:
+            item = MegatronLogRun(megatron_log=swap(base, name, value),
+                                  cluster={"preset": "dgx-h100"})
+            try:
+                run, _ = item.anchor_run(0)
+                estimate(run.model, run.cluster, run.training, run.plan)
+            except PlannerInputError:
+                refused += 1
+    assert refused >= 200, refused

@@ -124,11 +124,41 @@ class _Args:
         v = _value(self.raw.get(name))
         return default if v is None else v
 
-    def int(self, name: str) -> int:
+    def count(self, name: str, default: int | None = None, minimum: int = 1) -> int:
+        """A whole number of at least ``minimum``; ``default`` where it is absent or None
+        (none: the argument is needed)."""
         v = self.get(name)
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise PlannerInputError(f"log.{name}", f"needed, and printed as {v!r}")
+        if v is None and default is not None:
+            return default
+        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+            raise PlannerInputError(f"log.{name}", f"needed as a whole number of {minimum} or "
+                                    f"more, printed as {self.raw.get(name)!r}")
         return v
+
+    def number(self, name: str, default: float) -> float:
+        """A number of at least 0; ``default`` where it is absent or None."""
+        v = self.get(name, default)
+        if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
+            raise PlannerInputError(f"log.{name}", f"needed as a number of 0 or more, printed "
+                                    f"as {self.raw.get(name)!r}")
+        return float(v)
+
+    def word(self, name: str, default: str | None = None) -> str | None:
+        """A name (a choice, an enum member); ``default`` where it is absent or None."""
+        v = self.get(name, default)
+        if v is not None and not isinstance(v, str):
+            raise PlannerInputError(f"log.{name}", f"needed as a name, printed as "
+                                    f"{self.raw.get(name)!r}")
+        return v
+
+    def words(self, name: str, default: list[str]) -> list[str]:
+        """Names, printed as a list (or one name)."""
+        v = self.get(name) or default
+        v = [v] if isinstance(v, str) else v
+        if not isinstance(v, list | tuple) or not all(isinstance(x, str) for x in v):
+            raise PlannerInputError(f"log.{name}", f"needed as a list of names, printed as "
+                                    f"{self.raw.get(name)!r}")
+        return list(v)
 
     def flag(self, name: str) -> bool:
         return self.get(name, False) is True
@@ -144,44 +174,44 @@ def _model(a: _Args, vocab: int | None) -> dict:
     if a.flag("multi_latent_attention"):
         raise _refuse("multi_latent_attention", "multi-latent attention")
     for name in ("window_size", "mtp_num_layers"):
-        if a.get(name):
+        if a.get(name) not in (None, 0, False):
             raise _refuse(name, {"window_size": "sliding-window attention",
                                  "mtp_num_layers": "multi-token prediction"}[name])
-    heads = a.int("num_attention_heads")
-    hidden = a.int("hidden_size")
+    heads = a.count("num_attention_heads")
+    hidden = a.count("hidden_size")
     if vocab is None:
-        vocab = a.get("padded_vocab_size") or a.get("vocab_size")
-    if not isinstance(vocab, int):
+        vocab = a.count("padded_vocab_size", 0, 0) or a.count("vocab_size", 0, 0) or None
+    if vocab is None:
         raise PlannerInputError("log", "the log does not state the vocabulary (no ' > padded "
                                 "vocab (size: ...)' line, no vocab_size argument): give it "
                                 "with the run")
     model: dict[str, Any] = {
-        "name": "Megatron-LM run", "num_layers": a.int("num_layers"), "hidden_size": hidden,
-        "num_attention_heads": heads, "ffn_hidden_size": a.int("ffn_hidden_size"),
+        "name": "Megatron-LM run", "num_layers": a.count("num_layers"), "hidden_size": hidden,
+        "num_attention_heads": heads, "ffn_hidden_size": a.count("ffn_hidden_size"),
         "ffn_type": "swiglu" if a.flag("swiglu") else "gelu", "vocab_size": vocab,
         "tied_embeddings": not a.flag("untie_embeddings_and_output_weights")}
     # Grouped-query attention only with its flag (argument_utils.py: num_query_groups is
     # dropped without it).
     if a.flag("group_query_attention"):
-        model["num_kv_heads"] = a.int("num_query_groups")
-    kv = a.get("kv_channels")
-    if isinstance(kv, int) and kv * heads != hidden:
+        model["num_kv_heads"] = a.count("num_query_groups")
+    kv = a.count("kv_channels", hidden // heads)
+    if kv * heads != hidden:
         model["head_dim"] = kv
-    experts = a.get("num_experts")
+    experts = a.count("num_experts", 0, 0)
     if experts:
-        model.update({"num_experts": experts, "moe_top_k": a.int("moe_router_topk"),
-                      "moe_ffn_hidden_size": a.get("moe_ffn_hidden_size")
-                      or model["ffn_hidden_size"]})
-        shared = a.get("moe_shared_expert_intermediate_size")
+        model.update({"num_experts": experts, "moe_top_k": a.count("moe_router_topk"),
+                      "moe_ffn_hidden_size": a.count("moe_ffn_hidden_size",
+                                                     model["ffn_hidden_size"])})
+        shared = a.count("moe_shared_expert_intermediate_size", 0, 0)
         if shared:
             model.update({"num_shared_experts": 1, "moe_shared_ffn_hidden_size": shared})
         model.update(_moe_layers(a.get("moe_layer_freq", 1), model["num_layers"]))
-        if a.get("moe_router_score_function") == "sigmoid":
+        if a.word("moe_router_score_function") == "sigmoid":
             model["moe_router_score"] = "sigmoid"
-        groups = a.get("moe_router_num_groups")
+        groups = a.count("moe_router_num_groups", 0, 0)
         if groups:
             model.update({"moe_router_num_groups": groups,
-                          "moe_router_group_topk": a.int("moe_router_group_topk")})
+                          "moe_router_group_topk": a.count("moe_router_group_topk")})
     return model
 
 
@@ -190,7 +220,8 @@ def _moe_layers(freq: Any, layers: int) -> dict:
     model's ``first_k_dense_layers``."""
     if freq == 1:
         return {}
-    if isinstance(freq, list) and set(freq) <= {0, 1} and len(freq) == layers:
+    if (isinstance(freq, list) and len(freq) == layers
+            and all(x in (0, 1) and not isinstance(x, bool) for x in freq)):
         k = freq.index(1) if 1 in freq else layers
         if freq == [0] * k + [1] * (layers - k):
             return {"first_k_dense_layers": k}
@@ -199,7 +230,7 @@ def _moe_layers(freq: Any, layers: int) -> dict:
 
 
 def _training(a: _Args) -> dict:
-    if a.get("fp8"):
+    if a.word("fp8"):
         precision = "fp8"
     elif a.flag("bf16"):
         precision = "bf16"
@@ -208,16 +239,16 @@ def _training(a: _Args) -> dict:
     else:
         precision = "fp32"
     t: dict[str, Any] = {
-        "global_batch_size": a.int("global_batch_size"), "seq_length": a.int("seq_length"),
+        "global_batch_size": a.count("global_batch_size"), "seq_length": a.count("seq_length"),
         "precision": precision,
-        "dropout": (a.get("attention_dropout", 0.1) or 0) > 0
-        or (a.get("hidden_dropout", 0.1) or 0) > 0,
+        # (TransformerConfig's defaults: 0.1 each.)
+        "dropout": a.number("attention_dropout", 0.1) > 0 or a.number("hidden_dropout", 0.1) > 0,
         "grad_dtype": "bf16" if a.flag("grad_reduce_in_bf16") else "fp32",
         "overlap_grad_reduce": a.flag("overlap_grad_reduce"),
         "overlap_param_gather": a.flag("overlap_param_gather"),
         "overlap_p2p_comm": a.get("overlap_p2p_comm", True) is True}
     if precision == "fp8":
-        recipe = a.get("fp8_recipe", "delayed")
+        recipe = a.word("fp8_recipe", "delayed")
         if recipe not in FP8_RECIPES:
             raise _refuse("fp8_recipe", f"the fp8 recipe {recipe!r}")
         t["fp8_recipe"] = recipe
@@ -229,32 +260,34 @@ def _training(a: _Args) -> dict:
     elif a.get("attention_backend") == "flash":
         t["attention_kernel"] = "flash2"
     if a.flag("use_precision_aware_optimizer"):
-        states = {a.get("exp_avg_dtype", "fp32"), a.get("exp_avg_sq_dtype", "fp32")}
+        states = {a.word("exp_avg_dtype", "fp32"), a.word("exp_avg_sq_dtype", "fp32")}
         if len(states) > 1:
             raise _refuse("exp_avg_dtype", f"Adam moments in two dtypes ({sorted(states)})")
         t["optimizer_state_dtype"] = states.pop()
     if a.get("recompute_granularity") == "selective":
-        modules = a.get("recompute_modules") or ["core_attn"]
-        t["recompute_modules"] = list(modules)
+        t["recompute_modules"] = a.words("recompute_modules", ["core_attn"])
     if a.flag("distribute_saved_activations"):
         t["distribute_saved_activations"] = True
-    cp_types = a.get("cp_comm_type") or ["p2p"]
-    cp_types = cp_types if isinstance(cp_types, list) else [cp_types]
-    if a.get("context_parallel_size", 1) > 1:
+    cp_types = a.words("cp_comm_type", ["p2p"])
+    if a.count("context_parallel_size", 1) > 1:
         if len(set(cp_types)) > 1:
             raise _refuse("cp_comm_type", f"context parallelism of several kinds by layer "
                           f"({cp_types})")
         kind = cp_types[0]
         if kind == "a2a+p2p":
-            sizes = a.get("hierarchical_context_parallel_sizes") or []
+            sizes = a.get("hierarchical_context_parallel_sizes")
+            if not (isinstance(sizes, list) and sizes and isinstance(sizes[0], int)):
+                raise PlannerInputError("log.hierarchical_context_parallel_sizes", "needed as "
+                                        f"a list of group sizes with cp_comm_type a2a+p2p, "
+                                        f"printed as {sizes!r}")
             t.update({"ring_attention": "a2a+p2p", "cp_a2a_size": sizes[0]})
         elif kind in ("p2p", "a2a"):
             t["ring_attention"] = "te" if kind == "p2p" else "a2a"
         else:
             raise _refuse("cp_comm_type", f"context parallelism by {kind!r}")
-    if a.get("num_experts"):
-        dispatcher = a.get("moe_token_dispatcher_type", "allgather")
-        backend = a.get("moe_flex_dispatcher_backend", "deepep")
+    if a.count("num_experts", 0, 0):
+        dispatcher = a.word("moe_token_dispatcher_type", "allgather")
+        backend = a.word("moe_flex_dispatcher_backend", "deepep")
         if dispatcher == "flex" and backend in ("deepep", "hybridep"):
             t["moe_dispatcher"] = "deepep"      # DeepEP or HybridEP kernels (TrainingSpec)
         elif dispatcher == "alltoall":
@@ -263,43 +296,51 @@ def _training(a: _Args) -> dict:
             raise _refuse("moe_token_dispatcher_type", f"the {dispatcher!r} token dispatcher")
         t["moe_a2a_overlap"] = a.flag("overlap_moe_expert_parallel_comm")
         if a.get("moe_expert_capacity_factor") is not None:
-            t["moe_capacity_factor"] = a.get("moe_expert_capacity_factor")
+            t["moe_capacity_factor"] = a.number("moe_expert_capacity_factor", 0.0)
     return t
 
 
 def _plan(a: _Args, layers: int) -> dict:
-    tp, pp = a.int("tensor_model_parallel_size"), a.int("pipeline_model_parallel_size")
-    cp = a.get("context_parallel_size", 1)
-    world = a.int("world_size")
+    tp, pp = a.count("tensor_model_parallel_size"), a.count("pipeline_model_parallel_size")
+    cp = a.count("context_parallel_size", 1)
+    world = a.count("world_size")
     if world % (tp * pp * cp):
         raise PlannerInputError("log.world_size", f"{world} ranks are not a multiple of "
                                 f"tp x pp x cp = {tp * pp * cp}")
-    vpp = a.get("virtual_pipeline_model_parallel_size") or 1
+    vpp = a.count("virtual_pipeline_model_parallel_size", 1)
     layout = a.get("pipeline_model_parallel_layout")
     if layout is not None and pp > 1:         # validate_args sets the virtual stages from it
         vpp = len(layout_chunks(str(layout), pp)[0])
     plan: dict[str, Any] = {
         "dp": world // (tp * pp * cp), "tp": tp, "pp": pp, "cp": cp, "vpp": vpp,
-        "micro_batch_size": a.int("micro_batch_size"),
+        "micro_batch_size": a.count("micro_batch_size"),
         "sequence_parallel": a.flag("sequence_parallel")}
-    if a.get("num_experts"):
-        plan["ep"] = a.get("expert_model_parallel_size", 1)
-        plan["etp"] = a.get("expert_tensor_parallel_size") or tp    # Megatron's default: tp
-    granularity = a.get("recompute_granularity")
+    if a.count("num_experts", 0, 0):
+        plan["ep"] = a.count("expert_model_parallel_size", 1)
+        plan["etp"] = a.count("expert_tensor_parallel_size", tp)    # Megatron's default: tp
+    granularity = a.word("recompute_granularity")
+    if granularity not in (None, "full", "selective"):
+        raise PlannerInputError("log.recompute_granularity", f"{granularity!r} is not full or "
+                                "selective")
     plan["recompute"] = granularity or "none"
-    if granularity == "full" and a.get("recompute_method") == "block":
-        plan["recompute_num_layers"] = a.int("recompute_num_layers")
+    if granularity == "full" and a.word("recompute_method") == "block":
+        plan["recompute_num_layers"] = a.count("recompute_num_layers")
     if a.flag("use_megatron_fsdp"):
-        plan["zero_stage"] = SHARDING[a.get("data_parallel_sharding_strategy", "no_shard")]
+        strategy = a.word("data_parallel_sharding_strategy", "no_shard")
+        if strategy not in SHARDING:
+            raise PlannerInputError("log.data_parallel_sharding_strategy", f"{strategy!r} is "
+                                    f"not one of {', '.join(SHARDING)}")
+        plan["zero_stage"] = SHARDING[strategy]
     else:
         plan["zero_stage"] = 1 if a.flag("use_distributed_optimizer") else 0
-    instances = a.get("num_distributed_optimizer_instances", 1)
+    instances = a.count("num_distributed_optimizer_instances", 1)
     if instances > 1:
         plan["dp_replicate"] = instances
-    offload = a.get("cpu_offloading_num_layers") if a.get("cpu_offloading", True) else None
+    offload = a.count("cpu_offloading_num_layers", 0, 0) if a.get("cpu_offloading", True) \
+        else 0
     if offload:
         plan["cpu_offload_layers"] = offload
-    group = a.get("microbatch_group_size_per_vp_stage")
+    group = a.count("microbatch_group_size_per_vp_stage", 0, 0)
     if vpp > 1 and group and group != pp:
         plan["microbatch_group_size"] = group
     stages = _stages(a, layers, pp, vpp)
@@ -353,8 +394,9 @@ def _logged_stages(a: _Args, layers: int, pp: int, vpp: int) -> list[int] | None
     if a.flag("account_for_embedding_in_pipeline_split"):
         u = (layers + 2) // (pp * vpp)
         return [u * vpp - (r in (0, pp - 1)) for r in range(pp)]
-    first, last = (a.get("decoder_first_pipeline_num_layers"),
-                   a.get("decoder_last_pipeline_num_layers"))
+    first, last = (None if a.get(k) is None else a.count(k)
+                   for k in ("decoder_first_pipeline_num_layers",
+                             "decoder_last_pipeline_num_layers"))
     if first is None and last is None:
         return None
     inner = pp - (first is not None) - (last is not None)
@@ -375,12 +417,12 @@ def _unmodelled(a: _Args) -> list[str]:
         notes.append("--no-gradient-accumulation-fusion: each micro-batch's weight gradients "
                      "are added into the fp32 ones by a kernel of their own, which the request "
                      "costs fused into the GEMMs")
-    if a.flag("tp_comm_overlap") and a.get("tensor_model_parallel_size", 1) > 1:
+    if a.flag("tp_comm_overlap") and a.count("tensor_model_parallel_size", 1) > 1:
         notes.append("--tp-comm-overlap hides tensor-parallel collectives under the GEMMs; the "
                      "request costs them unhidden (set efficiency.tp_comm_overlap where you know "
                      "the share hidden)")
     if (a.get("recompute_granularity") == "full" and a.get("recompute_method") == "uniform"
-            and (a.get("recompute_num_layers") or 1) > 1):
+            and a.count("recompute_num_layers", 1) > 1):
         notes.append(f"--recompute-method uniform over groups of {a.get('recompute_num_layers')}"
                      " layers keeps fewer checkpoints than the per-layer recompute costed: the "
                      "memory predicted is higher than the run's")
@@ -420,7 +462,7 @@ def anchor_run(text: str, cluster: dict, name: str | None = None, skip: int = 1
     training = _training(a)
     step, notes = measured_step_s(log, skip)
     notes += _unmodelled(a)
-    world = a.int("world_size")
+    world = a.count("world_size")
     gpn = cluster.get("gpus_per_node") if isinstance(cluster, dict) else None
     if gpn is None and isinstance(cluster, dict) and cluster.get("preset"):
         from planner.specs import ClusterSpec
