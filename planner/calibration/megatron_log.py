@@ -260,10 +260,11 @@ def _training(a: _Args) -> dict:
     elif a.get("attention_backend") == "flash":
         t["attention_kernel"] = "flash2"
     if a.flag("use_precision_aware_optimizer"):
-        states = {a.word("exp_avg_dtype", "fp32"), a.word("exp_avg_sq_dtype", "fp32")}
-        if len(states) > 1:
-            raise _refuse("exp_avg_dtype", f"Adam moments in two dtypes ({sorted(states)})")
-        t["optimizer_state_dtype"] = states.pop()
+        first, second = (a.word(k, "fp32") or "fp32" for k in ("exp_avg_dtype",
+                                                                 "exp_avg_sq_dtype"))
+        if first != second:
+            raise _refuse("exp_avg_dtype", f"Adam moments in two dtypes ({first}, {second})")
+        t["optimizer_state_dtype"] = first
     if a.get("recompute_granularity") == "selective":
         t["recompute_modules"] = a.words("recompute_modules", ["core_attn"])
     if a.flag("distribute_saved_activations"):
