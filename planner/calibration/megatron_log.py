@@ -171,12 +171,8 @@ def _refuse(name: str, why: str) -> PlannerInputError:
 
 
 def _model(a: _Args, vocab: int | None) -> dict:
-    if a.flag("multi_latent_attention"):
-        raise _refuse("multi_latent_attention", "multi-latent attention")
-    for name in ("window_size", "mtp_num_layers"):
-        if a.get(name) not in (None, 0, False):
-            raise _refuse(name, {"window_size": "sliding-window attention",
-                                 "mtp_num_layers": "multi-token prediction"}[name])
+    if a.get("window_size") not in (None, 0, False):
+        raise _refuse("window_size", "sliding-window attention")
     heads = a.count("num_attention_heads")
     hidden = a.count("hidden_size")
     if vocab is None:
@@ -194,9 +190,22 @@ def _model(a: _Args, vocab: int | None) -> dict:
     # dropped without it).
     if a.flag("group_query_attention"):
         model["num_kv_heads"] = a.count("num_query_groups")
-    kv = a.count("kv_channels", hidden // heads)
-    if kv * heads != hidden:
-        model["head_dim"] = kv
+    if a.flag("multi_latent_attention"):
+        # Multi-latent attention (``--multi-latent-attention``): --qk-head-dim is the query and
+        # key heads' width without the rotary part, --qk-pos-emb-head-dim the rotary part.
+        model.update({"kv_lora_rank": a.count("kv_lora_rank"),
+                      "head_dim": a.count("qk_head_dim"),
+                      "qk_rope_head_dim": a.count("qk_pos_emb_head_dim", 0, 0),
+                      "v_head_dim": a.count("v_head_dim")})
+        if a.get("q_lora_rank") is not None:
+            model["q_lora_rank"] = a.count("q_lora_rank")
+    else:
+        kv = a.count("kv_channels", hidden // heads)
+        if kv * heads != hidden:
+            model["head_dim"] = kv
+    mtp = a.count("mtp_num_layers", 0, 0)
+    if mtp:
+        model["mtp_num_layers"] = mtp
     experts = a.count("num_experts", 0, 0)
     if experts:
         model.update({"num_experts": experts, "moe_top_k": a.count("moe_router_topk"),
@@ -344,7 +353,11 @@ def _plan(a: _Args, layers: int) -> dict:
     group = a.count("microbatch_group_size_per_vp_stage", 0, 0)
     if vpp > 1 and group and group != pp:
         plan["microbatch_group_size"] = group
-    stages = _stages(a, layers, pp, vpp)
+    layout = a.get("pipeline_model_parallel_layout")
+    standalone = layout is not None and pp > 1 and layout_mtp_standalone(str(layout))
+    if standalone:
+        plan["mtp_standalone"] = True
+    stages = _stages(a, layers, pp, vpp, standalone)
     if stages is not None:
         plan["layers_per_stage"] = stages
     return plan
@@ -361,23 +374,42 @@ def layout_chunks(layout: str, pp: int) -> tuple[tuple[int, ...], ...]:
     if set(text) - set("ELtm|") or len(virtual) % pp:
         raise PlannerInputError("log.pipeline_model_parallel_layout", f"{layout!r} is not a "
                                 f"layout of {pp} pipeline ranks")
-    if "m" in text:
-        raise _refuse("pipeline_model_parallel_layout", "multi-token prediction modules")
     v = len(virtual) // pp
     return tuple(tuple(virtual[c * pp + r].count("t") for c in range(v)) for r in range(pp))
 
 
-def _stages(a: _Args, layers: int, pp: int, vpp: int) -> list[int] | None:
+def layout_mtp_standalone(layout: str) -> bool:
+    """Whether the multi-token prediction modules of a layout stand alone: in the virtual stage
+    before the loss's, which holds no decoder layer ('...m|L'), rather than beside the loss
+    ('...tmL'). Elsewhere is no placement the planner makes."""
+    virtual = re.sub(r"(.)\*(\d+)", lambda x: x.group(1) * int(x.group(2)), re.sub(
+        r"\(([^)]+)\)\*(\d+)", lambda x: x.group(1) * int(x.group(2)),
+        layout.replace(",", ""))).split("|")
+    holding = [i for i, stage in enumerate(virtual) if "m" in stage]
+    if not holding:
+        return False
+    last = len(virtual) - 1
+    if holding == [last]:
+        return False
+    if holding == [last - 1] and "t" not in virtual[last]:
+        return True
+    raise _refuse("pipeline_model_parallel_layout", "multi-token prediction modules outside "
+                  "the last two virtual stages")
+
+
+def _stages(a: _Args, layers: int, pp: int, vpp: int, standalone: bool = False
+            ) -> list[int] | None:
     """Layers per stage where they are not the planner's default layout's
     (``specs.layout.default_layout``, which a plan without stages gets)."""
-    stages = _logged_stages(a, layers, pp, vpp)
+    stages = _logged_stages(a, layers, pp, vpp, standalone)
     default = default_layout(layers, pp, vpp)
     if stages is None or (default is not None and tuple(stages) == default.stages):
         return None
     return stages
 
 
-def _logged_stages(a: _Args, layers: int, pp: int, vpp: int) -> list[int] | None:
+def _logged_stages(a: _Args, layers: int, pp: int, vpp: int, standalone: bool
+                   ) -> list[int] | None:
     """Layers per stage where the split is not even: an explicit layout whose chunks are those
     the planner gives its stages (``specs.layout.explicit_layout``), the embedding and the
     loss counted as layers, or given first and last stages (the forms
@@ -388,7 +420,9 @@ def _logged_stages(a: _Args, layers: int, pp: int, vpp: int) -> list[int] | None
     if layout is not None:
         chunks = layout_chunks(str(layout), pp)
         stages = tuple(sum(c) for c in chunks)
-        if sum(stages) != layers or explicit_layout(stages, len(chunks[0])).chunks != chunks:
+        mtp = a.count("mtp_num_layers", 0, 0)
+        planned = explicit_layout(stages, len(chunks[0]), standalone, mtp).chunks
+        if sum(stages) != layers or planned != chunks:
             raise _refuse("pipeline_model_parallel_layout", f"the split of {layout!r} over "
                           "the chunks, which the planner's layouts do not place so")
         return list(stages)

@@ -190,13 +190,13 @@ def test_runs_read_from_megatron_logs(server):
         cal = r.json()
         assert cal["runs"][0]["measured_step_time_s"] == 3.1204
         assert 0.67 < cal["compute_scale"] < 1.5
-        bad = log.replace("multi_latent_attention .......................... False",
-                          "multi_latent_attention .......................... True")
+        bad = log.replace("fp8_recipe ...................................... delayed",
+                          "fp8_recipe ...................................... mxfp8")
         assert bad != log
         r = c.post("/v1/anchors", json={"runs": [{"megatron_log": bad,
                                                   "cluster": {"preset": "dgx-h100"}}]})
         assert r.status_code == 422
         assert r.json()["detail"].startswith(
-            "runs.0.megatron_log: log.multi_latent_attention: multi-latent attention"), r.json()
+            "runs.0.megatron_log: log.fp8_recipe: the fp8 recipe 'mxfp8'"), r.json()
         r = c.post("/v1/anchors", json={"runs": [{"megatron_log": log}]})
         assert r.status_code == 422 and r.json()["detail"].startswith("runs.0.cluster"), r.text

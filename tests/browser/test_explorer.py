@@ -371,12 +371,12 @@ def test_a_megatron_log_pasted_in_the_page_is_read_and_fitted(page):
     page.wait_for_selector("#anchor-result:has-text('Kernel speed')")
     assert 0.67 < float(page.input_value("#compute_scale")) < 1.5
     assert "Megatron-LM log, 32 GPUs: measured 3.12 s" in page.inner_text("#anchor-result")
-    page.fill("#anchor-json", log.replace("multi_latent_attention .......................... "
-                                          "False", "multi_latent_attention .......................... "
-                                          "True"))
+    page.fill("#anchor-json", log.replace("fp8_recipe ...................................... "
+                                          "delayed", "fp8_recipe ...................................... "
+                                          "mxfp8"))
     page.click("#anchor-button")
     page.wait_for_selector("#anchor-result:has-text('refused')")
-    assert "log.multi_latent_attention" in page.inner_text("#anchor-result")
+    assert "log.fp8_recipe" in page.inner_text("#anchor-result")
 
 
 def test_hybrid_sharding_asked_in_the_page(page):
