@@ -258,3 +258,19 @@ def test_the_published_deepseek_v3_layouts_read_back(stages, standalone):
     assert run["plan"].get("mtp_standalone", False) is standalone
     assert run["model"]["mtp_num_layers"] == 1 and run["model"]["kv_lora_rank"] == 512
     assert run["model"]["first_k_dense_layers"] == 3
+
+
+def test_cli_takes_a_cluster_file(tmp_path):
+    """--cluster names a cluster JSON file (a spec of one's own): the run keeps the whole spec,
+    its node count from the log."""
+    spec = {"name": "lab", "num_nodes": 1, "gpus_per_node": 8, "gpu": {"preset": "h100-sxm"},
+            "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 450.0, "latency_us": 1.0},
+            "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": 200.0, "latency_us": 5.0,
+                           "nics_per_node": 4}}
+    path = tmp_path / "lab.json"
+    path.write_text(json.dumps(spec))
+    res = CliRunner().invoke(app, ["calibrate", "megatron-run", str(LOG), "--cluster",
+                                   str(path)])
+    assert res.exit_code == 0, res.output
+    cluster = json.loads(res.stdout)["runs"][0]["cluster"]
+    assert (cluster["name"], cluster["num_nodes"], cluster["gpus_per_node"]) == ("lab", 4, 8)
