@@ -241,9 +241,15 @@ def get_calibration(*, engine: Engine, calibration_id: str) -> dict | None:
     return _iso(row) if row else None
 
 
-def list_calibrations(*, engine: Engine, cluster_id: str, limit: int, offset: int
+def list_calibrations(*, engine: Engine, cluster_id: str, limit: int, offset: int,
+                      source: str | None = None, stack: str | None = None
                       ) -> tuple[list[dict], int]:
-    cond = calibrations.c.cluster_id == cluster_id
+    c = calibrations.c
+    cond = c.cluster_id == cluster_id
+    if source is not None:
+        cond = sa.and_(cond, c.source == source)
+    if stack is not None:
+        cond = sa.and_(cond, c.stack == stack)
     with engine.connect() as conn:
         count = conn.execute(sa.select(sa.func.count()).select_from(calibrations).where(cond)
                              ).scalar_one()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Request, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 
 from api import store
 from api.links import links
@@ -13,6 +13,7 @@ from api.routes.deps import READ, WRITE, EngineDep, Limit, Offset, SettingsDep
 from api.schemas import CalibrationCreate, CalibrationPublic, JobPublic, Page, SweepSpec
 from api.service import anchor, calibrate
 from planner.calibration.anchor import AnchorFit, AnchorRequest, fit_anchor
+from planner.calibration.model import Source
 
 router = APIRouter(prefix="/v1", tags=["calibrations"], responses=PROBLEM_RESPONSES)
 
@@ -167,13 +168,19 @@ def plot_calibration(calibration_id: str, engine: EngineDep) -> Response:
 @router.get("/clusters/{cluster_id}/calibrations", response_model=Page[CalibrationPublic],
             dependencies=READ, summary="List a cluster's calibrations",
             operation_id="calibrations-list")
-def list_calibrations(cluster_id: str, engine: EngineDep, limit: Limit = 50, offset: Offset = 0):
+def list_calibrations(
+    cluster_id: str, engine: EngineDep, limit: Limit = 50, offset: Offset = 0,
+    source: Annotated[Source | None, Query(description="Only this kind.")] = None,
+    stack: Annotated[str | None, Query(min_length=1, max_length=64,
+                                       description="Only anchors of this stack.")] = None,
+):
     """Newest first; the newest of collectives and the newest anchor of the stack a request
-    names (``cluster.stack``) are the ones plans use."""
+    names (``cluster.stack``) are the ones plans use. Filter by kind (``source``) and, for
+    anchors, by ``stack``."""
     if store.get_cluster(engine=engine, cluster_id=cluster_id) is None:
         raise not_found("cluster", cluster_id)
     rows, count = store.list_calibrations(engine=engine, cluster_id=cluster_id, limit=limit,
-                                          offset=offset)
+                                          offset=offset, source=source, stack=stack)
     return {"data": [_public(r) for r in rows], "count": count}
 
 

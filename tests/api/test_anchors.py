@@ -152,6 +152,15 @@ def test_anchors_per_stack_on_one_cluster(server):
         r = c.post("/v1/plans", json={"model": one["model"], "training": one["training"],
                                       "cluster": {"id": cid, "stack": "deepspeed"}})
         assert r.status_code == 422 and r.json()["detail"].startswith("cluster.stack: ")
+        # The cluster's anchors of one stack, and of one kind.
+        listed = c.get(f"/v1/clusters/{cid}/calibrations", params={"stack": "torchtitan 0.2"})
+        assert [x["id"] for x in listed.json()["data"]] == [titan.json()["id"]]
+        listed = c.get(f"/v1/clusters/{cid}/calibrations", params={"source": "anchor"}).json()
+        assert listed["count"] == 3 and {x["source"] for x in listed["data"]} == {"anchor"}
+        assert c.get(f"/v1/clusters/{cid}/calibrations",
+                     params={"source": "nccl-tests"}).json()["count"] == 0
+        r = c.get(f"/v1/clusters/{cid}/calibrations", params={"source": "logs"})
+        assert r.status_code == 422 and r.json()["detail"].startswith("query.source")
         # Bad stack names and a stack on collectives: 422, nothing stored.
         count = c.get(f"/v1/clusters/{cid}/calibrations").json()["count"]
         for body, field in (({"source": "anchor", "stack": "", "runs": [run]}, "stack"),
