@@ -985,6 +985,15 @@ def _rules():
          lambda c: c["dp_overlap"] & (c["nd"] > 1)
          & ((z(c) == 0) | (c["pp"] > 1) | bf16_optimizer(c))
          & ~(reduced_after(c) & c["after_bwd"])),
+        ("torchtitan", "grad_reduce_overlap", "the gradient reduction left until after the "
+         "backward (training.overlap_grad_reduce false): FSDP2 reduce-scatters each layer's "
+         "gradients and DDP all-reduces each bucket as the backward produces them (under a "
+         "pipeline, after each stage's last backward: training.grad_reduce_after_last_backward)",
+         lambda c: ~c["dp_overlap"] & (c["nd"] > 1)),
+        ("torchtitan", "param_gather_overlap", "the ZeRO-1/2 weight gather before the forward "
+         "(training.overlap_param_gather false): FSDP2 gathers each layer's weights in the "
+         "forward, the next layer's prefetched",
+         lambda c: ~c["param_overlap"] & ((z(c) == 1) | (z(c) == 2)) & (c["nd"] > 1)),
         ("deepspeed", "param_gather_overlap", "the ZeRO-1/2 weight gather overlapped with "
          "the next forward (training.overlap_param_gather): DeepSpeed gathers the updated "
          "weights at the end of its optimizer step",
