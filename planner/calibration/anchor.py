@@ -45,7 +45,7 @@ from planner.calibration.model import AnchoredRun
 from planner.cost import estimate
 from planner.errors import PlannerInputError
 from planner.request import EstimateRequest, parse_request
-from planner.specs import ClusterSpec
+from planner.specs import ClusterSpec, ModelSpec
 
 # The scales the fit searches; inside the field's own limits (0.05 to 20).
 SCALE_LOW, SCALE_HIGH = 0.1, 10.0
@@ -105,9 +105,50 @@ class MegatronLogRun(BaseModel):
                                     f"{exc.field}: {exc.reason}") from exc
 
 
+class TorchtitanRun(BaseModel):
+    """One measured run as torchtitan ran and logged it (``planner.calibration.torchtitan_run``):
+    its job config, its log (the device mesh, each interval's tokens per second), on a
+    cluster."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str | None = Field(None, max_length=200, description="A label for the tables.")
+    torchtitan_config: str = Field(min_length=1, max_length=1_000_000, description="The job "
+                                   "config (TOML) the run started with.")
+    torchtitan_log: str = Field(min_length=1, max_length=20_000_000, description="Rank 0's "
+                                "log: the 'Building device mesh with parallelism' line and the "
+                                "'step: ... tps: ...' lines.")
+    model: ModelSpec | None = Field(None, description="The model; default: the config's "
+                                    "Llama 3 flavor (8B, 70B, 405B).")
+    cluster: ClusterSpec = Field(description="Where it ran (its node count is taken from the "
+                                 "log's world).")
+    skip: int = Field(1, ge=0, le=10_000, description="Logged intervals left out at the start "
+                      "(compilation, warm-up); the step is the median of the rest.")
+
+    def anchor_run(self, index: int) -> tuple[AnchorRun, list[str]]:
+        """The run as an estimate request with its measured step, and notes;
+        ``PlannerInputError`` on ``runs.{index}.torchtitan_config`` (or ``_log``) where it
+        cannot be read."""
+        from planner.calibration.torchtitan_run import anchor_run
+
+        model = None if self.model is None else self.model.model_dump(mode="json")
+        try:
+            run, notes = anchor_run(self.torchtitan_config, self.torchtitan_log,
+                                    self.cluster.model_dump(mode="json"), model, self.name,
+                                    self.skip)
+            return parse_request(AnchorRun, run), notes
+        except PlannerInputError as exc:
+            where = "torchtitan_log" if exc.field == "log" else "torchtitan_config"
+            raise PlannerInputError(f"runs.{index}.{where}",
+                                    f"{exc.field}: {exc.reason}") from exc
+
+
 def _run_kind(v: object) -> str:
-    return "~log" if isinstance(v, dict | MegatronLogRun) and (
-        isinstance(v, MegatronLogRun) or "megatron_log" in v) else "~run"
+    if isinstance(v, MegatronLogRun) or isinstance(v, dict) and "megatron_log" in v:
+        return "~log"
+    if isinstance(v, TorchtitanRun) or isinstance(v, dict) and "torchtitan_config" in v:
+        return "~titan"
+    return "~run"
 
 
 class AnchorRequest(BaseModel):
@@ -116,11 +157,13 @@ class AnchorRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     runs: list[Annotated[Annotated[AnchorRun, Tag("~run")]
-                         | Annotated[MegatronLogRun, Tag("~log")],
+                         | Annotated[MegatronLogRun, Tag("~log")]
+                         | Annotated[TorchtitanRun, Tag("~titan")],
                          Discriminator(_run_kind)]] = Field(
         min_length=1, max_length=32, description="Measured runs of one stack (framework, "
-        "version and settings): each an estimate request with its measured_step_time_s, or a "
-        "Megatron-LM training log with the cluster it ran on.")
+        "version and settings): each an estimate request with its measured_step_time_s, a "
+        "Megatron-LM training log, or a torchtitan job config and log, with the cluster it "
+        "ran on.")
     network: NetworkMode = Field(
         "auto", description="efficiency.network_scale, the bandwidth across nodes against the "
         "cluster spec's: 'fit' fits it with the kernels' speed (two runs or more, whose shares "
@@ -368,7 +411,7 @@ def fit_anchor(request: AnchorRequest) -> AnchorFit:
     notes: list[str] = []
     given: list[AnchorRun] = []
     for i, item in enumerate(request.runs):
-        if isinstance(item, MegatronLogRun):
+        if isinstance(item, MegatronLogRun | TorchtitanRun):
             run, said = item.anchor_run(i)
             notes += [f"{run.name}: {n}" for n in said]
         else:

@@ -309,3 +309,49 @@ def megatron_run_cmd(
             out["cluster"] = {**spec, "num_nodes": run.cluster.num_nodes}
         runs.append(out)
     emit_json({"runs": runs})
+
+
+@app.command("torchtitan-run")
+def torchtitan_run_cmd(
+    config: Annotated[Path, typer.Argument(help="The torchtitan job config (TOML) of the run.")],
+    log: Annotated[Path, typer.Argument(help="Rank 0's log of the run.")],
+    cluster: Annotated[str, typer.Option(help="Where it ran: a cluster preset name or a cluster "
+                                              "JSON file; the node count comes from the log.")],
+    model: Annotated[str | None, typer.Option(help="The model: a preset name or a model JSON "
+                                                   "file (default: the config's Llama 3 "
+                                                   "flavor).")] = None,
+    skip: Annotated[int, typer.Option(min=0, help="Logged intervals left out at the start "
+                                                  "(compilation, warm-up).")] = 1,
+) -> None:
+    """Read a measured run from a torchtitan job config and its log (the device mesh it
+    printed, each interval's tokens per second) and print it as the runs JSON that
+    `planner calibrate anchor` fits (`... | planner calibrate anchor -`)."""
+    from planner.calibration.anchor import TorchtitanRun
+    from planner.cli.main import emit_json, load_json
+    from planner.errors import PlannerInputError
+    from planner.request import parse_request
+
+    spec = load_json(Path(cluster)) if cluster.endswith(".json") else {"preset": cluster}
+    given = None if model is None else (
+        load_json(Path(model)) if model.endswith(".json") else {"preset": model})
+    texts = []
+    for path in (config, log):
+        try:
+            texts.append(path.read_text(errors="replace"))
+        except OSError as exc:
+            _fail(f"cannot read {path}: {exc.strerror or exc}")
+    try:
+        item = parse_request(TorchtitanRun, {
+            "name": log.name, "torchtitan_config": texts[0], "torchtitan_log": texts[1],
+            "model": given, "cluster": spec, "skip": skip})
+        run, notes = item.anchor_run(0)
+    except PlannerInputError as exc:
+        field = exc.field.replace("runs.0.torchtitan_config", str(config)).replace(
+            "runs.0.torchtitan_log", str(log))
+        _fail(f"{field}: {exc.reason}")
+    for note in notes:
+        print(f"note: {log.name}: {note}", file=sys.stderr)
+    out = run.model_dump(mode="json", exclude_defaults=True)
+    if "preset" in spec:
+        out["cluster"] = {**spec, "num_nodes": run.cluster.num_nodes}
+    emit_json({"runs": [out]})

@@ -209,3 +209,20 @@ def test_runs_read_from_megatron_logs(server):
             "runs.0.megatron_log: log.fp8_recipe: the fp8 recipe 'mxfp8'"), r.json()
         r = c.post("/v1/anchors", json={"runs": [{"megatron_log": log}]})
         assert r.status_code == 422 and r.json()["detail"].startswith("runs.0.cluster"), r.text
+
+
+def test_runs_read_from_a_torchtitan_config_and_log(shared_server):
+    """A torchtitan run given as its job config and log: fitted as the run they hold; a config
+    the reader refuses is a 422 naming the run's torchtitan_config and the key."""
+    data = Path(__file__).resolve().parents[1] / "data" / "torchtitan"
+    config, log = ((data / f"llama3-8b-8gpu.{x}").read_text() for x in ("toml", "log"))
+    run = {"torchtitan_config": config, "torchtitan_log": log, "cluster": {"preset": "dgx-h100"}}
+    with shared_server.client() as c:
+        r = c.post("/v1/anchors", json={"runs": [run]})
+        assert r.status_code == 200, r.text
+        assert r.json()["runs"][0]["name"] == "torchtitan log, 8 GPUs"
+        assert abs(r.json()["runs"][0]["anchored_error_pct"]) < 0.05
+        bad = {**run, "torchtitan_config": config.replace('"op"', '"2"')}
+        r = c.post("/v1/anchors", json={"runs": [run, bad]})
+        assert r.status_code == 422 and r.json()["detail"].startswith(
+            "runs.1.torchtitan_config: config.activation_checkpoint.selective_ac_option"), r.text

@@ -1,0 +1,306 @@
+"""A measured run of torchtitan read from its job config and its training log: the anchor run
+(``planner.calibration.anchor.AnchorRun``) that a torchtitan user already holds.
+
+The job config (TOML, torchtitan v0.2.2's ``JobConfig``) says the model, the batch, the
+parallelism, the recompute and whether the model is compiled; it maps onto the request with
+the keys the launch renderer writes (``planner.launch.torchtitan``), and onto the training
+switches torchtitan's execution implies (``planner.search.plan_request.FRAMEWORK_TRAINING``:
+FSDP2's per-parameter copies, its reductions, PyTorch's all-gather context parallelism). The
+log gives the world (``ParallelDims.build_mesh``: "Building device mesh with parallelism:
+pp=.., dp_replicate=.., dp_shard=.., cp=.., tp=.., ep=.., etp=..") and the throughput of each
+logged interval (``MetricsProcessor.log``: "step: 10 ... tps: 5,123 ..."). torchtitan's tps is
+tokens per second per device: every rank counts its batch's labels (``train.py``:
+``labels.numel()``) and the sum over a step's micro-batches is divided by the interval and by
+the non-data-parallel degree (``metrics.py``), so one step takes global batch x sequence /
+(tps x world) seconds. The step is the median over the logged intervals after the first
+``skip`` (the first holds the compilation).
+
+Llama 3's flavors (8B, 70B, 405B) are read from the config's ``[model]``; any other model is
+given with the run. Dense models only: torchtitan's MoE layers (their routing and grouped
+GEMMs) are left to hand-written requests.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Any
+
+import tomllib
+
+from planner.errors import PlannerInputError
+from planner.search.plan_request import FRAMEWORK_TRAINING
+from planner.specs.layout import default_layout, explicit_layout
+
+# torchtitan v0.2.2, torchtitan/models/llama3/__init__.py: TransformerModelArgs per flavor
+# (dim, n_layers, n_heads, n_kv_heads, ffn_dim_multiplier, multiple_of); vocab_size 128256
+# (model/args.py); untied output.
+LLAMA3_FLAVORS = {"8B": (4096, 32, 32, 8, 1.3, 1024), "70B": (8192, 80, 64, 8, 1.3, 4096),
+                  "405B": (16384, 126, 128, 8, 1.2, 4096)}
+LLAMA3_VOCAB = 128256
+MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_replicate=(\d+), "
+                  r"dp_shard=(\d+), cp=(\d+), tp=(\d+)")
+STEP = re.compile(r"step:\s*(\d+)\s.*?tps:\s*([\d,]+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# torchtitan's float8 converter (v0.2.2 registers "quantize.linear.float8"; "float8" before).
+FLOAT8 = ("quantize.linear.float8", "float8")
+
+
+def llama3_model(flavor: str) -> dict:
+    """A Llama 3 flavor as torchtitan builds it: FeedForward's hidden width is 2/3 of 4 dim,
+    times ffn_dim_multiplier, rounded up to multiple_of (model/model.py)."""
+    dim, layers, heads, kv, mult, multiple = LLAMA3_FLAVORS[flavor]
+    hidden = int(mult * int(2 * 4 * dim / 3))
+    hidden = multiple * ((hidden + multiple - 1) // multiple)
+    return {"name": f"Llama 3 {flavor} (torchtitan)", "num_layers": layers, "hidden_size": dim,
+            "num_attention_heads": heads, "num_kv_heads": kv, "ffn_hidden_size": hidden,
+            "ffn_type": "swiglu", "vocab_size": LLAMA3_VOCAB, "tied_embeddings": False}
+
+
+def _section(cfg: dict, name: str) -> dict:
+    section = cfg.get(name, {})
+    if not isinstance(section, dict):
+        raise PlannerInputError(f"config.{name}", "needed as a table")
+    return section
+
+
+def _count(section: dict, where: str, key: str, default: int | None = None,
+           minimum: int = 1) -> int:
+    v = section.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        raise PlannerInputError(f"config.{where}.{key}", f"needed as a whole number of "
+                                f"{minimum} or more, given as {v!r}")
+    return v
+
+
+def _world(log: str) -> tuple[int, dict[str, int]]:
+    """The world and its degrees from the log's device-mesh line (the last one)."""
+    found = MESH.findall(ANSI.sub("", log))
+    if not found:
+        raise PlannerInputError("log", "no 'Building device mesh with parallelism: ...' line "
+                                "(torchtitan logs it at start-up)")
+    pp, rep, shard, cp, tp = (int(x) for x in found[-1])
+    world = pp * rep * shard * cp * tp
+    if world < 1:
+        raise PlannerInputError("log", "the device mesh line gives no ranks")
+    return world, {"pp": pp, "dp_replicate": rep, "dp_shard": shard, "cp": cp, "tp": tp}
+
+
+def step_times(log: str, tokens_per_step: float, world: int, skip: int = 1
+               ) -> tuple[float, list[str]]:
+    """The median step (s) over the logged intervals after the first ``skip``, from their tps
+    (tokens per second per device), and notes."""
+    tps = [int(t.replace(",", "")) for _, t in STEP.findall(ANSI.sub("", log))]
+    if not tps:
+        raise PlannerInputError("log", "no 'step: ... tps: ...' line: the run logged no step")
+    if min(tps) <= 0:
+        raise PlannerInputError("log", "a logged interval with no throughput (tps 0)")
+    notes = []
+    kept = tps[skip:]
+    if not kept:
+        kept = tps[-1:]
+        notes.append(f"only {len(tps)} logged interval(s): the step time includes the first "
+                     "steps' compilation and warm-up; log more steps for a steady one")
+    steps = sorted(tokens_per_step / (t * world) for t in kept)
+    mid = statistics.median(steps)
+    if len(steps) > 1 and (steps[-1] - steps[0]) / mid > 0.1:
+        notes.append(f"the logged intervals spread {100 * (steps[-1] - steps[0]) / mid:.0f}% "
+                     "around their median: a straggler, a checkpoint or an evaluation may be "
+                     "inside some; the median is used")
+    return mid, notes
+
+
+def _plan(cfg: dict, degrees: dict[str, int], layers: int) -> dict:
+    """The plan (the inverse of ``planner.launch.torchtitan``'s [parallelism] and [training]
+    sections)."""
+    par, tr = _section(cfg, "parallelism"), _section(cfg, "training")
+    pp, rep, shard, cp, tp = (degrees[k] for k in ("pp", "dp_replicate", "dp_shard", "cp",
+                                                   "tp"))
+    if _count(par, "parallelism", "expert_parallel_degree", 1) > 1:
+        raise PlannerInputError("config.parallelism.expert_parallel_degree", "expert "
+                                "parallelism: torchtitan's MoE runs are not read from a config "
+                                "yet; write the run's request by hand")
+    if par.get("enable_async_tensor_parallel") is True and tp > 1:
+        raise PlannerInputError("config.parallelism.enable_async_tensor_parallel", "async "
+                                "tensor parallelism overlaps what the request costs as "
+                                "DTensor's blocking collectives")
+    dp = rep * shard
+    reshard = par.get("fsdp_reshard_after_forward", "default")
+    if shard == 1 and cp == 1:
+        zero = 0
+    elif reshard == "always" or (reshard == "default" and pp == 1):
+        zero = 3
+    elif pp > 1:
+        zero = 1                   # FSDP under a pipeline: gathered and reduced once a step
+    elif reshard == "never":
+        zero = 2
+    else:
+        raise PlannerInputError("config.parallelism.fsdp_reshard_after_forward",
+                                f"{reshard!r} is not default, always or never")
+    gbs = global_batch(tr, dp)
+    local = _count(tr, "training", "local_batch_size", 8)
+    stages = None
+    if pp > 1:
+        # train.py: gradient_accumulation_steps = global / (local x dp), each a whole pipeline
+        # schedule over local / pipeline_parallel_microbatch_size micro-batches.
+        if gbs != local * dp:
+            raise PlannerInputError("config.training.global_batch_size", f"{gbs // (local * dp)}"
+                                    " pipeline schedules a step (gradient accumulation over a "
+                                    "pipeline), which the request costs as one: give the whole "
+                                    "batch as local_batch_size")
+        mbs = _count(par, "parallelism", "pipeline_parallel_microbatch_size", 1)
+        if local % mbs:
+            raise PlannerInputError("config.parallelism.pipeline_parallel_microbatch_size",
+                                    f"{mbs} does not divide local_batch_size {local}")
+        chunks = _pipeline_chunks(par, layers, pp)
+        vpp = len(chunks[0])
+        totals = tuple(sum(c) for c in chunks)
+        if explicit_layout(totals, vpp).chunks != chunks:
+            raise PlannerInputError("config.parallelism.module_fqns_per_model_part", "a split "
+                                    "of the layers over the chunks the planner's layouts do "
+                                    "not make")
+        default = default_layout(layers, pp, vpp)
+        if default is None or default.stages != totals:
+            stages = list(totals)
+    else:
+        mbs, vpp = local, 1
+    if gbs % (mbs * dp):
+        raise PlannerInputError("config.training.global_batch_size", f"{gbs} is not a "
+                                f"multiple of the micro-batch ({mbs}) x data parallel ({dp})")
+    mode = _section(cfg, "activation_checkpoint").get("mode", "selective")   # its default
+    if mode not in ("none", "selective", "full"):
+        raise PlannerInputError("config.activation_checkpoint.mode", f"{mode!r} is not none, "
+                                "selective or full")
+    plan: dict[str, Any] = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp,
+                            "micro_batch_size": mbs, "recompute": mode, "zero_stage": zero,
+                            "sequence_parallel": tp > 1}
+    if zero and rep > 1:
+        plan["dp_replicate"] = rep
+    if stages is not None:
+        plan["layers_per_stage"] = stages
+    return plan
+
+
+def _pipeline_chunks(par: dict, layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
+    """Decoder layers per (rank, chunk): the modules of each virtual stage
+    (``module_fqns_per_model_part``) or torchtitan's generated split
+    (``pipeline_parallel_layers_per_stage``, the embedding and the output counted as layers
+    less the first and last stages' ``..._less_layers``), virtual stages chunk-major."""
+    if "module_fqns_per_model_part" in par:
+        parts = par["module_fqns_per_model_part"]
+        if not (isinstance(parts, list) and all(isinstance(p, list) for p in parts)):
+            raise PlannerInputError("config.parallelism.module_fqns_per_model_part",
+                                    "needed as a list of lists of module names")
+        virtual = [sum(isinstance(x, str) and x.startswith("layers.") for x in p)
+                   for p in parts]
+    elif "pipeline_parallel_layers_per_stage" in par:
+        per = _count(par, "parallelism", "pipeline_parallel_layers_per_stage")
+        first = _count(par, "parallelism", "pipeline_parallel_first_stage_less_layers", 1, 0)
+        last = _count(par, "parallelism", "pipeline_parallel_last_stage_less_layers", 1, 0)
+        n, rest = divmod(layers + first + last, per)
+        virtual = [per] * n
+        if rest or n < 1:
+            raise PlannerInputError("config.parallelism.pipeline_parallel_layers_per_stage",
+                                    f"{per} layers a stage do not split {layers} layers")
+        virtual[0] -= first
+        virtual[-1] -= last
+    else:
+        virtual = [layers // pp] * pp if layers % pp == 0 else []
+        if not virtual:
+            raise PlannerInputError("config.parallelism.pipeline_parallel_degree", "an uneven "
+                                    "split left to torchtitan: give its layers "
+                                    "(module_fqns_per_model_part)")
+    if sum(virtual) != layers or len(virtual) % pp or min(virtual) < 0:
+        raise PlannerInputError("config.parallelism", f"the pipeline's stages hold "
+                                f"{sum(virtual)} layers in {len(virtual)} parts, not the "
+                                f"model's {layers} over {pp} ranks")
+    v = len(virtual) // pp
+    return tuple(tuple(virtual[c * pp + r] for c in range(v)) for r in range(pp))
+
+
+def global_batch(tr: dict, dp: int) -> int:
+    """training.global_batch_size, whose default (-1) is local_batch_size x the data-parallel
+    degree (train.py)."""
+    gbs = tr.get("global_batch_size", -1)
+    if gbs == -1:
+        return _count(tr, "training", "local_batch_size", 8) * dp
+    return _count(tr, "training", "global_batch_size")
+
+
+def _training(cfg: dict, plan: dict) -> dict:
+    tr, model = _section(cfg, "training"), _section(cfg, "model")
+    t: dict[str, Any] = {**FRAMEWORK_TRAINING["torchtitan"],
+                         "global_batch_size": global_batch(tr, plan["dp"]),
+                         "seq_length": _count(tr, "training", "seq_len", 2048),
+                         "dropout": False}
+    param = tr.get("mixed_precision_param", "bfloat16")
+    if param not in ("bfloat16", "float32"):
+        raise PlannerInputError("config.training.mixed_precision_param", f"{param!r} is not "
+                                "bfloat16 or float32")
+    converters = model.get("converters", [])
+    if not isinstance(converters, list):
+        raise PlannerInputError("config.model.converters", "needed as a list of names")
+    if any(c in FLOAT8 for c in converters):
+        float8 = _section(_section(_section(cfg, "quantize"), "linear"), "float8")
+        t.update({"precision": "fp8", "fp8_recipe": "tensorwise",
+                  "fp8_param_gather": float8.get("enable_fsdp_float8_all_gather") is True})
+    else:
+        t["precision"] = "bf16" if param == "bfloat16" else "fp32"
+    if tr.get("dtype") == "bfloat16":
+        # No master weights: bf16 parameters, gradients and moments, reduced in fp32.
+        t.update({"master_weights": False, "grad_dtype": "bf16",
+                  "optimizer_state_dtype": "bf16", "grad_reduce_dtype": "fp32"})
+    compile_ = _section(cfg, "compile")
+    t["eager_elementwise"] = compile_.get("enable", False) is not True
+    ac = _section(cfg, "activation_checkpoint")
+    if plan["recompute"] == "selective":
+        if str(ac.get("selective_ac_option", "2")) != "op":
+            raise PlannerInputError("config.activation_checkpoint.selective_ac_option",
+                                    "layer-wise selective recompute (every n-th block): the "
+                                    "request's selective recompute is the per-op policy "
+                                    "('op')")
+        t["selective_recompute"] = "per_op"
+    if plan["recompute"] == "full":
+        t["recompute_early_stop"] = ac.get("early_stop", False) is True
+    if plan["tp"] > 1:
+        t["async_tensor_model_parallel_allreduce"] = False
+    return t
+
+
+def anchor_run(config: str, log: str, cluster: dict, model: dict | None = None,
+               name: str | None = None, skip: int = 1) -> tuple[dict, list[str]]:
+    """The anchor run a torchtitan job config and its log hold, on ``cluster`` (its node count
+    set from the log's world), with ``model`` given or Llama 3's flavor from the config; and
+    notes on what they could not say."""
+    try:
+        cfg = tomllib.loads(config)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlannerInputError("config", f"not TOML: {exc}") from exc
+    if model is None:
+        spec = _section(cfg, "model")
+        flavor = spec.get("flavor")
+        if spec.get("name") != "llama3" or not isinstance(flavor, str) \
+                or flavor not in LLAMA3_FLAVORS:
+            raise PlannerInputError("model", f"the config's model ({spec.get('name')!r}, "
+                                    f"flavor {flavor!r}) is not one of Llama 3's "
+                                    f"{', '.join(LLAMA3_FLAVORS)}: give the model with the "
+                                    "run")
+        model = llama3_model(str(flavor))
+    layers = model.get("num_layers") if isinstance(model, dict) else None
+    if not isinstance(layers, int) or layers < 1:
+        raise PlannerInputError("model.num_layers", "needed as a whole number of 1 or more")
+    world, degrees = _world(log)
+    plan = _plan(cfg, degrees, layers)
+    training = _training(cfg, plan)
+    step, notes = step_times(log, training["global_batch_size"] * training["seq_length"],
+                             world, skip)
+    gpn = cluster.get("gpus_per_node")
+    if gpn is None and cluster.get("preset"):
+        from planner.specs import ClusterSpec
+
+        gpn = ClusterSpec.from_preset(cluster["preset"]).gpus_per_node
+    if gpn and world % gpn == 0:
+        cluster = {**cluster, "num_nodes": world // gpn}
+    run = {"name": name or f"torchtitan log, {world} GPUs", "measured_step_time_s": step,
+           "model": model, "cluster": cluster, "training": training, "plan": plan}
+    return run, notes

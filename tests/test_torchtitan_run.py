@@ -1,0 +1,237 @@
+"""Measured runs read from a torchtitan job config and its log (planner.calibration.
+torchtitan_run): the config and log of any plan torchtitan runs read back into the same request
+(the same prediction to the last bit), Llama 3's flavors are torchtitan's, a log as torchtitan
+prints it (ANSI colours and all) gives the step worked out by hand, what the request cannot
+cost is refused by name, and `planner calibrate torchtitan-run` pipes into the anchor."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.calibration.anchor import AnchorRequest, TorchtitanRun, fit_anchor
+from planner.calibration.torchtitan_run import LLAMA3_FLAVORS, anchor_run, llama3_model
+from planner.cli.main import app
+from planner.cost import estimate
+from planner.errors import PlannerInputError
+from planner.request import EstimateRequest
+from planner.specs import ModelSpec
+from tests.test_launch import KEYS, PLANS, estimated, launched, random_plan
+
+DATA = Path(__file__).parent / "data" / "torchtitan"
+CONFIG = (DATA / "llama3-8b-8gpu.toml").read_text()
+LOG = (DATA / "llama3-8b-8gpu.log").read_text()
+
+
+def titan_log(est, training, tps: list[int]) -> str:
+    """Rank 0's log lines the reader needs, as torchtitan v0.2.2 writes them
+    (parallel_dims.py build_mesh; metrics.py log, with its colours)."""
+    replicate, shard = ((est.dp, 1) if est.zero_stage == 0
+                        else (est.dp_replicate, est.dp // est.dp_replicate))
+    lines = ["[rank0]:[titan] 2026-12-05 08:00:00,000 - root - INFO - Building device mesh with "
+             f"parallelism: pp={est.pp}, dp_replicate={replicate}, dp_shard={shard}, "
+             f"cp={est.cp}, tp={est.tp}, ep=1, etp=1"]
+    for i, t in enumerate(tps):
+        lines.append(f"[rank0]:[titan] 2026-12-05 08:0{i}:00,000 - root - INFO - \x1b[31mstep: "
+                     f"{10 * i + 1:2}  \x1b[32mloss:  7.12345  \x1b[34mtps: {t:,}  "
+                     "\x1b[36mtflops: 100.00  \x1b[35mmfu: 10.00%\x1b[39m")
+    return "\n".join(lines) + "\n"
+
+
+def read_back(est, model, cluster, training):
+    tokens = training.global_batch_size * training.seq_length
+    tps = round(tokens / (0.5 * est.gpus_used))
+    run, _ = anchor_run(est.launch.torchtitan_toml, titan_log(est, training, [tps // 3, tps]),
+                        cluster.model_dump(mode="json"), model.model_dump(mode="json"))
+    req = EstimateRequest.model_validate({k: v for k, v in run.items()
+                                          if k not in ("name", "measured_step_time_s")})
+    return run, estimate(req.model, req.cluster, req.training, req.plan), tokens / (
+        tps * est.gpus_used)
+
+
+def test_configs_of_random_torchtitan_plans_read_back_to_the_same_prediction():
+    rng = random.Random(3)
+    checked = pipelined = 0
+    for _ in range(700):
+        model, cluster, training, plan = random_plan(rng)
+        est = estimated(model, cluster, training, plan)
+        if "torchtitan" not in est.frameworks:
+            continue
+        run, got, step = read_back(est, model, cluster, training)
+        assert got.step_time_s == est.step_time_s, (plan, run)
+        assert got.memory_per_gpu_gib == est.memory_per_gpu_gib
+        assert [getattr(got, k) for k in KEYS] == [getattr(est, k) for k in KEYS]
+        assert run["measured_step_time_s"] == pytest.approx(step)     # the second interval
+        checked += 1
+        pipelined += est.pp > 1
+    assert checked >= 25 and pipelined >= 10, (checked, pipelined)     # (30, 16)
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_golden_torchtitan_plans_read_back(name):
+    req, est = launched(name)
+    if "torchtitan" not in est.frameworks or req.model.is_moe:
+        return
+    _, got, _ = read_back(est, req.model, req.cluster, req.training)
+    assert got.step_time_s == est.step_time_s
+
+
+@pytest.mark.parametrize("flavor", sorted(LLAMA3_FLAVORS))
+def test_llama3_flavors_are_torchtitans_and_the_presets(flavor):
+    """torchtitan v0.2.2's Llama 3 flavors (llama3/__init__.py) built with its FeedForward
+    rule are the planner's presets: 14,336, 28,672 and 53,248 FFN widths."""
+    model = ModelSpec.model_validate(llama3_model(flavor))
+    preset = ModelSpec.from_preset(f"llama3-{flavor.lower()}")
+    assert model.ffn == {"8B": 14336, "70B": 28672, "405B": 53248}[flavor] == preset.ffn
+    for k in ("num_layers", "hidden_size", "num_attention_heads", "kv_heads", "vocab_size",
+              "tied_embeddings", "ffn_type"):
+        assert getattr(model, k) == getattr(preset, k), k
+
+
+def test_a_config_and_log_as_torchtitan_writes_them():
+    """Llama 3 8B on 8 H100 (FSDP over 8, per-op selective recompute, compiled): global batch
+    8 (its default, local 1 x 8 ranks) x 8,192 tokens; the compiling first step (512 tps) is
+    left out, and the median of 7,124, 7,135, 7,118 and 7,130 tokens per second per device
+    gives 65,536 / (8 x 7,127) s."""
+    run, notes = anchor_run(CONFIG, LOG, {"preset": "dgx-h100"})
+    assert run["model"] == llama3_model("8B")
+    assert run["cluster"] == {"preset": "dgx-h100", "num_nodes": 1}
+    assert run["plan"] == {"dp": 8, "tp": 1, "pp": 1, "cp": 1, "vpp": 1, "micro_batch_size": 1,
+                           "recompute": "selective", "zero_stage": 3,
+                           "sequence_parallel": False}
+    t = run["training"]
+    assert (t["global_batch_size"], t["seq_length"], t["precision"]) == (8, 8192, "bf16")
+    assert (t["selective_recompute"], t["eager_elementwise"], t["zero3_per_parameter"]) == (
+        "per_op", False, True)
+    assert run["measured_step_time_s"] == pytest.approx(
+        (65536 / (8 * 7124) + 65536 / (8 * 7130)) / 2)
+    assert notes == []
+
+
+def edit(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+@pytest.mark.parametrize("config, log, field", [
+    (CONFIG, LOG.replace("Building device mesh", "Mesh"), "log"),
+    (CONFIG, LOG.replace("tps:", "tokens:"), "log"),
+    ("[training\n", LOG, "config"),
+    (edit(CONFIG, 'flavor = "8B"', 'flavor = "3B"'), LOG, "model"),
+    (edit(CONFIG, 'selective_ac_option = "op"', 'selective_ac_option = "2"'), LOG,
+     "config.activation_checkpoint.selective_ac_option"),
+    (edit(CONFIG, "local_batch_size = 1", "local_batch_size = 0"), LOG,
+     "config.training.local_batch_size"),
+    (edit(CONFIG, "local_batch_size = 1", 'local_batch_size = "one"'), LOG,
+     "config.training.local_batch_size"),
+    (edit(CONFIG, 'mode = "selective"', 'mode = "memory_budget"'), LOG,
+     "config.activation_checkpoint.mode"),
+    (edit(CONFIG, "context_parallel_degree = 1",
+          "context_parallel_degree = 1\nexpert_parallel_degree = 8"), LOG,
+     "config.parallelism.expert_parallel_degree"),
+    (edit(CONFIG, "[parallelism]", "[parallelism]\nfsdp_reshard_after_forward = \"maybe\""), LOG,
+     "config.parallelism.fsdp_reshard_after_forward"),
+    (edit(CONFIG, "steps = 100", "steps = 100\nmixed_precision_param = \"float16\""), LOG,
+     "config.training.mixed_precision_param"),
+])
+def test_what_a_config_cannot_give_is_refused_by_name(config, log, field):
+    with pytest.raises(PlannerInputError) as exc:
+        anchor_run(config, log, {"preset": "dgx-h100"})
+    assert exc.value.field == field, exc.value
+
+
+def test_a_pipeline_with_gradient_accumulation_is_refused():
+    """torchtitan runs gradient accumulation over a pipeline as several schedules a step, each
+    with its own fill and drain; the request costs one."""
+    config = edit(edit(CONFIG, "pipeline_parallel_degree = 1", "pipeline_parallel_degree = 2"),
+                  "steps = 100", "steps = 100\nglobal_batch_size = 16")
+    log = LOG.replace("pp=1, dp_replicate=1, dp_shard=8", "pp=2, dp_replicate=1, dp_shard=4")
+    with pytest.raises(PlannerInputError, match="pipeline schedules a step"):
+        anchor_run(config, log, {"preset": "dgx-h100"})
+
+
+def test_fitted_through_the_anchor_request_and_the_cli(tmp_path):
+    fit = fit_anchor(AnchorRequest.model_validate({"runs": [{
+        "torchtitan_config": CONFIG, "torchtitan_log": LOG,
+        "cluster": {"preset": "dgx-h100"}}]}))
+    assert abs(fit.runs[0].anchored_error_pct) < 0.05 and 0.67 < fit.compute_scale < 1.5
+    with pytest.raises(PlannerInputError) as exc:
+        TorchtitanRun(torchtitan_config=CONFIG, torchtitan_log="nothing",
+                      cluster={"preset": "dgx-h100"}).anchor_run(3)
+    assert exc.value.field == "runs.3.torchtitan_log"
+    (tmp_path / "c.toml").write_text(CONFIG)
+    (tmp_path / "run.log").write_text(LOG)
+    runner = CliRunner()
+    res = runner.invoke(app, ["calibrate", "torchtitan-run", str(tmp_path / "c.toml"),
+                              str(tmp_path / "run.log"), "--cluster", "dgx-h100"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["runs"][0]["cluster"] == {"preset": "dgx-h100",
+                                                            "num_nodes": 1}
+    out = runner.invoke(app, ["calibrate", "anchor", "-", "--json"], input=res.stdout)
+    assert out.exit_code == 0 and json.loads(out.stdout)["compute_scale"] == fit.compute_scale
+    # Another model given by preset, and a refused config named by its file.
+    res = runner.invoke(app, ["calibrate", "torchtitan-run", str(tmp_path / "c.toml"),
+                              str(tmp_path / "run.log"), "--cluster", "dgx-h100", "--model",
+                              "llama3-70b"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["runs"][0]["model"]["num_layers"] == 80
+    (tmp_path / "bad.toml").write_text(edit(CONFIG, 'selective_ac_option = "op"',
+                                            'selective_ac_option = "2"'))
+    res = runner.invoke(app, ["calibrate", "torchtitan-run", str(tmp_path / "bad.toml"),
+                              str(tmp_path / "run.log"), "--cluster", "dgx-h100"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert f"{tmp_path / 'bad.toml'}: config.activation_checkpoint.selective_ac_option" in \
+        " ".join(res.output.split())
+
+
+def with_key(config: str, section: str, key: str, value: str) -> str:
+    """The config with ``key = value`` in ``[section]`` (replacing the key's line there)."""
+    out, inside = [], False
+    for line in config.splitlines():
+        if line.startswith("["):
+            inside = line.strip() == f"[{section}]"
+            out.append(line)
+            if inside:
+                out.append(f"{key} = {value}")
+            continue
+        if not (inside and line.split("=")[0].strip() == key):
+            out.append(line)
+    if f"[{section}]" not in config:
+        out += [f"[{section}]", f"{key} = {value}"]
+    return "\n".join(out) + "\n"
+
+
+def test_junk_in_any_key_read_is_a_named_error_never_a_crash():
+    """Every config key the reader reads, given as junk (zero, negative, text, a list, a
+    table, a float, a boolean), on a plain and on a pipelined run: read and estimated, or
+    PlannerInputError; never another exception (the service's 500)."""
+    pipelined = with_key(with_key(with_key(CONFIG, "parallelism", "pipeline_parallel_degree",
+                                           "2"), "training", "local_batch_size", "4"),
+                         "parallelism", "pipeline_parallel_layers_per_stage", "17")
+    pp_log = LOG.replace("pp=1, dp_replicate=1, dp_shard=8", "pp=2, dp_replicate=1, dp_shard=4")
+    anchor_run(pipelined, pp_log, {"preset": "dgx-h100"})          # the base reads
+    keys = {"training": ["local_batch_size", "global_batch_size", "seq_len",
+                         "mixed_precision_param", "dtype"],
+            "parallelism": ["fsdp_reshard_after_forward", "expert_parallel_degree",
+                            "enable_async_tensor_parallel", "pipeline_parallel_microbatch_size",
+                            "module_fqns_per_model_part", "pipeline_parallel_layers_per_stage",
+                            "pipeline_parallel_first_stage_less_layers",
+                            "pipeline_parallel_last_stage_less_layers"],
+            "activation_checkpoint": ["mode", "selective_ac_option", "early_stop"],
+            "compile": ["enable"], "model": ["name", "flavor", "converters"],
+            "quantize.linear.float8": ["enable_fsdp_float8_all_gather"]}
+    junk = ["0", "-1", '"abc"', "[1, 2]", "{a = 1}", "1.5", "true", '[["x"]]', "[[1]]"]
+    refused = 0
+    for config, log in ((CONFIG, LOG), (pipelined, pp_log)):
+        for section, names in keys.items():
+            for key in names:
+                for value in junk:
+                    try:
+                        run, _ = TorchtitanRun(
+                            torchtitan_config=with_key(config, section, key, value),
+                            torchtitan_log=log, cluster={"preset": "dgx-h100"}).anchor_run(0)
+                        estimate(run.model, run.cluster, run.training, run.plan)
+                    except PlannerInputError:
+                        refused += 1
+    assert refused >= 150, refused
