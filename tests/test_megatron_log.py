@@ -274,3 +274,10 @@ def test_cli_takes_a_cluster_file(tmp_path):
     assert res.exit_code == 0, res.output
     cluster = json.loads(res.stdout)["runs"][0]["cluster"]
     assert (cluster["name"], cluster["num_nodes"], cluster["gpus_per_node"]) == ("lab", 4, 8)
+
+
+def test_cli_names_a_file_it_cannot_read(tmp_path):
+    res = CliRunner().invoke(app, ["calibrate", "megatron-run", str(tmp_path / "none.log"),
+                                   "--cluster", "dgx-h100"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert f"cannot read {tmp_path / 'none.log'}" in " ".join(res.output.split())

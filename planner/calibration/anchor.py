@@ -76,43 +76,53 @@ class AnchorRun(EstimateRequest):
                                         "steps).")
 
 
-class MegatronLogRun(BaseModel):
-    """One measured run as Megatron-LM logged it (``planner.calibration.megatron_log``): its
-    arguments and iteration times, on a cluster."""
+class _LoggedRun(BaseModel):
+    """A measured run given as what its framework wrote (a log, a config), on a cluster: read
+    into the estimate request it holds (``anchor_run``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str | None = Field(None, max_length=200, description="A label for the tables.")
-    megatron_log: str = Field(min_length=1, max_length=20_000_000, description="Rank 0's "
-                              "training log: the arguments block Megatron-LM prints at start-up "
-                              "and the 'elapsed time per iteration (ms)' lines.")
     cluster: ClusterSpec = Field(description="Where it ran (its node count is taken from the "
                                  "log's world size).")
     skip: int = Field(1, ge=0, le=10_000, description="Logged intervals left out at the start "
-                      "(warm-up); the step is the median of the rest.")
+                      "(compilation, warm-up); the step is the median of the rest.")
+
+    def _read(self, index: int, read: Callable[[dict], tuple[dict, list[str]]],
+              field: Callable[[str], str]) -> tuple[AnchorRun, list[str]]:
+        """``read(cluster)``'s run as an estimate request, and its notes; a
+        ``PlannerInputError`` it raises named ``runs.{index}.{field(its field)}``."""
+        try:
+            run, notes = read(self.cluster.model_dump(mode="json"))
+            return parse_request(AnchorRun, run), notes
+        except PlannerInputError as exc:
+            raise PlannerInputError(f"runs.{index}.{field(exc.field)}",
+                                    f"{exc.field}: {exc.reason}") from exc
+
+
+class MegatronLogRun(_LoggedRun):
+    """One measured run as Megatron-LM logged it (``planner.calibration.megatron_log``): its
+    arguments and iteration times, on a cluster."""
+
+    megatron_log: str = Field(min_length=1, max_length=20_000_000, description="Rank 0's "
+                              "training log: the arguments block Megatron-LM prints at start-up "
+                              "and the 'elapsed time per iteration (ms)' lines.")
 
     def anchor_run(self, index: int) -> tuple[AnchorRun, list[str]]:
         """The run as an estimate request with its measured step, and what the log could not
         say; ``PlannerInputError`` on ``runs.{index}.megatron_log`` where it cannot be read."""
         from planner.calibration.megatron_log import anchor_run
 
-        try:
-            run, notes = anchor_run(self.megatron_log, self.cluster.model_dump(mode="json"),
-                                    self.name, self.skip)
-            return parse_request(AnchorRun, run), notes
-        except PlannerInputError as exc:
-            raise PlannerInputError(f"runs.{index}.megatron_log",
-                                    f"{exc.field}: {exc.reason}") from exc
+        return self._read(index, lambda c: anchor_run(self.megatron_log, c, self.name,
+                                                      self.skip),
+                          lambda _: "megatron_log")
 
 
-class TorchtitanRun(BaseModel):
+class TorchtitanRun(_LoggedRun):
     """One measured run as torchtitan ran and logged it (``planner.calibration.torchtitan_run``):
     its job config, its log (the device mesh, each interval's tokens per second), on a
     cluster."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str | None = Field(None, max_length=200, description="A label for the tables.")
     torchtitan_config: str = Field(min_length=1, max_length=1_000_000, description="The job "
                                    "config (TOML) the run started with.")
     torchtitan_log: str = Field(min_length=1, max_length=20_000_000, description="Rank 0's "
@@ -120,10 +130,6 @@ class TorchtitanRun(BaseModel):
                                 "'step: ... tps: ...' lines.")
     model: ModelSpec | None = Field(None, description="The model; default: the config's "
                                     "Llama 3 flavor (8B, 70B, 405B).")
-    cluster: ClusterSpec = Field(description="Where it ran (its node count is taken from the "
-                                 "log's world).")
-    skip: int = Field(1, ge=0, le=10_000, description="Logged intervals left out at the start "
-                      "(compilation, warm-up); the step is the median of the rest.")
 
     def anchor_run(self, index: int) -> tuple[AnchorRun, list[str]]:
         """The run as an estimate request with its measured step, and notes;
@@ -132,15 +138,10 @@ class TorchtitanRun(BaseModel):
         from planner.calibration.torchtitan_run import anchor_run
 
         model = None if self.model is None else self.model.model_dump(mode="json")
-        try:
-            run, notes = anchor_run(self.torchtitan_config, self.torchtitan_log,
-                                    self.cluster.model_dump(mode="json"), model, self.name,
-                                    self.skip)
-            return parse_request(AnchorRun, run), notes
-        except PlannerInputError as exc:
-            where = "torchtitan_log" if exc.field == "log" else "torchtitan_config"
-            raise PlannerInputError(f"runs.{index}.{where}",
-                                    f"{exc.field}: {exc.reason}") from exc
+        return self._read(index, lambda c: anchor_run(self.torchtitan_config,
+                                                      self.torchtitan_log, c, model,
+                                                      self.name, self.skip),
+                          lambda f: "torchtitan_log" if f == "log" else "torchtitan_config")
 
 
 def _run_kind(v: object) -> str:

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import ast
 import re
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.calibration.logged import steady_step
 from planner.errors import PlannerInputError
 from planner.specs.layout import default_layout, explicit_layout
 
@@ -470,19 +470,7 @@ def measured_step_s(log: MegatronLog, skip: int = 1) -> tuple[float, list[str]]:
     if not log.intervals:
         raise PlannerInputError("log", "no 'elapsed time per iteration (ms)' line: the run "
                                 "logged no training iteration")
-    kept = log.intervals[skip:]
-    notes = []
-    if not kept:
-        kept = log.intervals[-1:]
-        notes.append(f"only {len(log.intervals)} logged interval(s): the step time includes "
-                     "the first iterations' warm-up; log more iterations for a steady one")
-    times = sorted(ms for _, ms in kept)
-    spread = (times[-1] - times[0]) / times[len(times) // 2] if len(times) > 1 else 0.0
-    if spread > 0.1:
-        notes.append(f"the logged intervals spread {100 * spread:.0f}% around their median "
-                     f"({times[0]:.1f}-{times[-1]:.1f} ms): a straggler, a checkpoint or an "
-                     "evaluation may be inside some; the median is used")
-    return statistics.median(times) / 1e3, notes
+    return steady_step([ms / 1e3 for _, ms in log.intervals], skip)
 
 
 def anchor_run(text: str, cluster: dict, name: str | None = None, skip: int = 1

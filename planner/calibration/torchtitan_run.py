@@ -23,11 +23,11 @@ GEMMs) are left to hand-written requests.
 from __future__ import annotations
 
 import re
-import statistics
 from typing import Any
 
 import tomllib
 
+from planner.calibration.logged import steady_step
 from planner.errors import PlannerInputError
 from planner.search.plan_request import FRAMEWORK_TRAINING
 from planner.specs.layout import default_layout, explicit_layout
@@ -95,19 +95,7 @@ def step_times(log: str, tokens_per_step: float, world: int, skip: int = 1
         raise PlannerInputError("log", "no 'step: ... tps: ...' line: the run logged no step")
     if min(tps) <= 0:
         raise PlannerInputError("log", "a logged interval with no throughput (tps 0)")
-    notes = []
-    kept = tps[skip:]
-    if not kept:
-        kept = tps[-1:]
-        notes.append(f"only {len(tps)} logged interval(s): the step time includes the first "
-                     "steps' compilation and warm-up; log more steps for a steady one")
-    steps = sorted(tokens_per_step / (t * world) for t in kept)
-    mid = statistics.median(steps)
-    if len(steps) > 1 and (steps[-1] - steps[0]) / mid > 0.1:
-        notes.append(f"the logged intervals spread {100 * (steps[-1] - steps[0]) / mid:.0f}% "
-                     "around their median: a straggler, a checkpoint or an evaluation may be "
-                     "inside some; the median is used")
-    return mid, notes
+    return steady_step([tokens_per_step / (t * world) for t in tps], skip)
 
 
 def _plan(cfg: dict, degrees: dict[str, int], layers: int) -> dict:

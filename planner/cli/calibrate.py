@@ -269,6 +269,45 @@ def anchor_cmd(
     console.print(f'add to requests: "efficiency": {{{pairs}}}', highlight=False)
 
 
+def _preset_or_file(arg: str) -> dict:
+    """A preset name as ``{"preset": name}``, or a JSON file's object."""
+    from planner.cli.main import load_json
+
+    return load_json(Path(arg)) if arg.endswith(".json") else {"preset": arg}
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError as exc:
+        _fail(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def _logged_runs(kind: type, items: list[tuple[dict, dict[str, Path]]], cluster: dict) -> None:
+    """Read each ``kind`` run (its fields; the files its text fields came from, which name
+    the errors) and print the runs JSON `planner calibrate anchor` fits, the notes on stderr."""
+    from planner.cli.main import emit_json
+    from planner.errors import PlannerInputError
+    from planner.request import parse_request
+
+    runs = []
+    for i, (fields, files) in enumerate(items):
+        try:
+            run, notes = parse_request(kind, {**fields, "cluster": cluster}).anchor_run(i)
+        except PlannerInputError as exc:
+            field = exc.field
+            for key, path in files.items():
+                field = field.replace(f"runs.{i}.{key}", str(path))
+            _fail(f"{field}: {exc.reason}")
+        for note in notes:
+            print(f"note: {run.name}: {note}", file=sys.stderr)
+        out = run.model_dump(mode="json", exclude_defaults=True)
+        if "preset" in cluster:          # the preset as given, with the log's node count
+            out["cluster"] = {**cluster, "num_nodes": run.cluster.num_nodes}
+        runs.append(out)
+    emit_json({"runs": runs})
+
+
 @app.command("megatron-run")
 def megatron_run_cmd(
     logs: Annotated[list[Path], typer.Argument(help="Megatron-LM training logs (rank 0's "
@@ -284,31 +323,10 @@ def megatron_run_cmd(
     `planner calibrate anchor` fits: check them, then pipe them on
     (`... | planner calibrate anchor -`). What a log cannot say goes to stderr."""
     from planner.calibration.anchor import MegatronLogRun
-    from planner.cli.main import emit_json, load_json
-    from planner.errors import PlannerInputError
-    from planner.request import parse_request
 
-    spec = load_json(Path(cluster)) if cluster.endswith(".json") else {"preset": cluster}
-    runs = []
-    for i, path in enumerate(logs):
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            _fail(f"cannot read {path}: {exc.strerror or exc}")
-        try:
-            item = parse_request(MegatronLogRun, {"name": path.name, "megatron_log": text,
-                                                  "cluster": spec, "skip": skip})
-            run, notes = item.anchor_run(i)
-        except PlannerInputError as exc:
-            field = exc.field.replace(f"runs.{i}.megatron_log", str(path))
-            _fail(f"{field}: {exc.reason}")
-        for note in notes:
-            print(f"note: {path.name}: {note}", file=sys.stderr)
-        out = run.model_dump(mode="json", exclude_defaults=True)
-        if "preset" in spec:          # the preset as given, with the log's node count
-            out["cluster"] = {**spec, "num_nodes": run.cluster.num_nodes}
-        runs.append(out)
-    emit_json({"runs": runs})
+    _logged_runs(MegatronLogRun, [
+        ({"name": path.name, "megatron_log": _read_text(path), "skip": skip},
+         {"megatron_log": path}) for path in logs], _preset_or_file(cluster))
 
 
 @app.command("torchtitan-run")
@@ -327,31 +345,9 @@ def torchtitan_run_cmd(
     printed, each interval's tokens per second) and print it as the runs JSON that
     `planner calibrate anchor` fits (`... | planner calibrate anchor -`)."""
     from planner.calibration.anchor import TorchtitanRun
-    from planner.cli.main import emit_json, load_json
-    from planner.errors import PlannerInputError
-    from planner.request import parse_request
 
-    spec = load_json(Path(cluster)) if cluster.endswith(".json") else {"preset": cluster}
-    given = None if model is None else (
-        load_json(Path(model)) if model.endswith(".json") else {"preset": model})
-    texts = []
-    for path in (config, log):
-        try:
-            texts.append(path.read_text(errors="replace"))
-        except OSError as exc:
-            _fail(f"cannot read {path}: {exc.strerror or exc}")
-    try:
-        item = parse_request(TorchtitanRun, {
-            "name": log.name, "torchtitan_config": texts[0], "torchtitan_log": texts[1],
-            "model": given, "cluster": spec, "skip": skip})
-        run, notes = item.anchor_run(0)
-    except PlannerInputError as exc:
-        field = exc.field.replace("runs.0.torchtitan_config", str(config)).replace(
-            "runs.0.torchtitan_log", str(log))
-        _fail(f"{field}: {exc.reason}")
-    for note in notes:
-        print(f"note: {log.name}: {note}", file=sys.stderr)
-    out = run.model_dump(mode="json", exclude_defaults=True)
-    if "preset" in spec:
-        out["cluster"] = {**spec, "num_nodes": run.cluster.num_nodes}
-    emit_json({"runs": [out]})
+    fields = {"name": log.name, "torchtitan_config": _read_text(config),
+              "torchtitan_log": _read_text(log), "skip": skip,
+              "model": None if model is None else _preset_or_file(model)}
+    _logged_runs(TorchtitanRun, [(fields, {"torchtitan_config": config,
+                                           "torchtitan_log": log})], _preset_or_file(cluster))

@@ -1,0 +1,29 @@
+"""The steady step of a run from the intervals its training log reports, for the log readers
+(``megatron_log``, ``torchtitan_run``)."""
+
+from __future__ import annotations
+
+import statistics
+
+# Logged intervals that spread more than this around their median are said.
+SPREAD = 0.1
+
+
+def steady_step(steps_s: list[float], skip: int) -> tuple[float, list[str]]:
+    """The median of the logged intervals' step times (s) after the first ``skip`` (the
+    warm-up: compilation, communicator set-up, the allocator's growth), and notes: the warm-up
+    kept where nothing else was logged, a spread over 10% around the median."""
+    notes = []
+    kept = steps_s[skip:]
+    if not kept:
+        kept = steps_s[-1:]
+        notes.append(f"only {len(steps_s)} logged interval(s): the step time includes the "
+                     "warm-up (compilation, set-up); log more steps for a steady one")
+    kept = sorted(kept)
+    mid = statistics.median(kept)
+    spread = (kept[-1] - kept[0]) / mid
+    if spread > SPREAD:
+        notes.append(f"the logged intervals spread {100 * spread:.0f}% around their median "
+                     f"({kept[0]:.4g}-{kept[-1]:.4g} s): a straggler, a checkpoint or an "
+                     "evaluation may be inside some; the median is used")
+    return mid, notes
