@@ -69,6 +69,37 @@ MEGATRON_LOG = (
 )
 
 
+# A torchtitan job config (Llama 3 8B on 8 H100, FSDP, per-op selective recompute, compiled)
+# and the lines of its log a run is read from.
+TORCHTITAN_CONFIG = (
+    '[model]\n'
+    'name = "llama3"\n'
+    'flavor = "8B"\n'
+    '[training]\n'
+    'local_batch_size = 1\n'
+    'seq_len = 8192\n'
+    '[parallelism]\n'
+    'data_parallel_replicate_degree = 1\n'
+    'data_parallel_shard_degree = -1\n'
+    'tensor_parallel_degree = 1\n'
+    'pipeline_parallel_degree = 1\n'
+    'context_parallel_degree = 1\n'
+    '[activation_checkpoint]\n'
+    'mode = "selective"\n'
+    'selective_ac_option = "op"\n'
+    '[compile]\n'
+    'enable = true\n'
+    'components = ["model", "loss"]\n'
+)
+TORCHTITAN_LOG = (
+    'Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, '
+    'tp=1, ep=1, etp=1\n'
+    'step:  1  loss: 11.90000  memory: 66.71GiB(83.81%)  tps: 512  mfu: 2.74%\n'
+    'step: 10  loss: 11.00000  memory: 68.02GiB(85.45%)  tps: 7,124  mfu: 38.16%\n'
+    'step: 20  loss: 10.00000  memory: 68.02GiB(85.45%)  tps: 7,135  mfu: 38.22%\n'
+)
+
+
 ANCHOR_EXAMPLES = {
     "one-run": {"summary": "One measured step of Llama 3.1 8B on 8 H100 (DGX Cloud "
                            "Benchmarking 25.02)",
@@ -84,6 +115,13 @@ ANCHOR_EXAMPLES = {
                     "plan": {"dp": 4, "tp": 1, "pp": 1, "cp": 2, "vpp": 1,
                              "micro_batch_size": 1, "recompute": "none", "zero_stage": 1,
                              "sequence_parallel": False}}]}},
+    "torchtitan": {"summary": "A torchtitan job config and its log, read into their run (the "
+                              "model, batch and parallelism; the device mesh, tokens per "
+                              "second)",
+                   "value": {"runs": [{"name": "Llama 3 8B, 8 H100 (torchtitan)",
+                                       "torchtitan_config": TORCHTITAN_CONFIG,
+                                       "torchtitan_log": TORCHTITAN_LOG,
+                                       "cluster": {"preset": "dgx-h100"}}]}},
     "megatron-log": {"summary": "A Megatron-LM training log, read into its run (the arguments "
                                 "it prints at start-up, its iteration times)",
                      "value": {"runs": [{"name": "Llama 3 8B fp8, 32 H100",

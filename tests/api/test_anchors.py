@@ -222,6 +222,11 @@ def test_runs_read_from_a_torchtitan_config_and_log(shared_server):
         assert r.status_code == 200, r.text
         assert r.json()["runs"][0]["name"] == "torchtitan log, 8 GPUs"
         assert abs(r.json()["runs"][0]["anchored_error_pct"]) < 0.05
+        spec = c.get("/openapi.json").json()
+        example = spec["paths"]["/v1/anchors"]["post"]["requestBody"]["content"][
+            "application/json"]["examples"]["torchtitan"]["value"]
+        r = c.post("/v1/anchors", json=example)
+        assert r.status_code == 200 and 0.67 < r.json()["compute_scale"] < 1.5, r.text
         bad = {**run, "torchtitan_config": config.replace('"op"', '"2"')}
         r = c.post("/v1/anchors", json={"runs": [run, bad]})
         assert r.status_code == 422 and r.json()["detail"].startswith(
