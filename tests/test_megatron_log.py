@@ -281,3 +281,22 @@ def test_cli_names_a_file_it_cannot_read(tmp_path):
                                    "--cluster", "dgx-h100"])
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert f"cannot read {tmp_path / 'none.log'}" in " ".join(res.output.split())
+
+
+def test_a_nesting_bomb_in_an_argument_is_text_not_a_crash():
+    bomb = "[" * 200_000 + "]" * 200_000
+    with pytest.raises(PlannerInputError) as exc:
+        anchor_run(swap(LOG.read_text(), "num_layers", bomb), {"preset": "dgx-h100"})
+    assert exc.value.field == "log.num_layers"
+    deep = "[" * 5_000 + "]" * 5_000            # short enough to parse: Python's own limit
+    with pytest.raises(PlannerInputError) as exc:
+        anchor_run(swap(LOG.read_text(), "num_layers", deep), {"preset": "dgx-h100"})
+    assert exc.value.field == "log.num_layers"
+    assert len(str(exc.value)) < 300                # the error does not echo the bomb
+
+
+def test_a_layout_that_unrolls_without_end_is_refused_before_it_is_built():
+    for layout in ("Et|(tt|)*999999999999|L", "E" + "(t)*99999" * 50 + "|L",
+                   "Et*99999999999|L"):
+        with pytest.raises(PlannerInputError, match="unrolls to more"):
+            layout_chunks(layout, 2)

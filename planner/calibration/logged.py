@@ -27,3 +27,10 @@ def steady_step(steps_s: list[float], skip: int) -> tuple[float, list[str]]:
                      f"({kept[0]:.4g}-{kept[-1]:.4g} s): a straggler, a checkpoint or an "
                      "evaluation may be inside some; the median is used")
     return mid, notes
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A value read from a log or config, for an error message: its repr, cut at ``limit``
+    characters (the input may be anything, of any length)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

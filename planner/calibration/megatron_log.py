@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.calibration.logged import steady_step
+from planner.calibration.logged import shown, steady_step
 from planner.errors import PlannerInputError
 from planner.specs.layout import default_layout, explicit_layout
 
@@ -50,6 +50,9 @@ PADDED_VOCAB = re.compile(r"> padded vocab \(size: (\d+)\) with (\d+) dummy toke
 # Megatron-LM's choices the request has no counterpart for, by argument: the value refused.
 FP8_RECIPES = {"delayed", "tensorwise", "blockwise"}
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+# Printed values longer than this are kept as text (the longest the reader parses is a
+# --moe-layer-freq list, 3 characters a layer).
+MAX_LITERAL = 100_000
 
 
 @dataclass(frozen=True)
@@ -107,9 +110,11 @@ def _value(raw: str | None) -> Any:
         return dtypes[raw]
     if re.fullmatch(r"[A-Za-z]+\.\w+", raw) and raw.split(".")[0][0].isupper():
         return raw.split(".", 1)[1]
+    if len(raw) > MAX_LITERAL:
+        return raw           # no argument the reader needs prints so long (a nesting bomb)
     try:
         return ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return raw
 
 
@@ -124,6 +129,10 @@ class _Args:
         v = _value(self.raw.get(name))
         return default if v is None else v
 
+    def shown(self, name: str) -> str:
+        """The printed value, for an error message."""
+        return shown(self.raw.get(name))
+
     def count(self, name: str, default: int | None = None, minimum: int = 1) -> int:
         """A whole number of at least ``minimum``; ``default`` where it is absent or None
         (none: the argument is needed)."""
@@ -132,7 +141,7 @@ class _Args:
             return default
         if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
             raise PlannerInputError(f"log.{name}", f"needed as a whole number of {minimum} or "
-                                    f"more, printed as {self.raw.get(name)!r}")
+                                    f"more, printed as {self.shown(name)}")
         return v
 
     def number(self, name: str, default: float) -> float:
@@ -140,7 +149,7 @@ class _Args:
         v = self.get(name, default)
         if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
             raise PlannerInputError(f"log.{name}", f"needed as a number of 0 or more, printed "
-                                    f"as {self.raw.get(name)!r}")
+                                    f"as {self.shown(name)}")
         return float(v)
 
     def word(self, name: str, default: str | None = None) -> str | None:
@@ -148,7 +157,7 @@ class _Args:
         v = self.get(name, default)
         if v is not None and not isinstance(v, str):
             raise PlannerInputError(f"log.{name}", f"needed as a name, printed as "
-                                    f"{self.raw.get(name)!r}")
+                                    f"{self.shown(name)}")
         return v
 
     def words(self, name: str, default: list[str]) -> list[str]:
@@ -157,7 +166,7 @@ class _Args:
         v = [v] if isinstance(v, str) else v
         if not isinstance(v, list | tuple) or not all(isinstance(x, str) for x in v):
             raise PlannerInputError(f"log.{name}", f"needed as a list of names, printed as "
-                                    f"{self.raw.get(name)!r}")
+                                    f"{self.shown(name)}")
         return list(v)
 
     def flag(self, name: str) -> bool:
@@ -235,7 +244,7 @@ def _moe_layers(freq: Any, layers: int) -> dict:
         if freq == [0] * k + [1] * (layers - k):
             return {"first_k_dense_layers": k}
     raise _refuse("moe_layer_freq", f"an expert-layer pattern other than leading dense layers "
-                  f"then expert layers ({freq!r})")
+                  f"then expert layers ({shown(freq)})")
 
 
 def _training(a: _Args) -> dict:
@@ -259,7 +268,7 @@ def _training(a: _Args) -> dict:
     if precision == "fp8":
         recipe = a.word("fp8_recipe", "delayed")
         if recipe not in FP8_RECIPES:
-            raise _refuse("fp8_recipe", f"the fp8 recipe {recipe!r}")
+            raise _refuse("fp8_recipe", f"the fp8 recipe {shown(recipe)}")
         t["fp8_recipe"] = recipe
         t["fp8_param_gather"] = a.flag("fp8_param_gather")
     if a.get("transformer_impl") == "local":
@@ -289,12 +298,12 @@ def _training(a: _Args) -> dict:
             if not (isinstance(sizes, list) and sizes and isinstance(sizes[0], int)):
                 raise PlannerInputError("log.hierarchical_context_parallel_sizes", "needed as "
                                         f"a list of group sizes with cp_comm_type a2a+p2p, "
-                                        f"printed as {sizes!r}")
+                                        f"printed as {shown(sizes)}")
             t.update({"ring_attention": "a2a+p2p", "cp_a2a_size": sizes[0]})
         elif kind in ("p2p", "a2a"):
             t["ring_attention"] = "te" if kind == "p2p" else "a2a"
         else:
-            raise _refuse("cp_comm_type", f"context parallelism by {kind!r}")
+            raise _refuse("cp_comm_type", f"context parallelism by {shown(kind)}")
     if a.count("num_experts", 0, 0):
         dispatcher = a.word("moe_token_dispatcher_type", "allgather")
         backend = a.word("moe_flex_dispatcher_backend", "deepep")
@@ -303,7 +312,7 @@ def _training(a: _Args) -> dict:
         elif dispatcher == "alltoall":
             t["moe_dispatcher"] = "alltoall"
         else:
-            raise _refuse("moe_token_dispatcher_type", f"the {dispatcher!r} token dispatcher")
+            raise _refuse("moe_token_dispatcher_type", f"the {shown(dispatcher)} token dispatcher")
         t["moe_a2a_overlap"] = a.flag("overlap_moe_expert_parallel_comm")
         if a.get("moe_expert_capacity_factor") is not None:
             t["moe_capacity_factor"] = a.number("moe_expert_capacity_factor", 0.0)
@@ -330,7 +339,7 @@ def _plan(a: _Args, layers: int) -> dict:
         plan["etp"] = a.count("expert_tensor_parallel_size", tp)    # Megatron's default: tp
     granularity = a.word("recompute_granularity")
     if granularity not in (None, "full", "selective"):
-        raise PlannerInputError("log.recompute_granularity", f"{granularity!r} is not full or "
+        raise PlannerInputError("log.recompute_granularity", f"{shown(granularity)} is not full or "
                                 "selective")
     plan["recompute"] = granularity or "none"
     if granularity == "full" and a.word("recompute_method") == "block":
@@ -338,7 +347,7 @@ def _plan(a: _Args, layers: int) -> dict:
     if a.flag("use_megatron_fsdp"):
         strategy = a.word("data_parallel_sharding_strategy", "no_shard")
         if strategy not in SHARDING:
-            raise PlannerInputError("log.data_parallel_sharding_strategy", f"{strategy!r} is "
+            raise PlannerInputError("log.data_parallel_sharding_strategy", f"{shown(strategy)} is "
                                     f"not one of {', '.join(SHARDING)}")
         plan["zero_stage"] = SHARDING[strategy]
     else:
@@ -363,16 +372,35 @@ def _plan(a: _Args, layers: int) -> dict:
     return plan
 
 
-def layout_chunks(layout: str, pp: int) -> tuple[tuple[int, ...], ...]:
-    """Decoder layers per (rank, chunk) of ``--pipeline-model-parallel-layout``, unrolled as
-    Megatron-LM's ``PipelineParallelLayerLayout.parse_str_to_list`` does: commas dropped,
-    '(...)*n' then 'x*n' repeated, virtual stages split at '|' in chunk-major order."""
+def unrolled_layout(layout: str) -> list[str]:
+    """The virtual stages of ``--pipeline-model-parallel-layout``, unrolled as Megatron-LM's
+    ``PipelineParallelLayerLayout.parse_str_to_list`` does: commas dropped, '(...)*n' then
+    'x*n' repeated, split at '|'. A layout that would unroll past ``MAX_LITERAL`` characters
+    is refused before it is built (no model has that many layers)."""
     text = layout.replace(",", "")
+    too_long = PlannerInputError("log.pipeline_model_parallel_layout", f"{shown(layout)} "
+                                 "unrolls to more virtual stages and layers than any model has")
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        text = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), text)
-    virtual = text.split("|")
+        size = len(text)
+
+        def repeat(m: re.Match) -> str:
+            nonlocal size
+            size += len(m.group(1)) * (int(m.group(2)) - 1)
+            if size > MAX_LITERAL:
+                raise too_long
+            return m.group(1) * int(m.group(2))
+
+        text = re.sub(pattern, repeat, text)
+    return text.split("|")
+
+
+def layout_chunks(layout: str, pp: int) -> tuple[tuple[int, ...], ...]:
+    """Decoder layers per (rank, chunk) of ``--pipeline-model-parallel-layout``, virtual
+    stages in chunk-major order (``unrolled_layout``)."""
+    virtual = unrolled_layout(layout)
+    text = "|".join(virtual)
     if set(text) - set("ELtm|") or len(virtual) % pp:
-        raise PlannerInputError("log.pipeline_model_parallel_layout", f"{layout!r} is not a "
+        raise PlannerInputError("log.pipeline_model_parallel_layout", f"{shown(layout)} is not a "
                                 f"layout of {pp} pipeline ranks")
     v = len(virtual) // pp
     return tuple(tuple(virtual[c * pp + r].count("t") for c in range(v)) for r in range(pp))
@@ -382,9 +410,7 @@ def layout_mtp_standalone(layout: str) -> bool:
     """Whether the multi-token prediction modules of a layout stand alone: in the virtual stage
     before the loss's, which holds no decoder layer ('...m|L'), rather than beside the loss
     ('...tmL'). Elsewhere is no placement the planner makes."""
-    virtual = re.sub(r"(.)\*(\d+)", lambda x: x.group(1) * int(x.group(2)), re.sub(
-        r"\(([^)]+)\)\*(\d+)", lambda x: x.group(1) * int(x.group(2)),
-        layout.replace(",", ""))).split("|")
+    virtual = unrolled_layout(layout)
     holding = [i for i, stage in enumerate(virtual) if "m" in stage]
     if not holding:
         return False
@@ -423,7 +449,7 @@ def _logged_stages(a: _Args, layers: int, pp: int, vpp: int, standalone: bool
         mtp = a.count("mtp_num_layers", 0, 0)
         planned = explicit_layout(stages, len(chunks[0]), standalone, mtp).chunks
         if sum(stages) != layers or planned != chunks:
-            raise _refuse("pipeline_model_parallel_layout", f"the split of {layout!r} over "
+            raise _refuse("pipeline_model_parallel_layout", f"the split of {shown(layout)} over "
                           "the chunks, which the planner's layouts do not place so")
         return list(stages)
     if a.flag("account_for_embedding_in_pipeline_split"):

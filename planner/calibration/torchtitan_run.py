@@ -27,7 +27,7 @@ from typing import Any
 
 import tomllib
 
-from planner.calibration.logged import steady_step
+from planner.calibration.logged import shown, steady_step
 from planner.errors import PlannerInputError
 from planner.search.plan_request import FRAMEWORK_TRAINING
 from planner.specs.layout import default_layout, explicit_layout
@@ -69,7 +69,7 @@ def _count(section: dict, where: str, key: str, default: int | None = None,
     v = section.get(key, default)
     if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
         raise PlannerInputError(f"config.{where}.{key}", f"needed as a whole number of "
-                                f"{minimum} or more, given as {v!r}")
+                                f"{minimum} or more, given as {shown(v)}")
     return v
 
 
@@ -124,7 +124,7 @@ def _plan(cfg: dict, degrees: dict[str, int], layers: int) -> dict:
         zero = 2
     else:
         raise PlannerInputError("config.parallelism.fsdp_reshard_after_forward",
-                                f"{reshard!r} is not default, always or never")
+                                f"{shown(reshard)} is not default, always or never")
     gbs = global_batch(tr, dp)
     local = _count(tr, "training", "local_batch_size", 8)
     stages = None
@@ -157,7 +157,7 @@ def _plan(cfg: dict, degrees: dict[str, int], layers: int) -> dict:
                                 f"multiple of the micro-batch ({mbs}) x data parallel ({dp})")
     mode = _section(cfg, "activation_checkpoint").get("mode", "selective")   # its default
     if mode not in ("none", "selective", "full"):
-        raise PlannerInputError("config.activation_checkpoint.mode", f"{mode!r} is not none, "
+        raise PlannerInputError("config.activation_checkpoint.mode", f"{shown(mode)} is not none, "
                                 "selective or full")
     plan: dict[str, Any] = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp,
                             "micro_batch_size": mbs, "recompute": mode, "zero_stage": zero,
@@ -223,7 +223,7 @@ def _training(cfg: dict, plan: dict) -> dict:
                          "dropout": False}
     param = tr.get("mixed_precision_param", "bfloat16")
     if param not in ("bfloat16", "float32"):
-        raise PlannerInputError("config.training.mixed_precision_param", f"{param!r} is not "
+        raise PlannerInputError("config.training.mixed_precision_param", f"{shown(param)} is not "
                                 "bfloat16 or float32")
     converters = model.get("converters", [])
     if not isinstance(converters, list):
@@ -269,8 +269,8 @@ def anchor_run(config: str, log: str, cluster: dict, model: dict | None = None,
         flavor = spec.get("flavor")
         if spec.get("name") != "llama3" or not isinstance(flavor, str) \
                 or flavor not in LLAMA3_FLAVORS:
-            raise PlannerInputError("model", f"the config's model ({spec.get('name')!r}, "
-                                    f"flavor {flavor!r}) is not one of Llama 3's "
+            raise PlannerInputError("model", f"the config's model ({shown(spec.get('name'))}, "
+                                    f"flavor {shown(flavor)}) is not one of Llama 3's "
                                     f"{', '.join(LLAMA3_FLAVORS)}: give the model with the "
                                     "run")
         model = llama3_model(str(flavor))
