@@ -19,6 +19,9 @@ BASE = dict(global_batch_size=64, seq_length=4096, precision="fp8", fp8_recipe="
             overlap_grad_reduce=False, overlap_param_gather=False, zero3_per_parameter=True)
 FP8 = TrainingSpec(**BASE)
 GATHER = TrainingSpec(**BASE, fp8_param_gather=True)
+# As torchtitan runs them: FSDP2 and DDP reduce and gather beside the passes.
+OVERLAPPED = {"overlap_grad_reduce": True, "overlap_param_gather": True}
+TITAN_FP8, TITAN_GATHER = (t.model_copy(update=OVERLAPPED) for t in (FP8, GATHER))
 
 
 def test_llama3_8b_layers_hold_what_a_hand_count_gives():
@@ -81,15 +84,15 @@ def test_megatron_gathers_in_fp8_with_the_distributed_optimizer_only():
     zero0 = estimate(M8, C16, GATHER, ParallelPlan(dp=16, zero_stage=0, micro_batch_size=1))
     assert zero0.frameworks == []           # torchtitan's DDP gathers nothing in fp8 either
     # (one micro-batch a step: torchtitan's DDP all-reduces every micro-batch's gradients)
-    plain = estimate(M8, C16, FP8.model_copy(update={"global_batch_size": 16}),
+    plain = estimate(M8, C16, TITAN_FP8.model_copy(update={"global_batch_size": 16}),
                      ParallelPlan(dp=16, zero_stage=0, micro_batch_size=1))
     assert plain.frameworks == ["megatron", "torchtitan"]
 
 
 def test_torchtitan_gathers_in_fp8_under_fsdp():
-    fsdp = with_launch(estimate(M8, C16, GATHER, ParallelPlan(dp=16, zero_stage=3,
-                                                            micro_batch_size=1)),
-                       M8, C16, GATHER)
+    fsdp = with_launch(estimate(M8, C16, TITAN_GATHER, ParallelPlan(dp=16, zero_stage=3,
+                                                                  micro_batch_size=1)),
+                       M8, C16, TITAN_GATHER)
     assert "torchtitan" in fsdp.frameworks
     toml = fsdp.launch.torchtitan_toml
     assert "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true" in toml
@@ -97,8 +100,8 @@ def test_torchtitan_gathers_in_fp8_under_fsdp():
     # converter name fails at start-up: components/quantization/float8.py)
     assert '[model]\nconverters = ["quantize.linear.float8"]' in toml
     assert "[quantize.linear" not in with_launch(
-        estimate(M8, C16, FP8, ParallelPlan(dp=16, zero_stage=3, micro_batch_size=1)),
-        M8, C16, FP8).launch.torchtitan_toml
+        estimate(M8, C16, TITAN_FP8, ParallelPlan(dp=16, zero_stage=3, micro_batch_size=1)),
+        M8, C16, TITAN_FP8).launch.torchtitan_toml
 
 
 def test_torchtitan_does_not_gather_experts_in_fp8():
@@ -106,9 +109,12 @@ def test_torchtitan_does_not_gather_experts_in_fp8():
     (quantize.grouped_mm.float8 has no FSDP all-gather switch) gather in 16 bits, so a MoE
     plan with fp8 weight gathers is not torchtitan's; the same plan of a dense model is."""
     plan = ParallelPlan(dp=16, zero_stage=3, micro_batch_size=1)
-    dense = reasons_by_framework(plan, 4, True, GATHER, moe=False)
-    moe = reasons_by_framework(plan, 4, True, GATHER, moe=True)
+    dense = reasons_by_framework(plan, 4, True, TITAN_GATHER, moe=False)
+    moe = reasons_by_framework(plan, 4, True, TITAN_GATHER, moe=True)
     assert dense["torchtitan"] == []
     assert any("routed experts" in m for m in moe["torchtitan"])
-    assert not any("routed experts" in m
-                   for m in reasons_by_framework(plan, 4, True, FP8, moe=True)["torchtitan"])
+    assert not any("routed experts" in m for m in reasons_by_framework(
+        plan, 4, True, TITAN_FP8, moe=True)["torchtitan"])
+    # Costed with the reductions after the backward (FP8's), torchtitan is refused for that.
+    assert any("after the backward" in m
+               for m in reasons_by_framework(plan, 4, True, GATHER)["torchtitan"])
