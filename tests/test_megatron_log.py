@@ -142,6 +142,7 @@ def test_a_moe_variant_of_the_log_reads():
      "log.moe_token_dispatcher_type"),
     (lambda t: swap(moe(t), "moe_layer_freq", str([1, 0] * 16)), "log.moe_layer_freq"),
     (lambda t: swap(t, "num_experts", "8"), "log.moe_router_topk"),
+    (lambda t: swap(t, "deepspeed", "True"), "log.deepspeed"),
     (lambda t: t.replace(" > padded vocab", " > vocab"), "log"),
 ])
 def test_what_a_log_cannot_give_is_refused_by_name(edit, field):

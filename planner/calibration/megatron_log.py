@@ -180,6 +180,12 @@ def _refuse(name: str, why: str) -> PlannerInputError:
 
 
 def _model(a: _Args, vocab: int | None) -> dict:
+    if a.flag("deepspeed"):
+        # Megatron-DeepSpeed prints the same block with DeepSpeed's own arguments
+        # (deepspeed.add_config_arguments: --deepspeed, --deepspeed_config): its pipeline
+        # engine and ZeRO run the plan, not Megatron-LM's.
+        raise _refuse("deepspeed", "a Megatron-DeepSpeed run (DeepSpeed's engine runs its "
+                      "pipeline and ZeRO)")
     if a.get("window_size") not in (None, 0, False):
         raise _refuse("window_size", "sliding-window attention")
     heads = a.count("num_attention_heads")
