@@ -76,6 +76,12 @@ class AnchorRun(EstimateRequest):
                                         "steps).")
 
 
+# The longest log a run takes: what the service's default body limit (1 MB) leaves room for.
+# The reader needs Megatron-LM's arguments block (some 40 kB) and the iteration lines, or
+# torchtitan's mesh and step lines: trim a longer log to those.
+LOG_CHARS = 900_000
+
+
 class _LoggedRun(BaseModel):
     """A measured run given as what its framework wrote (a log, a config), on a cluster: read
     into the estimate request it holds (``anchor_run``)."""
@@ -104,7 +110,7 @@ class MegatronLogRun(_LoggedRun):
     """One measured run as Megatron-LM logged it (``planner.calibration.megatron_log``): its
     arguments and iteration times, on a cluster."""
 
-    megatron_log: str = Field(min_length=1, max_length=20_000_000, description="Rank 0's "
+    megatron_log: str = Field(min_length=1, max_length=LOG_CHARS, description="Rank 0's "
                               "training log: the arguments block Megatron-LM prints at start-up "
                               "and the 'elapsed time per iteration (ms)' lines.")
 
@@ -123,9 +129,9 @@ class TorchtitanRun(_LoggedRun):
     its job config, its log (the device mesh, each interval's tokens per second), on a
     cluster."""
 
-    torchtitan_config: str = Field(min_length=1, max_length=1_000_000, description="The job "
+    torchtitan_config: str = Field(min_length=1, max_length=100_000, description="The job "
                                    "config (TOML) the run started with.")
-    torchtitan_log: str = Field(min_length=1, max_length=20_000_000, description="Rank 0's "
+    torchtitan_log: str = Field(min_length=1, max_length=LOG_CHARS, description="Rank 0's "
                                 "log: the 'Building device mesh with parallelism' line and the "
                                 "'step: ... tps: ...' lines.")
     model: ModelSpec | None = Field(None, description="The model; default: the config's "
