@@ -301,3 +301,24 @@ def test_a_layout_that_unrolls_without_end_is_refused_before_it_is_built():
                    "Et*99999999999|L"):
         with pytest.raises(PlannerInputError, match="unrolls to more"):
             layout_chunks(layout, 2)
+
+
+def test_a_long_log_is_read_from_its_essential_lines(tmp_path):
+    """A log past what a run sends the service (900,000 characters: NCCL's INFO lines, say)
+    reads the same through the CLI, which keeps the lines the reader reads."""
+    from planner.calibration.megatron_log import essential
+
+    noise = "".join(f"[rank0]: node0:1234:1234 [0] NCCL INFO Channel {i:02d}/32 : 0 1 2 3\n"
+                    for i in range(20_000))
+    text = LOG.read_text()
+    cut = text.index("[rank0]:  [2026")
+    long = noise + text[:cut] + noise + text[cut:]
+    assert len(long) > 900_000 and len(essential(long)) < len(text)
+    assert anchor_run(essential(long), {"preset": "dgx-h100"}) == anchor_run(
+        text, {"preset": "dgx-h100"})
+    path = tmp_path / "long.log"
+    path.write_text(long)
+    res = CliRunner().invoke(app, ["calibrate", "megatron-run", str(path), "--cluster",
+                                   "dgx-h100"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["runs"][0]["measured_step_time_s"] == pytest.approx(3.1204)

@@ -235,3 +235,13 @@ def test_junk_in_any_key_read_is_a_named_error_never_a_crash():
                     except PlannerInputError:
                         refused += 1
     assert refused >= 150, refused
+
+
+def test_a_long_log_is_read_from_its_essential_lines():
+    from planner.calibration.torchtitan_run import essential
+
+    noise = "".join(f"[rank0]:[titan] root - INFO - loading shard {i}\n" for i in range(30_000))
+    long = noise + LOG + noise
+    assert len(long) > 900_000
+    assert anchor_run(CONFIG, essential(long), {"preset": "dgx-h100"}) == anchor_run(
+        CONFIG, LOG, {"preset": "dgx-h100"})

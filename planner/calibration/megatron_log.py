@@ -98,6 +98,22 @@ def read_log(text: str) -> MegatronLog:
     return MegatronLog(args=args, padded_vocab=vocab, intervals=intervals)
 
 
+def essential(text: str) -> str:
+    """The lines of a log the reader reads (the last arguments block, the padded vocabulary,
+    the iteration lines), for a log too long to send whole."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if ARGS_START.search(line)]
+    head = lines[starts[-1]:] if starts else lines
+    keep, inside = [], bool(starts)
+    for line in head:
+        if inside:
+            keep.append(line)
+            inside = not ARGS_END.search(line)
+        elif PADDED_VOCAB.search(line) or ITERATION.search(line):
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
 def _value(raw: str | None) -> Any:
     """A printed argument as Python: None, booleans, numbers, lists, enums
     (``AttnBackend.flash`` -> 'flash'), torch dtypes (``torch.bfloat16`` -> 'bf16');

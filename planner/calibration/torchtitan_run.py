@@ -73,6 +73,13 @@ def _count(section: dict, where: str, key: str, default: int | None = None,
     return v
 
 
+def essential(log: str) -> str:
+    """The lines of a log the reader reads (the device mesh, the steps), for a log too long
+    to send whole."""
+    return "\n".join(line for line in log.splitlines()
+                     if MESH.search(ANSI.sub("", line)) or STEP.search(ANSI.sub("", line))) + "\n"
+
+
 def _world(log: str) -> tuple[int, dict[str, int]]:
     """The world and its degrees from the log's device-mesh line (the last one)."""
     found = MESH.findall(ANSI.sub("", log))

@@ -323,9 +323,10 @@ def megatron_run_cmd(
     `planner calibrate anchor` fits: check them, then pipe them on
     (`... | planner calibrate anchor -`). What a log cannot say goes to stderr."""
     from planner.calibration.anchor import MegatronLogRun
+    from planner.calibration.megatron_log import essential
 
     _logged_runs(MegatronLogRun, [
-        ({"name": path.name, "megatron_log": _read_text(path), "skip": skip},
+        ({"name": path.name, "megatron_log": essential(_read_text(path)), "skip": skip},
          {"megatron_log": path}) for path in logs], _preset_or_file(cluster))
 
 
@@ -345,9 +346,10 @@ def torchtitan_run_cmd(
     printed, each interval's tokens per second) and print it as the runs JSON that
     `planner calibrate anchor` fits (`... | planner calibrate anchor -`)."""
     from planner.calibration.anchor import TorchtitanRun
+    from planner.calibration.torchtitan_run import essential
 
     fields = {"name": log.name, "torchtitan_config": _read_text(config),
-              "torchtitan_log": _read_text(log), "skip": skip,
+              "torchtitan_log": essential(_read_text(log)), "skip": skip,
               "model": None if model is None else _preset_or_file(model)}
     _logged_runs(TorchtitanRun, [(fields, {"torchtitan_config": config,
                                            "torchtitan_log": log})], _preset_or_file(cluster))
