@@ -149,6 +149,26 @@ const anchoredRun = (r) =>
   `(${r.error_pct.toFixed(1)}%), anchored ${fmt(r.anchored_step_time_s)} s ` +
   `(${r.anchored_error_pct.toFixed(1)}%)`;
 
+// The lines of a Megatron-LM log the service reads (planner/calibration/megatron_log.py
+// essential): its last arguments block, the padded vocabulary, the iteration lines; a log of
+// any length is sent as those.
+function megatronEssential(text) {
+  const lines = text.split("\n");
+  let start = 0;
+  lines.forEach((line, i) => { if (/-{8,} arguments -{8,}/.test(line)) start = i; });
+  const keep = [];
+  let inside = true;
+  for (const line of lines.slice(start)) {
+    if (inside) {
+      keep.push(line);
+      inside = !/-{8,} end of arguments -{8,}/.test(line);
+    } else if (/> padded vocab \(size: |elapsed time per iteration \(ms\): /.test(line)) {
+      keep.push(line);
+    }
+  }
+  return keep.join("\n") + "\n";
+}
+
 // Fit the stack's speeds to measured runs (POST /v1/anchors) and fill the two fields.
 async function fitAnchor() {
   const out = $("#anchor-result");
@@ -156,7 +176,8 @@ async function fitAnchor() {
   let body;
   if (/-{8,} arguments -{8,}/.test(text) && !text.trimStart().startsWith("{")) {
     // Rank 0's Megatron-LM log: the service reads the run from it, on the chosen cluster.
-    body = { runs: [{ megatron_log: text, cluster: { preset: $("#cluster").value } }] };
+    body = { runs: [{ megatron_log: megatronEssential(text),
+                      cluster: { preset: $("#cluster").value } }] };
   } else {
     try { body = JSON.parse(text); } catch (e) {
       out.textContent = `The runs JSON does not parse: ${e.message}`;
