@@ -217,7 +217,8 @@ def test_junk_in_any_key_read_is_a_named_error_never_a_crash():
                             "enable_async_tensor_parallel", "pipeline_parallel_microbatch_size",
                             "module_fqns_per_model_part", "pipeline_parallel_layers_per_stage",
                             "pipeline_parallel_first_stage_less_layers",
-                            "pipeline_parallel_last_stage_less_layers"],
+                            "pipeline_parallel_last_stage_less_layers",
+                            "pipeline_parallel_schedule"],
             "activation_checkpoint": ["mode", "selective_ac_option", "early_stop"],
             "compile": ["enable"], "model": ["name", "flavor", "converters"],
             "quantize.linear.float8": ["enable_fsdp_float8_all_gather"]}
@@ -245,3 +246,30 @@ def test_a_long_log_is_read_from_its_essential_lines():
     assert len(long) > 900_000
     assert anchor_run(CONFIG, essential(long), {"preset": "dgx-h100"}) == anchor_run(
         CONFIG, LOG, {"preset": "dgx-h100"})
+
+
+def test_torchtitans_own_split_of_the_layers():
+    """generate_llm_fqn_per_model_part (v0.2.2): its docstring's example, 3 layers over 2
+    stages with the embedding and the output each weighing 2, is 2 then 1; Llama 3 8B's 32
+    layers over 4 ranks interleaved (two virtual stages a rank, the default for multi-stage
+    schedules) weigh 34 over 8 stages: 4, 5, 4, 4, 4, 4, 4, 3."""
+    from planner.calibration.torchtitan_run import llm_split
+
+    assert llm_split(2, 3, 2, 2) == [2, 1]
+    assert llm_split(8, 32, 1, 1) == [4, 5, 4, 4, 4, 4, 4, 3]
+    config = with_key(with_key(with_key(CONFIG, "parallelism", "pipeline_parallel_degree", "4"),
+                               "parallelism", "pipeline_parallel_schedule",
+                               '"Interleaved1F1B"'), "training", "local_batch_size", "8")
+    log = LOG.replace("pp=1, dp_replicate=1, dp_shard=8", "pp=4, dp_replicate=1, dp_shard=2")
+    run, _ = anchor_run(config, log, {"preset": "dgx-h100"})
+    assert (run["plan"]["vpp"], run["plan"]["layers_per_stage"]) == (2, [8, 9, 8, 7])
+    req = EstimateRequest.model_validate({k: v for k, v in run.items()
+                                          if k not in ("name", "measured_step_time_s")})
+    est = estimate(req.model, req.cluster, req.training, req.plan)
+    assert est.layers_per_chunk == [[4, 4], [5, 4], [4, 4], [4, 3]]
+    # Schedules the request does not cost, and GPipe over several micro-batches.
+    for schedule in ('"ZBVZeroBubble"', '"GPipe"'):
+        with pytest.raises(PlannerInputError) as exc:
+            anchor_run(with_key(config, "parallelism", "pipeline_parallel_schedule", schedule),
+                       log, {"preset": "dgx-h100"})
+        assert exc.value.field == "config.parallelism.pipeline_parallel_schedule"

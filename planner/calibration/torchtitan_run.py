@@ -147,8 +147,17 @@ def _plan(cfg: dict, degrees: dict[str, int], layers: int) -> dict:
         if local % mbs:
             raise PlannerInputError("config.parallelism.pipeline_parallel_microbatch_size",
                                     f"{mbs} does not divide local_batch_size {local}")
-        chunks = _pipeline_chunks(par, layers, pp)
+        schedule = par.get("pipeline_parallel_schedule", "1F1B")      # its default
+        if schedule not in SINGLE_STAGE + MULTI_STAGE:
+            raise PlannerInputError("config.parallelism.pipeline_parallel_schedule",
+                                    f"{shown(schedule)}: the request costs 1F1B, GPipe with "
+                                    "one micro-batch and Interleaved1F1B")
+        chunks = _pipeline_chunks(par, layers, pp, schedule)
         vpp = len(chunks[0])
+        if schedule == "GPipe" and local // mbs > 1:
+            raise PlannerInputError("config.parallelism.pipeline_parallel_schedule", "GPipe "
+                                    "over several micro-batches holds all of them in flight on "
+                                    "every stage; the request costs 1F1B's")
         totals = tuple(sum(c) for c in chunks)
         if explicit_layout(totals, vpp).chunks != chunks:
             raise PlannerInputError("config.parallelism.module_fqns_per_model_part", "a split "
@@ -176,11 +185,39 @@ def _plan(cfg: dict, degrees: dict[str, int], layers: int) -> dict:
     return plan
 
 
-def _pipeline_chunks(par: dict, layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
+# The pipeline schedules whose execution the step model costs (torchtitan's names): one stage a
+# rank, or interleaved virtual stages. The others (zero-bubble, DualPipeV, looped BFS) are not.
+SINGLE_STAGE, MULTI_STAGE = ("1F1B", "GPipe"), ("Interleaved1F1B",)
+
+
+def llm_split(stages: int, layers: int, first: int, last: int) -> list[int]:
+    """Decoder layers per virtual stage as torchtitan v0.2.2 splits them
+    (``generate_llm_fqn_per_model_part``, distributed/pipeline_parallel.py): the embedding
+    counted as ``first`` layers and the norm and output as ``last``, the sum spread evenly,
+    the first stages one more where it does not divide."""
+    if stages == 1:
+        return [layers]
+    per, extra = divmod(layers + first + last, stages)
+    if per == 0 or first > per or last > per:
+        raise PlannerInputError("config.parallelism", f"{stages} virtual stages cannot split "
+                                f"{layers} layers with the embedding counted as {first} and "
+                                f"the output as {last} (torchtitan refuses it too)")
+    out, placed = [], 0
+    for k in range(stages):
+        n = per + (k < extra) - (first if k == 0 else last if k == stages - 1 else 0)
+        n = max(0, min(n, layers - placed))
+        out.append(n)
+        placed += n
+    return out
+
+
+def _pipeline_chunks(par: dict, layers: int, pp: int, schedule: str
+                     ) -> tuple[tuple[int, ...], ...]:
     """Decoder layers per (rank, chunk): the modules of each virtual stage
-    (``module_fqns_per_model_part``) or torchtitan's generated split
-    (``pipeline_parallel_layers_per_stage``, the embedding and the output counted as layers
-    less the first and last stages' ``..._less_layers``), virtual stages chunk-major."""
+    (``module_fqns_per_model_part``) or torchtitan's own split (``llm_split``) over
+    ``ceil((layers + first + last) / pipeline_parallel_layers_per_stage)`` virtual stages, or
+    without that key one a rank for single-stage schedules and two for multi-stage ones
+    (``pipeline_llm``); virtual stages chunk-major."""
     if "module_fqns_per_model_part" in par:
         parts = par["module_fqns_per_model_part"]
         if not (isinstance(parts, list) and all(isinstance(p, list) for p in parts)):
@@ -188,28 +225,26 @@ def _pipeline_chunks(par: dict, layers: int, pp: int) -> tuple[tuple[int, ...], 
                                     "needed as a list of lists of module names")
         virtual = [sum(isinstance(x, str) and x.startswith("layers.") for x in p)
                    for p in parts]
-    elif "pipeline_parallel_layers_per_stage" in par:
-        per = _count(par, "parallelism", "pipeline_parallel_layers_per_stage")
+    else:
         first = _count(par, "parallelism", "pipeline_parallel_first_stage_less_layers", 1, 0)
         last = _count(par, "parallelism", "pipeline_parallel_last_stage_less_layers", 1, 0)
-        n, rest = divmod(layers + first + last, per)
-        virtual = [per] * n
-        if rest or n < 1:
-            raise PlannerInputError("config.parallelism.pipeline_parallel_layers_per_stage",
-                                    f"{per} layers a stage do not split {layers} layers")
-        virtual[0] -= first
-        virtual[-1] -= last
-    else:
-        virtual = [layers // pp] * pp if layers % pp == 0 else []
-        if not virtual:
-            raise PlannerInputError("config.parallelism.pipeline_parallel_degree", "an uneven "
-                                    "split left to torchtitan: give its layers "
-                                    "(module_fqns_per_model_part)")
-    if sum(virtual) != layers or len(virtual) % pp or min(virtual) < 0:
+        if "pipeline_parallel_layers_per_stage" in par:
+            per = _count(par, "parallelism", "pipeline_parallel_layers_per_stage")
+            stages = -(-(layers + first + last) // per)
+        else:
+            stages = pp * (1 if schedule in SINGLE_STAGE else 2)
+        if stages > 4 * (layers + first + last):
+            raise PlannerInputError("config.parallelism", f"{stages} virtual stages for "
+                                    f"{layers} layers")
+        virtual = llm_split(stages, layers, first, last)
+    if sum(virtual) != layers or len(virtual) % pp or min(virtual, default=-1) < 0:
         raise PlannerInputError("config.parallelism", f"the pipeline's stages hold "
                                 f"{sum(virtual)} layers in {len(virtual)} parts, not the "
                                 f"model's {layers} over {pp} ranks")
     v = len(virtual) // pp
+    if (v == 1) != (schedule in SINGLE_STAGE):
+        raise PlannerInputError("config.parallelism.pipeline_parallel_schedule", f"{schedule} "
+                                f"with {v} stages a rank")
     return tuple(tuple(virtual[c * pp + r] for c in range(v)) for r in range(pp))
 
 
