@@ -322,3 +322,17 @@ def test_a_long_log_is_read_from_its_essential_lines(tmp_path):
                                    "dgx-h100"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["runs"][0]["measured_step_time_s"] == pytest.approx(3.1204)
+
+
+def test_malformed_iteration_times_are_not_read_as_numbers():
+    """'(ms): ...' or '(ms): .' is no time: such lines are not intervals (before, float('...')
+    raised a bare ValueError, the service's 500)."""
+    text = LOG.read_text().replace("(ms): 3133.1", "(ms): ...").replace("(ms): 3128.7",
+                                                                          "(ms): .")
+    run, _ = anchor_run(text, {"preset": "dgx-h100"})
+    # The median of 3120.4, 3115.9 and 3110.0 ms, the two malformed lines skipped.
+    assert run["measured_step_time_s"] == pytest.approx(3.1159)
+    only_bad = "\n".join(line.replace("(ms): 3", "(ms): .") for line in LOG.read_text()
+                         .replace("(ms): 24310.5", "(ms): .").splitlines())
+    with pytest.raises(PlannerInputError, match="no 'elapsed time per iteration"):
+        anchor_run(only_bad, {"preset": "dgx-h100"})

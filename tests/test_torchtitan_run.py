@@ -273,3 +273,12 @@ def test_torchtitans_own_split_of_the_layers():
             anchor_run(with_key(config, "parallelism", "pipeline_parallel_schedule", schedule),
                        log, {"preset": "dgx-h100"})
         assert exc.value.field == "config.parallelism.pipeline_parallel_schedule"
+
+
+def test_a_malformed_throughput_is_no_interval():
+    """'tps: ,' is no number: before, int('') raised a bare ValueError (the service's 500)."""
+    with pytest.raises(PlannerInputError, match="logged no step"):
+        anchor_run(CONFIG, LOG.split("\x1b[31mstep:  1")[0] + "step:  1  loss: 1  tps: ,\n",
+                   {"preset": "dgx-h100"})
+    assert anchor_run(CONFIG, LOG + "step: 50  loss: 1  tps: ,\n", {"preset": "dgx-h100"}) == \
+        anchor_run(CONFIG, LOG, {"preset": "dgx-h100"})

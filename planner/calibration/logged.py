@@ -34,3 +34,20 @@ def shown(value: object, limit: int = 60) -> str:
     characters (the input may be anything, of any length)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def with_world(cluster: dict, world: int) -> dict:
+    """The cluster (as a request gives it: a spec, or a preset name) with the node count the
+    run's world fills, where its nodes' GPUs divide the world (the request's own check
+    names it otherwise)."""
+    gpn = cluster.get("gpus_per_node")
+    if gpn is None and isinstance(cluster.get("preset"), str):
+        from planner.specs import ClusterSpec
+
+        try:
+            gpn = ClusterSpec.from_preset(cluster["preset"]).gpus_per_node
+        except (ValueError, KeyError):
+            return cluster               # an unknown preset: the request's validation says so
+    if isinstance(gpn, int) and gpn > 0 and world % gpn == 0:
+        return {**cluster, "num_nodes": world // gpn}
+    return cluster

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.calibration.logged import shown, steady_step
+from planner.calibration.logged import shown, steady_step, with_world
 from planner.errors import PlannerInputError
 from planner.specs.layout import default_layout, explicit_layout
 
@@ -44,7 +44,7 @@ ARGS_END = re.compile(r"-{8,} end of arguments -{8,}\s*$")
 ARG_LINE = re.compile(r"^  (\w+) (?:\.+ )?(.*?)\s*$")
 # Lines may carry a logger's prefix (a timestamp, the rank): matched anywhere in the line.
 ITERATION = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): "
-                       r"([0-9.]+)")
+                       r"(\d+(?:\.\d*)?)")
 PADDED_VOCAB = re.compile(r"> padded vocab \(size: (\d+)\) with (\d+) dummy tokens "
                           r"\(new size: (\d+)\)")
 # Megatron-LM's choices the request has no counterpart for, by argument: the value refused.
@@ -534,13 +534,7 @@ def anchor_run(text: str, cluster: dict, name: str | None = None, skip: int = 1
     step, notes = measured_step_s(log, skip)
     notes += _unmodelled(a)
     world = a.count("world_size")
-    gpn = cluster.get("gpus_per_node") if isinstance(cluster, dict) else None
-    if gpn is None and isinstance(cluster, dict) and cluster.get("preset"):
-        from planner.specs import ClusterSpec
-
-        gpn = ClusterSpec.from_preset(cluster["preset"]).gpus_per_node
-    if gpn and world % gpn == 0:
-        cluster = {**cluster, "num_nodes": world // gpn}
+    cluster = with_world(cluster, world)
     if model.get("num_experts"):
         notes.append("training.moe_load_imbalance keeps its default (the log does not measure "
                      "the routing's balance): set it in the run where you know it")

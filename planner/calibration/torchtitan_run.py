@@ -27,7 +27,7 @@ from typing import Any
 
 import tomllib
 
-from planner.calibration.logged import shown, steady_step
+from planner.calibration.logged import shown, steady_step, with_world
 from planner.errors import PlannerInputError
 from planner.search.plan_request import FRAMEWORK_TRAINING
 from planner.specs.layout import default_layout, explicit_layout
@@ -40,7 +40,7 @@ LLAMA3_FLAVORS = {"8B": (4096, 32, 32, 8, 1.3, 1024), "70B": (8192, 80, 64, 8, 1
 LLAMA3_VOCAB = 128256
 MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_replicate=(\d+), "
                   r"dp_shard=(\d+), cp=(\d+), tp=(\d+)")
-STEP = re.compile(r"step:\s*(\d+)\s.*?tps:\s*([\d,]+)")
+STEP = re.compile(r"step:\s*(\d+)\s.*?tps:\s*(\d[\d,]*)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # torchtitan's float8 converter (v0.2.2 registers "quantize.linear.float8"; "float8" before).
 FLOAT8 = ("quantize.linear.float8", "float8")
@@ -324,13 +324,7 @@ def anchor_run(config: str, log: str, cluster: dict, model: dict | None = None,
     training = _training(cfg, plan)
     step, notes = step_times(log, training["global_batch_size"] * training["seq_length"],
                              world, skip)
-    gpn = cluster.get("gpus_per_node")
-    if gpn is None and cluster.get("preset"):
-        from planner.specs import ClusterSpec
-
-        gpn = ClusterSpec.from_preset(cluster["preset"]).gpus_per_node
-    if gpn and world % gpn == 0:
-        cluster = {**cluster, "num_nodes": world // gpn}
+    cluster = with_world(cluster, world)
     run = {"name": name or f"torchtitan log, {world} GPUs", "measured_step_time_s": step,
            "model": model, "cluster": cluster, "training": training, "plan": plan}
     return run, notes
