@@ -69,11 +69,17 @@ def test_configs_of_random_torchtitan_plans_read_back_to_the_same_prediction():
     assert checked >= 25 and pipelined >= 10, (checked, pipelined)     # (30, 16)
 
 
-@pytest.mark.parametrize("name", sorted(PLANS))
+TITAN_GOLDENS = [n for n in sorted(PLANS) if "torchtitan" in launched(n)[1].frameworks]
+
+
+def test_the_golden_plans_torchtitan_runs_are_two_dense_ones():
+    assert TITAN_GOLDENS == ["fsdp-pipeline", "hsdp-fsdp2-pipeline"]
+    assert not any(launched(n)[0].model.is_moe for n in TITAN_GOLDENS)
+
+
+@pytest.mark.parametrize("name", TITAN_GOLDENS)
 def test_golden_torchtitan_plans_read_back(name):
     req, est = launched(name)
-    if "torchtitan" not in est.frameworks or req.model.is_moe:
-        return
     _, got, _ = read_back(est, req.model, req.cluster, req.training)
     assert got.step_time_s == est.step_time_s
 
