@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.cost.keyed import gather_rows as _gather
+from planner.cost.keyed import unique_rows
 from planner.cost.layers import hbm_bytes_per_s
 from planner.cost.memory import (
     GIB,
@@ -279,12 +280,189 @@ def chunk_windows(n, m, pp, v, group):
             np.where(inter, np.maximum(np.minimum(m, group), pp), 1))
 
 
+@dataclass(frozen=True)
+class ModelStates:
+    """Model-state memory of each plan's stage classes, (n, C) but for ``layer_local`` and
+    ``per_layer_state`` (n, 1) and ``splittable`` and ``floor`` (n,): parameters (the routed
+    experts apart), weights, gradients, optimizer states, ZeRO-3's buffers and their sum
+    (-inf for absent classes); a layer's parameters and states on one GPU; whether the plan's
+    layers may move between stages; and the lower bound on its memory that the states give
+    (for a splittable plan, under any split)."""
+
+    params: np.ndarray
+    experts: np.ndarray
+    weights: np.ndarray
+    grads: np.ndarray
+    optim: np.ndarray
+    zero_buf: np.ndarray
+    states: np.ndarray
+    layer_local: np.ndarray
+    per_layer_state: np.ndarray
+    splittable: np.ndarray
+    floor: np.ndarray
+
+
+def model_states(plans: PlanArrays, tables: CostTables, classes, mtp_at, any_split: bool,
+                 split_interleaved: bool) -> ModelStates:
+    """``ModelStates`` of the plans' stage classes (``stage_classes``), the MTP modules on the
+    classes ``mtp_at`` marks (ZeRO: Rajbhandari et al., ``memory.model_state_bytes``). They
+    depend on tp, pp, vpp, ZeRO stage, the ranks ZeRO shards over (one replica's dp x cp), ep,
+    etp and whether block recompute is set: ``STATE_KEY``."""
+    model, training = tables.model, tables.training
+    tp, pp, cp, v, zero = plans.tp, plans.pp, plans.cp, plans.vpp, plans.zero
+    nd = plans.dp_shard * cp
+    L, first, last, count, _ = classes
+    present = count > 0
+    params_c = stage_params(model, _col(tp), _col(pp), L, first, last, mtp_at)
+    edp = plans.dp_shard * tp * cp // (plans.ep * plans.etp)     # one replica's
+    # FSDP2 under a pipeline: unsharded gradients accumulated in its reduce dtype
+    # (``microbatch_grad_upcast``), in memory here and, per micro-batch, in time (``_times``).
+    upcast = grad_upcast(plans, training)
+    weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd),
+                                              _col(upcast))
+    layer_local = model.nonexpert_params_per_layer / _col(tp)
+    per_layer_state = sum(model_state_bytes(layer_local, training, _col(zero), _col(nd),
+                                            _col(upcast)))
+    if model.is_moe:     # the routed experts, sharded over the expert data parallel group
+        experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp), mtp_at)
+        w_e, g_e, o_e = model_state_bytes(experts_c, training, _col(zero), _col(edp),
+                                          _col(upcast))
+        weights, grads, optim = weights + w_e, grads + g_e, optim + o_e
+        expert_layer = expert_stage_params(model, 1, _col(plans.ep), _col(plans.etp))
+        layer_local = layer_local + expert_layer
+        per_layer_state = per_layer_state + sum(
+            model_state_bytes(expert_layer, training, _col(zero), _col(edp), _col(upcast)))
+    else:
+        experts_c = np.zeros_like(L)
+    # ZeRO-3 holds the layer in use and those prefetched, and one layer's full gradients.
+    z3_layers = 1 + max(1.0, training.zero3_prefetch_layers)
+    zero_buf = np.where(_col(zero) >= 3, layer_local
+                        * (z3_layers * training.param_bytes + training.grad_bytes), 0.0)
+    zero_buf = zero_buf * np.ones_like(L)
+    states = np.where(present, weights + grads + optim + zero_buf, -np.inf)
+    # Model states alone are a lower bound: plans they already overflow need no more work.
+    # For plans whose layers may move between stages, the bound holds for every split: the
+    # stages share the states, and the first and last hold a layer each besides their own.
+    splittable = ((pp > 1) & (plans.rnl == 0) & ((v == 1) | split_interleaved) if any_split
+                  else np.zeros(len(plans), dtype=bool))
+    floor = states.max(axis=1)
+    if splittable.any():
+        fixed = np.where(present, states - L * per_layer_state, 0.0)
+        share = (np.where(present, states, 0.0) * count).sum(axis=1) / pp
+        ends = np.maximum((fixed * first).sum(axis=1), (fixed * last).sum(axis=1))
+        # (The default layout may leave the first and last stage no layer: it counts too.)
+        floor = np.where(splittable, np.minimum(floor, np.maximum(
+            share, ends + per_layer_state[:, 0])), floor)
+    return ModelStates(params_c, experts_c, weights, grads, optim, zero_buf, states, layer_local,
+                       per_layer_state, splittable, floor)
+
+
 def compose(plans: PlanArrays, tables: CostTables,
             layers_per_stage: tuple[int, ...] | None = None,
             memory_cap: float | None = None, *, layout: Layout | None = None,
             group: int | None = None, stages: np.ndarray | None = None,
             any_split: bool = False, split_interleaved: bool = False,
             memory_only: bool = False) -> BatchCost:
+    """``_compose``'s cost of every plan. Under a ``memory_cap`` with the default layouts (the
+    search's call, where most plans of a large space overflow memory), the model states, which
+    depend on a few plan variables (``state_key``), are computed once per distinct key first;
+    the plans they already put over the cap skip ``_compose`` and get what it gives such plans
+    (``_merge_dropped``): the same arrays as costing them all, for a fraction of the work."""
+    defaults = layout is None and layers_per_stage is None and stages is None and group is None
+    if memory_cap is not None and not memory_only and defaults and len(plans) > 1:
+        keys, inv = unique_rows(state_key(plans))
+        kp = plans.take(_first_rows(inv, len(keys)))
+        classes = stage_classes(kp, tables.model.num_layers)
+        st = model_states(kp, tables, classes, classes[2], any_split, split_interleaved)
+        reserve = tables.eff.memory_reserve_gib * GIB
+        dropped = ~(st.floor + reserve <= memory_cap)[inv]
+        keep = np.flatnonzero(~dropped)
+        if 0 < len(keep) < len(plans):       # (none kept: ``_compose`` as it is, no sub-batch)
+            sub = _compose(plans.take(keep), tables, memory_cap=memory_cap, any_split=any_split,
+                           split_interleaved=split_interleaved)
+            return _merge_dropped(plans, tables, sub, keep, st, classes, inv)
+    return _compose(plans, tables, layers_per_stage, memory_cap, layout=layout, group=group,
+                    stages=stages, any_split=any_split, split_interleaved=split_interleaved,
+                    memory_only=memory_only)
+
+
+def state_key(plans: PlanArrays) -> np.ndarray:
+    """The plan variables the model states depend on (``model_states``), (n, 8)."""
+    return np.stack([plans.tp, plans.pp, plans.vpp, plans.zero, plans.dp_shard * plans.cp,
+                     plans.ep, plans.etp, (plans.rnl > 0).astype(np.int64)], 1)
+
+
+def _first_rows(inv: np.ndarray, n: int) -> np.ndarray:
+    """One row index per distinct key (``unique_rows``'s inverse ``inv``): its first."""
+    out = np.empty(n, dtype=np.int64)
+    out[inv[::-1]] = np.arange(len(inv))[::-1]
+    return out
+
+
+def _merge_dropped(plans: PlanArrays, tables: CostTables, sub: BatchCost, keep: np.ndarray,
+                   st: ModelStates, classes, inv: np.ndarray) -> BatchCost:
+    """The ``BatchCost`` of all plans from ``sub`` (that of the plans ``keep``) and the model
+    states of the others' keys (``st``, ``classes``; plan i's is row ``inv[i]``), which is
+    what ``_compose`` gives a plan its states put over the cap: memory its states and the
+    reserve (no activations costed: a lower bound) where they peak, no step time (+inf),
+    breakdown or layer time (nan), no FLOPs (0); its classes' times -inf, their memory the
+    states and the reserve, a layer's memory its states alone."""
+    reserve = tables.eff.memory_reserve_gib * GIB
+    present = classes[3] > 0
+    total = np.where(present, st.weights + st.grads + st.optim + st.zero_buf + 0.0 + reserve,
+                     -np.inf)
+    pk = np.argmax(total, axis=1)
+    kr = np.arange(len(total))
+    width = max(total.shape[1], sub.class_time.shape[1])
+
+    def rows(kept: np.ndarray, of_key: np.ndarray | float, fill: float = np.nan) -> np.ndarray:
+        """Per plan ``kept``'s row for the plans kept, else ``of_key``: its key's row, or one
+        value for all; (n, C) arrays padded with ``fill`` past their classes."""
+        if kept.ndim == 2:
+            kept = _pad(kept, width, fill)
+        if isinstance(of_key, np.ndarray):
+            out = (_pad(of_key, width, fill) if of_key.ndim == 2 else of_key)[inv].astype(float)
+        else:
+            out = np.full((len(inv), *kept.shape[1:]), of_key)
+        out[keep] = kept
+        return out
+
+    zeros = np.zeros(len(total))
+    parts = {"weights": st.weights[kr, pk], "gradients": st.grads[kr, pk],
+             "optimizer": st.optim[kr, pk], "activations": 0.0,
+             "zero_buffers": st.zero_buf[kr, pk], "reserved": zeros + reserve}
+    terms = sub.split_terms
+    return BatchCost(
+        step_time_s=rows(sub.step_time_s, np.inf),
+        breakdown={k: rows(v, np.nan) for k, v in sub.breakdown.items()},
+        memory_bytes=rows(sub.memory_bytes, total[kr, pk]),
+        memory_stage=rows(sub.memory_stage, classes[4][kr, pk]).astype(int),
+        memory_parts={k: rows(sub.memory_parts[k], v) for k, v in parts.items()},
+        model_flops=rows(sub.model_flops, 0.0), hardware_flops=rows(sub.hardware_flops, 0.0),
+        m=tables.training.global_batch_size // (plans.dp * plans.mbs),
+        class_time=rows(sub.class_time, -np.inf, -np.inf),
+        class_memory=rows(sub.class_memory, total, -np.inf),
+        layer_time=rows(sub.layer_time, np.nan),
+        class_layer_memory=rows(sub.class_layer_memory,
+                                st.per_layer_state * np.ones_like(total)),
+        split_bound=rows(sub.split_bound, np.inf),
+        split_terms=None if terms is None else {k: rows(v, np.nan) for k, v in terms.items()},
+    )
+
+
+def _pad(a: np.ndarray, width: int, fill: float) -> np.ndarray:
+    """(n, C) padded to (n, width) with ``fill``."""
+    if a.shape[1] >= width:
+        return a
+    return np.concatenate([a, np.full((len(a), width - a.shape[1]), fill)], axis=1)
+
+
+def _compose(plans: PlanArrays, tables: CostTables,
+             layers_per_stage: tuple[int, ...] | None = None,
+             memory_cap: float | None = None, *, layout: Layout | None = None,
+             group: int | None = None, stages: np.ndarray | None = None,
+             any_split: bool = False, split_interleaved: bool = False,
+             memory_only: bool = False) -> BatchCost:
     """Cost of every plan (each assumed valid: see ``plan_violations``). With ``memory_cap``,
     step times are computed only for plans whose memory fits (the others get +inf): the search
     needs no more, and memory is the cheaper half. ``layers_per_stage`` (or a whole ``layout``)
@@ -304,9 +482,8 @@ def compose(plans: PlanArrays, tables: CostTables,
         from planner.specs.layout import explicit_layout
         layout = explicit_layout(tuple(layers_per_stage), int(plans.vpp[0]))
     dp, tp, pp, cp, v = plans.dp, plans.tp, plans.pp, plans.cp, plans.vpp
-    mbs, rec, zero = plans.mbs, plans.rec, plans.zero
+    mbs, rec = plans.mbs, plans.rec
     m = training.global_batch_size // (dp * mbs)
-    nd = plans.dp_shard * cp          # the ranks ZeRO shards over (one replica's)
     world = dp * tp * pp * cp
     G = tables.cluster.gpus_per_node
     npn = _gather(world[:, None], lambda w: (launch_layout(w, G).nproc_per_node,), 1)[:, 0]
@@ -349,46 +526,12 @@ def compose(plans: PlanArrays, tables: CostTables,
 
     # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
-    params_c = stage_params(model, _col(tp), _col(pp), L, first, last, mtp_at)
-    edp = plans.dp_shard * tp * cp // (plans.ep * plans.etp)     # one replica's
-    # FSDP2 under a pipeline: unsharded gradients accumulated in its reduce dtype
-    # (``microbatch_grad_upcast``), in memory here and, per micro-batch, in time (``_times``).
-    upcast = grad_upcast(plans, training)
-    weights, grads, optim = model_state_bytes(params_c, training, _col(zero), _col(nd),
-                                              _col(upcast))
-    layer_local = model.nonexpert_params_per_layer / _col(tp)
-    per_layer_state = sum(model_state_bytes(layer_local, training, _col(zero), _col(nd),
-                                            _col(upcast)))
-    if model.is_moe:     # the routed experts, sharded over the expert data parallel group
-        experts_c = expert_stage_params(model, L, _col(plans.ep), _col(plans.etp), mtp_at)
-        w_e, g_e, o_e = model_state_bytes(experts_c, training, _col(zero), _col(edp),
-                                          _col(upcast))
-        weights, grads, optim = weights + w_e, grads + g_e, optim + o_e
-        expert_layer = expert_stage_params(model, 1, _col(plans.ep), _col(plans.etp))
-        layer_local = layer_local + expert_layer
-        per_layer_state = per_layer_state + sum(
-            model_state_bytes(expert_layer, training, _col(zero), _col(edp), _col(upcast)))
-    else:
-        experts_c = np.zeros_like(L)
-    # ZeRO-3 holds the layer in use and those prefetched, and one layer's full gradients.
-    z3_layers = 1 + max(1.0, training.zero3_prefetch_layers)
-    zero_buf = np.where(_col(zero) >= 3, layer_local
-                        * (z3_layers * training.param_bytes + training.grad_bytes), 0.0)
-    zero_buf = zero_buf * np.ones_like(L)
-    states = np.where(present, weights + grads + optim + zero_buf, -np.inf)
-    # Model states alone are a lower bound: plans they already overflow need no more work.
-    # For plans whose layers may move between stages, the bound holds for every split: the
-    # stages share the states, and the first and last hold a layer each besides their own.
-    splittable = ((pp > 1) & (plans.rnl == 0) & ((v == 1) | split_interleaved) if any_split
-                  else np.zeros(len(plans), dtype=bool))
-    floor = states.max(axis=1)
-    if splittable.any():
-        fixed = np.where(present, states - L * per_layer_state, 0.0)
-        share = (np.where(present, states, 0.0) * count).sum(axis=1) / pp
-        ends = np.maximum((fixed * first).sum(axis=1), (fixed * last).sum(axis=1))
-        # (The default layout may leave the first and last stage no layer: it counts too.)
-        floor = np.where(splittable, np.minimum(floor, np.maximum(
-            share, ends + per_layer_state[:, 0])), floor)
+    st = model_states(plans, tables, classes, mtp_at, any_split, split_interleaved)
+    params_c, experts_c, layer_local, per_layer_state = (st.params, st.experts, st.layer_local,
+                                                         st.per_layer_state)
+    weights, grads, optim, zero_buf, states = (st.weights, st.grads, st.optim, st.zero_buf,
+                                               st.states)
+    splittable, floor = st.splittable, st.floor
     alive = rows
     if memory_cap is not None and not memory_only:
         alive = np.flatnonzero(floor + eff.memory_reserve_gib * GIB <= memory_cap)
