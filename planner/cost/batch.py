@@ -80,6 +80,7 @@ from planner.specs.placement import group_span, launch_layout
 from planner.specs.plan import microbatch_groups, plan_key
 from planner.specs.training import reduced_after_backward
 
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "zero_buffers", "reserved")
 BREAKDOWN_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
                   "pipeline_bubble", "dp_comm", "zero_comm", "optimizer", "overhead", "offload")
 PLAN_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "mbs", "rec", "zero", "sp", "rnl", "ep", "etp",
@@ -377,9 +378,9 @@ def compose(plans: PlanArrays, tables: CostTables,
         reserve = tables.eff.memory_reserve_gib * GIB
         dropped = ~(st.floor + reserve <= memory_cap)[inv]
         keep = np.flatnonzero(~dropped)
-        if 0 < len(keep) < len(plans):       # (none kept: ``_compose`` as it is, no sub-batch)
+        if len(keep) < len(plans):
             sub = _compose(plans.take(keep), tables, memory_cap=memory_cap, any_split=any_split,
-                           split_interleaved=split_interleaved)
+                           split_interleaved=split_interleaved) if len(keep) else _no_plans()
             return _merge_dropped(plans, tables, sub, keep, st, classes, inv)
     return _compose(plans, tables, layers_per_stage, memory_cap, layout=layout, group=group,
                     stages=stages, any_split=any_split, split_interleaved=split_interleaved,
@@ -406,7 +407,8 @@ def _merge_dropped(plans: PlanArrays, tables: CostTables, sub: BatchCost, keep: 
     what ``_compose`` gives a plan its states put over the cap: memory its states and the
     reserve (no activations costed: a lower bound) where they peak, no step time (+inf),
     breakdown or layer time (nan), no FLOPs (0); its classes' times -inf, their memory the
-    states and the reserve, a layer's memory its states alone."""
+    states and the reserve, a layer's memory its states alone; no split terms (nan: none
+    is split), and none at all when no plan is kept."""
     reserve = tables.eff.memory_reserve_gib * GIB
     present = classes[3] > 0
     total = np.where(present, st.weights + st.grads + st.optim + st.zero_buf + 0.0 + reserve,
@@ -428,9 +430,8 @@ def _merge_dropped(plans: PlanArrays, tables: CostTables, sub: BatchCost, keep: 
         return out
 
     zeros = np.zeros(len(total))
-    parts = {"weights": st.weights[kr, pk], "gradients": st.grads[kr, pk],
-             "optimizer": st.optim[kr, pk], "activations": 0.0,
-             "zero_buffers": st.zero_buf[kr, pk], "reserved": zeros + reserve}
+    parts = dict(zip(MEMORY_PARTS, (st.weights[kr, pk], st.grads[kr, pk], st.optim[kr, pk],
+                                    0.0, st.zero_buf[kr, pk], zeros + reserve), strict=True))
     terms = sub.split_terms
     return BatchCost(
         step_time_s=rows(sub.step_time_s, np.inf),
@@ -448,6 +449,16 @@ def _merge_dropped(plans: PlanArrays, tables: CostTables, sub: BatchCost, keep: 
         split_bound=rows(sub.split_bound, np.inf),
         split_terms=None if terms is None else {k: rows(v, np.nan) for k, v in terms.items()},
     )
+
+
+def _no_plans() -> BatchCost:
+    """The ``BatchCost`` of no plans."""
+    e, e2 = np.zeros(0), np.zeros((0, 1))
+    return BatchCost(step_time_s=e, breakdown=dict.fromkeys(BREAKDOWN_KEYS, e),
+                     memory_bytes=e, memory_stage=e.astype(int),
+                     memory_parts=dict.fromkeys(MEMORY_PARTS, e), model_flops=e,
+                     hardware_flops=e, m=e, class_time=e2, class_memory=e2, layer_time=e,
+                     class_layer_memory=e2, split_bound=e)
 
 
 def _pad(a: np.ndarray, width: int, fill: float) -> np.ndarray:
@@ -581,8 +592,8 @@ def _compose(plans: PlanArrays, tables: CostTables,
     pk = np.argmax(total, axis=1)
     memory = total[rows, pk]
     class_layer_memory = per_layer_state + stored * inflight * (1 + eff.memory_fragmentation)
-    parts = {"weights": weights, "gradients": grads, "optimizer": optim,
-             "activations": acts, "zero_buffers": zero_buf, "reserved": reserved}
+    parts = dict(zip(MEMORY_PARTS, (weights, grads, optim, acts, zero_buf, reserved),
+                     strict=True))
 
     # (Plans dropped by the lower bound report it: their memory is at least that.)
     fits = np.ones(len(plans), dtype=bool) if memory_cap is None else memory <= memory_cap
