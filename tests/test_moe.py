@@ -108,6 +108,20 @@ def test_qwen2_moe_shared_experts_and_sparse_step_import():
         ModelSpec.model_validate({"hf_config": bad})
 
 
+def test_moe_layer_count_counts_every_layer_the_rule_makes_moe():
+    """``num_moe_layers``'s closed form against the rule layer by layer: layer i is MoE when
+    i >= first_k_dense_layers and (i + 1) % moe_layer_freq == 0."""
+    for layers in range(1, 30):
+        for k in range(0, 31, 3):
+            for f in range(1, 8):
+                if not any(i >= k and (i + 1) % f == 0 for i in range(layers)):
+                    continue              # (the spec refuses a MoE model with no MoE layer)
+                m = ModelSpec(name="m", num_layers=layers, hidden_size=64, num_attention_heads=4,
+                              ffn_hidden_size=256, vocab_size=100, num_experts=4, moe_top_k=2,
+                              first_k_dense_layers=k, moe_layer_freq=f)
+                assert m.num_moe_layers == sum(i >= k and (i + 1) % f == 0 for i in range(layers))
+
+
 TINY = ModelSpec(name="tiny-moe", num_layers=4, hidden_size=1024, num_attention_heads=8,
                  ffn_hidden_size=4096, ffn_type="swiglu", vocab_size=1000, num_experts=8,
                  moe_top_k=2, moe_ffn_hidden_size=2048)

@@ -1,6 +1,7 @@
 """The step model's parts against numbers worked by hand: kernels from shapes, NCCL's protocol
 costs, ZeRO-3's per-layer max-plus, overlap slowdown, fixed costs."""
 
+import dataclasses
 import math
 
 import pytest
@@ -50,6 +51,27 @@ def test_misaligned_gemm_dimensions_run_slower():
     aligned = KM.gemm(8192, 5376, 1792) / 1792
     misaligned = KM.gemm(8192, 5376, 1800) / 1800
     assert misaligned > 1.3 * aligned
+
+
+def test_gemm_times_are_memoised_per_kernel_model_and_bounded(monkeypatch):
+    """A kernel model answers a shape asked before from its memo, with the same time; equal
+    kernel models built for the layers share one instance (and so one memo); the memo is
+    emptied when it reaches its bound."""
+    import planner.cost.kernels as kernels
+
+    km = dataclasses.replace(KM)                    # a copy of its own, with an empty memo
+    assert km._gemms is not KM._gemms
+    shapes = [(4096 * b, 1280, 8192) for b in (1, 2, 3)] + [(8192, 5376, 1800)]
+    first = [km.gemm(*s) for s in shapes]
+    assert [km.gemm(*s) for s in shapes] == first == [km._gemm(*s, 1) for s in shapes]
+    assert len(km._gemms) == 4 and km == KM        # the memo is not part of the model
+    train = TrainingSpec(global_batch_size=8, seq_length=2048)
+    a = kernel_model(A100, train, EfficiencyModel())
+    assert kernel_model(A100, train, EfficiencyModel()) is a
+    assert kernel_model(A100, train, EfficiencyModel(compute_scale=0.9)) is not a
+    monkeypatch.setattr(kernels, "GEMM_MEMO", 3)
+    km.gemm(64, 64, 64)
+    assert len(km._gemms) == 1
 
 
 def test_flash_attention_does_the_causal_half_of_the_work():

@@ -63,7 +63,7 @@ per-kernel overhead.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # (BM, BN, relative efficiency): the CTA tiles cuBLAS chooses from for 16-bit GEMMs on
 # Ampere/Hopper, largest first (the user's guide lists 256x128, 128x128, 128x64, 64x64).
@@ -74,6 +74,7 @@ TILES: tuple[tuple[int, int, float], ...] = (
 # square 2048^3 GEMMs on an A100-class GPU run at 0.89 of the 8192^3 rate
 # (mli/transformers-benchmarks issue 4), which full wave quantisation would put at 0.67.
 WAVE_TAIL = 0.25
+GEMM_MEMO = 250_000      # GEMM times a kernel model keeps (about 40 MB)
 MISALIGNED = 0.7
 # Fused attention's rates are quoted at head dimension 128; ``d_half`` of the head-size factor.
 ATTENTION_REF_HEAD_DIM = 128
@@ -121,9 +122,21 @@ class KernelModel:
     # The backward pass's own rate and half sequence (None: the forward's).
     attention_bwd_efficiency: float | None = None
     attention_bwd_half_seq: float | None = None
+    # The GEMM times worked out so far (a search's layers repeat shapes: Megatron's DeepSeek-V3
+    # space on 32,768 GPUs asks 888,180 times for 112,511 shapes); not part of the model.
+    _gemms: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     def gemm(self, m: float, n: float, k: float, count: float = 1) -> float:
         """Seconds for ``count`` independent GEMMs of shape (m, n, k) in one (batched) kernel."""
+        key = (m, n, k, count)
+        t = self._gemms.get(key)
+        if t is None:
+            if len(self._gemms) >= GEMM_MEMO:
+                self._gemms.clear()
+            t = self._gemms[key] = self._gemm(m, n, k, count)
+        return t
+
+    def _gemm(self, m: float, n: float, k: float, count: float) -> float:
         if m <= 0 or n <= 0 or k <= 0 or count <= 0:
             return 0.0
         rate = self.peak_flops * self.matmul_efficiency

@@ -45,6 +45,7 @@ layers), which spreads DeepSeek-V3's three dense layers evenly over the pipeline
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple, Protocol
 
 from planner.cost.efficiency import DEFAULT_ATTENTION_HALF_SEQ, EfficiencyModel
@@ -245,7 +246,7 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
          "attention_bwd_efficiency": scale * (eff.attention_fraction or kernel.backward),
          "attention_bwd_half_seq": kernel.backward_half_seq if half is None else half,
          "attention_head_half": kernel.head_dim_half})
-    return KernelModel(
+    return _shared(KernelModel(
         peak_flops=peak,
         attention_peak_flops=gpu.peak_flops(attn_prec),
         matmul_efficiency=matmul,
@@ -255,7 +256,14 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
         sm_count=gpu.sm_count,
         k_overhead=k0,
         kernel_overhead_s=eff.kernel_overhead_us * 1e-6,
-    )
+    ))
+
+
+@lru_cache(maxsize=16)
+def _shared(km: KernelModel) -> KernelModel:
+    """One instance per distinct kernel model (the most recent 16), so that its memoised
+    GEMM times (``KernelModel.gemm``) serve every layer costed on it."""
+    return km
 
 
 def layer_work(

@@ -327,8 +327,9 @@ class ModelSpec(PresetSpec):
     def num_moe_layers(self) -> int:
         if not self.is_moe:
             return 0
+        # Layers i in [k, L) with (i + 1) % f == 0: the multiples of f in [k + 1, L].
         k, f = self.first_k_dense_layers, self.moe_layer_freq
-        return sum(1 for i in range(k, self.num_layers) if (i + 1) % f == 0)
+        return max(0, self.num_layers // f - k // f)
 
     @property
     def moe_share(self) -> float:
