@@ -287,6 +287,10 @@ def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
         return np.zeros(0, dtype=bool)
     m, even = _schedule_facts(plans, model, training)
     ok = np.zeros(len(plans), dtype=bool)
-    for name in names:
-        ok |= runs_mask(name, plans, m, even, training, *model_rule_args(model))
+    for name in names:          # each framework over the plans none before it runs
+        rest = np.flatnonzero(~ok)
+        if not len(rest):
+            break
+        sub = plans if len(rest) == len(plans) else plans.take(rest)
+        ok[rest] = runs_mask(name, sub, m[rest], even[rest], training, *model_rule_args(model))
     return ok
