@@ -148,6 +148,27 @@ def test_what_a_config_cannot_give_is_refused_by_name(config, log, field):
     assert exc.value.field == field, exc.value
 
 
+@pytest.mark.parametrize("key, value, mesh", [
+    ("tensor_parallel_degree", 2, "tp=1"),
+    ("pipeline_parallel_degree", 2, "pp=1"),
+    ("context_parallel_degree", 2, "cp=1"),
+    ("data_parallel_replicate_degree", 2, "dp_replicate=1"),
+    ("data_parallel_shard_degree", 4, "dp_shard=8"),
+])
+def test_a_config_and_a_log_of_two_runs_are_refused(key, value, mesh):
+    """The config's degrees against the log's device mesh: a config and a log of different
+    runs would anchor the model on a run that never happened. (The fixture's shard degree
+    is -1, torchtitan's default: the ranks left, which the mesh states.)"""
+    config = CONFIG.replace(f"{key} = ", f"# {key} = ")
+    config = edit(config, "[parallelism]", f"[parallelism]\n{key} = {value}")
+    with pytest.raises(PlannerInputError, match=f"device mesh has {mesh}") as exc:
+        anchor_run(config, LOG, {"preset": "dgx-h100"})
+    assert exc.value.field == f"config.parallelism.{key}"
+    # Stated as the mesh has it, the run reads.
+    same = edit(config, f"{key} = {value}", f"{key} = {mesh.split('=')[1]}")
+    assert anchor_run(same, LOG, {"preset": "dgx-h100"})[0]["plan"]["dp"] == 8
+
+
 def test_a_pipeline_with_gradient_accumulation_is_refused():
     """torchtitan runs gradient accumulation over a pipeline as several schedules a step, each
     with its own fill and drain; the request costs one."""

@@ -169,14 +169,37 @@ function megatronEssential(text) {
   return keep.join("\n") + "\n";
 }
 
+// The lines of a torchtitan log the service reads (planner/calibration/torchtitan_run.py
+// essential): the device mesh and the steps, recognised with their colour codes removed.
+const TITAN_MESH = /Building device mesh with parallelism: pp=\d+, dp_replicate=\d+, /;
+const TITAN_STEP = /step:\s*\d+\s.*?tps:\s*\d[\d,]*/;
+function torchtitanEssential(text) {
+  const keep = text.split("\n").filter((line) => {
+    const plain = line.replace(/\x1b\[[0-9;]*m/g, "");
+    return TITAN_MESH.test(plain) || TITAN_STEP.test(plain);
+  });
+  return keep.join("\n") + "\n";
+}
+
 // Fit the stack's speeds to measured runs (POST /v1/anchors) and fill the two fields.
 async function fitAnchor() {
   const out = $("#anchor-result");
   const text = $("#anchor-json").value;
   let body;
-  if (/-{8,} arguments -{8,}/.test(text) && !text.trimStart().startsWith("{")) {
+  const isLog = !text.trimStart().startsWith("{");
+  if (isLog && /-{8,} arguments -{8,}/.test(text)) {
     // Rank 0's Megatron-LM log: the service reads the run from it, on the chosen cluster.
     body = { runs: [{ megatron_log: megatronEssential(text),
+                      cluster: { preset: $("#cluster").value } }] };
+  } else if (isLog && TITAN_MESH.test(text.replace(/\x1b\[[0-9;]*m/g, ""))) {
+    // Rank 0's torchtitan log and the job config it ran: read on the chosen cluster.
+    const config = $("#anchor-config").value;
+    if (!config.trim()) {
+      out.textContent = "A torchtitan log needs the job config (TOML) the run started with, " +
+        "in the box below it.";
+      return;
+    }
+    body = { runs: [{ torchtitan_config: config, torchtitan_log: torchtitanEssential(text),
                       cluster: { preset: $("#cluster").value } }] };
   } else {
     try { body = JSON.parse(text); } catch (e) {

@@ -105,10 +105,33 @@ def step_times(log: str, tokens_per_step: float, world: int, skip: int = 1
     return steady_step([tokens_per_step / (t * world) for t in tps], skip)
 
 
+# The config's degrees and the device mesh's names of them, with torchtitan's defaults
+# (``JobConfig.parallelism``: data_parallel_shard_degree -1 takes the ranks left).
+MESH_DEGREES = (("pipeline_parallel_degree", "pp", 1),
+                ("data_parallel_replicate_degree", "dp_replicate", 1),
+                ("data_parallel_shard_degree", "dp_shard", -1),
+                ("context_parallel_degree", "cp", 1), ("tensor_parallel_degree", "tp", 1))
+
+
+def _same_degrees(par: dict, degrees: dict[str, int]) -> None:
+    """The log's device mesh is what the config asks (a config and a log of two different
+    runs would anchor the model on a run that never happened)."""
+    for key, mesh, default in MESH_DEGREES:
+        given = par.get(key, default)
+        if given == -1 and default == -1:
+            continue
+        v = _count(par, "parallelism", key, default)
+        if v != degrees[mesh]:
+            raise PlannerInputError(f"config.parallelism.{key}", f"{v}, where the log's device "
+                                    f"mesh has {mesh}={degrees[mesh]}: the config and the log "
+                                    "are not of one run")
+
+
 def _plan(cfg: dict, degrees: dict[str, int], layers: int) -> dict:
     """The plan (the inverse of ``planner.launch.torchtitan``'s [parallelism] and [training]
     sections)."""
     par, tr = _section(cfg, "parallelism"), _section(cfg, "training")
+    _same_degrees(par, degrees)
     pp, rep, shard, cp, tp = (degrees[k] for k in ("pp", "dp_replicate", "dp_shard", "cp",
                                                    "tp"))
     if _count(par, "parallelism", "expert_parallel_degree", 1) > 1:

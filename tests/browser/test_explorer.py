@@ -389,6 +389,42 @@ def test_a_megatron_log_pasted_in_the_page_is_read_and_fitted(page):
     assert "Megatron-LM log, 32 GPUs: measured 3.12 s" in page.inner_text("#anchor-result")
 
 
+def test_a_torchtitan_run_pasted_in_the_page_is_read_and_fitted(page):
+    """Rank 0's torchtitan log and its job config pasted: the service reads the run on the
+    chosen cluster and fits it; without the config the page asks for it and sends nothing; a
+    config of another run says which key; a long log is sent as the lines the reader
+    reads."""
+    data = Path(__file__).resolve().parents[1] / "data" / "torchtitan"
+    log, config = (data / "llama3-8b-8gpu.log").read_text(), (data / "llama3-8b-8gpu.toml").read_text()
+    open_explorer(page)
+    page.select_option("#cluster", "dgx-h100")
+    page.click("#anchor-details summary")
+    page.fill("#anchor-json", log)
+    page.click("#anchor-button")
+    page.wait_for_selector("#anchor-result:has-text('needs the job config')")
+    assert page.input_value("#compute_scale") == ""
+    page.fill("#anchor-config", config)
+    page.click("#anchor-button")
+    page.wait_for_selector("#anchor-result:has-text('Kernel speed')")
+    assert 0.5 < float(page.input_value("#compute_scale")) < 2
+    assert "torchtitan log, 8 GPUs: measured" in page.inner_text("#anchor-result")
+    # A config of another run than the log's (tp 2 against the mesh's tp=1).
+    page.fill("#anchor-config", config.replace("tensor_parallel_degree = 1",
+                                               "tensor_parallel_degree = 2"))
+    page.click("#anchor-button")
+    page.wait_for_selector("#anchor-result:has-text('refused')")
+    assert "tensor_parallel_degree" in page.inner_text("#anchor-result")
+    noise = "".join(f"[rank0]:[titan] NCCL INFO Channel {i:05d}/32 : 0 1 2 3\n"
+                    for i in range(25_000))
+    assert len(noise + log) > 900_000
+    page.fill("#anchor-config", config)
+    page.fill("#compute_scale", "")
+    page.locator("#anchor-json").evaluate("(el, text) => { el.value = text; }", noise + log)
+    page.click("#anchor-button")
+    page.wait_for_selector("#anchor-result:has-text('Kernel speed')")
+    assert "torchtitan log, 8 GPUs: measured" in page.inner_text("#anchor-result")
+
+
 def test_hybrid_sharding_asked_in_the_page(page):
     """The replicas restriction (search.dp_replicate): Llama 3 8B on two DGX H100 nodes with
     ZeRO-3 over 2 replicas lists plans of 2 replicas, whose details name them; a count that
