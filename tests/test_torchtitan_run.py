@@ -17,7 +17,8 @@ from planner.cli.main import app
 from planner.cost import estimate
 from planner.errors import PlannerInputError
 from planner.request import EstimateRequest
-from planner.specs import ModelSpec
+from planner.search.plan_request import FRAMEWORK_TRAINING
+from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 from tests.test_launch import KEYS, PLANS, estimated, launched, random_plan
 
 DATA = Path(__file__).parent / "data" / "torchtitan"
@@ -32,7 +33,7 @@ def titan_log(est, training, tps: list[int]) -> str:
                         else (est.dp_replicate, est.dp // est.dp_replicate))
     lines = ["[rank0]:[titan] 2026-12-05 08:00:00,000 - root - INFO - Building device mesh with "
              f"parallelism: pp={est.pp}, dp_replicate={replicate}, dp_shard={shard}, "
-             f"cp={est.cp}, tp={est.tp}, ep=1, etp=1"]
+             f"cp={est.cp}, tp={est.tp}, ep={est.ep}, etp={est.etp}"]
     for i, t in enumerate(tps):
         lines.append(f"[rank0]:[titan] 2026-12-05 08:0{i}:00,000 - root - INFO - \x1b[31mstep: "
                      f"{10 * i + 1:2}  \x1b[32mloss:  7.12345  \x1b[34mtps: {t:,}  "
@@ -67,6 +68,79 @@ def test_configs_of_random_torchtitan_plans_read_back_to_the_same_prediction():
         checked += 1
         pipelined += est.pp > 1
     assert checked >= 25 and pipelined >= 10, (checked, pipelined)     # (30, 16)
+
+
+def random_moe_plan(rng: random.Random):
+    """A random MoE plan on torchtitan's training (FSDP2, its token copies, grouped experts),
+    with PyTorch's all-to-all or DeepEP, on one to four DGX H100 nodes."""
+    experts = rng.choice([4, 8, 16])
+    model = ModelSpec(name="moe", num_layers=rng.randint(2, 12), hidden_size=1024,
+                      num_attention_heads=16, num_kv_heads=rng.choice([4, 16]),
+                      ffn_type="swiglu", ffn_hidden_size=2816, vocab_size=32000,
+                      num_experts=experts, moe_top_k=rng.choice([1, 2]),
+                      moe_ffn_hidden_size=rng.choice([512, 1024]))
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=rng.choice([1, 2, 4]))
+    training = TrainingSpec.model_validate({
+        **FRAMEWORK_TRAINING["torchtitan"], "moe_expert_gemm": "grouped",
+        "moe_dispatcher": rng.choice(["alltoall", "deepep"]),
+        "global_batch_size": rng.choice([32, 64, 128]), "seq_length": rng.choice([1024, 2048])})
+    n = cluster.num_gpus
+    tp, pp, cp = rng.choice([1, 2]), rng.choice([1, 1, 2]), rng.choice([1, 1, 2])
+    dp = n // (tp * pp * cp)
+    etp = rng.choice([1, tp])
+    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch_size=1,
+                        recompute=rng.choice(["none", "full"]),
+                        zero_stage=(1 if pp > 1 else rng.choice([2, 3])) if dp * cp > 1 else 0,
+                        sequence_parallel=tp > 1, ep=rng.choice([e for e in (1, 2, 4, 8)
+                                                                 if e <= experts]),
+                        etp=etp)
+    return model, cluster, training, plan
+
+
+def test_configs_of_random_torchtitan_moe_plans_read_back_to_the_same_prediction():
+    """The MoE plans torchtitan runs: expert degrees, grouped experts and the dispatcher read
+    back from the config and the mesh (ep, etp), the same prediction to the last bit."""
+    rng = random.Random(11)
+    checked, deepep, expert_parallel = 0, 0, 0
+    for _ in range(400):
+        try:
+            model, cluster, training, plan = random_moe_plan(rng)
+            est = estimated(model, cluster, training, plan)
+        except (ValueError, PlannerInputError):
+            continue                      # (an invalid draw: the plan's own validation)
+        if "torchtitan" not in est.frameworks:
+            continue
+        run, got, _ = read_back(est, model, cluster, training)
+        assert got.step_time_s == est.step_time_s, (plan, run)
+        assert got.memory_per_gpu_gib == est.memory_per_gpu_gib
+        assert (run["plan"]["ep"], run["plan"]["etp"]) == (est.ep, est.etp)
+        assert run["training"]["moe_dispatcher"] == training.moe_dispatcher
+        checked += 1
+        deepep += training.moe_dispatcher == "deepep"
+        expert_parallel += est.ep > 1
+    assert checked >= 100 and deepep >= 40 and expert_parallel >= 80, (checked, deepep,
+                                                                      expert_parallel)  # (116, 56, 100)
+
+
+def test_a_moe_config_whose_expert_degree_is_not_the_mesh_is_refused():
+    model = ModelSpec(name="moe", num_layers=4, hidden_size=1024, num_attention_heads=16,
+                      ffn_type="swiglu", ffn_hidden_size=2816, vocab_size=32000, num_experts=8,
+                      moe_top_k=2)
+    config = edit(CONFIG, "context_parallel_degree = 1",
+                  "context_parallel_degree = 1\nexpert_parallel_degree = 4")
+    log = LOG.replace("ep=1, etp=1", "ep=8, etp=1")
+    with pytest.raises(PlannerInputError, match="device mesh has ep=8") as exc:
+        anchor_run(config, log, {"preset": "dgx-h100"}, model.model_dump(mode="json"))
+    assert exc.value.field == "config.parallelism.expert_parallel_degree"
+    run, notes = anchor_run(config, LOG.replace("ep=1, etp=1", "ep=4, etp=1"),
+                            {"preset": "dgx-h100"}, model.model_dump(mode="json"))
+    assert (run["plan"]["ep"], run["training"]["moe_expert_gemm"]) == (4, "grouped")
+    assert any("moe_load_imbalance" in n for n in notes)
+    with pytest.raises(PlannerInputError) as exc:
+        anchor_run(edit(config, "[parallelism]", '[parallelism]\nexpert_parallel_comm_backend = '
+                        '"nccl"'), LOG.replace("ep=1, etp=1", "ep=4, etp=1"),
+                   {"preset": "dgx-h100"}, model.model_dump(mode="json"))
+    assert exc.value.field == "config.parallelism.expert_parallel_comm_backend"
 
 
 TITAN_GOLDENS = [n for n in sorted(PLANS) if "torchtitan" in launched(n)[1].frameworks]
@@ -231,16 +305,27 @@ def with_key(config: str, section: str, key: str, value: str) -> str:
 
 def test_junk_in_any_key_read_is_a_named_error_never_a_crash():
     """Every config key the reader reads, given as junk (zero, negative, text, a list, a
-    table, a float, a boolean), on a plain and on a pipelined run: read and estimated, or
+    table, a float, a boolean), on a plain, a pipelined and a MoE run: read and estimated, or
     PlannerInputError; never another exception (the service's 500)."""
     pipelined = with_key(with_key(with_key(CONFIG, "parallelism", "pipeline_parallel_degree",
                                            "2"), "training", "local_batch_size", "4"),
                          "parallelism", "pipeline_parallel_layers_per_stage", "17")
     pp_log = LOG.replace("pp=1, dp_replicate=1, dp_shard=8", "pp=2, dp_replicate=1, dp_shard=4")
     anchor_run(pipelined, pp_log, {"preset": "dgx-h100"})          # the base reads
+    moe = ModelSpec(name="moe", num_layers=4, hidden_size=1024, num_attention_heads=16,
+                    ffn_type="swiglu", ffn_hidden_size=2816, vocab_size=32000, num_experts=8,
+                    moe_top_k=2)
+    moe_config = with_key(with_key(CONFIG, "parallelism", "expert_parallel_degree", "4"),
+                          "parallelism", "expert_parallel_comm_backend", '"deepep"')
+    moe_log = LOG.replace("ep=1, etp=1", "ep=4, etp=1")
+    anchor_run(moe_config, moe_log, {"preset": "dgx-h100"}, moe.model_dump(mode="json"))
     keys = {"training": ["local_batch_size", "global_batch_size", "seq_len",
                          "mixed_precision_param", "dtype"],
             "parallelism": ["fsdp_reshard_after_forward", "expert_parallel_degree",
+                            "expert_tensor_parallel_degree", "expert_parallel_comm_backend",
+                            "tensor_parallel_degree", "pipeline_parallel_degree",
+                            "context_parallel_degree", "data_parallel_shard_degree",
+                            "data_parallel_replicate_degree",
                             "enable_async_tensor_parallel", "pipeline_parallel_microbatch_size",
                             "module_fqns_per_model_part", "pipeline_parallel_layers_per_stage",
                             "pipeline_parallel_first_stage_less_layers",
@@ -251,14 +336,16 @@ def test_junk_in_any_key_read_is_a_named_error_never_a_crash():
             "quantize.linear.float8": ["enable_fsdp_float8_all_gather"]}
     junk = ["0", "-1", '"abc"', "[1, 2]", "{a = 1}", "1.5", "true", '[["x"]]', "[[1]]"]
     refused = 0
-    for config, log in ((CONFIG, LOG), (pipelined, pp_log)):
+    for config, log, model in ((CONFIG, LOG, None), (pipelined, pp_log, None),
+                               (moe_config, moe_log, moe)):
         for section, names in keys.items():
             for key in names:
                 for value in junk:
                     try:
                         run, _ = TorchtitanRun(
                             torchtitan_config=with_key(config, section, key, value),
-                            torchtitan_log=log, cluster={"preset": "dgx-h100"}).anchor_run(0)
+                            torchtitan_log=log, cluster={"preset": "dgx-h100"},
+                            model=model).anchor_run(0)
                         estimate(run.model, run.cluster, run.training, run.plan)
                     except PlannerInputError:
                         refused += 1

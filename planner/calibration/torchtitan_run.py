@@ -16,8 +16,10 @@ the non-data-parallel degree (``metrics.py``), so one step takes global batch x 
 ``skip`` (the first holds the compilation).
 
 Llama 3's flavors (8B, 70B, 405B) are read from the config's ``[model]``; any other model is
-given with the run. Dense models only: torchtitan's MoE layers (their routing and grouped
-GEMMs) are left to hand-written requests.
+given with the run. A MoE model's expert degrees are ``expert_parallel_degree`` and
+``expert_tensor_parallel_degree`` (checked against the mesh's ep and etp), its experts one
+grouped GEMM (``MoEArgs.use_grouped_mm``, true by default) and its dispatch PyTorch's all-to-all
+or DeepEP's (``expert_parallel_comm_backend``); the routing's balance is not in the log.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ LLAMA3_FLAVORS = {"8B": (4096, 32, 32, 8, 1.3, 1024), "70B": (8192, 80, 64, 8, 1
                   "405B": (16384, 126, 128, 8, 1.2, 4096)}
 LLAMA3_VOCAB = 128256
 MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_replicate=(\d+), "
-                  r"dp_shard=(\d+), cp=(\d+), tp=(\d+)")
+                  r"dp_shard=(\d+), cp=(\d+), tp=(\d+)(?:, ep=(\d+), etp=(\d+))?")
 STEP = re.compile(r"step:\s*(\d+)\s.*?tps:\s*(\d[\d,]*)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # torchtitan's float8 converter (v0.2.2 registers "quantize.linear.float8"; "float8" before).
@@ -86,11 +88,14 @@ def _world(log: str) -> tuple[int, dict[str, int]]:
     if not found:
         raise PlannerInputError("log", "no 'Building device mesh with parallelism: ...' line "
                                 "(torchtitan logs it at start-up)")
-    pp, rep, shard, cp, tp = (int(x) for x in found[-1])
+    pp, rep, shard, cp, tp = (int(x) for x in found[-1][:5])
     world = pp * rep * shard * cp * tp
     if world < 1:
         raise PlannerInputError("log", "the device mesh line gives no ranks")
-    return world, {"pp": pp, "dp_replicate": rep, "dp_shard": shard, "cp": cp, "tp": tp}
+    degrees = {"pp": pp, "dp_replicate": rep, "dp_shard": shard, "cp": cp, "tp": tp}
+    if found[-1][5]:       # (the expert degrees, carved out of the others: not in the world)
+        degrees.update(ep=int(found[-1][5]), etp=int(found[-1][6]))
+    return world, degrees
 
 
 def step_times(log: str, tokens_per_step: float, world: int, skip: int = 1
@@ -110,7 +115,8 @@ def step_times(log: str, tokens_per_step: float, world: int, skip: int = 1
 MESH_DEGREES = (("pipeline_parallel_degree", "pp", 1),
                 ("data_parallel_replicate_degree", "dp_replicate", 1),
                 ("data_parallel_shard_degree", "dp_shard", -1),
-                ("context_parallel_degree", "cp", 1), ("tensor_parallel_degree", "tp", 1))
+                ("context_parallel_degree", "cp", 1), ("tensor_parallel_degree", "tp", 1),
+                ("expert_parallel_degree", "ep", 1), ("expert_tensor_parallel_degree", "etp", 1))
 
 
 def _same_degrees(par: dict, degrees: dict[str, int]) -> None:
@@ -118,7 +124,7 @@ def _same_degrees(par: dict, degrees: dict[str, int]) -> None:
     runs would anchor the model on a run that never happened)."""
     for key, mesh, default in MESH_DEGREES:
         given = par.get(key, default)
-        if given == -1 and default == -1:
+        if given == -1 and default == -1 or mesh not in degrees:
             continue
         v = _count(par, "parallelism", key, default)
         if v != degrees[mesh]:
@@ -127,17 +133,18 @@ def _same_degrees(par: dict, degrees: dict[str, int]) -> None:
                                     "are not of one run")
 
 
-def _plan(cfg: dict, degrees: dict[str, int], layers: int) -> dict:
+def _plan(cfg: dict, degrees: dict[str, int], layers: int, moe: bool) -> dict:
     """The plan (the inverse of ``planner.launch.torchtitan``'s [parallelism] and [training]
-    sections)."""
+    sections); ``moe``: the model has routed experts."""
     par, tr = _section(cfg, "parallelism"), _section(cfg, "training")
     _same_degrees(par, degrees)
     pp, rep, shard, cp, tp = (degrees[k] for k in ("pp", "dp_replicate", "dp_shard", "cp",
                                                    "tp"))
-    if _count(par, "parallelism", "expert_parallel_degree", 1) > 1:
+    ep = _count(par, "parallelism", "expert_parallel_degree", 1)
+    etp = _count(par, "parallelism", "expert_tensor_parallel_degree", 1)
+    if not moe and ep * etp > 1:
         raise PlannerInputError("config.parallelism.expert_parallel_degree", "expert "
-                                "parallelism: torchtitan's MoE runs are not read from a config "
-                                "yet; write the run's request by hand")
+                                "parallelism for a model without routed experts")
     if par.get("enable_async_tensor_parallel") is True and tp > 1:
         raise PlannerInputError("config.parallelism.enable_async_tensor_parallel", "async "
                                 "tensor parallelism overlaps what the request costs as "
@@ -201,6 +208,8 @@ def _plan(cfg: dict, degrees: dict[str, int], layers: int) -> dict:
     plan: dict[str, Any] = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp,
                             "micro_batch_size": mbs, "recompute": mode, "zero_stage": zero,
                             "sequence_parallel": tp > 1}
+    if moe:
+        plan.update(ep=ep, etp=etp)
     if zero and rep > 1:
         plan["dp_replicate"] = rep
     if stages is not None:
@@ -280,7 +289,7 @@ def global_batch(tr: dict, dp: int) -> int:
     return _count(tr, "training", "global_batch_size")
 
 
-def _training(cfg: dict, plan: dict) -> dict:
+def _training(cfg: dict, plan: dict, moe: bool) -> dict:
     tr, model = _section(cfg, "training"), _section(cfg, "model")
     t: dict[str, Any] = {**FRAMEWORK_TRAINING["torchtitan"],
                          "global_batch_size": global_batch(tr, plan["dp"]),
@@ -317,6 +326,15 @@ def _training(cfg: dict, plan: dict) -> dict:
         t["recompute_early_stop"] = ac.get("early_stop", False) is True
     if plan["tp"] > 1:
         t["async_tensor_model_parallel_allreduce"] = False
+    if moe:
+        # torchtitan's experts run one grouped GEMM (MoEArgs.use_grouped_mm, true by default);
+        # its expert-parallel backend is PyTorch's all-to-all or DeepEP's kernels.
+        t["moe_expert_gemm"] = "grouped"
+        backend = _section(cfg, "parallelism").get("expert_parallel_comm_backend", "standard")
+        if backend not in ("standard", "deepep"):
+            raise PlannerInputError("config.parallelism.expert_parallel_comm_backend",
+                                    f"{shown(backend)} is not standard or deepep")
+        t["moe_dispatcher"] = "deepep" if backend == "deepep" else "alltoall"
     return t
 
 
@@ -342,11 +360,15 @@ def anchor_run(config: str, log: str, cluster: dict, model: dict | None = None,
     layers = model.get("num_layers") if isinstance(model, dict) else None
     if not isinstance(layers, int) or layers < 1:
         raise PlannerInputError("model.num_layers", "needed as a whole number of 1 or more")
+    moe = (model.get("num_experts") or 1) > 1
     world, degrees = _world(log)
-    plan = _plan(cfg, degrees, layers)
-    training = _training(cfg, plan)
+    plan = _plan(cfg, degrees, layers, moe)
+    training = _training(cfg, plan, moe)
     step, notes = step_times(log, training["global_batch_size"] * training["seq_length"],
                              world, skip)
+    if moe:
+        notes.append("training.moe_load_imbalance keeps its default (the log does not measure "
+                     "the routing's balance): set it in the run where you know it")
     cluster = with_world(cluster, world)
     run = {"name": name or f"torchtitan log, {world} GPUs", "measured_step_time_s": step,
            "model": model, "cluster": cluster, "training": training, "plan": plan}
