@@ -1136,7 +1136,7 @@ def autotp_column_inputs(model) -> int:
     return 5 if model.ffn_type == "swiglu" and not model.is_moe else 0
 
 
-def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool = False,
+def rules_context(plans, m, even, training, group=None, moe: bool = False, mtp: bool = False,
              autotp: int = 0, gqa: bool = False) -> dict:
     """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
     (default: the smallest valid one, ``microbatch_group``, what the step model costs an
@@ -1211,41 +1211,55 @@ def _context(plans, m, even, training, group=None, moe: bool = False, mtp: bool 
 
 def runs_mask(framework: str, plans, m, even, training, moe: bool = False,
               mtp: bool = False, autotp: int = 0, gqa: bool = False) -> np.ndarray:
-    """For each plan of the arrays: whether ``framework`` runs it as predicted. Its rules run
-    in order over the plans none has refused yet: whenever a quarter of those is refused,
-    the rules' inputs are narrowed to the rest (a rule that refuses most of a large space,
-    Megatron-LM's ZeRO-2/3 under a pipeline, spares the others those plans)."""
-    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
-    idx = np.arange(len(plans))                 # the plans ``ctx`` holds
-    bad = np.zeros(len(plans), dtype=bool)      # refused among them
+    """For each plan of the arrays: whether ``framework`` runs it as predicted."""
+    ctx = rules_context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
+    return rules_mask(framework, ctx)
+
+
+def rules_mask(framework: str, ctx: dict, only: np.ndarray | None = None) -> np.ndarray:
+    """``runs_mask`` over the rules' inputs ``ctx`` (``rules_context``), for the plans ``only``
+    marks (the others come back False). The framework's rules run in order over the plans
+    none has refused yet: whenever a quarter of those is refused, the inputs are narrowed to
+    the rest (``_Narrowed``; a rule that refuses most of a large space, Megatron-LM's ZeRO-2/3
+    under a pipeline, spares the others those plans)."""
+    n = ctx["n"]
+    idx = np.arange(n)                                      # the plans ``ctx`` holds
+    bad = np.zeros(n, dtype=bool) if only is None else ~only    # refused among them
     for fw, _, _, pred in RULES:
         if fw != framework:
             continue
-        bad |= np.asarray(pred(ctx), dtype=bool)
         if 4 * np.count_nonzero(bad) >= len(idx):
             keep = ~bad
-            idx, ctx, bad = idx[keep], _narrow(ctx, keep), bad[keep]
+            idx, ctx, bad = idx[keep], _Narrowed(ctx, keep), bad[keep]
             if not len(idx):
                 break
-    ok = np.zeros(len(plans), dtype=bool)
+        bad |= np.asarray(pred(ctx), dtype=bool)
+    ok = np.zeros(n, dtype=bool)
     ok[idx[~bad]] = True
     return ok
 
 
-def _narrow(ctx: dict, keep: np.ndarray) -> dict:
-    """The rules' inputs of the plans ``keep`` marks (every per-plan array narrowed)."""
-    n = ctx["n"]
-    out = {k: (v[keep] if isinstance(v, np.ndarray) and v.shape == (n,) else v)
-           for k, v in ctx.items()}
-    out["n"] = int(np.count_nonzero(keep))
-    return out
+class _Narrowed(dict):
+    """The rules' inputs of the plans ``keep`` marks: each per-plan array of ``base`` narrowed
+    when a rule first reads it (most rules read a few of the inputs)."""
+
+    def __init__(self, base: dict, keep: np.ndarray):
+        super().__init__(n=int(np.count_nonzero(keep)))
+        self._base, self._keep, self._of = base, keep, base["n"]
+
+    def __missing__(self, key: str):
+        v = self._base[key]
+        if isinstance(v, np.ndarray) and v.shape == (self._of,):
+            v = v[self._keep]
+        self[key] = v
+        return v
 
 
 def universal_refusals(framework: str, plans, m, even, training, moe: bool = False,
                        mtp: bool = False, autotp: int = 0, gqa: bool = False) -> list[str]:
     """The messages of ``framework``'s rules that refuse every plan of the arrays (what a
     request asks that the framework cannot run at all, whatever the degrees)."""
-    ctx = _context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
+    ctx = rules_context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
     return [message for fw, _, message, pred in RULES
             if fw == framework and bool(np.all(np.asarray(pred(ctx), dtype=bool)))]
 
@@ -1260,7 +1274,7 @@ def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
     # level import of planner.cost would close a cycle whenever frameworks is imported first.
     from planner.cost.batch import PlanArrays
 
-    ctx = _context(PlanArrays.from_plans([plan]), [grad_accum_steps], [even], training,
+    ctx = rules_context(PlanArrays.from_plans([plan]), [grad_accum_steps], [even], training,
                    None if group is None else [group], moe, mtp, autotp, gqa)
     return {fw: [message for f, _, message, pred in RULES
                  if f == fw and bool(np.asarray(pred(ctx), dtype=bool)[0])]

@@ -1,6 +1,6 @@
-"""``frameworks.runs_mask`` narrows the rules' inputs to the plans not yet refused, and
-``space.runs_on`` asks each framework only about the plans none before it runs: both must
-give what every rule over every plan gives."""
+"""``frameworks.rules_mask`` narrows the rules' inputs to the plans not yet refused (and to
+the plans it is asked about), and ``space.runs_on`` asks each framework only about the plans
+none before it runs: both must give what every rule over every plan gives."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ import random
 import numpy as np
 import pytest
 
-from planner.frameworks import FRAMEWORKS, RULES, _context, model_rule_args, runs_mask
+from planner.frameworks import (
+    FRAMEWORKS,
+    RULES,
+    model_rule_args,
+    rules_context,
+    rules_mask,
+    runs_mask,
+)
 from planner.search import PlanRequest
 from planner.search.space import _schedule_facts, build_space, runs_on
 from tests.test_search import random_request
@@ -24,7 +31,7 @@ def _lattice(req: PlanRequest):
 def _every_rule(framework: str, plans, req: PlanRequest) -> np.ndarray:
     m, even = _schedule_facts(plans, req.model, req.training)
     moe, mtp, autotp, gqa = model_rule_args(req.model)
-    ctx = _context(plans, m, even, req.training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
+    ctx = rules_context(plans, m, even, req.training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
     ok = np.ones(len(plans), dtype=bool)
     for fw, _, _, pred in RULES:
         if fw == framework:
@@ -37,9 +44,15 @@ def _check(req: PlanRequest) -> dict[str, int]:
     plans = _lattice(req)
     m, even = _schedule_facts(plans, req.model, req.training)
     want = {fw: _every_rule(fw, plans, req) for fw in FRAMEWORKS}
+    moe, mtp, autotp, gqa = model_rule_args(req.model)
+    ctx = rules_context(plans, m, even, req.training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
+    only = np.random.default_rng(len(plans)).random(len(plans)) < 0.6
     for fw in FRAMEWORKS:
         got = runs_mask(fw, plans, m, even, req.training, *model_rule_args(req.model))
         np.testing.assert_array_equal(got, want[fw], err_msg=fw)
+        # Over a subset of the plans: the same answers there, False elsewhere.
+        np.testing.assert_array_equal(rules_mask(fw, ctx, only=only), want[fw] & only,
+                                      err_msg=fw)
     np.testing.assert_array_equal(runs_on(plans, req.model, req.training, FRAMEWORKS),
                                   np.logical_or.reduce([want[fw] for fw in FRAMEWORKS]))
     return {"plans": len(plans), **{fw: int(want[fw].sum()) for fw in FRAMEWORKS}}

@@ -36,7 +36,8 @@ from planner.errors import PlannerInputError
 from planner.frameworks import (
     FRAMEWORKS,
     model_rule_args,
-    runs_mask,
+    rules_context,
+    rules_mask,
     universal_refusals,
 )
 from planner.kept import Kept
@@ -286,11 +287,11 @@ def runs_on(plans: PlanArrays, model: ModelSpec, training: TrainingSpec,
     if not len(plans):
         return np.zeros(0, dtype=bool)
     m, even = _schedule_facts(plans, model, training)
+    moe, mtp, autotp, gqa = model_rule_args(model)
+    ctx = rules_context(plans, m, even, training, moe=moe, mtp=mtp, autotp=autotp, gqa=gqa)
     ok = np.zeros(len(plans), dtype=bool)
     for name in names:          # each framework over the plans none before it runs
-        rest = np.flatnonzero(~ok)
-        if not len(rest):
+        if ok.all():
             break
-        sub = plans if len(rest) == len(plans) else plans.take(rest)
-        ok[rest] = runs_mask(name, sub, m[rest], even[rest], training, *model_rule_args(model))
+        ok |= rules_mask(name, ctx, only=~ok)
     return ok
