@@ -214,9 +214,11 @@ def hbm_bytes_per_s(gpu: GPUSpec, eff: EfficiencyModel) -> float:
             * eff.compute_scale)
 
 
+@lru_cache(maxsize=64)
 def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
                  gemm_precision: Precision | None = None) -> KernelModel:
-    """The GPU's rates for this training's precision, with the efficiency model's overrides."""
+    """The GPU's rates for this training's precision, with the efficiency model's overrides
+    (a pure function of its frozen arguments: the most recent 64 are kept)."""
     prec: Precision = gemm_precision or training.precision
     fp8 = prec == "fp8"
     base: Precision = "bf16" if fp8 or prec == "bf16" else prec
