@@ -1137,7 +1137,7 @@ def autotp_column_inputs(model) -> int:
 
 
 def rules_context(plans, m, even, training, group=None, moe: bool = False, mtp: bool = False,
-             autotp: int = 0, gqa: bool = False) -> dict:
+                  autotp: int = 0, gqa: bool = False) -> dict:
     """The rules' inputs; ``group`` is the interleaved schedule's micro-batch group per plan
     (default: the smallest valid one, ``microbatch_group``, what the step model costs an
     interleaved plan with; pp where pp divides the micro-batches); ``moe``:
@@ -1275,7 +1275,7 @@ def reasons_by_framework(plan, grad_accum_steps: int, even: bool, training,
     from planner.cost.batch import PlanArrays
 
     ctx = rules_context(PlanArrays.from_plans([plan]), [grad_accum_steps], [even], training,
-                   None if group is None else [group], moe, mtp, autotp, gqa)
+                        None if group is None else [group], moe, mtp, autotp, gqa)
     return {fw: [message for f, _, message, pred in RULES
                  if f == fw and bool(np.asarray(pred(ctx), dtype=bool)[0])]
             for fw in FRAMEWORKS}

@@ -1,5 +1,6 @@
-"""The steady step of a run from the intervals its training log reports, for the log readers
-(``megatron_log``, ``torchtitan_run``)."""
+"""What the log readers (``megatron_log``, ``torchtitan_run``) share: the steady step of a run
+from the intervals its training log reports, how a value is echoed, the run's node count, and
+the note on what no log says of a MoE run."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import statistics
 
 # Logged intervals that spread more than this around their median are said.
 SPREAD = 0.1
+# What no log says: how evenly the router spread the tokens.
+MOE_BALANCE_NOTE = ("training.moe_load_imbalance keeps its default (the log does not measure "
+                    "the routing's balance): set it in the run where you know it")
 
 
 def steady_step(steps_s: list[float], skip: int) -> tuple[float, list[str]]:

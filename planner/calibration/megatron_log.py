@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.calibration.logged import shown, steady_step, with_world
+from planner.calibration.logged import MOE_BALANCE_NOTE, shown, steady_step, with_world
 from planner.errors import PlannerInputError
 from planner.specs.layout import default_layout, explicit_layout
 
@@ -536,8 +536,7 @@ def anchor_run(text: str, cluster: dict, name: str | None = None, skip: int = 1
     world = a.count("world_size")
     cluster = with_world(cluster, world)
     if model.get("num_experts"):
-        notes.append("training.moe_load_imbalance keeps its default (the log does not measure "
-                     "the routing's balance): set it in the run where you know it")
+        notes.append(MOE_BALANCE_NOTE)
     run = {"name": name or f"Megatron-LM log, {world} GPUs", "measured_step_time_s": step,
            "model": model, "cluster": cluster, "training": training, "plan": plan}
     return run, notes

@@ -29,7 +29,7 @@ from typing import Any
 
 import tomllib
 
-from planner.calibration.logged import shown, steady_step, with_world
+from planner.calibration.logged import MOE_BALANCE_NOTE, shown, steady_step, with_world
 from planner.errors import PlannerInputError
 from planner.search.plan_request import FRAMEWORK_TRAINING
 from planner.specs.layout import default_layout, explicit_layout
@@ -360,15 +360,15 @@ def anchor_run(config: str, log: str, cluster: dict, model: dict | None = None,
     layers = model.get("num_layers") if isinstance(model, dict) else None
     if not isinstance(layers, int) or layers < 1:
         raise PlannerInputError("model.num_layers", "needed as a whole number of 1 or more")
-    moe = (model.get("num_experts") or 1) > 1
+    experts = model.get("num_experts")
+    moe = isinstance(experts, int) and experts > 1
     world, degrees = _world(log)
     plan = _plan(cfg, degrees, layers, moe)
     training = _training(cfg, plan, moe)
     step, notes = step_times(log, training["global_batch_size"] * training["seq_length"],
                              world, skip)
     if moe:
-        notes.append("training.moe_load_imbalance keeps its default (the log does not measure "
-                     "the routing's balance): set it in the run where you know it")
+        notes.append(MOE_BALANCE_NOTE)
     cluster = with_world(cluster, world)
     run = {"name": name or f"torchtitan log, {world} GPUs", "measured_step_time_s": step,
            "model": model, "cluster": cluster, "training": training, "plan": plan}

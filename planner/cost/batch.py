@@ -308,7 +308,7 @@ def model_states(plans: PlanArrays, tables: CostTables, classes, mtp_at, any_spl
     """``ModelStates`` of the plans' stage classes (``stage_classes``), the MTP modules on the
     classes ``mtp_at`` marks (ZeRO: Rajbhandari et al., ``memory.model_state_bytes``). They
     depend on tp, pp, vpp, ZeRO stage, the ranks ZeRO shards over (one replica's dp x cp), ep,
-    etp and whether block recompute is set: ``STATE_KEY``."""
+    etp and whether block recompute is set: ``state_key``."""
     model, training = tables.model, tables.training
     tp, pp, cp, v, zero = plans.tp, plans.pp, plans.cp, plans.vpp, plans.zero
     nd = plans.dp_shard * cp
@@ -370,7 +370,8 @@ def compose(plans: PlanArrays, tables: CostTables,
     the plans they already put over the cap skip ``_compose`` and get what it gives such plans
     (``_merge_dropped``): the same arrays as costing them all, for a fraction of the work."""
     defaults = layout is None and layers_per_stage is None and stages is None and group is None
-    if memory_cap is not None and not memory_only and defaults and len(plans) > 1:
+    if (memory_cap is not None and np.isfinite(memory_cap) and not memory_only and defaults
+            and len(plans) > 1):
         keys, inv = unique_rows(state_key(plans))
         kp = plans.take(_first_rows(inv, len(keys)))
         classes = stage_classes(kp, tables.model.num_layers)
@@ -394,9 +395,10 @@ def state_key(plans: PlanArrays) -> np.ndarray:
 
 
 def _first_rows(inv: np.ndarray, n: int) -> np.ndarray:
-    """One row index per distinct key (``unique_rows``'s inverse ``inv``): its first."""
+    """One row index per distinct key (``unique_rows``'s inverse ``inv``): any of its rows,
+    since the key decides what is computed from it."""
     out = np.empty(n, dtype=np.int64)
-    out[inv[::-1]] = np.arange(len(inv))[::-1]
+    out[inv] = np.arange(len(inv))
     return out
 
 
