@@ -24,6 +24,9 @@ from tests.test_launch import KEYS, PLANS, estimated, launched, random_plan
 DATA = Path(__file__).parent / "data" / "torchtitan"
 CONFIG = (DATA / "llama3-8b-8gpu.toml").read_text()
 LOG = (DATA / "llama3-8b-8gpu.log").read_text()
+# The same job with a model the reader has no flavors of (given with the run).
+OTHER = CONFIG.replace('name = "llama3"', 'name = "qwen3"').replace('flavor = "8B"',
+                                                                   'flavor = "30B-A3B"')
 
 
 def titan_log(est, training, tps: list[int]) -> str:
@@ -126,7 +129,7 @@ def test_a_moe_config_whose_expert_degree_is_not_the_mesh_is_refused():
     model = ModelSpec(name="moe", num_layers=4, hidden_size=1024, num_attention_heads=16,
                       ffn_type="swiglu", ffn_hidden_size=2816, vocab_size=32000, num_experts=8,
                       moe_top_k=2)
-    config = edit(CONFIG, "context_parallel_degree = 1",
+    config = edit(OTHER, "context_parallel_degree = 1",
                   "context_parallel_degree = 1\nexpert_parallel_degree = 4")
     log = LOG.replace("ep=1, etp=1", "ep=8, etp=1")
     with pytest.raises(PlannerInputError, match="device mesh has ep=8") as exc:
@@ -243,6 +246,20 @@ def test_a_config_and_a_log_of_two_runs_are_refused(key, value, mesh):
     assert anchor_run(same, LOG, {"preset": "dgx-h100"})[0]["plan"]["dp"] == 8
 
 
+@pytest.mark.parametrize("key", ["num_layers", "hidden_size", "num_attention_heads",
+                                 "num_kv_heads", "ffn_hidden_size", "vocab_size"])
+def test_a_model_given_with_a_llama3_config_has_its_flavors_shape(key):
+    """The model given with a run whose config names a Llama 3 flavor: that flavor's shape,
+    or refused on ``model`` (a form or a command line left at another model)."""
+    model = llama3_model("8B")
+    assert anchor_run(CONFIG, LOG, {"preset": "dgx-h100"}, model)[0]["model"] == model
+    other = {**model, key: model[key] * 2}
+    with pytest.raises(PlannerInputError, match=f"{key} {other[key]}, where the config's "
+                       "Llama 3 8B has") as exc:
+        anchor_run(CONFIG, LOG, {"preset": "dgx-h100"}, other)
+    assert exc.value.field == "model"
+
+
 def test_a_pipeline_with_gradient_accumulation_is_refused():
     """torchtitan runs gradient accumulation over a pipeline as several schedules a step, each
     with its own fill and drain; the request costs one."""
@@ -272,8 +289,19 @@ def test_fitted_through_the_anchor_request_and_the_cli(tmp_path):
                                                             "num_nodes": 1}
     out = runner.invoke(app, ["calibrate", "anchor", "-", "--json"], input=res.stdout)
     assert out.exit_code == 0 and json.loads(out.stdout)["compute_scale"] == fit.compute_scale
-    # Another model given by preset, and a refused config named by its file.
+    # A model given by preset: the config's own flavor's shape, or refused; any for a model
+    # the reader has no flavors of. A refused config is named by its file.
     res = runner.invoke(app, ["calibrate", "torchtitan-run", str(tmp_path / "c.toml"),
+                              str(tmp_path / "run.log"), "--cluster", "dgx-h100", "--model",
+                              "llama3-8b"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["runs"][0]["model"]["num_layers"] == 32
+    res = runner.invoke(app, ["calibrate", "torchtitan-run", str(tmp_path / "c.toml"),
+                              str(tmp_path / "run.log"), "--cluster", "dgx-h100", "--model",
+                              "llama3-70b"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "num_layers 80, where the config's Llama 3 8B has 32" in " ".join(res.output.split())
+    (tmp_path / "other.toml").write_text(OTHER)
+    res = runner.invoke(app, ["calibrate", "torchtitan-run", str(tmp_path / "other.toml"),
                               str(tmp_path / "run.log"), "--cluster", "dgx-h100", "--model",
                               "llama3-70b"])
     assert res.exit_code == 0 and json.loads(res.stdout)["runs"][0]["model"]["num_layers"] == 80
@@ -315,7 +343,7 @@ def test_junk_in_any_key_read_is_a_named_error_never_a_crash():
     moe = ModelSpec(name="moe", num_layers=4, hidden_size=1024, num_attention_heads=16,
                     ffn_type="swiglu", ffn_hidden_size=2816, vocab_size=32000, num_experts=8,
                     moe_top_k=2)
-    moe_config = with_key(with_key(CONFIG, "parallelism", "expert_parallel_degree", "4"),
+    moe_config = with_key(with_key(OTHER, "parallelism", "expert_parallel_degree", "4"),
                           "parallelism", "expert_parallel_comm_backend", '"deepep"')
     moe_log = LOG.replace("ep=1, etp=1", "ep=4, etp=1")
     anchor_run(moe_config, moe_log, {"preset": "dgx-h100"}, moe.model_dump(mode="json"))

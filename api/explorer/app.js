@@ -192,7 +192,8 @@ async function fitAnchor() {
     body = { runs: [{ megatron_log: megatronEssential(text),
                       cluster: { preset: $("#cluster").value } }] };
   } else if (isLog && TITAN_MESH.test(text.replace(/\x1b\[[0-9;]*m/g, ""))) {
-    // Rank 0's torchtitan log and the job config it ran: read on the chosen cluster.
+    // Rank 0's torchtitan log and the job config it ran: read on the chosen cluster, with the
+    // chosen model (the reader refuses one of another shape than a Llama 3 config's flavor).
     const config = $("#anchor-config").value;
     if (!config.trim()) {
       out.textContent = "A torchtitan log needs the job config (TOML) the run started with, " +
@@ -200,6 +201,7 @@ async function fitAnchor() {
       return;
     }
     body = { runs: [{ torchtitan_config: config, torchtitan_log: torchtitanEssential(text),
+                      model: { preset: $("#model").value },
                       cluster: { preset: $("#cluster").value } }] };
   } else {
     try { body = JSON.parse(text); } catch (e) {

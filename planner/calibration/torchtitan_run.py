@@ -59,6 +59,21 @@ def llama3_model(flavor: str) -> dict:
             "ffn_type": "swiglu", "vocab_size": LLAMA3_VOCAB, "tied_embeddings": False}
 
 
+SHAPE = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
+         "vocab_size")
+
+
+def _same_shape(model: dict, flavor_model: dict, flavor: str) -> None:
+    """A model given with a run whose config names a Llama 3 flavor has that flavor's shape
+    (the model of a form or a command line left at another size would anchor the model on a
+    run that never happened)."""
+    for key in SHAPE:
+        if model.get(key) != flavor_model[key]:
+            raise PlannerInputError("model", f"{key} {shown(model.get(key))}, where the "
+                                    f"config's Llama 3 {flavor} has {flavor_model[key]}: give "
+                                    "the model the run trained, or none")
+
+
 def _section(cfg: dict, name: str) -> dict:
     section = cfg.get(name, {})
     if not isinstance(section, dict):
@@ -347,16 +362,19 @@ def anchor_run(config: str, log: str, cluster: dict, model: dict | None = None,
         cfg = tomllib.loads(config)
     except tomllib.TOMLDecodeError as exc:
         raise PlannerInputError("config", f"not TOML: {exc}") from exc
+    spec = _section(cfg, "model")
+    flavor = spec.get("flavor")
+    known = (spec.get("name") == "llama3" and isinstance(flavor, str)
+             and flavor in LLAMA3_FLAVORS)
     if model is None:
-        spec = _section(cfg, "model")
-        flavor = spec.get("flavor")
-        if spec.get("name") != "llama3" or not isinstance(flavor, str) \
-                or flavor not in LLAMA3_FLAVORS:
+        if not known:
             raise PlannerInputError("model", f"the config's model ({shown(spec.get('name'))}, "
                                     f"flavor {shown(flavor)}) is not one of Llama 3's "
                                     f"{', '.join(LLAMA3_FLAVORS)}: give the model with the "
                                     "run")
         model = llama3_model(str(flavor))
+    elif known and isinstance(model, dict):
+        _same_shape(model, llama3_model(str(flavor)), str(flavor))
     layers = model.get("num_layers") if isinstance(model, dict) else None
     if not isinstance(layers, int) or layers < 1:
         raise PlannerInputError("model.num_layers", "needed as a whole number of 1 or more")

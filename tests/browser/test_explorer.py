@@ -391,9 +391,9 @@ def test_a_megatron_log_pasted_in_the_page_is_read_and_fitted(page):
 
 def test_a_torchtitan_run_pasted_in_the_page_is_read_and_fitted(page):
     """Rank 0's torchtitan log and its job config pasted: the service reads the run on the
-    chosen cluster and fits it; without the config the page asks for it and sends nothing; a
-    config of another run says which key; a long log is sent as the lines the reader
-    reads."""
+    chosen cluster with the chosen model and fits it; without the config the page asks for it
+    and sends nothing; a model of another size than the config's, or a config of another run,
+    says which; a long log is sent as the lines the reader reads."""
     data = Path(__file__).resolve().parents[1] / "data" / "torchtitan"
     log, config = (data / "llama3-8b-8gpu.log").read_text(), (data / "llama3-8b-8gpu.toml").read_text()
     open_explorer(page)
@@ -408,6 +408,14 @@ def test_a_torchtitan_run_pasted_in_the_page_is_read_and_fitted(page):
     page.wait_for_selector("#anchor-result:has-text('Kernel speed')")
     assert 0.5 < float(page.input_value("#compute_scale")) < 2
     assert "torchtitan log, 8 GPUs: measured" in page.inner_text("#anchor-result")
+    # The model chosen in the form goes with the run: another size than the config's flavor
+    # is refused.
+    page.select_option("#model", "llama3-70b")
+    page.click("#anchor-button")
+    page.wait_for_selector("#anchor-result:has-text('refused')")
+    assert "num_layers 80, where the config's Llama 3 8B has 32" in page.inner_text(
+        "#anchor-result")
+    page.select_option("#model", "llama3-8b")
     # A config of another run than the log's (tp 2 against the mesh's tp=1).
     page.fill("#anchor-config", config.replace("tensor_parallel_degree = 1",
                                                "tensor_parallel_degree = 2"))
