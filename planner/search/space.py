@@ -228,19 +228,22 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                 raise PlannerInputError(
                     "search", f"the plan space exceeds {MAX_PLANS:,} plans; restrict "
                     "micro_batch_size, pp, cp, vpp or the other knobs in the search")
-    blocks = []
+    # Each variable as one contiguous array (a column of a row-major table would be strided:
+    # the framework rules over a million plans ran three times slower on those).
+    cols: dict[str, list[np.ndarray]] = {f: [] for f in PLAN_FIELDS}
     for flags in sorted({h[9:] for h in heads}):
         hs = np.array([h[:9] for h in heads if h[9:] == flags], dtype=np.int64)
         ks = knobs(*flags)
-        block = np.zeros((len(hs) * len(ks), len(PLAN_FIELDS)), dtype=np.int64)
-        block[:, :6] = np.repeat(hs[:, :6], len(ks), axis=0)
-        block[:, 6:9] = np.tile(ks, (len(hs), 1))      # rnl 0: every layer recomputed
-        block[:, 10:12] = np.repeat(hs[:, 6:8], len(ks), axis=0)
-        block[:, PLAN_FIELDS.index("rep")] = np.repeat(hs[:, 8], len(ks), axis=0)
-        blocks.append(block)
-    arr = (np.concatenate(blocks) if blocks
-           else np.empty((0, len(PLAN_FIELDS)), dtype=np.int64))
-    plans = PlanArrays(**{f: arr[:, i] for i, f in enumerate(PLAN_FIELDS)})
+        for j, f in enumerate(("dp", "tp", "pp", "cp", "vpp", "mbs")):
+            cols[f].append(np.repeat(hs[:, j], len(ks)))
+        for j, f in enumerate(("rec", "zero", "sp")):
+            cols[f].append(np.tile(ks[:, j].astype(np.int64), len(hs)))
+        for j, f in ((6, "ep"), (7, "etp"), (8, "rep")):
+            cols[f].append(np.repeat(hs[:, j], len(ks)))
+        for f in ("rnl", "off"):                  # rnl 0: every layer recomputed; no offload
+            cols[f].append(np.zeros(len(hs) * len(ks), dtype=np.int64))
+    plans = PlanArrays(**{f: (np.concatenate(v) if v else np.empty(0, dtype=np.int64))
+                          for f, v in cols.items()})
     unfiltered = len(plans)
     kept = plans.take(np.flatnonzero(framework_mask(plans, model, training, search)))
     refusals = (framework_refusals(plans, model, training, search)
