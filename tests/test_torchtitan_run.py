@@ -12,7 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from planner.calibration.anchor import AnchorRequest, TorchtitanRun, fit_anchor
-from planner.calibration.torchtitan_run import LLAMA3_FLAVORS, anchor_run, llama3_model
+from planner.calibration.torchtitan_run import (
+    LLAMA3_FLAVORS,
+    QWEN3_MOE_FLAVORS,
+    anchor_run,
+    llama3_model,
+    qwen3_moe_model,
+)
 from planner.cli.main import app
 from planner.cost import estimate
 from planner.errors import PlannerInputError
@@ -25,8 +31,8 @@ DATA = Path(__file__).parent / "data" / "torchtitan"
 CONFIG = (DATA / "llama3-8b-8gpu.toml").read_text()
 LOG = (DATA / "llama3-8b-8gpu.log").read_text()
 # The same job with a model the reader has no flavors of (given with the run).
-OTHER = CONFIG.replace('name = "llama3"', 'name = "qwen3"').replace('flavor = "8B"',
-                                                                   'flavor = "30B-A3B"')
+OTHER = CONFIG.replace('name = "llama3"', 'name = "custom"').replace('flavor = "8B"',
+                                                                    'flavor = "tiny-moe"')
 
 
 def titan_log(est, training, tps: list[int]) -> str:
@@ -171,6 +177,25 @@ def test_llama3_flavors_are_torchtitans_and_the_presets(flavor):
     for k in ("num_layers", "hidden_size", "num_attention_heads", "kv_heads", "vocab_size",
               "tied_embeddings", "ffn_type"):
         assert getattr(model, k) == getattr(preset, k), k
+
+
+@pytest.mark.parametrize("flavor", sorted(QWEN3_MOE_FLAVORS))
+def test_qwen3_moe_flavors_are_torchtitans_and_the_presets(flavor):
+    """torchtitan v0.2.2's Qwen3 MoE flavors (qwen3/__init__.py) are the planner's presets,
+    and a config naming one reads without a model given: its experts, routing and shape."""
+    model = ModelSpec.model_validate(qwen3_moe_model(flavor))
+    preset = ModelSpec.from_preset(f"qwen3-{flavor.lower()}")
+    for k in ("num_layers", "hidden_size", "num_attention_heads", "kv_heads", "d_head",
+              "vocab_size", "tied_embeddings", "ffn_type", "num_experts", "moe_top_k",
+              "expert_ffn", "shared_ffn", "num_moe_layers", "moe_router_score", "num_params"):
+        assert getattr(model, k) == getattr(preset, k), k
+    config = edit(edit(edit(CONFIG, 'name = "llama3"', 'name = "qwen3"'), 'flavor = "8B"',
+                       f'flavor = "{flavor}"'), "context_parallel_degree = 1",
+                  "context_parallel_degree = 1\nexpert_parallel_degree = 8")
+    run, notes = anchor_run(config, LOG.replace("ep=1, etp=1", "ep=8, etp=1"),
+                            {"preset": "dgx-h100"})
+    assert run["model"] == qwen3_moe_model(flavor) and run["plan"]["ep"] == 8
+    assert any("moe_load_imbalance" in n for n in notes)
 
 
 def test_a_config_and_log_as_torchtitan_writes_them():

@@ -15,8 +15,9 @@ the non-data-parallel degree (``metrics.py``), so one step takes global batch x 
 (tps x world) seconds. The step is the median over the logged intervals after the first
 ``skip`` (the first holds the compilation).
 
-Llama 3's flavors (8B, 70B, 405B) are read from the config's ``[model]``; any other model is
-given with the run. A MoE model's expert degrees are ``expert_parallel_degree`` and
+Llama 3's flavors (8B, 70B, 405B) and Qwen3's MoE flavors (30B-A3B, 235B-A22B) are read from
+the config's ``[model]``; any other model is given with the run (and a model given with a
+flavor the reader knows must have its shape). A MoE model's expert degrees are ``expert_parallel_degree`` and
 ``expert_tensor_parallel_degree`` (checked against the mesh's ep and etp), its experts one
 grouped GEMM (``MoEArgs.use_grouped_mm``, true by default) and its dispatch PyTorch's all-to-all
 or DeepEP's (``expert_parallel_comm_backend``); the routing's balance is not in the log.
@@ -59,19 +60,41 @@ def llama3_model(flavor: str) -> dict:
             "ffn_type": "swiglu", "vocab_size": LLAMA3_VOCAB, "tied_embeddings": False}
 
 
+# torchtitan v0.2.2, torchtitan/models/qwen3/__init__.py: the Qwen3 MoE flavors' Qwen3ModelArgs
+# (dim, n_layers, n_heads, n_kv_heads, hidden_dim, moe_inter_dim; MoEArgs num_experts,
+# top_k), head_dim 128, vocab_size 151936, softmax routing, no shared experts, every layer MoE.
+QWEN3_MOE_FLAVORS = {"30B-A3B": (2048, 48, 32, 4, 6144, 768, 128, 8),
+                     "235B-A22B": (4096, 94, 64, 4, 12288, 1536, 128, 8)}
+QWEN3_VOCAB = 151936
+
+
+def qwen3_moe_model(flavor: str) -> dict:
+    """A Qwen3 MoE flavor as torchtitan builds it."""
+    dim, layers, heads, kv, hidden, moe_ffn, experts, top_k = QWEN3_MOE_FLAVORS[flavor]
+    return {"name": f"Qwen3 {flavor} (torchtitan)", "num_layers": layers, "hidden_size": dim,
+            "num_attention_heads": heads, "num_kv_heads": kv, "head_dim": 128,
+            "ffn_hidden_size": hidden, "ffn_type": "swiglu", "vocab_size": QWEN3_VOCAB,
+            "tied_embeddings": False, "num_experts": experts, "moe_top_k": top_k,
+            "moe_ffn_hidden_size": moe_ffn, "moe_router_score": "softmax"}
+
+
+# The models the reader builds from a config's [model] name and flavor.
+FLAVORS = {**{("llama3", f): llama3_model for f in LLAMA3_FLAVORS},
+           **{("qwen3", f): qwen3_moe_model for f in QWEN3_MOE_FLAVORS}}
 SHAPE = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
-         "vocab_size")
+         "vocab_size", "num_experts", "moe_top_k", "moe_ffn_hidden_size")
 
 
-def _same_shape(model: dict, flavor_model: dict, flavor: str) -> None:
-    """A model given with a run whose config names a Llama 3 flavor has that flavor's shape
-    (the model of a form or a command line left at another size would anchor the model on a
-    run that never happened)."""
+def _same_shape(model: dict, flavor_model: dict) -> None:
+    """A model given with a run whose config names a flavor the reader knows has that
+    flavor's shape (the model of a form or a command line left at another size would anchor
+    the model on a run that never happened)."""
     for key in SHAPE:
-        if model.get(key) != flavor_model[key]:
+        if key in flavor_model and model.get(key) != flavor_model[key]:
             raise PlannerInputError("model", f"{key} {shown(model.get(key))}, where the "
-                                    f"config's Llama 3 {flavor} has {flavor_model[key]}: give "
-                                    "the model the run trained, or none")
+                                    f"config's {flavor_model['name'].split(' (')[0]} has "
+                                    f"{flavor_model[key]}: give the model the run trained, or "
+                                    "none")
 
 
 def _section(cfg: dict, name: str) -> dict:
@@ -363,18 +386,18 @@ def anchor_run(config: str, log: str, cluster: dict, model: dict | None = None,
     except tomllib.TOMLDecodeError as exc:
         raise PlannerInputError("config", f"not TOML: {exc}") from exc
     spec = _section(cfg, "model")
-    flavor = spec.get("flavor")
-    known = (spec.get("name") == "llama3" and isinstance(flavor, str)
-             and flavor in LLAMA3_FLAVORS)
+    name, flavor = spec.get("name"), spec.get("flavor")
+    key = (name, flavor) if isinstance(name, str) and isinstance(flavor, str) else None
+    build = None if key is None else FLAVORS.get(key)
     if model is None:
-        if not known:
-            raise PlannerInputError("model", f"the config's model ({shown(spec.get('name'))}, "
-                                    f"flavor {shown(flavor)}) is not one of Llama 3's "
-                                    f"{', '.join(LLAMA3_FLAVORS)}: give the model with the "
-                                    "run")
-        model = llama3_model(str(flavor))
-    elif known and isinstance(model, dict):
-        _same_shape(model, llama3_model(str(flavor)), str(flavor))
+        if build is None:
+            known = ", ".join(f"{n} {f}" for n, f in FLAVORS)
+            raise PlannerInputError("model", f"the config's model ({shown(name)}, flavor "
+                                    f"{shown(flavor)}) is not one the reader knows ({known}): "
+                                    "give the model with the run")
+        model = build(str(flavor))
+    elif build is not None and isinstance(model, dict):
+        _same_shape(model, build(str(flavor)))
     layers = model.get("num_layers") if isinstance(model, dict) else None
     if not isinstance(layers, int) or layers < 1:
         raise PlannerInputError("model.num_layers", "needed as a whole number of 1 or more")
