@@ -386,13 +386,13 @@ def anchor_run(config: str, log: str, cluster: dict, model: dict | None = None,
     except tomllib.TOMLDecodeError as exc:
         raise PlannerInputError("config", f"not TOML: {exc}") from exc
     spec = _section(cfg, "model")
-    name, flavor = spec.get("name"), spec.get("flavor")
-    key = (name, flavor) if isinstance(name, str) and isinstance(flavor, str) else None
+    family, flavor = spec.get("name"), spec.get("flavor")
+    key = (family, flavor) if isinstance(family, str) and isinstance(flavor, str) else None
     build = None if key is None else FLAVORS.get(key)
     if model is None:
         if build is None:
             known = ", ".join(f"{n} {f}" for n, f in FLAVORS)
-            raise PlannerInputError("model", f"the config's model ({shown(name)}, flavor "
+            raise PlannerInputError("model", f"the config's model ({shown(family)}, flavor "
                                     f"{shown(flavor)}) is not one the reader knows ({known}): "
                                     "give the model with the run")
         model = build(str(flavor))
