@@ -135,7 +135,9 @@ class TorchtitanRun(_LoggedRun):
                                 "log: the 'Building device mesh with parallelism' line and the "
                                 "'step: ... tps: ...' lines.")
     model: ModelSpec | None = Field(None, description="The model; default: the config's "
-                                    "Llama 3 flavor (8B, 70B, 405B).")
+                                    "flavor, Llama 3's (8B, 70B, 405B) or Qwen3's MoE "
+                                    "(30B-A3B, 235B-A22B); one given with such a config must "
+                                    "have its shape.")
 
     def anchor_run(self, index: int) -> tuple[AnchorRun, list[str]]:
         """The run as an estimate request with its measured step, and notes;

@@ -337,8 +337,8 @@ def torchtitan_run_cmd(
     cluster: Annotated[str, typer.Option(help="Where it ran: a cluster preset name or a cluster "
                                               "JSON file; the node count comes from the log.")],
     model: Annotated[str | None, typer.Option(help="The model: a preset name or a model JSON "
-                                                   "file (default: the config's Llama 3 "
-                                                   "flavor).")] = None,
+                                                   "file (default: the config's Llama 3 or "
+                                                   "Qwen3 MoE flavor).")] = None,
     skip: Annotated[int, typer.Option(min=0, help="Logged intervals left out at the start "
                                                   "(compilation, warm-up).")] = 1,
 ) -> None:
