@@ -285,6 +285,30 @@ def test_a_model_given_with_a_llama3_config_has_its_flavors_shape(key):
     assert exc.value.field == "model"
 
 
+def test_a_run_its_framework_does_not_run_as_costed_says_so():
+    """A run read from a framework's output whose plan that framework does not run as the
+    planner costs it (its rules: torchtitan builds no multi-token prediction modules) carries
+    a note naming the difference; the fixtures' own runs carry none."""
+    mtp_model = {"name": "moe", "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16,
+                 "ffn_type": "swiglu", "ffn_hidden_size": 2816, "vocab_size": 32000,
+                 "num_experts": 8, "moe_top_k": 2, "mtp_num_layers": 1}
+    config = edit(edit(OTHER, 'mode = "selective"', 'mode = "full"'),
+                  "context_parallel_degree = 1",
+                  "context_parallel_degree = 1\nexpert_parallel_degree = 8")
+    log = LOG.replace("ep=1, etp=1", "ep=8, etp=1")
+    _, notes = TorchtitanRun(torchtitan_config=config, torchtitan_log=log, model=mtp_model,
+                             cluster={"preset": "dgx-h100"}).anchor_run(0)
+    said = [n for n in notes if n.startswith("torchtitan does not run this plan")]
+    assert len(said) == 1 and "multi-token prediction (model.mtp_num_layers)" in said[0]
+    _, notes = TorchtitanRun(torchtitan_config=config, torchtitan_log=log,
+                             model={**mtp_model, "mtp_num_layers": 0},
+                             cluster={"preset": "dgx-h100"}).anchor_run(0)
+    assert not any("does not run this plan" in n for n in notes)
+    _, notes = TorchtitanRun(torchtitan_config=CONFIG, torchtitan_log=LOG,
+                             cluster={"preset": "dgx-h100"}).anchor_run(0)
+    assert notes == []
+
+
 def test_a_pipeline_with_gradient_accumulation_is_refused():
     """torchtitan runs gradient accumulation over a pipeline as several schedules a step, each
     with its own fill and drain; the request costs one."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -87,6 +87,8 @@ class _LoggedRun(BaseModel):
     into the estimate request it holds (``anchor_run``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    # The framework that wrote it (``planner.frameworks``).
+    framework: ClassVar[str]
 
     name: str | None = Field(None, max_length=200, description="A label for the tables.")
     cluster: ClusterSpec = Field(description="Where it ran (its node count is taken from the "
@@ -100,15 +102,32 @@ class _LoggedRun(BaseModel):
         ``PlannerInputError`` it raises named ``runs.{index}.{field(its field)}``."""
         try:
             run, notes = read(self.cluster.model_dump(mode="json"))
-            return parse_request(AnchorRun, run), notes
+            req = parse_request(AnchorRun, run)
+            return req, notes + not_run_as_costed(req, self.framework)
         except PlannerInputError as exc:
             raise PlannerInputError(f"runs.{index}.{field(exc.field)}",
                                     f"{exc.field}: {exc.reason}") from exc
 
 
+def not_run_as_costed(run: AnchorRun, framework: str) -> list[str]:
+    """A note where the framework that ran ``run`` does not run its plan as the planner costs
+    it (``planner.frameworks``' rules: a multi-token prediction module torchtitan does not
+    build, say): fitted to it, the speeds would absorb an execution the model does not
+    describe."""
+    from planner.launch import with_launch
+
+    est = with_launch(estimate(run.model, run.cluster, run.training, run.plan), run.model,
+                      run.cluster, run.training)
+    reasons = est.launch.not_runnable.get(framework) if est.launch else None
+    return ([f"{framework} does not run this plan as the planner costs it, so the fitted "
+             f"speeds absorb the difference: {'; '.join(reasons)}"] if reasons else [])
+
+
 class MegatronLogRun(_LoggedRun):
     """One measured run as Megatron-LM logged it (``planner.calibration.megatron_log``): its
     arguments and iteration times, on a cluster."""
+
+    framework = "megatron"
 
     megatron_log: str = Field(min_length=1, max_length=LOG_CHARS, description="Rank 0's "
                               "training log: the arguments block Megatron-LM prints at start-up "
@@ -128,6 +147,8 @@ class TorchtitanRun(_LoggedRun):
     """One measured run as torchtitan ran and logged it (``planner.calibration.torchtitan_run``):
     its job config, its log (the device mesh, each interval's tokens per second), on a
     cluster."""
+
+    framework = "torchtitan"
 
     torchtitan_config: str = Field(min_length=1, max_length=100_000, description="The job "
                                    "config (TOML) the run started with.")
