@@ -214,11 +214,11 @@ def hbm_bytes_per_s(gpu: GPUSpec, eff: EfficiencyModel) -> float:
             * eff.compute_scale)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=8)
 def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
                  gemm_precision: Precision | None = None) -> KernelModel:
     """The GPU's rates for this training's precision, with the efficiency model's overrides
-    (a pure function of its frozen arguments: the most recent 64 are kept)."""
+    (a pure function of its frozen arguments: the most recent 8 are kept)."""
     prec: Precision = gemm_precision or training.precision
     fp8 = prec == "fp8"
     base: Precision = "bf16" if fp8 or prec == "bf16" else prec
@@ -261,10 +261,11 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
     ))
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=8)
 def _shared(km: KernelModel) -> KernelModel:
-    """One instance per distinct kernel model (the most recent 16), so that its memoised
-    GEMM times (``KernelModel.gemm``) serve every layer costed on it."""
+    """One instance per distinct kernel model (the most recent 8: each may hold
+    ``kernels.GEMM_MEMO`` GEMM times), so that its memoised GEMM times (``KernelModel.gemm``)
+    serve every layer costed on it."""
     return km
 
 
