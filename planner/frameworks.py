@@ -1254,6 +1254,13 @@ class _Narrowed(dict):
         self[key] = v
         return v
 
+    # (A rule may ask ``key in c`` or ``c.get(key)``: both see every input, narrowed.)
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self._base
+
+    def get(self, key: str, default=None):
+        return self[key] if key in self else default
+
 
 def universal_refusals(framework: str, plans, m, even, training, moe: bool = False,
                        mtp: bool = False, autotp: int = 0, gqa: bool = False) -> list[str]:

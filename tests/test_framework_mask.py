@@ -84,6 +84,19 @@ def test_each_framework_over_the_plans_the_ones_before_it_do_not_run(framework):
     assert ran[framework] > 100
 
 
+def test_narrowed_inputs_read_as_the_whole_ones_do():
+    """A rule reading its inputs by ``c[key]``, ``c.get(key)`` or ``key in c`` sees the
+    narrowed plans' values, whatever it read before."""
+    from planner.frameworks import _Narrowed
+
+    base = {"n": 4, "tp": np.array([1, 2, 4, 8]), "moe": True, "seq": 4096}
+    keep = np.array([True, False, True, True])
+    c = _Narrowed(_Narrowed(base, keep), np.array([False, True, True]))
+    assert c["n"] == 2 and list(c.get("tp")) == [4, 8] and list(c["tp"]) == [4, 8]
+    assert "seq" in c and c.get("seq") == 4096 and c["moe"] is True
+    assert "missing" not in c and c.get("missing", 7) == 7
+
+
 def test_random_requests_run_on_the_same_plans():
     rng = random.Random(5)
     sizes = [_check(random_request(rng))["plans"] for _ in range(25)]
