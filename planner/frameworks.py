@@ -7,7 +7,8 @@ a framework when the framework can express every part of it *and* executes it th
 model costs it (e.g. torchtitan's FSDP without resharding gathers the weights every micro-batch,
 which is not the planner's ZeRO-2, so such plans are not listed for torchtitan).
 
-``runs_mask`` checks plans as arrays (the search filters its whole space with it);
+``rules_mask`` checks plans as arrays over their rules' inputs (``rules_context``; the
+search filters its whole space with it, ``search.space.runs_on``), ``runs_mask`` in one call;
 ``reasons_by_framework`` gives one plan's reasons in words; ``frameworks_for`` lists the
 frameworks with none;
 ``refusal_rules`` and ``capability_matrix`` give the rules and the matrix as data.

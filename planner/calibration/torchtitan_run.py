@@ -41,6 +41,7 @@ from planner.specs.layout import default_layout, explicit_layout
 LLAMA3_FLAVORS = {"8B": (4096, 32, 32, 8, 1.3, 1024), "70B": (8192, 80, 64, 8, 1.3, 4096),
                   "405B": (16384, 126, 128, 8, 1.2, 4096)}
 LLAMA3_VOCAB = 128256
+TITAN = " (torchtitan)"            # the suffix of the models the reader builds
 MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_replicate=(\d+), "
                   r"dp_shard=(\d+), cp=(\d+), tp=(\d+)(?:, ep=(\d+), etp=(\d+))?")
 STEP = re.compile(r"step:\s*(\d+)\s.*?tps:\s*(\d[\d,]*)")
@@ -55,7 +56,7 @@ def llama3_model(flavor: str) -> dict:
     dim, layers, heads, kv, mult, multiple = LLAMA3_FLAVORS[flavor]
     hidden = int(mult * int(2 * 4 * dim / 3))
     hidden = multiple * ((hidden + multiple - 1) // multiple)
-    return {"name": f"Llama 3 {flavor} (torchtitan)", "num_layers": layers, "hidden_size": dim,
+    return {"name": f"Llama 3 {flavor}{TITAN}", "num_layers": layers, "hidden_size": dim,
             "num_attention_heads": heads, "num_kv_heads": kv, "ffn_hidden_size": hidden,
             "ffn_type": "swiglu", "vocab_size": LLAMA3_VOCAB, "tied_embeddings": False}
 
@@ -71,7 +72,7 @@ QWEN3_VOCAB = 151936
 def qwen3_moe_model(flavor: str) -> dict:
     """A Qwen3 MoE flavor as torchtitan builds it."""
     dim, layers, heads, kv, hidden, moe_ffn, experts, top_k = QWEN3_MOE_FLAVORS[flavor]
-    return {"name": f"Qwen3 {flavor} (torchtitan)", "num_layers": layers, "hidden_size": dim,
+    return {"name": f"Qwen3 {flavor}{TITAN}", "num_layers": layers, "hidden_size": dim,
             "num_attention_heads": heads, "num_kv_heads": kv, "head_dim": 128,
             "ffn_hidden_size": hidden, "ffn_type": "swiglu", "vocab_size": QWEN3_VOCAB,
             "tied_embeddings": False, "num_experts": experts, "moe_top_k": top_k,
@@ -92,7 +93,7 @@ def _same_shape(model: dict, flavor_model: dict) -> None:
     for key in SHAPE:
         if key in flavor_model and model.get(key) != flavor_model[key]:
             raise PlannerInputError("model", f"{key} {shown(model.get(key))}, where the "
-                                    f"config's {flavor_model['name'].split(' (')[0]} has "
+                                    f"config's {flavor_model['name'].removesuffix(TITAN)} has "
                                     f"{flavor_model[key]}: give the model the run trained, or "
                                     "none")
 
