@@ -74,7 +74,7 @@ TILES: tuple[tuple[int, int, float], ...] = (
 # square 2048^3 GEMMs on an A100-class GPU run at 0.89 of the 8192^3 rate
 # (mli/transformers-benchmarks issue 4), which full wave quantisation would put at 0.67.
 WAVE_TAIL = 0.25
-GEMM_MEMO = 131_072      # GEMM times a kernel model keeps (about 28 MB at 215 bytes each)
+GEMM_MEMO = 131_072      # GEMM times a kernel model keeps (a dict entry each: tens of MB)
 MISALIGNED = 0.7
 # Fused attention's rates are quoted at head dimension 128; ``d_half`` of the head-size factor.
 ATTENTION_REF_HEAD_DIM = 128

@@ -357,18 +357,24 @@ def test_the_stacks_speeds_fitted_in_the_page_anchor_the_plans(page):
     assert "runs: List should have at least 1 item" in page.inner_text("#anchor-result")
 
 
+def paste_a_log(page, log: str, answer: str) -> None:
+    """The explorer on a DGX H100 cluster, ``log`` pasted under "Your stack" and fitted, until
+    the result says ``answer``."""
+    open_explorer(page)
+    page.select_option("#cluster", "dgx-h100")
+    page.click("#anchor-details summary")
+    page.fill("#anchor-json", log)
+    page.click("#anchor-button")
+    page.wait_for_selector(f"#anchor-result:has-text('{answer}')")
+
+
 def test_a_megatron_log_pasted_in_the_page_is_read_and_fitted(page):
     """Rank 0's Megatron-LM log pasted as it is: the service reads the run on the cluster
     chosen in the form (its node count from the log) and fits it; a log it cannot read says
     which argument."""
     log = (Path(__file__).resolve().parents[1] / "data" / "megatron"
            / "llama3-8b-fp8-tp2-cp2.log").read_text()
-    open_explorer(page)
-    page.select_option("#cluster", "dgx-h100")
-    page.click("#anchor-details summary")
-    page.fill("#anchor-json", log)
-    page.click("#anchor-button")
-    page.wait_for_selector("#anchor-result:has-text('Kernel speed')")
+    paste_a_log(page, log, "Kernel speed")
     assert 0.67 < float(page.input_value("#compute_scale")) < 1.5
     assert "Megatron-LM log, 32 GPUs: measured 3.12 s" in page.inner_text("#anchor-result")
     page.fill("#anchor-json", log.replace("fp8_recipe ...................................... "
@@ -400,12 +406,7 @@ def test_a_torchtitan_run_pasted_in_the_page_is_read_and_fitted(page):
     says which; a long log is sent as the lines the reader reads."""
     data = Path(__file__).resolve().parents[1] / "data" / "torchtitan"
     log, config = (data / "llama3-8b-8gpu.log").read_text(), (data / "llama3-8b-8gpu.toml").read_text()
-    open_explorer(page)
-    page.select_option("#cluster", "dgx-h100")
-    page.click("#anchor-details summary")
-    page.fill("#anchor-json", log)
-    page.click("#anchor-button")
-    page.wait_for_selector("#anchor-result:has-text('needs the job config')")
+    paste_a_log(page, log, "needs the job config")
     assert page.input_value("#compute_scale") == ""
     page.fill("#anchor-config", config)
     page.click("#anchor-button")
