@@ -58,7 +58,7 @@ they hold; each class is costed at its earliest stage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -380,8 +380,12 @@ def compose(plans: PlanArrays, tables: CostTables,
         dropped = ~(st.floor + reserve <= memory_cap)[inv]
         keep = np.flatnonzero(~dropped)
         if len(keep) < len(plans):
+            rows = inv[keep]            # the kept plans' keys: their classes and states
+            known = (tuple(c[rows] for c in classes),
+                     ModelStates(**{f.name: getattr(st, f.name)[rows] for f in fields(st)}))
             sub = _compose(plans.take(keep), tables, memory_cap=memory_cap, any_split=any_split,
-                           split_interleaved=split_interleaved) if len(keep) else _no_plans()
+                           split_interleaved=split_interleaved,
+                           known=known) if len(keep) else _no_plans()
             return _merge_dropped(plans, tables, sub, keep, st, classes, inv)
     return _compose(plans, tables, layers_per_stage, memory_cap, layout=layout, group=group,
                     stages=stages, any_split=any_split, split_interleaved=split_interleaved,
@@ -475,7 +479,7 @@ def _compose(plans: PlanArrays, tables: CostTables,
              memory_cap: float | None = None, *, layout: Layout | None = None,
              group: int | None = None, stages: np.ndarray | None = None,
              any_split: bool = False, split_interleaved: bool = False,
-             memory_only: bool = False) -> BatchCost:
+             memory_only: bool = False, known: tuple | None = None) -> BatchCost:
     """Cost of every plan (each assumed valid: see ``plan_violations``). With ``memory_cap``,
     step times are computed only for plans whose memory fits (the others get +inf): the search
     needs no more, and memory is the cheaper half. ``layers_per_stage`` (or a whole ``layout``)
@@ -525,7 +529,9 @@ def _compose(plans: PlanArrays, tables: CostTables,
         return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s,
                 hw.rerun_s)
 
-    classes = stage_classes(plans, model.num_layers, layout, stages)
+    # (``known``: the plans' stage classes and model states, already worked out by ``compose``.)
+    classes = stage_classes(plans, model.num_layers, layout, stages) if known is None \
+        else known[0]
     L, first, last, count, sidx = classes
     present = count > 0
     rows = np.arange(len(plans))
@@ -539,7 +545,8 @@ def _compose(plans: PlanArrays, tables: CostTables,
 
     # Memory of each class at its earliest stage (ZeRO: Rajbhandari et al.; activations:
     # Korthikanti et al.; in-flight micro-batches: memory.in_flight_microbatches).
-    st = model_states(plans, tables, classes, mtp_at, any_split, split_interleaved)
+    st = model_states(plans, tables, classes, mtp_at, any_split, split_interleaved) \
+        if known is None else known[1]
     params_c, experts_c, layer_local, per_layer_state = (st.params, st.experts, st.layer_local,
                                                          st.per_layer_state)
     weights, grads, optim, zero_buf, states = (st.weights, st.grads, st.optim, st.zero_buf,
