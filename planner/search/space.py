@@ -195,7 +195,8 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
     mbs_of = {dp: [(b, gbs // (dp * b)) for b in divisors(gbs // dp)
                    if allows(search.micro_batch_size, b)
                    and allows(search.grad_accum_steps, gbs // (dp * b))] for dp in dom["dp"]}
-    heads: list[tuple] = []          # (dp, tp, pp, cp, vpp, mbs) and its knob set
+    # (dp, tp, pp, cp, vpp, mbs, ep, etp, replicas) by the flags that pick its knob set
+    heads: dict[tuple[bool, bool, bool], list[tuple]] = {}
     lattice = total = 0
     for tp, cp, pp in product(dom["tp"], dom["cp"], dom["pp"]):
         inner = tp * cp * pp
@@ -220,9 +221,9 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
                     for mbs, m in mbs_of[dp]:
                         vpps = ([1] if allows(search.vpp, 1) else []) + (
                             [v for v in vpp_of[pp] if m >= pp] if pp > 1 else [])
+                        rows = heads.setdefault((tp > 1, shards, r > 1), [])
                         for vpp in vpps:
-                            heads.append((dp, tp, pp, cp, vpp, mbs, ep, etp, r, tp > 1,
-                                          shards, r > 1))
+                            rows.append((dp, tp, pp, cp, vpp, mbs, ep, etp, r))
                             total += len(ks)
             if total > MAX_PLANS:
                 raise PlannerInputError(
@@ -231,8 +232,8 @@ def _build_space(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
     # Each variable as one contiguous array (a column of a row-major table would be strided:
     # the framework rules over a million plans ran three times slower on those).
     cols: dict[str, list[np.ndarray]] = {f: [] for f in PLAN_FIELDS}
-    for flags in sorted({h[9:] for h in heads}):
-        hs = np.array([h[:9] for h in heads if h[9:] == flags], dtype=np.int64)
+    for flags in sorted(f for f, rows in heads.items() if rows):
+        hs = np.array(heads[flags], dtype=np.int64)
         ks = knobs(*flags)
         for j, f in enumerate(("dp", "tp", "pp", "cp", "vpp", "mbs")):
             cols[f].append(np.repeat(hs[:, j], len(ks)))
