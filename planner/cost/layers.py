@@ -61,6 +61,7 @@ from planner.cost.ulysses import (
 )
 from planner.specs import GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 from planner.specs.gpu import Precision
+from planner.vocabulary import RECOMPUTE
 
 
 class LayerShape(NamedTuple):
@@ -273,6 +274,18 @@ def layer_work(
     model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape, gpu: GPUSpec,
     eff: EfficiencyModel,
 ) -> LayerWork:
+    """One layer's work under the plan's recompute mode (``layer_works``)."""
+    return layer_works(model, training, plan, gpu, eff)[plan.recompute]
+
+
+def layer_works(
+    model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | LayerShape, gpu: GPUSpec,
+    eff: EfficiencyModel,
+) -> dict[str, LayerWork]:
+    """One layer's seconds and bytes for one micro-batch under each recompute mode ('none',
+    'selective', 'full'; the plan's own ``recompute`` is not read): the GEMMs, attention and
+    memory-bound kernels are the same in all, only what the backward reruns and what the
+    forward stores differ, so they are costed once."""
     t, cp, b = plan.tp, plan.cp, plan.micro_batch_size
     T = tokens_per_gpu(plan, training)
     s = training.seq_length
@@ -422,30 +435,30 @@ def layer_work(
     bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b + pe_b + ring_b
     fwd_flops = linear_flops + model_attn_flops
 
-    per_op = plan.recompute == "selective" and training.selective_recompute == "per_op"
-    if plan.recompute == "full":
-        recompute_s, recompute_flops = fwd_s, fwd_flops
-        if training.recompute_early_stop:
-            # Nothing the backward reads comes after the MLP's input to its down projection
-            # (``TrainingSpec.recompute_early_stop``): the second residual add is not rerun,
-            # nor, where no dropout mask follows it, the dense MLP's down projection.
-            recompute_s -= km.memory(residual_bytes / 2, kernels=1)
-            if not training.dropout:
-                down = len(attn) + 1
-                recompute_s -= gemm_fwd[down]
-                recompute_flops -= gemm_flops[down]
-    elif per_op:
+    # What each mode runs again in the backward: (seconds, model FLOPs).
+    full_s, full_flops = fwd_s, fwd_flops
+    if training.recompute_early_stop:
+        # Nothing the backward reads comes after the MLP's input to its down projection
+        # (``TrainingSpec.recompute_early_stop``): the second residual add is not rerun,
+        # nor, where no dropout mask follows it, the dense MLP's down projection.
+        full_s -= km.memory(residual_bytes / 2, kernels=1)
+        if not training.dropout:
+            down = len(attn) + 1
+            full_s -= gemm_fwd[down]
+            full_flops -= gemm_flops[down]
+    per_op = training.selective_recompute == "per_op"
+    if per_op:
         # torchtitan's per-op policy counts a block's matmuls in call order (wq, wk, wv, wo,
         # then w1, w3, w2 with SwiGLU or w1, w2 without) and recomputes every second one (wk,
         # wo, and w3 or w2) with every op that is not a matmul or the attention kernel: the
         # memory-bound kernels.
         sixth = (km.gemm(T, f / t, h) if model.ffn_type == "swiglu"
                  else gemm_fwd[len(attn) + 1])                 # w3, or the down projection
-        recompute_s = (km.gemm(T, model.kv_width / t, h) + gemm_fwd[len(attn) - 1] + sixth
-                       + elem_f)
-        recompute_flops = (2 * T * model.kv_width / t * h + gemm_flops[len(attn) - 1]
-                           + 2 * T * f / t * h)
-    elif plan.recompute == "selective":
+        selective = (km.gemm(T, model.kv_width / t, h) + gemm_fwd[len(attn) - 1] + sixth
+                     + elem_f,
+                     2 * T * model.kv_width / t * h + gemm_flops[len(attn) - 1]
+                     + 2 * T * f / t * h)
+    else:
         # Each of Megatron-LM's modules: (its forward GEMMs, indices into ``gemms``; its
         # memory-bound forward seconds; model FLOPs beyond its GEMMs'). ``moe`` recomputes the
         # whole MoE layer, its activation and shared experts included.
@@ -467,16 +480,15 @@ def layer_work(
         }
         subsumed = {"moe_act", "shared_experts"} if "moe" in training.recompute_modules else set()
         again = [work[m] for m in training.recompute_modules if m not in subsumed]
-        recompute_s = sum(sum(gemm_fwd[i] for i in idx) + s_ for idx, s_, _ in again)
-        recompute_flops = sum(sum(gemm_flops[i] for i in idx) + fl for idx, _, fl in again)
-    else:
-        recompute_s, recompute_flops = 0.0, 0.0
-    distributed = distributes_saved_input(training, plan)
-    if distributed:
-        # The forward keeps a fresh copy of its 1/tp share of the input (Megatron-LM's
-        # split_tensor_into_1d_equal_chunks(new_buffer=True): read and write it); the
-        # recompute does not split again.
-        fwd_s += km.memory(2 * T * h * e / t, kernels=1)
+        selective = (sum(sum(gemm_fwd[i] for i in idx) + s_ for idx, s_, _ in again),
+                     sum(sum(gemm_flops[i] for i in idx) + fl for idx, _, fl in again))
+    rerun = {"none": (0.0, 0.0), "selective": selective, "full": (full_s, full_flops)}
+    distributed = distributes_saved_input(
+        training, LayerShape(t, cp, b, "full", plan.sequence_parallel))
+    # The forward keeps a fresh copy of its 1/tp share of the input (Megatron-LM's
+    # split_tensor_into_1d_equal_chunks(new_buffer=True): read and write it); the recompute
+    # does not split again.
+    fwd_full = fwd_s + km.memory(2 * T * h * e / t, kernels=1) if distributed else fwd_s
 
     # Stored activations (Korthikanti et al. section 4.1, generalised; bytes). In fp8 training
     # Transformer Engine keeps a linear layer's input for its weight gradient as the fp8 copy
@@ -504,40 +516,40 @@ def layer_work(
     else:
         core_store = b * heads * (s / cp) * s * (e + (mask + e) * mask)
     full_layer = replicated_store + split_store + core_store
-    if plan.recompute == "full":
-        # The layer input only: split over the TP ranks by sequence parallelism, or by
-        # distributing the saved input (``distributes_saved_input``).
-        stored = T * h * e / (t if distributed else sp_div)
-    elif per_op:
+    # The layer input only: split over the TP ranks by sequence parallelism, or by
+    # distributing the saved input (``distributes_saved_input``).
+    stored = {"none": full_layer, "full": T * h * e / (t if distributed else sp_div)}
+    if per_op:
         # Kept: the block's input, the outputs of wq, wv, w1 (and with SwiGLU of w2, the
         # seventh matmul) and of the attention kernel (with its softmax statistics).
         kept_down = h / sp_div if model.ffn_type == "swiglu" else 0.0
-        stored = e * T * (h / sp_div + kept_down + (model.q_width + model.kv_width
-                                                     + model.o_width + f) / t) + core_store
-    elif plan.recompute == "selective":
+        kept = e * T * (h / sp_div + kept_down + (model.q_width + model.kv_width
+                                                  + model.o_width + f) / t) + core_store
+    else:
         mods = training.recompute_modules
-        stored = replicated_store + split_store
+        kept = replicated_store + split_store
         if "core_attn" not in mods:
-            stored += core_store
+            kept += core_store
         if "layernorm" in mods:              # both norms' outputs (and eager ones' fp32 copy)
-            stored -= norm_out + norm.stored_bytes
+            kept -= norm_out + norm.stored_bytes
         if "mlp" in mods:                                    # a dense MLP keeps its input
-            stored -= (1 - phi) * T * f * (e * (act_factor - 1) + lin) / t
+            kept -= (1 - phi) * T * f * (e * (act_factor - 1) + lin) / t
         if "moe" in mods:                                    # a MoE layer keeps its input
-            stored -= moe_store
+            kept -= moe_store
         else:
-            stored -= (moe_act_out if "moe_act" in mods else 0.0) + (
+            kept -= (moe_act_out if "moe_act" in mods else 0.0) + (
                 moe_shared if "shared_experts" in mods else 0.0)
         if "mla_up_proj" in mods and model.mla:   # Q, K, V replaced by their latents
-            stored += T * ((model.q_lora_rank or 0) + (model.kv_lora_rank or 0)
-                           + model.qk_rope_head_dim) * e - T * (
+            kept += T * ((model.q_lora_rank or 0) + (model.kv_lora_rank or 0)
+                         + model.qk_rope_head_dim) * e - T * (
                 model.q_width + 2 * model.kv_width) * e / t
-    else:
-        stored = full_layer
-    return LayerWork(fwd_s, bwd_s, recompute_s, attn_f, fwd_flops, recompute_flops, stored,
-                     full_layer, elem_bytes, attn_core_bwd_s=attn_b,
-                     dgrad_colpar_s=sum(dgrad[i] for i in colpar),
-                     wgrad_colpar_s=sum(wgrad[i] for i in colpar))
+    stored["selective"] = kept
+    dgrad_colpar, wgrad_colpar = sum(dgrad[i] for i in colpar), sum(wgrad[i] for i in colpar)
+    return {mode: LayerWork(fwd_full if mode == "full" else fwd_s, bwd_s, rerun[mode][0], attn_f,
+                            fwd_flops, rerun[mode][1], stored[mode], full_layer, elem_bytes,
+                            attn_core_bwd_s=attn_b, dgrad_colpar_s=dgrad_colpar,
+                            wgrad_colpar_s=wgrad_colpar)
+            for mode in RECOMPUTE}
 
 
 def eager_elementwise_bytes(model: ModelSpec, T: float, t: int, e: int, phi: float,

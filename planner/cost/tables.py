@@ -63,7 +63,7 @@ from planner.cost.layers import (
     distributes_saved_input,
     head_work,
     kernel_model,
-    layer_work,
+    layer_works,
     moe_tokens,
     mtp_work,
 )
@@ -104,6 +104,16 @@ class CollectiveUse:
     # Hybrid sharding's all-reduce across the replicas (once a step, or every micro-batch
     # with ``training.hsdp_all_reduce_every_microbatch`` and no pipeline).
     replica: bool = False
+
+
+# A collective priced once for every recompute mode: (cost, group, calls a pass, calls
+# besides), its calls per layer and micro-batch ``a * passes + b`` for the passes that mode
+# runs (``uses_of``).
+Priced = tuple[CollectiveCost, GroupTopology, int, int]
+
+
+def uses_of(strategy: str, priced: list[Priced], passes: int) -> list[CollectiveUse]:
+    return [CollectiveUse(strategy, cost, a * passes + b, g) for cost, g, a, b in priced]
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,7 @@ class CostTables:
             self._fits.setdefault((fit.op, fit.tier), []).append(fit)
         self.nccl = cluster.intra_node.kind != "loopback"
         self.allowed = BACKEND_ALGORITHMS["nccl" if self.nccl else "gloo"]
-        self._work: dict[tuple, LayerWork] = {}
+        self._work: dict[tuple, dict[str, LayerWork]] = {}
         self._layer: dict[tuple, LayerCost] = {}
         self._head: dict[tuple, HeadWork] = {}
         self._mtp: dict[tuple, tuple[float, float, float, float, float]] = {}
@@ -170,6 +180,9 @@ class CostTables:
         self._dp: dict[tuple, tuple[float, float, float, float, float]] = {}
         self._p2p: dict[tuple, float] = {}
         self._z3: dict[tuple, tuple[float, float, float, float, float]] = {}
+        self._tp_priced: dict[tuple, tuple[GroupTopology, list[CollectiveCost]]] = {}
+        self._cp_priced: dict[tuple, list[Priced]] = {}
+        self._ep_priced: dict[tuple, list[Priced]] = {}
         self._memos: dict[str, dict] = {}
         self._row_memos: dict[str, RowMemo] = {}
 
@@ -236,14 +249,13 @@ class CostTables:
     # -- per-layer work ---------------------------------------------------------------------
     def work(self, tp: int, cp: int, mbs: int, rec: int, sp: int, ep: int = 1, etp: int = 1
              ) -> LayerWork:
-        key = (tp, cp, mbs, rec, sp, ep, etp)
+        key = (tp, cp, mbs, sp, ep, etp)
         hit = self._work.get(key)
-        if hit is None:
-            hit = self._work[key] = layer_work(
-                self.model, self.training,
-                LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp), ep, etp),
+        if hit is None:       # every recompute mode's at once (``layers.layer_works``)
+            hit = self._work[key] = layer_works(
+                self.model, self.training, LayerShape(tp, cp, mbs, "none", bool(sp), ep, etp),
                 self.cluster.gpu, self.eff)
-        return hit
+        return hit[RECOMPUTE[rec]]
 
     def layer(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int, ep: int = 1,
               etp: int = 1) -> LayerCost:
@@ -377,24 +389,32 @@ class CostTables:
         ``calls`` are per MoE layer."""
         if not self.model.is_moe or ep * etp == 1:
             return []
-        shape = LayerShape(tp, cp, mbs, RECOMPUTE[rec], bool(sp), ep, etp)
-        pairs, _ = moe_tokens(self.model, self.training, shape)
+        passes = 3 if self.moe_recomputed(rec) else 2
+        key = (tp, cp, mbs, sp, npn, ep, etp)
+        priced = self._ep_priced.get(key)
+        if priced is None:
+            priced = self._ep_priced[key] = self._price_ep(tp, cp, mbs, sp, npn, ep, etp)
+        return uses_of("EP", priced, passes)
+
+    def _price_ep(self, tp: int, cp: int, mbs: int, sp: int, npn: int, ep: int, etp: int
+                  ) -> list[Priced]:
+        """``ep_uses``' collectives, priced once for every recompute mode."""
+        pairs, _ = moe_tokens(self.model, self.training,
+                              LayerShape(tp, cp, mbs, "none", bool(sp), ep, etp))
         nbytes = (pairs * self.training.moe_load * self.model.hidden_size
                   * self.training.activation_bytes)
-        passes = 3 if self.moe_recomputed(rec) else 2
-        uses = []
+        priced: list[Priced] = []
         if ep > 1:
             g = self.group(ep, etp, npn)
             cost = (self.deepep_dispatch(nbytes / self.model.top_k, g)
                     if self.training.moe_dispatcher == "deepep"
                     else self.collective("all_to_all", nbytes, g))
-            uses.append(CollectiveUse("EP", cost, 2 * passes, g))
+            priced.append((cost, g, 2, 0))
         if etp > 1:
             g = self.group(etp, 1, npn)
             for op in ("all_gather", "reduce_scatter"):
-                uses.append(CollectiveUse("EP", self.collective(op, nbytes * etp, g), passes,
-                                          g))
-        return uses
+                priced.append((self.collective(op, nbytes * etp, g), g, 1, 0))
+        return priced
 
     def tp_uses(self, tp: int, cp: int, mbs: int, rec: int, sp: int, npn: int
                 ) -> list[CollectiveUse]:
@@ -405,17 +425,21 @@ class CostTables:
         (Narayanan et al. SC'21 section 2.3; Korthikanti et al. section 4.2.2)."""
         if tp == 1:
             return []
-        nbytes = self.hidden_bytes(mbs, cp)
-        g = self.group(tp, 1, npn)
+        key = (tp, cp, mbs, sp, npn)
+        priced = self._tp_priced.get(key)
+        if priced is None:      # (group, its collectives' costs), for every recompute mode
+            nbytes = self.hidden_bytes(mbs, cp)
+            g = self.group(tp, 1, npn)
+            ops = ("all_gather", "reduce_scatter") if sp else ("all_reduce",)
+            priced = self._tp_priced[key] = (g, [self.collective(op, nbytes, g) for op in ops])
+        g, costs = priced
         extra = 2 if rec == 2 else self.mlp_recomputed(rec)
         if sp:
             regather = 2 if self.per_op(rec) else 0
-            return [CollectiveUse("TP", self.collective("all_gather", nbytes, g),
-                                  6 + extra + regather, g),
-                    CollectiveUse("TP", self.collective("reduce_scatter", nbytes, g), 4 + extra,
-                                  g)]
+            return [CollectiveUse("TP", costs[0], 6 + extra + regather, g),
+                    CollectiveUse("TP", costs[1], 4 + extra, g)]
         calls = 2 + self.training.tp_column_parallel_inputs + extra
-        return [CollectiveUse("TP", self.collective("all_reduce", nbytes, g), calls, g)]
+        return [CollectiveUse("TP", costs[0], calls, g)]
 
     def hidden_bytes(self, mbs: int, cp: int) -> int:
         """Bytes of one micro-batch's hidden state on a context-parallel rank, whole over the
@@ -449,18 +473,25 @@ class CostTables:
         of cp ranks' (s / c tokens at kv heads / a)."""
         if cp == 1:
             return []
+        key = (tp, cp, mbs, npn)
+        priced = self._cp_priced.get(key)
+        if priced is None:
+            priced = self._cp_priced[key] = self._price_cp(tp, cp, mbs, npn)
+        return uses_of("CP", priced, 2 if rec == 2 else 1)
+
+    def _price_cp(self, tp: int, cp: int, mbs: int, npn: int) -> list[Priced]:
+        """``cp_uses``' collectives, priced once for every recompute mode (full recompute
+        runs the forward's twice: ``passes`` 2)."""
         tokens = mbs * self.training.seq_length // cp
-        passes = 2 if rec == 2 else 1
         a, c = cp_split(self.training, cp)
-        a2a: list[CollectiveUse] = []
+        a2a: list[Priced] = []
         if a > 1:
             # All-to-all context parallelism (ulysses.py): Q and O (and their gradients), K
             # and V (and theirs), each one all-to-all a pass over the a ranks.
             q, kv, o = a2a_tensor_elems(self.model, tokens, tp)
             e = self.training.activation_bytes
             g = self.group(a, tp, npn)
-            a2a = [CollectiveUse("CP", self.collective("all_to_all", n * e, g),
-                                 calls * (passes + 1), g)
+            a2a = [(self.collective("all_to_all", n * e, g), g, calls, calls)
                    for n, calls in ((q, 1), (kv, 2), (o, 1))]
             if c == 1:
                 return a2a
@@ -472,19 +503,15 @@ class CostTables:
                 tokens * received_kv_width(self.model, self.training) / tp,
                 self.training.activation_bytes)
             pair = self.pair(cp, tp, npn)
-            dkv = CollectiveUse("CP", self.collective("send_recv", grads, pair), cp, pair)
+            dkv = (self.collective("send_recv", grads, pair), pair, 0, cp)
             if self.training.ring_attention == "torch_allgather":
                 g = self.group(cp, tp, npn)
-                return [CollectiveUse("CP", self.collective("all_gather", cp * own, g),
-                                      passes + 1, g), dkv]
-            return [CollectiveUse("CP", self.collective("send_recv", own, pair),
-                                  (cp - 1) * (passes + 1), pair), dkv]
+                return [(self.collective("all_gather", cp * own, g), g, 1, 1), dkv]
+            return [(self.collective("send_recv", own, pair), pair, cp - 1, cp - 1), dkv]
         kv_bytes = 2 * tokens * self.model.kv_width / tp * self.training.activation_bytes
         pair = self.pair(c, tp * a, npn)
-        return a2a + [CollectiveUse("CP", self.collective("send_recv", kv_bytes, pair),
-                                    (c - 1) * passes, pair),
-                      CollectiveUse("CP", self.collective("send_recv", 2 * kv_bytes, pair),
-                                    c - 1, pair)]
+        return a2a + [(self.collective("send_recv", kv_bytes, pair), pair, c - 1, 0),
+                      (self.collective("send_recv", 2 * kv_bytes, pair), pair, 0, c - 1)]
 
     def deepep_dispatch(self, token_bytes: float, group: GroupTopology) -> CollectiveCost:
         """One DeepEP dispatch (or combine) of ``token_bytes`` of tokens per rank over the EP
