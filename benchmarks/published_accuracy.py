@@ -190,6 +190,14 @@ def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[d
             # What the run measured, in the same FLOPs count: independent of the prediction.
             "measured_mfu": round(est.mfu * est.step_time_s / measured, 6),
         })
+        peak = run["measured"].get("peak_memory_gib")
+        if peak is not None:
+            # What the allocator could have held: the model's memory less the reserve it
+            # keeps for the CUDA context and NCCL's buffers, which no allocator reading counts.
+            reserve = EfficiencyModel.model_validate(run.get("efficiency") or {}
+                                                     ).memory_reserve_gib
+            rows[-1]["measured_memory_gib"] = peak
+            rows[-1]["allocator_memory_gib"] = round(est.memory_per_gpu_gib - reserve, 2)
     return rows
 
 
@@ -210,6 +218,25 @@ def summarize(rows: list[dict]) -> dict:
             "mean_abs_error_pct": round(statistics.mean(errs), 2),
             "max_abs_error_pct": round(max(errs), 2),
             "median_signed_error_pct": round(statistics.median(r["error_pct"] for r in rows), 2)}
+
+
+def memory_summary(rows: list[dict]) -> dict:
+    """The model's memory (less the CUDA context's reserve: ``allocator_memory_gib``) against
+    the peak the runs logged (``measured.peak_memory_gib``): a caching allocator's reserved peak
+    (torchtitan's), which holds the live tensors and whatever the allocator kept besides, so an
+    upper bound on what the run needed; the closer a run came to the GPU's memory, the less the
+    allocator could keep beyond its needs."""
+    pairs = [(r["allocator_memory_gib"], r["measured_memory_gib"], r["source"])
+             for r in rows if "measured_memory_gib" in r]
+    if not pairs:
+        return {"rows": 0}
+    ratios = [p / m for p, m, _ in pairs]
+    return {"rows": len(pairs), "sources": len({s for _, _, s in pairs}),
+            "median_predicted_over_measured": round(statistics.median(ratios), 3),
+            "min_predicted_over_measured": round(min(ratios), 3),
+            "max_predicted_over_measured": round(max(ratios), 3),
+            # predicted above a reserved peak: more than the run held, allocator cache included
+            "above_measured": sum(p > m for p, m, _ in pairs)}
 
 
 def source_weighted_quantiles(values: list[float], sources: list[str],
@@ -403,6 +430,20 @@ def main(argv: list[str] | None = None) -> int:
         print("\nKendall tau within sweeps:")
         for name, t in taus.items():
             print(f"  {name:<60}{t['runs']:>3} runs  {t['split']:<9} tau {t['kendall_tau']:+.2f}")
+    summary["memory"] = memory_summary(rows)
+    mem = summary["memory"]
+    if mem["rows"]:
+        print(f"\nmemory: {mem['rows']} runs from {mem['sources']} sources logged their peak "
+              "(a caching allocator's reserved peak: what the run needed and what the "
+              "allocator kept besides); the model's memory less its CUDA-context reserve over "
+              f"it: median {mem['median_predicted_over_measured']:.2f}, "
+              f"{mem['min_predicted_over_measured']:.2f}-{mem['max_predicted_over_measured']:.2f}, "
+              f"{mem['above_measured']} above it")
+        for r in rows:
+            if "measured_memory_gib" in r:
+                print(f"  {r['id'][:50]:<51}{r['measured_memory_gib']:>8.1f} GiB logged"
+                      f"{r['allocator_memory_gib']:>8.1f} predicted"
+                      f"{r['allocator_memory_gib'] / r['measured_memory_gib']:>7.2f}")
     over = over_memory(rows)
     if over:
         print(f"\n{len(over)} of {len(rows)} runs ran where the model puts them over the GPU's "

@@ -34,6 +34,10 @@ RING_ATTENTIONS: tuple[RingAttention, ...] = get_args(RingAttention)
 # How a MoE layer copies its tokens around the experts: Megatron-Core's fused permutation,
 # torchtitan's eager one, DeepSpeed's AutoEP layer (planner/cost/moe_routing.py).
 MoeRouting = Literal["fused", "torchtitan", "autoep"]
+# How the cross-entropy loss runs over the logits: Megatron-Core's (an fp32 copy worked in
+# place), PyTorch's eager F.cross_entropy over an fp32 copy, or a fused kernel over the 16-bit
+# logits (planner/cost/layers.py loss_peak_bytes).
+LossImplementation = Literal["megatron", "eager", "fused"]
 
 Strategy = Literal["DP", "TP", "PP", "CP", "EP", "ZeRO"]
 

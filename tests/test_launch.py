@@ -344,13 +344,19 @@ def test_torchtitan_runs_the_plan_compiled():
     cfg = tomllib.loads(_fsdp_tp_pp(1).launch.torchtitan_toml)
     assert cfg["compile"] == {"enable": True, "components": ["model", "loss"]}
     assert "early_stop" not in cfg["activation_checkpoint"]
-    # A plan costed with torchtitan's eager kernels runs uncompiled, one costed with the
+    # A plan costed with torchtitan's eager kernels runs its model uncompiled, with PyTorch's
+    # eager loss as well uncompiled (training.loss_implementation); one costed with the
     # recompute's early stop (recompute full) sets activation_checkpoint.early_stop.
     eager = _fsdp_tp_pp(1, eager_elementwise=True, recompute_early_stop=True)
     assert eager.frameworks == ["torchtitan"]
     cfg = tomllib.loads(eager.launch.torchtitan_toml)
-    assert cfg["compile"] == {"enable": False}
+    assert cfg["compile"] == {"enable": True, "components": ["loss"]}
     assert "early_stop" not in cfg["activation_checkpoint"]      # no recompute in this plan
+    eager_loss = _fsdp_tp_pp(1, eager_elementwise=True, loss_implementation="eager")
+    assert tomllib.loads(eager_loss.launch.torchtitan_toml)["compile"] == {"enable": False}
+    model_only = _fsdp_tp_pp(1, loss_implementation="eager")
+    assert tomllib.loads(model_only.launch.torchtitan_toml)["compile"] == {
+        "enable": True, "components": ["model"]}
     full = estimated(ModelSpec.from_preset("llama3-8b"),
                      ClusterSpec.from_preset("dgx-h100", num_nodes=1),
                      TrainingSpec(global_batch_size=8, seq_length=4096, zero3_per_parameter=True,

@@ -243,14 +243,26 @@ def test_block_recompute_of_n_layers_costs_n_layers_of_full_recompute():
         est = _block(n)
         assert est.breakdown["recompute"] == pytest.approx(
             n / 12 * full.breakdown["recompute"], rel=1e-9)
-        per_layer = (none.memory.activations_gib - (full.memory.activations_gib
-                                                    - _working())) / 12
-        want = none.memory.activations_gib - n * per_layer + _working()
+        # One stage: every layer's stored activations, then the larger of the loss's peak and
+        # (with any layer recomputed) the recomputed layer's working set.
+        top = max(_working(), _loss_peak())
+        per_layer = ((none.memory.activations_gib - _loss_peak())
+                     - (full.memory.activations_gib - top)) / 12
+        want = none.memory.activations_gib - _loss_peak() - n * per_layer + top
         assert est.memory.activations_gib == pytest.approx(want, rel=1e-6)
         assert none.step_time_s < est.step_time_s < full.step_time_s
     # n at or above the layers of the chunk is full recompute.
     assert _block(12).step_time_s == pytest.approx(full.step_time_s, rel=1e-12)
     assert _block(30).memory_per_gpu_gib == pytest.approx(full.memory_per_gpu_gib, rel=1e-12)
+
+
+def _loss_peak():
+    """GiB the loss holds at its peak on that stage (``layers.loss_peak_bytes``)."""
+    model = ModelSpec(name="m", num_layers=12, hidden_size=2048, num_attention_heads=16,
+                      vocab_size=32000)
+    hw = head_work(model, TrainingSpec(global_batch_size=64, seq_length=2048), LayerShape(),
+                   GPUSpec.from_preset("h100-sxm"), EfficiencyModel())
+    return hw.loss_peak_bytes / 2**30
 
 
 def _working():

@@ -64,8 +64,11 @@ def read_back(est, model, cluster, training):
 def test_configs_of_random_torchtitan_plans_read_back_to_the_same_prediction():
     rng = random.Random(3)
     checked = pipelined = 0
-    for _ in range(700):
+    for i in range(700):
         model, cluster, training, plan = random_plan(rng)
+        # torchtitan runs PyTorch's loss, eager or compiled, not Megatron's (its artifact
+        # compiles a loss costed as Megatron's, which would not read back as costed).
+        training = training.model_copy(update={"loss_implementation": ("eager", "fused")[i % 2]})
         est = estimated(model, cluster, training, plan)
         if "torchtitan" not in est.frameworks:
             continue
@@ -221,6 +224,25 @@ def test_a_config_and_log_as_torchtitan_writes_them():
 def edit(text: str, old: str, new: str) -> str:
     assert old in text, old
     return text.replace(old, new)
+
+
+@pytest.mark.parametrize("compile_section, eager, loss", [
+    ('enable = true\ncomponents = ["model", "loss"]', False, "fused"),
+    ("enable = true", False, "fused"),                   # v0.2.2's default components
+    ('enable = true\ncomponents = ["model"]', False, "eager"),
+    ('enable = true\ncomponents = ["loss"]', True, "fused"),
+    ('enable = false\ncomponents = ["model", "loss"]', True, "eager"),
+])
+def test_the_compiled_components_set_the_kernels_and_the_loss(compile_section, eager, loss):
+    config = edit(CONFIG, 'enable = true\ncomponents = ["model", "loss"]', compile_section)
+    t = anchor_run(config, LOG, {"preset": "dgx-h100"})[0]["training"]
+    assert (t["eager_elementwise"], t["loss_implementation"]) == (eager, loss)
+
+
+def test_compile_components_must_be_a_list():
+    with pytest.raises(PlannerInputError, match="config.compile.components"):
+        anchor_run(edit(CONFIG, 'components = ["model", "loss"]', 'components = "model"'), LOG,
+                   {"preset": "dgx-h100"})
 
 
 @pytest.mark.parametrize("config, log, field", [

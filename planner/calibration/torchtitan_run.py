@@ -352,7 +352,13 @@ def _training(cfg: dict, plan: dict, moe: bool) -> dict:
         t.update({"master_weights": False, "grad_dtype": "bf16",
                   "optimizer_state_dtype": "bf16", "grad_reduce_dtype": "fp32"})
     compile_ = _section(cfg, "compile")
-    t["eager_elementwise"] = compile_.get("enable", False) is not True
+    components = compile_.get("components", ["model", "loss"])
+    if not isinstance(components, list):
+        raise PlannerInputError("config.compile.components", "needed as a list of names")
+    compiled = compile_.get("enable", False) is True
+    t["eager_elementwise"] = not (compiled and "model" in components)
+    # v0.2.2 compiles the loss with the model by default (components ["model", "loss"]).
+    t["loss_implementation"] = "fused" if compiled and "loss" in components else "eager"
     ac = _section(cfg, "activation_checkpoint")
     if plan["recompute"] == "selective":
         if str(ac.get("selective_ac_option", "2")) != "op":

@@ -99,10 +99,12 @@ LAYER_PARAM_TENSORS = 12
 GRAD_UPCAST_BYTES = 10
 # Columns of a layer's row (``compose.layer_row``), and of the head's: the head and the
 # embedding (``compose.head_row``), then one MTP module's (``CostTables.mtp``), then the head's
-# forward without the loss (``HeadWork.rerun_s``, what ``recompute_head`` reruns).
+# forward without the loss (``HeadWork.rerun_s``, what ``recompute_head`` reruns), then the
+# memory at the loss's peak (``HeadWork.loss_peak_bytes``).
 LAYER_COLUMNS = 15
-HEAD_COLUMNS = 11
+HEAD_COLUMNS = 12
 HEAD_RERUN = 10
+HEAD_LOSS_PEAK = 11
 
 
 @dataclass(frozen=True)
@@ -527,7 +529,7 @@ def _compose(plans: PlanArrays, tables: CostTables,
     def head_row(t, c, b, n):
         hw = tables.head(t, c, b, n)
         return (hw.head_fwd_s, hw.head_bwd_s, hw.head_flops, hw.logits_bytes, hw.embed_s,
-                hw.rerun_s)
+                hw.rerun_s, hw.loss_peak_bytes)
 
     # (``known``: the plans' stage classes and model states, already worked out by ``compose``.)
     classes = stage_classes(plans, model.num_layers, layout, stages) if known is None \
@@ -563,9 +565,9 @@ def _compose(plans: PlanArrays, tables: CostTables,
     LW[alive] = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.rec,
                                   a_plans.sp, a_npn, a_plans.ep, a_plans.etp], 1), layer_row,
                         LAYER_COLUMNS, tables.row_memo("layer"))
-    head = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_npn], 1), head_row, 6,
+    head = _gather(np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_npn], 1), head_row, 7,
                    tables.row_memo("head"))
-    HW[alive, :5], HW[alive, HEAD_RERUN] = head[:, :5], head[:, 5]
+    HW[alive, :5], HW[alive, HEAD_RERUN:] = head[:, :5], head[:, 5:]
     if k_mtp:
         HW[alive, 5:HEAD_RERUN] = _gather(
             np.stack([a_plans.tp, a_plans.cp, a_plans.mbs, a_plans.sp, a_npn], 1), tables.mtp, 5,
@@ -587,14 +589,20 @@ def _compose(plans: PlanArrays, tables: CostTables,
         W = np.where(_col(partial), share, 1.0)
 
     working, logits = LW[:, 6], HW[:, 3]
+    # The last stage at its loss: every prediction depth's kept logits, and one loss at its
+    # peak (``layers.loss_peak_bytes``). The loss's buffers are gone before the backward
+    # reaches the layers, so a recomputed layer's working set takes their place, not theirs
+    # and its own together.
+    head_mem = k_mtp * logits + HW[:, HEAD_LOSS_PEAK]
     stored = _per_layer(LW, LW0, W, 5)
     inflight = in_flight_microbatches(_col(pp), _col(v), sidx, _col(m), _col(grp))
     # CPU offloading (pp 1): the offloaded layers' activations live in host memory but for
     # the one layer in transit (Transformer Engine's offload handler stages a layer at a time).
     off = _col(plans.off)
     held = Lx - off + (off > 0)
-    acts = (held * stored * inflight + np.where((_col(rec) == 2) & (Lx > 0), _col(working), 0.0)
-            + (1 + k_mtp) * last * _col(logits))
+    acts = (held * stored * inflight
+            + np.maximum(np.where((_col(rec) == 2) & (Lx > 0), _col(working), 0.0),
+                         last * _col(head_mem)))
     reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
     total = weights + grads + optim + zero_buf + acts + reserved
     total = np.where(present, total, -np.inf)
@@ -613,14 +621,17 @@ def _compose(plans: PlanArrays, tables: CostTables,
         # for all of them: stage i holds the activations of in_flight(i) micro-batches per
         # layer (min(pp - i, m) in 1F1B; interleaved: memory.in_flight_microbatches), its fixed
         # states (the embedding on the first, the head on the last), the reserve, a
-        # recomputed layer's working set, and on the last stage the logits.
+        # recomputed layer's working set, or on the last stage the loss if larger.
         frag = 1 + eff.memory_fragmentation
         fixed = np.where(present, states - L * per_layer_state, 0.0)
-        base = eff.memory_reserve_gib * GIB + np.where(rec == 2, working * frag, 0.0)
+        rec_work = np.where(rec == 2, working, 0.0)
+        reserve = eff.memory_reserve_gib * GIB
+        base = reserve + rec_work * frag
         terms = {"state": per_layer_state[:, 0], "act": stored[:, 0] * frag,
                  "mem_first": (fixed * first).sum(axis=1) + base,
                  "mem_mid": zero_buf[:, 0] + base,
-                 "mem_last": (fixed * last).sum(axis=1) + base + (1 + k_mtp) * logits * frag
+                 "mem_last": (fixed * last).sum(axis=1) + reserve
+                 + np.maximum(rec_work, head_mem) * frag
                  + k_mtp * stored[:, 0] * frag * in_flight_microbatches(pp, v, pp - 1, m, grp)}
         could = np.zeros(len(plans), dtype=bool)
         ask = np.flatnonzero(splittable & (LW[:, 0] > 0) & ~fits)

@@ -656,6 +656,22 @@ def _up_projections(model: ModelSpec) -> tuple[int, ...]:
     return (1, 3) if model.q_lora_rank else (0, 2)
 
 
+def loss_peak_bytes(implementation: str, e: int) -> int:
+    """Bytes a logit of memory at the cross-entropy's peak, the ``e``-byte logits included
+    (``TrainingSpec.loss_implementation``). Megatron-Core's vocab-parallel cross-entropy
+    (tensor_parallel/cross_entropy.py) casts the logits to an fp32 copy and works on it in place
+    (max, subtraction, exp, division; the backward's update and product too) while the caller
+    holds the 16-bit logits, and its gradient is cast back beside the fp32 one: e + 4.
+    PyTorch's ``F.cross_entropy`` over ``logits.float()`` (torchtitan's loss) holds the logits,
+    their fp32 copy and log_softmax's fp32 output at once: e + 8. A fused kernel keeps nothing
+    but the logits, over which it writes their gradient: e (Transformer Engine's
+    ``parallel_cross_entropy``, pytorch/triton/cross_entropy.py: an online softmax over the
+    16-bit input, three fp32 values a row kept, the gradient stored into the input; the loss
+    under ``torch.compile``). ``tests/test_loss_memory.py`` measures Megatron-Core's, PyTorch's
+    and the compiled one on bf16 logits (6, 10 and 2) from the allocator's events."""
+    return e + {"megatron": 4, "eager": 8, "fused": 0}[implementation]
+
+
 CE_FWD_BYTES = 38     # bytes moved per logit by the cross-entropy forward (``head_work``)
 CE_BWD_BYTES = 14     # and by its backward
 
@@ -707,7 +723,7 @@ class HeadWork:
     head_fwd_s: float
     head_bwd_s: float
     head_flops: float
-    logits_bytes: float
+    logits_bytes: float           # kept for the backward between the loss and its gradient
     embed_s: float
     gathered_bytes: float = 0.0   # the logits all-gathered over TP before a non-parallel loss
     # The head's forward without the loss, which ``TrainingSpec.recompute_head`` reruns in the
@@ -715,6 +731,9 @@ class HeadWork:
     # concatenation (the tables add the all-gather itself). The logits it rebuilds are
     # transient and not added to the stage's memory.
     rerun_s: float = 0.0
+    # Memory at the loss's peak (``loss_peak_bytes``), the kept logits included: what the last
+    # stage holds on top of its stored activations while the loss runs.
+    loss_peak_bytes: float = 0.0
 
 
 def head_work(
@@ -742,7 +761,10 @@ def head_work(
     norm = norm_work(training, T * h)
     if training.vocab_parallel_loss:
         ce_f, ce_b, k_f, k_b = CE_FWD_BYTES * logits, CE_BWD_BYTES * logits, 7, 3
-        kept = 4 * logits             # Korthikanti et al.: 4 s b v / t for the fp32 logits
+        peak = loss_peak_bytes(training.loss_implementation, e) * logits
+        # Korthikanti et al.: 4 s b v / t for the fp32 logits (a compiled loss keeps no more
+        # than its peak)
+        kept = min(4 * logits, peak)
         gathered = 0.0
         rerun_bytes, rerun_k = 0.0, 0
     else:                             # every rank: the whole vocabulary, upcast to fp32
@@ -750,7 +772,11 @@ def head_work(
         ce_f, ce_b = g.fwd_bytes * T * V, g.bwd_bytes * T * V
         k_f, k_b = g.fwd_kernels, g.bwd_kernels
         rerun_bytes, rerun_k = g.gather_bytes * T * V, g.gather_kernels
-        kept = g.kept_bytes * T * V   # the gathered logits and the fp32 log_softmax output
+        implementation = ("eager" if training.loss_implementation == "megatron"
+                          else training.loss_implementation)
+        peak = loss_peak_bytes(implementation, e) * T * V
+        # the gathered logits and the fp32 log_softmax output
+        kept = min(g.kept_bytes * T * V, peak)
         gathered = e * T * V if t > 1 else 0.0
     loss_f = km.memory(ce_f + norm_bytes + norm.fwd_bytes, kernels=k_f + norm.fwd_kernels)
     loss_b = km.memory(ce_b + norm_bytes + norm.bwd_bytes, kernels=k_b + norm.bwd_kernels)
@@ -764,6 +790,7 @@ def head_work(
         gathered_bytes=gathered,
         rerun_s=gemm_f + km.memory(norm_bytes + norm.fwd_bytes + rerun_bytes,
                                    kernels=norm.fwd_kernels + rerun_k),
+        loss_peak_bytes=peak,
     )
 
 

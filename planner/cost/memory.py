@@ -15,12 +15,16 @@ Nd is the ranks ZeRO shards over: dp x cp, or one replica's under hybrid shardin
 Activations (Korthikanti et al., MLSys'23): per layer and micro-batch from ``layers.py``, times
 the micro-batches a stage holds in flight: stage i of a 1F1B pipeline holds min(p - i, m); with
 v interleaved chunks it holds (2 (p - i - 1) + (v - 1) p + 1) chunk-micro-batches of 1/v of
-its layers, i.e. p + (p - 1)/v micro-batches on the first stage (Narayanan et al. SC'21). The
-last stage also holds the fp32 logits (4 s b V / t). ZeRO-3 holds the gathered weights of the
-layer being computed and of the layers prefetched (plus one layer's unsharded gradients before
-they are reduce-scattered). Full recompute adds one layer's complete
-activations while that layer is recomputed. A fixed reserve and a fragmentation share of the
-activations are added (``EfficiencyModel``).
+its layers, i.e. p + (p - 1)/v micro-batches on the first stage (Narayanan et al. SC'21). ZeRO-3
+holds the gathered weights of the layer being computed and of the layers prefetched (plus one
+layer's unsharded gradients before they are reduce-scattered). On top of the stored
+activations a stage holds, one at a time, what a pass builds and frees: under full recompute
+one layer's complete activations while that layer is recomputed, and on the last stage the
+loss at its peak (``layers.loss_peak_bytes``: Korthikanti et al.'s fp32 logits, 4 s b V / t,
+are what Megatron's loss keeps between its forward and its backward; at its peak it also
+holds the 16-bit logits, PyTorch's eager loss a second fp32 tensor), whichever is larger: the
+loss's buffers are gone before the backward reaches the layers (``batch.compose``). A fixed
+reserve and a fragmentation share of the activations are added (``EfficiencyModel``).
 """
 
 from __future__ import annotations

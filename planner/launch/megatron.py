@@ -69,6 +69,11 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         notes.append(f"{m.num_sliding_window_layers} of {m.num_layers} layers attend within "
                      f"{m.sliding_window} tokens: set Megatron's --window-size and "
                      "--window-attn-skip-freq to that pattern")
+    if t.loss_implementation != "megatron":
+        notes.append(f"the plan was costed with the {t.loss_implementation} cross-entropy "
+                     "(training.loss_implementation); Megatron-LM runs its vocab-parallel "
+                     "one, which holds 6 bytes a logit at its peak (its Transformer Engine "
+                     "fusion is refused by megatron/training/arguments.py)")
     if not t.dropout:
         # TransformerConfig's hidden_dropout and attention_dropout default to 0.1: left
         # unset, the run would store dropout masks the plan was not costed (or sized) with.

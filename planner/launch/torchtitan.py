@@ -3,7 +3,10 @@ torchtitan job config (TOML, the ``JobConfig`` of torchtitan's last release, v0.
 it runs as predicted. torch.compile is on (``compile.enable``, v0.2.2's ``Compile`` dataclass:
 ``enable`` false by default, ``components`` ["model", "loss"]): the step model costs the norms,
 activations and residual adds as fused kernels, which eager PyTorch runs one op at a time; a
-plan costed with the eager kernels (``training.eager_elementwise``) gets ``enable = false``. A
+plan costed with the eager kernels (``training.eager_elementwise``) leaves the model out of
+``components``, one costed with PyTorch's eager loss (``training.loss_implementation``
+'eager') the loss, and ``enable = false`` when neither is left; a loss costed as Megatron's,
+which torchtitan cannot run, is compiled and holds less at its peak than costed. A
 full recompute costed to stop early (``training.recompute_early_stop``) sets
 ``activation_checkpoint.early_stop`` (v0.2.2's default is false).
 
@@ -34,6 +37,14 @@ from __future__ import annotations
 from planner.launch.context import TORCH_DTYPE, LaunchContext
 
 TomlValue = bool | int | float | str | list
+
+
+def _compile_section(t) -> dict:
+    """[compile]: the model compiled unless costed with eager kernels, the loss unless costed
+    as PyTorch's eager one (v0.2.2's ``Compile.components``)."""
+    components = ([] if t.eager_elementwise else ["model"]) + (
+        [] if t.loss_implementation == "eager" else ["loss"])
+    return {"enable": True, "components": components} if components else {"enable": False}
 
 
 def _toml_value(v: TomlValue) -> str:
@@ -118,9 +129,10 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         "activation_checkpoint": {"mode": p.recompute},
         # The step model costs fused memory-bound kernels (norms, activations, residual adds),
         # which torchtitan runs only under torch.compile (v0.2.2's compile.enable is false),
-        # unless the plan was costed with its eager ones (training.eager_elementwise).
-        "compile": ({"enable": False} if t.eager_elementwise
-                    else {"enable": True, "components": ["model", "loss"]}),
+        # unless the plan was costed with its eager ones (training.eager_elementwise); and the
+        # loss compiled unless costed eager (training.loss_implementation: a compiled loss
+        # holds less at its peak than Megatron's, which torchtitan cannot run).
+        "compile": _compile_section(t),
     }
     if t.recompute_early_stop and p.recompute == "full":
         sections["activation_checkpoint"]["early_stop"] = True

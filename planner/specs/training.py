@@ -17,6 +17,7 @@ from planner.specs.gpu import Precision
 from planner.vocabulary import (
     RECOMPUTE_MODULES,
     AttentionKernel,
+    LossImplementation,
     MoeRouting,
     RecomputeModule,
     RingAttention,
@@ -106,6 +107,20 @@ class TrainingSpec(BaseModel):
         "Alpha's trainer: its LM head is a ColumnParallelLinear with parallel_output false, "
         "whose all_concat gathers the logits rank by rank, and its loss casts them with "
         ".float() first).")
+    loss_implementation: LossImplementation = Field(
+        "megatron", description="How the cross-entropy runs over the logits, which sets the "
+        "memory the last stage needs at the loss on top of its stored activations (bytes a "
+        "logit with 16-bit logits, those included; planner/cost/layers.py loss_peak_bytes): "
+        "'megatron', Megatron-Core's vocab-parallel cross-entropy (Megatron-LM's default, and "
+        "its 'native' fusion), which copies the logits to fp32 and works in place (6); "
+        "'eager', PyTorch's torch.nn.functional.cross_entropy over an fp32 copy, whose "
+        "log_softmax output is a second fp32 tensor (10): torchtitan with its loss uncompiled "
+        "(compile off, or before April 2025), Hugging Face-style loops; 'fused', a kernel "
+        "that reads the 16-bit logits and writes their gradient over them (2): Transformer "
+        "Engine's parallel_cross_entropy (Megatron-Core's cross_entropy_fusion_impl 'te', set "
+        "by Megatron-Bridge's performance recipes), torchtitan's loss under torch.compile. A "
+        "loss that is not vocab-parallel (vocab_parallel_loss false) runs PyTorch's loss over "
+        "the gathered logits: 'megatron' is read as 'eager' there.")
     attention_kernel: AttentionKernel = Field(
         "default", description="Which fused attention kernel runs (with flash_attention): "
         "'default', the GPU's attention_efficiency (FlashAttention-2 on A100, cuDNN's fused "

@@ -204,25 +204,27 @@ def test_a_torchtitan_search_over_http_costs_fsdp2_and_serves_its_toml(server):
 
 
 def test_a_gb200_search_over_http_offloads_and_launches_four_ranks_a_host(server):
-    """Two GB200 NVL72 racks, Megatron-Bridge's Llama 3 70B fp8 settings: the stored plan is
-    FSDP over 128 GPUs with 40 layers' activations offloaded to the Grace CPUs, Megatron's
+    """Two GB200 NVL72 racks, Megatron-Bridge's Llama 3 70B fp8 settings (its fused loss
+    among them): the stored plan is FSDP over 128 GPUs with 39 layers' activations offloaded to
+    the Grace CPUs (the fewest that fit; the recipe offloads 40), Megatron's
     arguments carry them, torchrun starts 4 ranks on each of 32 hosts, and torchtitan is
     refused for the offloading (409 naming it)."""
     body = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "gb200-nvl72", "num_nodes": 2},
             "training": {"global_batch_size": 256, "seq_length": 8192, "precision": "fp8",
                          "fp8_recipe": "tensorwise", "grad_dtype": "bf16",
-                         "overlap_grad_reduce": True, "overlap_param_gather": True},
+                         "overlap_grad_reduce": True, "overlap_param_gather": True,
+                         "loss_implementation": "fused"},
             "search": {"top_k": 1, "allow_idle_gpus": True}}
     with server.client() as c:
         r = c.post("/v1/plans", json=body)
         assert r.status_code == 201, r.text
         best = r.json()["plans"][0]
-        assert (best["gpus_used"], best["cpu_offload_layers"]) == (128, 40)
+        assert (best["gpus_used"], best["cpu_offload_layers"]) == (128, 39)
         assert best["breakdown"]["offload"] > 0 and best["placement"]["nproc_per_node"] == 4
         pid = r.json()["id"]
-        assert c.get(f"/v1/plans/{pid}").json()["plans"][0]["cpu_offload_layers"] == 40
+        assert c.get(f"/v1/plans/{pid}").json()["plans"][0]["cpu_offload_layers"] == 39
         args = c.get(f"/v1/plans/{pid}/launch/megatron").text
-        assert "--cpu-offloading-num-layers 40" in args
+        assert "--cpu-offloading-num-layers 39" in args
         run = c.get(f"/v1/plans/{pid}/launch/torchrun").text
         assert "--nnodes=32" in run and "--nproc-per-node=4" in run
         r = c.get(f"/v1/plans/{pid}/launch/torchtitan")
