@@ -112,6 +112,11 @@ def _training(**kw) -> TrainingSpec:
     return TrainingSpec.model_validate({"global_batch_size": 16, "seq_length": 8192, **kw})
 
 
+def test_fp32_logits_need_no_copy():
+    assert [loss_peak_bytes(i, 4) for i in ("megatron", "eager", "fused")] == [4, 8, 4]
+    assert [loss_peak_bytes(i, 2) for i in ("megatron", "eager", "fused")] == [6, 10, 2]
+
+
 def test_head_memory_by_hand():
     T, V_ = 2 * 8192, 128256                # two sequences a rank, tp 1 (no padding needed)
     for implementation, peak, kept in (("megatron", 6, 4), ("eager", 10, 4),

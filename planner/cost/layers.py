@@ -668,8 +668,10 @@ def loss_peak_bytes(implementation: str, e: int) -> int:
     ``parallel_cross_entropy``, pytorch/triton/cross_entropy.py: an online softmax over the
     16-bit input, three fp32 values a row kept, the gradient stored into the input; the loss
     under ``torch.compile``). ``tests/test_loss_memory.py`` measures Megatron-Core's, PyTorch's
-    and the compiled one on bf16 logits (6, 10 and 2) from the allocator's events."""
-    return e + {"megatron": 4, "eager": 8, "fused": 0}[implementation]
+    and the compiled one on bf16 logits (6, 10 and 2) from the allocator's events. fp32 logits
+    (``e`` 4) need no fp32 copy: ``.float()`` returns them as they are."""
+    copy = 4 if e < 4 else 0
+    return e + {"megatron": copy, "eager": copy + 4, "fused": 0}[implementation]
 
 
 CE_FWD_BYTES = 38     # bytes moved per logit by the cross-entropy forward (``head_work``)
@@ -762,7 +764,7 @@ def head_work(
     if training.vocab_parallel_loss:
         ce_f, ce_b, k_f, k_b = CE_FWD_BYTES * logits, CE_BWD_BYTES * logits, 7, 3
         peak = loss_peak_bytes(training.loss_implementation, e) * logits
-        # Korthikanti et al.: 4 s b v / t for the fp32 logits (a compiled loss keeps no more
+        # Korthikanti et al.: 4 s b v / t for the fp32 logits (a fused loss keeps no more
         # than its peak)
         kept = min(4 * logits, peak)
         gathered = 0.0
