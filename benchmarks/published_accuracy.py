@@ -192,6 +192,9 @@ def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[d
         })
         peak = run["measured"].get("peak_memory_gib")
         if peak is not None:
+            if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not peak > 0:
+                raise ValueError(f"measured.peak_memory_gib {peak!r} is not a positive number "
+                                 "of GiB")
             # What the allocator could have held: the model's memory less the reserve it
             # keeps for the CUDA context and NCCL's buffers, which no allocator reading counts.
             reserve = EfficiencyModel.model_validate(run.get("efficiency") or {}

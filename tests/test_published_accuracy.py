@@ -2943,3 +2943,13 @@ def test_the_memory_runs_logged_and_the_models_beside_them():
     logits = 32768 * 128256
     assert (round(logits / 1e9, 1), round(10 * logits / 2**30), round(4 * logits / 2**30)) == (
         4.2, 39, 16)
+
+
+@pytest.mark.parametrize("peak", [0, -3.5, "82 GiB", True])
+def test_a_logged_peak_that_is_not_a_size_skips_its_run(peak):
+    run = next(r for r in TODAY if "peak_memory_gib" in r["measured"])
+    bad = {**run, "id": "bad-peak", "measured": {**run["measured"], "peak_memory_gib": peak}}
+    rows, skipped = published_accuracy.replay([bad, run])
+    assert [r["id"] for r in rows] == [run["id"]]
+    assert skipped[0]["id"] == "bad-peak" and "measured.peak_memory_gib" in skipped[0]["reason"]
+    assert published_accuracy.memory_summary(rows)["rows"] == 1
