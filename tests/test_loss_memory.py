@@ -150,3 +150,25 @@ def test_the_last_stage_holds_the_loss_or_a_recomputed_layer(recompute):
         assert est.memory.activations_gib * 2**30 == pytest.approx(expect, rel=1e-12)
         acts[implementation] = expect
     assert acts["fused"] < acts["megatron"] < acts["eager"]
+
+
+@pytest.mark.parametrize("implementation, vocab_parallel, megatron_note, deepspeed_note", [
+    ("megatron", True, False, True),      # Hugging Face's model code runs its eager loss
+    ("megatron", False, False, False),    # gathered logits: costed as the eager loss it runs
+    ("eager", True, True, False),
+    ("fused", True, True, True),
+])
+def test_a_command_says_when_its_framework_runs_another_loss(implementation, vocab_parallel,
+                                                             megatron_note, deepspeed_note):
+    """Megatron-LM runs its own loss whatever was costed, DeepSpeed the model code's eager
+    one: their artifacts say so where the costed loss is another."""
+    from planner.launch.context import LaunchContext
+    from planner.launch.deepspeed import deepspeed_config
+    from planner.launch.megatron import megatron_args
+
+    training = _training(loss_implementation=implementation, vocab_parallel_loss=vocab_parallel)
+    est = estimate(LLAMA, H100, training, ParallelPlan(dp=8, zero_stage=1))
+    ctx = LaunchContext(est, LLAMA, H100, training)
+    notes = {"megatron": megatron_args(ctx)[1], "deepspeed": deepspeed_config(ctx)[1]}
+    said = {k: any("training.loss_implementation" in n for n in v) for k, v in notes.items()}
+    assert said == {"megatron": megatron_note, "deepspeed": deepspeed_note}
