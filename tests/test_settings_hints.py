@@ -79,13 +79,17 @@ def test_a_framework_is_told_only_of_what_it_runs():
     # instead), DeepEP gains 17% on the same dp8 pp2 ep8.
     # (Megatron-Core's all-to-all dispatcher's sorts by local expert, costed since, are not
     # torchtitan's: the two earlier answers are replayed without them.)
+    # (The two earlier answers are replayed with Megatron's loss, as every loss was costed
+    # then; a torchtitan search now costs the compiled loss its artifact runs, training.
+    # loss_implementation 'fused', which gives the same answer.)
     from tests.cost_history import fused_moe_routing, without_chunk_sorts, without_grad_upcast
     with without_grad_upcast(), fused_moe_routing(), without_chunk_sorts():
         before = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped",
-                                 microbatch_grad_upcast=False, moe_routing="fused"))
+                                 microbatch_grad_upcast=False, moe_routing="fused",
+                                 loss_implementation="megatron"))
     with fused_moe_routing(), without_chunk_sorts():
         fused = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped",
-                                moe_routing="fused"))
+                                moe_routing="fused", loss_implementation="megatron"))
     result = answer(_request(search={"framework": "torchtitan"}, moe_expert_gemm="grouped"))
     assert result.plans[0].frameworks == ["torchtitan"]
     for res, shape, faster in ((before, (4, 4, 4, 1), 8), (fused, (8, 2, 8, 1), 6),

@@ -28,14 +28,14 @@ from planner.specs import ModelSpec, TrainingSpec
 # (``ReduceGrads``); and its AutoTP leaves every TP rank the whole logits
 # (``auto_tp.py``), so the loss runs over the full vocabulary; its experts spread over ranks
 # through AutoEP's layer, and torchtitan's MoE layer copies its tokens its own way
-# (``moe_routing`` 'autoep', 'torchtitan'); torchtitan's loss runs eager, its compile off by
-# default (v0.2.2 job_config.py ``Compile.enable`` False; with it on, the loss is compiled too:
-# ``loss_implementation`` 'fused').
+# (``moe_routing`` 'autoep', 'torchtitan'); torchtitan's artifact turns torch.compile on for
+# the model and the loss (v0.2.2's ``Compile.components`` default; ``launch.torchtitan``), so
+# its loss is the compiled one (``loss_implementation`` 'fused').
 FRAMEWORK_TRAINING: dict[str, dict[str, Any]] = {
     "torchtitan": {"zero3_per_parameter": True, "ring_attention": "torch_allgather",
                    "hsdp_all_reduce_every_microbatch": True,
                    "grad_reduce_after_last_backward": True, "microbatch_grad_upcast": True,
-                   "moe_routing": "torchtitan", "loss_implementation": "eager"},
+                   "moe_routing": "torchtitan", "loss_implementation": "fused"},
     "deepspeed": {"overlap_param_gather": False, "grad_reduce_after_last_backward": True,
                   "zero_grad_allreduce": True, "vocab_parallel_loss": False,
                   "moe_routing": "autoep"}}
