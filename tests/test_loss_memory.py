@@ -172,3 +172,15 @@ def test_a_command_says_when_its_framework_runs_another_loss(implementation, voc
     notes = {"megatron": megatron_args(ctx)[1], "deepspeed": deepspeed_config(ctx)[1]}
     said = {k: any("training.loss_implementation" in n for n in v) for k, v in notes.items()}
     assert said == {"megatron": megatron_note, "deepspeed": deepspeed_note}
+
+
+@pytest.mark.parametrize("implementation, vocab_parallel, costed", [
+    ("megatron", True, "megatron"), ("megatron", False, "eager"),
+    ("eager", False, "eager"), ("fused", False, "fused"), ("fused", True, "fused")])
+def test_the_loss_a_plan_is_costed_with(implementation, vocab_parallel, costed):
+    from planner.cost.layers import costed_loss
+
+    training = _training(loss_implementation=implementation, vocab_parallel_loss=vocab_parallel)
+    assert costed_loss(training) == costed
+    hw = head_work(LLAMA, training, LayerShape(1, 1, 2), H100.gpu, EFF)
+    assert hw.loss_peak_bytes == loss_peak_bytes(costed, 2) * 2 * 8192 * 128256

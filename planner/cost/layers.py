@@ -674,6 +674,14 @@ def loss_peak_bytes(implementation: str, e: int) -> int:
     return e + {"megatron": copy, "eager": copy + 4, "fused": 0}[implementation]
 
 
+def costed_loss(training: TrainingSpec) -> str:
+    """The cross-entropy a plan is costed with: ``training.loss_implementation``, but PyTorch's
+    eager one over gathered logits (``vocab_parallel_loss`` false), where Megatron's cannot run."""
+    if training.loss_implementation == "megatron" and not training.vocab_parallel_loss:
+        return "eager"
+    return training.loss_implementation
+
+
 CE_FWD_BYTES = 38     # bytes moved per logit by the cross-entropy forward (``head_work``)
 CE_BWD_BYTES = 14     # and by its backward
 
@@ -763,7 +771,7 @@ def head_work(
     norm = norm_work(training, T * h)
     if training.vocab_parallel_loss:
         ce_f, ce_b, k_f, k_b = CE_FWD_BYTES * logits, CE_BWD_BYTES * logits, 7, 3
-        peak = loss_peak_bytes(training.loss_implementation, e) * logits
+        peak = loss_peak_bytes(costed_loss(training), e) * logits
         # Korthikanti et al.: 4 s b v / t for the fp32 logits (a fused loss keeps no more
         # than its peak)
         kept = min(4 * logits, peak)
@@ -774,9 +782,7 @@ def head_work(
         ce_f, ce_b = g.fwd_bytes * T * V, g.bwd_bytes * T * V
         k_f, k_b = g.fwd_kernels, g.bwd_kernels
         rerun_bytes, rerun_k = g.gather_bytes * T * V, g.gather_kernels
-        implementation = ("eager" if training.loss_implementation == "megatron"
-                          else training.loss_implementation)
-        peak = loss_peak_bytes(implementation, e) * T * V
+        peak = loss_peak_bytes(costed_loss(training), e) * T * V
         # the gathered logits and the fp32 log_softmax output
         kept = min(g.kept_bytes * T * V, peak)
         gathered = e * T * V if t > 1 else 0.0

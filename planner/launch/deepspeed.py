@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from planner.cost.layers import distributes_saved_input
+from planner.cost.layers import costed_loss, distributes_saved_input
 from planner.cost.tables import ddp_bucket_params
 from planner.launch.context import LaunchContext
 
@@ -123,9 +123,8 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
         notes.append("AutoTP training needs DeepSpeed >= "
                      + ("0.16.6 (tp_overlap_comm)" if overlap_tp else "0.16.4")
                      + (" (>= 0.19.4 with ZeRO-3)" if p.zero_stage == 3 else ""))
-    if t.loss_implementation == "fused" or (t.loss_implementation == "megatron"
-                                            and t.vocab_parallel_loss):
-        notes.append(f"the plan was costed with the {t.loss_implementation} cross-entropy "
+    if costed_loss(t) != "eager":
+        notes.append(f"the plan was costed with the {costed_loss(t)} cross-entropy "
                      "(training.loss_implementation); the model code's loss runs, Hugging "
                      "Face's ForCausalLMLoss an eager one over an fp32 copy, which holds 10 "
                      "bytes a logit at its peak: cost the plan with 'eager' to size it so")

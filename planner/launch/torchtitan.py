@@ -34,16 +34,18 @@ the expert degrees it accepts are checked in ``planner.frameworks``).
 
 from __future__ import annotations
 
+from planner.cost.layers import costed_loss
 from planner.launch.context import TORCH_DTYPE, LaunchContext
+from planner.specs import TrainingSpec
 
 TomlValue = bool | int | float | str | list
 
 
-def _compile_section(t) -> dict:
+def _compile_section(t: TrainingSpec) -> dict:
     """[compile]: the model compiled unless costed with eager kernels, the loss unless costed
     as PyTorch's eager one (v0.2.2's ``Compile.components``)."""
     components = ([] if t.eager_elementwise else ["model"]) + (
-        [] if t.loss_implementation == "eager" else ["loss"])
+        [] if costed_loss(t) == "eager" else ["loss"])
     return {"enable": True, "components": components} if components else {"enable": False}
 
 
