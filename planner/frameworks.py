@@ -302,12 +302,19 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py"),
     },
     "fp8": {
-        "megatron": _s("yes", "--fp8-format hybrid --fp8-recipe delayed|tensorwise|blockwise",
-                       f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
-        "torchtitan": _s("yes", 'model.converters = ["quantize.linear.float8"]',
-                         f"{TITAN} torchtitan/components/quantization/float8.py",
+        "megatron": _s("yes", "--fp8-format hybrid --fp8-recipe "
+                       "delayed|tensorwise|blockwise|mxfp8",
+                       f"{MEGATRON} megatron/core/transformer/transformer_config.py",
+                       "'mxfp8' for Blackwell architecture only"),
+        "torchtitan": _s("yes", 'model.converters = ["quantize.linear.float8"] or '
+                         '["quantize.linear.mx"] with quantize.linear.mx.recipe_name = '
+                         '"mxfp8_cublas"',
+                         f"{TITAN} torchtitan/components/quantization/float8.py, mx.py",
                          "torchao scales each tensor by its current amax (delayed scaling was "
-                         "removed, pytorch/ao#1680): training.fp8_recipe 'tensorwise'"),
+                         "removed, pytorch/ao#1680): training.fp8_recipe 'tensorwise'; or "
+                         "MXFP8 (training.fp8_recipe 'mxfp8', SM100 and later, the experts' "
+                         "grouped GEMMs through quantize.grouped_mm.mx, no tensor parallelism "
+                         "under torch.compile)"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py", "no fp8 in the engine"),
     },
     "fp8_param_gather": {
@@ -754,9 +761,20 @@ def _rules():
          "enable_fsdp_float8_all_gather acts only with dp_shard > 1, ZeRO-2/3 here; sharding "
          "over CP ranks alone gathers in 16 bits)",
          lambda c: c["fp8_gather"] & ~((z(c) >= 2) & (_titan_shard(c) > 1))),
-        ("torchtitan", "fp8", "fp8 expert GEMMs (its float8 converter converts nn.Linear only: "
-         "the grouped experts run torch._grouped_mm in bf16; quantization/utils.py "
-         "module_filter_fn)", lambda c: np.full(c["n"], c["moe"] and c["fp8"])),
+        ("torchtitan", "fp8", "per-tensor fp8 expert GEMMs (its float8 converter converts "
+         "nn.Linear only: the grouped experts run torch._grouped_mm in bf16; "
+         "quantization/utils.py module_filter_fn; MXFP8 has a grouped converter, "
+         "training.fp8_recipe 'mxfp8')",
+         lambda c: np.full(c["n"], c["moe"] and c["fp8"] and c["fp8_recipe"] != "mxfp8")),
+        ("torchtitan", "fp8", "MXFP8 with tensor parallelism under torch.compile (MXLinearConverter "
+         "asserts 'TP not yet supported with torch.compile for mxfp8'; components/quantization/"
+         "mx.py)",
+         lambda c: (c["tp"] > 1) & np.full(c["n"], c["fp8"] and c["fp8_recipe"] == "mxfp8"
+                                          and not c["eager"])),
+        ("torchtitan", "fp8_param_gather", "MXFP8 weight gathers (training.fp8_param_gather "
+         "with 'mxfp8': 'All distributed communication for MXFP8 training is currently done "
+         "in high precision', docs/mxfp8.md)",
+         lambda c: c["fp8_gather"] & np.full(c["n"], c["fp8_recipe"] == "mxfp8")),
         ("torchtitan", "moe_deepep_dispatch", "DeepEP without expert parallelism or with expert "
          "tensor parallelism (its deepseek_v3 and llama4 parallelize raise: 'DeepEP requires "
          "expert parallelism', 'DeepEP with Expert Tensor Parallelism (ETP) is not supported')",
@@ -768,9 +786,10 @@ def _rules():
          "(training.fp8_param_gather with a MoE model: Float8Linear converts nn.Linear only, "
          "the experts' grouped GEMMs gather in 16 bits)",
          lambda c: np.full(c["n"], c["moe"]) & c["fp8_gather"]),
-        ("torchtitan", "fp8", "an fp8 recipe other than per-tensor current scaling (torchao's "
-         "float8 training scales by the current amax: training.fp8_recipe 'tensorwise')",
-         lambda c: np.full(c["n"], c["fp8"] and c["fp8_recipe"] != "tensorwise")),
+        ("torchtitan", "fp8", "an fp8 recipe other than per-tensor current scaling or MXFP8 "
+         "(torchao's float8 training scales by the current amax: training.fp8_recipe "
+         "'tensorwise'; its MX converter runs 'mxfp8')",
+         lambda c: np.full(c["n"], c["fp8"] and c["fp8_recipe"] not in ("tensorwise", "mxfp8"))),
         ("megatron", "fp8", "recompute of layernorm or moe_act under fp8 with delayed scaling "
          "(TransformerConfig refuses it: training.fp8_recipe 'tensorwise' or 'blockwise')",
          lambda c: (c["rec"] == 1) & ~c["per_op"] & np.full(c["n"], c["fp8_modules"])),

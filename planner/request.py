@@ -72,13 +72,20 @@ def recompute_problem(model: ModelSpec, training: TrainingSpec) -> tuple[str, st
 
 def gpu_problem(cluster: ClusterSpec, training: TrainingSpec) -> tuple[str, str] | None:
     """(training field, reason) when a GPU of the cluster (of any of its pools) cannot run the
-    training: it lacks its precision (V100 has no bf16, only Hopper and later fp8) or has no
-    rate for the named attention kernel; else None."""
+    training: it lacks its precision (V100 has no bf16, only Hopper and later fp8), the
+    block-scaled tensor cores of the 'mxfp8' recipe, or a rate for the named attention
+    kernel; else None."""
     for pool in cluster.pools or (cluster,):
         try:
             pool.gpu.peak_flops(training.precision)
         except ValueError as exc:
             return ("precision", str(exc))
+        if (training.precision == "fp8" and training.fp8_recipe == "mxfp8"
+                and pool.gpu.mxfp8_matmul_efficiency is None):
+            return ("fp8_recipe", f"GPU {pool.gpu.name!r} has no block-scaled fp8 tensor cores "
+                    "(MXFP8 runs on Blackwell, sm100, and later: Megatron-LM's 'mxfp8 for "
+                    "Blackwell architecture only'); use 'tensorwise' or 'blockwise', or give "
+                    "the GPU's gpu.mxfp8_matmul_efficiency")
         try:
             pool.gpu.attention_rate(training.attention_kernel)
         except ValueError as exc:

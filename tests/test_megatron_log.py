@@ -139,7 +139,7 @@ def test_a_moe_variant_of_the_log_reads():
     (lambda t: t.split("end of arguments")[0], "log"),
     (lambda t: t.split("> initializing")[0], "log"),                        # no iterations
     (lambda t: swap(t, "multi_latent_attention", "True"), "log.kv_lora_rank"),
-    (lambda t: swap(t, "fp8_recipe", "mxfp8"), "log.fp8_recipe"),
+    (lambda t: swap(t, "fp8_recipe", "custom"), "log.fp8_recipe"),
     (lambda t: swap(t, "world_size", "30"), "log.world_size"),
     (lambda t: swap(t, "tensor_model_parallel_size", "None"), "log.tensor_model_parallel_size"),
     (lambda t: swap(t, "cp_comm_type", "['allgather']"), "log.cp_comm_type"),
@@ -195,11 +195,19 @@ def test_cli_reads_logs_and_pipes_them_into_the_anchor(tmp_path):
     body = json.loads(fit.stdout)
     assert abs(body["runs"][0]["anchored_error_pct"]) < 0.05
     # A log the reader refuses: the file and the argument named, exit 1, no traceback.
-    bad = tmp_path / "mxfp8.log"
-    bad.write_text(swap(LOG.read_text(), "fp8_recipe", "mxfp8"))
+    bad = tmp_path / "custom.log"
+    bad.write_text(swap(LOG.read_text(), "fp8_recipe", "custom"))
     res = runner.invoke(app, ["calibrate", "megatron-run", str(bad), "--cluster", "dgx-h100"])
     assert res.exit_code != 0 and "Traceback" not in res.output
-    assert f"{bad}: log.fp8_recipe: the fp8 recipe 'mxfp8'" in " ".join(res.output.split())
+    assert f"{bad}: log.fp8_recipe: the fp8 recipe 'custom'" in " ".join(res.output.split())
+    # MXFP8 the reader takes, and the run is refused for the GPU it names: no block-scaled
+    # tensor cores on an H100.
+    mx = tmp_path / "mxfp8.log"
+    mx.write_text(swap(LOG.read_text(), "fp8_recipe", "mxfp8"))
+    res = runner.invoke(app, ["calibrate", "megatron-run", str(mx), "--cluster", "dgx-h100"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert (f"{mx}: training.fp8_recipe: GPU 'h100-sxm' has no block-scaled fp8 tensor cores"
+            in " ".join(res.output.split()))
 
 
 def test_settings_costed_otherwise_are_said():

@@ -48,7 +48,7 @@ ITERATION = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteratio
 PADDED_VOCAB = re.compile(r"> padded vocab \(size: (\d+)\) with (\d+) dummy tokens "
                           r"\(new size: (\d+)\)")
 # Megatron-LM's choices the request has no counterpart for, by argument: the value refused.
-FP8_RECIPES = {"delayed", "tensorwise", "blockwise"}
+FP8_RECIPES = {"delayed", "tensorwise", "blockwise", "mxfp8"}
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 # Printed values longer than this are kept as text (the longest the reader parses is a
 # --moe-layer-freq list, 3 characters a layer).

@@ -46,8 +46,11 @@ MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_replicat
                   r"dp_shard=(\d+), cp=(\d+), tp=(\d+)(?:, ep=(\d+), etp=(\d+))?")
 STEP = re.compile(r"step:\s*(\d+)\s.*?tps:\s*(\d[\d,]*)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# torchtitan's float8 converter (v0.2.2 registers "quantize.linear.float8"; "float8" before).
+# torchtitan's float8 converter (v0.2.2 registers "quantize.linear.float8"; "float8" before)
+# and its MX one ("quantize.linear.mx"; "mx" before), whose MXFP8 recipes the step model costs
+# as 'mxfp8' (torchao's recipe names: mxfp8_cublas, the default, and its rounding variants).
 FLOAT8 = ("quantize.linear.float8", "float8")
+MX = ("quantize.linear.mx", "mx")
 
 
 def llama3_model(flavor: str) -> dict:
@@ -345,6 +348,14 @@ def _training(cfg: dict, plan: dict, moe: bool) -> dict:
         float8 = _section(_section(_section(cfg, "quantize"), "linear"), "float8")
         t.update({"precision": "fp8", "fp8_recipe": "tensorwise",
                   "fp8_param_gather": float8.get("enable_fsdp_float8_all_gather") is True})
+    elif any(c in MX for c in converters):
+        mx = _section(_section(_section(cfg, "quantize"), "linear"), "mx")
+        recipe = mx.get("recipe_name", "mxfp8_cublas")
+        if not (isinstance(recipe, str) and recipe.startswith("mxfp8")):
+            raise PlannerInputError("config.quantize.linear.mx.recipe_name",
+                                    f"{shown(recipe)} is not an MXFP8 recipe (the step model "
+                                    "costs fp8 GEMMs, not MX's fp6 or fp4)")
+        t.update({"precision": "fp8", "fp8_recipe": "mxfp8"})
     else:
         t["precision"] = "bf16" if param == "bfloat16" else "fp32"
     if tr.get("dtype") == "bfloat16":

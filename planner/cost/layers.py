@@ -188,8 +188,17 @@ def expert_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | 
 # it quantises a GroupedLinear's per-expert tensors one by one (``multi_tensor_quantize_impl``
 # in transformer_engine/pytorch/csrc/extensions/cast.cpp, TE 2.8: only delayed scaling has the
 # fused multi-tensor cast-transpose): Float8CurrentScalingQuantizer::quantize computes the
-# amax, the scale from it and the cast (3 kernels); Float8BlockQuantizer::quantize is one.
-PER_EXPERT_QUANTISE_KERNELS = {"delayed": 0, "tensorwise": 3, "blockwise": 1}
+# amax, the scale from it and the cast (3 kernels); Float8BlockQuantizer::quantize and
+# MXFP8Quantizer::quantize are one each.
+PER_EXPERT_QUANTISE_KERNELS = {"delayed": 0, "tensorwise": 3, "blockwise": 1, "mxfp8": 1}
+
+# HBM bytes per 16-bit element of a GEMM input quantised for fp8, by recipe: read 2 and write
+# 1; per-tensor current scaling reads it once more for the amax (2 more); MXFP8 writes both
+# the rowwise and the columnwise quantisation from one read, each with an E8M0 scale per 32
+# elements (Transformer Engine's MXFP8BlockScaling: "when Transformer Engine needs both the
+# MXFP8 tensor and its transpose ... both versions are computed from the high precision
+# input"; transformer_engine/common/recipe/__init__.py).
+CAST_BYTES = {"delayed": 3.0, "tensorwise": 5.0, "blockwise": 3.0, "mxfp8": 2 + 2 * (1 + 1 / 32)}
 
 
 def per_expert_kernels(model: ModelSpec, training: TrainingSpec,
@@ -225,8 +234,13 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
     base: Precision = "bf16" if fp8 or prec == "bf16" else prec
     attn_prec: Precision = (base if gpu.peak_tflops.model_dump().get(base)
                             else training.precision)
-    matmul = eff.compute_scale * (eff.matmul_peak_fraction or (
-        (gpu.fp8_matmul_efficiency or gpu.matmul_efficiency) if fp8 else gpu.matmul_efficiency))
+    if not fp8:
+        rate = gpu.matmul_efficiency
+    elif training.fp8_recipe == "mxfp8" and gpu.mxfp8_matmul_efficiency is not None:
+        rate = gpu.mxfp8_matmul_efficiency          # block-scaled GEMMs (Blackwell)
+    else:
+        rate = gpu.fp8_matmul_efficiency or gpu.matmul_efficiency
+    matmul = eff.compute_scale * (eff.matmul_peak_fraction or rate)
     # The main loop's fixed cost (filling the tile pipeline, writing the output) takes the same
     # time whatever the tensor cores' speed, so in units of K it grows with the rate of one SM:
     # ``matmul_half_dim`` is given for an A100 SM (312 TFLOP/s over 108 SMs).
@@ -314,10 +328,10 @@ def layer_works(
     linear_flops, fwd_lin = sum(gemm_flops), sum(gemm_fwd)
     dgrad = [w * km.gemm(m, k, n, c) for m, n, k, c, w in gemms]
     wgrad = [w * km.gemm(k, n, m, c) for m, n, k, c, w in gemms]
-    # fp8 casts of the GEMM inputs: read 2 bytes, write 1; per-tensor current scaling reads
-    # them once more for the amax (``TrainingSpec.fp8_recipe`` 'tensorwise').
+    # fp8 casts of the GEMM inputs (``CAST_BYTES`` by ``TrainingSpec.fp8_recipe``); per-tensor
+    # current scaling launches its amax and scale kernels besides.
     current = fp8 and training.fp8_recipe == "tensorwise"
-    cast_bytes = ((5 if current else 3) * sum(w * m * k * c for m, _, k, c, w in gemms)
+    cast_bytes = (CAST_BYTES[training.fp8_recipe] * sum(w * m * k * c for m, _, k, c, w in gemms)
                   if fp8 else 0.0)
     routed_excess = 0.0
     if phi:   # model FLOPs count the mean routed load, the kernels the busiest rank's

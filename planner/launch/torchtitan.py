@@ -142,7 +142,18 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
         # torchtitan's default selective option "2" checkpoints every second block; the plan's
         # selective recompute is the per-op policy (frameworks refuse any other for torchtitan).
         sections["activation_checkpoint"]["selective_ac_option"] = "op"
-    if t.precision == "fp8":
+    if t.precision == "fp8" and t.fp8_recipe == "mxfp8":
+        # v0.2.2 registers torchao's MXLinear as "quantize.linear.mx" and the experts' MXFP8
+        # grouped GEMMs as "quantize.grouped_mm.mx" (components/quantization/mx.py), which
+        # match the MoE modules by name ("experts", docs/mxfp8.md); the linear converter skips
+        # the output layer by default (filter_fqns), which the step model costs in 16 bits.
+        moe = ctx.model.is_moe
+        converters = ["quantize.linear.mx"] + (["quantize.grouped_mm.mx"] if moe else [])
+        sections["model"] = {"converters": converters}
+        sections["quantize.linear.mx"] = {"recipe_name": "mxfp8_cublas"}
+        if moe:
+            sections["quantize.grouped_mm.mx"] = {"recipe_name": "mxfp8", "fqns": ["experts"]}
+    elif t.precision == "fp8":
         # v0.2.2 registers torchao's Float8Linear as "quantize.linear.float8"
         # (components/quantization/float8.py; an unregistered name fails at start-up).
         sections["model"] = {"converters": ["quantize.linear.float8"]}

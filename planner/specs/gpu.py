@@ -53,6 +53,20 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   is xFormers' CUTLASS kernel, PyTorch SDPA's memory-efficient backend ("a bit slower than
   Flash-Attention, but ... supports any GPU above P100", xformers issue 950), for which no
   V100 figure was found. Runs of the time used unfused attention (``flash_attention`` false).
+- ``mxfp8_matmul_efficiency``: MXFP8 GEMMs (training.fp8_recipe 'mxfp8': 1x32 blocks with E8M0
+  scales), which only Blackwell's block-scaled tensor cores run (Megatron-LM: "'mxfp8' for
+  Blackwell architecture only"; torchtitan asserts CUDA SM100), at ``MXFP8_GEMM_SHARE`` = 0.91
+  of the GPU's per-tensor fp8 rate. No GEMM benchmark compares the two scalings on one GPU, but
+  published runs of one plan in both recipes do: Megatron-Bridge 25.11 ran Llama 3 8B on 8
+  GB300, GB200 and B200 and Llama 3.1 405B on 128 B200 in FP8-CS and FP8-MX, which measured
+  3.6-5.6% fewer tokens a second (docs/performance-summary-archive.md, the table's values in
+  parentheses). With each recipe's quantisation costed (``cost.layers.CAST_BYTES``: MXFP8's one
+  pass writes both directions and needs no amax, so its casts cost less than current
+  scaling's), the share of the fp8 rate that gives each pair its measured ratio is 0.89-0.92,
+  median 0.914 (``tests/test_mxfp8.py`` solves it); the four MXFP8 rows are the ``fit`` runs
+  of this one constant. torchao's independent pair, Llama 3 8B on 8 B200 under torchtitan
+  (mxfp8_cublas 9,969 against float8 tensorwise 10,417 tokens a second, ratio 0.957,
+  torchao/prototype/mx_formats/README.md), is predicted at 0.95 with it (0.99 without).
 - ``attention_efficiency``: fused attention forward + backward at long sequences, head dim 128,
   causal, as a fraction of the bf16 peak: A100 FlashAttention-2 194 TFLOP/s (0.62; the
   FlashAttention repository's benchmark figures); H100 cuDNN fused attention (what Transformer
@@ -134,14 +148,22 @@ _ATTENTION_KERNELS: dict[str, dict[str, dict[str, float]]] = {
 }
 
 
+# MXFP8 GEMMs' sustained rate as a share of per-tensor fp8's on the same Blackwell GPU (module
+# docstring, ``mxfp8_matmul_efficiency``): what published A/B runs of one plan in both
+# recipes leave once the two recipes' quantisation passes are costed.
+MXFP8_GEMM_SHARE = 0.91
+
+
 def _blackwell(name: str, memory_gib: float, bf16: float, sms: int, matmul: float,
                fp8_matmul: float) -> dict[str, Any]:
     """A Blackwell preset (module docstring): 8 TB/s of HBM3e, fp8 at twice and tf32 at half
-    the bf16 peak, 80 TFLOP/s fp32, cuDNN attention at 0.50, H100's HBM efficiency."""
+    the bf16 peak, 80 TFLOP/s fp32, cuDNN attention at 0.50, H100's HBM efficiency, and
+    block-scaled (MXFP8) tensor cores at ``MXFP8_GEMM_SHARE`` of the per-tensor fp8 rate."""
     return {"name": name, "memory_gib": memory_gib, "memory_bandwidth_gb_per_s": 8000,
             "peak_tflops": {"fp32": 80, "tf32": bf16 / 2, "bf16": bf16, "fp16": bf16,
                             "fp8": 2 * bf16},
             "sm_count": sms, "matmul_efficiency": matmul, "fp8_matmul_efficiency": fp8_matmul,
+            "mxfp8_matmul_efficiency": round(fp8_matmul * MXFP8_GEMM_SHARE, 3),
             "attention_efficiency": 0.50, "hbm_efficiency": 0.90}
 
 
@@ -253,6 +275,12 @@ class GPUSpec(PresetSpec):
     fp8_matmul_efficiency: float | None = Field(
         None, ge=1e-3, le=1,
         description="The same for fp8 GEMMs. Default: matmul_efficiency."
+    )
+    mxfp8_matmul_efficiency: float | None = Field(
+        None, ge=1e-3, le=1,
+        description="The same for MXFP8 GEMMs (1x32 blocks with E8M0 scales, "
+        "training.fp8_recipe 'mxfp8'), which only block-scaled tensor cores run: Blackwell "
+        "(sm100) and later. Null: the GPU has none, and the recipe is refused."
     )
     attention_efficiency: float = Field(
         0.5, ge=1e-3, le=1, description="Fraction of the 16-bit peak fused causal attention "

@@ -42,7 +42,7 @@ class TrainingSpec(BaseModel):
         "bf16", description="Math precision of the matmuls. bf16/fp16/fp8 imply mixed precision "
         "(16-bit weights, fp32 master weights and optimizer states); fp32/tf32 keep fp32 weights."
     )
-    fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] = Field(
+    fp8_recipe: Literal["delayed", "tensorwise", "blockwise", "mxfp8"] = Field(
         "delayed", description="fp8 scaling recipe (Megatron-LM --fp8-recipe, Transformer "
         "Engine's recipes). 'delayed': the scale comes from the amax history, one read of each "
         "tensor to quantise it. 'tensorwise': per-tensor current scaling (Float8CurrentScaling, "
@@ -51,7 +51,12 @@ class TrainingSpec(BaseModel):
         "Scaling': 'FP8 Current Scaling requires two tensor reads per quantization'): 2 more "
         "bytes a 16-bit element and one more kernel a cast. 'blockwise': 1x128 / 128x128 block "
         "scales (DeepSeek-V3's recipe), costed as one read (the block amax is taken in the "
-        "quantising pass). Megatron-LM recomputes layernorm and moe_act under fp8 only with a "
+        "quantising pass). 'mxfp8': Transformer Engine's MXFP8BlockScaling (Blackwell only, "
+        "the GPU's mxfp8_matmul_efficiency; Megatron-Bridge's 'FP8-MX'/'MXFP8' recipes, "
+        "torchao's mxfp8_cublas): 1x32 blocks with E8M0 scales, one kernel that reads the "
+        "16-bit input once and writes both the rowwise and the columnwise quantisation, "
+        "since the two are not each other's transpose (4 + 2/32 bytes written and read a "
+        "16-bit element). Megatron-LM recomputes layernorm and moe_act under fp8 only with a "
         "recipe other than delayed.")
     optimizer: Optimizer = Field("adamw", description="adam/adamw: 2 fp32 states; sgd: 1 (momentum).")
     grad_dtype: GradDtype = Field(

@@ -200,13 +200,21 @@ def test_runs_read_from_megatron_logs(server):
         assert cal["runs"][0]["measured_step_time_s"] == 3.1204
         assert 0.67 < cal["compute_scale"] < 1.5
         bad = log.replace("fp8_recipe ...................................... delayed",
-                          "fp8_recipe ...................................... mxfp8")
+                          "fp8_recipe ...................................... custom")
         assert bad != log
         r = c.post("/v1/anchors", json={"runs": [{"megatron_log": bad,
                                                   "cluster": {"preset": "dgx-h100"}}]})
         assert r.status_code == 422
         assert r.json()["detail"].startswith(
-            "runs.0.megatron_log: log.fp8_recipe: the fp8 recipe 'mxfp8'"), r.json()
+            "runs.0.megatron_log: log.fp8_recipe: the fp8 recipe 'custom'"), r.json()
+        # An MXFP8 run read on H100s: refused for the GPU, which has no block-scaled cores.
+        mx = log.replace("fp8_recipe ...................................... delayed",
+                         "fp8_recipe ...................................... mxfp8")
+        r = c.post("/v1/anchors", json={"runs": [{"megatron_log": mx,
+                                                  "cluster": {"preset": "dgx-h100"}}]})
+        assert r.status_code == 422
+        assert r.json()["detail"].startswith(
+            "runs.0.megatron_log: training.fp8_recipe: GPU 'h100-sxm' has no block-scaled"), r.text
         r = c.post("/v1/anchors", json={"runs": [{"megatron_log": log}]})
         assert r.status_code == 422 and r.json()["detail"].startswith("runs.0.cluster"), r.text
 

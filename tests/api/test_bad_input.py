@@ -102,6 +102,10 @@ CASES = [
      "training.precision: GPU 'a100-80gb' has no fp8 peak"),
     ("POST", "/v1/plans", with_(OK, ["training", "fp8_param_gather"], True), 422,
      "fp8_param_gather needs precision fp8 (got bf16)"),
+    # MXFP8 needs Blackwell's block-scaled tensor cores: not on H100 (OK's cluster).
+    ("POST", "/v1/plans", with_(with_(OK, ["training", "precision"], "fp8"),
+                                ["training", "fp8_recipe"], "mxfp8"), 422,
+     "training.fp8_recipe: GPU 'h100-sxm' has no block-scaled fp8 tensor cores"),
     ("POST", "/v1/clusters", {"preset": "dgx-h100", "num_nodes": 0}, 422, "num_nodes"),
     ("POST", "/v1/clusters", {"preset": "dgx-h100", "num_nodes": 2,
                               "inter_node": {"nvls_busbw_ratio": 1.3}}, 422,
