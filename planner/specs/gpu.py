@@ -66,7 +66,7 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   median 0.914 (``tests/test_mxfp8.py`` solves it); the four MXFP8 rows are the ``fit`` runs
   of this one constant. torchao's independent pair, Llama 3 8B on 8 B200 under torchtitan
   (mxfp8_cublas 9,969 against float8 tensorwise 10,417 tokens a second, ratio 0.957,
-  torchao/prototype/mx_formats/README.md), is predicted at 0.95 with it (0.99 without).
+  torchao/prototype/mx_formats/README.md), is predicted at 0.945 with it (0.995 without).
 - ``attention_efficiency``: fused attention forward + backward at long sequences, head dim 128,
   causal, as a fraction of the bf16 peak: A100 FlashAttention-2 194 TFLOP/s (0.62; the
   FlashAttention repository's benchmark figures); H100 cuDNN fused attention (what Transformer
