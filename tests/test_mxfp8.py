@@ -233,3 +233,14 @@ def test_a_blackwell_search_in_mxfp8_answers_and_an_h100_one_is_refused():
     assert cs.step_time_s < best.step_time_s              # the block-scaled GEMMs' share
     with pytest.raises(ValidationError, match="no block-scaled fp8 tensor cores"):
         PlanRequest.model_validate({**req, "cluster": {"preset": "dgx-h100", "num_nodes": 8}})
+
+
+def test_the_docs_example_plans_a_rack_in_mxfp8():
+    from api.routes.examples import PLAN_EXAMPLES
+
+    example = PLAN_EXAMPLES["llama3-70b in MXFP8 on a GB200 NVL72 rack"]["value"]
+    res = answer(PlanRequest.model_validate(example))
+    assert res.search.status == "OPTIMAL"
+    # NVIDIA's racks run 64 of the 72 GPUs; so does the answer.
+    assert {p.gpus_used for p in res.plans} == {64}
+    assert all("megatron" in p.frameworks for p in res.plans)

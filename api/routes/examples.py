@@ -29,6 +29,17 @@ PLAN_EXAMPLES = {
             "search": {"top_k": 3},
         },
     },
+    "llama3-70b in MXFP8 on a GB200 NVL72 rack": {
+        "summary": "Llama 3 70B in MXFP8 (Blackwell's block-scaled fp8) on one GB200 NVL72 "
+                   "rack, idle GPUs allowed: NVIDIA's recipes run 64 of its 72",
+        "value": {
+            "model": {"preset": "llama3-70b"},
+            "cluster": {"preset": "gb200-nvl72", "num_nodes": 1},
+            "training": {"global_batch_size": 256, "seq_length": 8192, "precision": "fp8",
+                         "fp8_recipe": "mxfp8"},
+            "search": {"top_k": 3, "allow_idle_gpus": True},
+        },
+    },
     "pools of H100 and A100 nodes": {
         "summary": "A heterogeneous cluster: pipeline stages assigned to pools",
         "value": {
