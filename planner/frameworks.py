@@ -317,6 +317,15 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                          "under torch.compile)"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py", "no fp8 in the engine"),
     },
+    "fp4": {
+        "megatron": _s("yes", "--fp4-format e2m1 --fp4-recipe nvfp4 [--fp4-param-gather]",
+                       f"{MEGATRON} megatron/core/transformer/transformer_config.py",
+                       "Transformer Engine's NVFP4BlockScaling (TE >= 2.7), Blackwell"),
+        "torchtitan": _s("no", "", f"{TITAN} torchtitan/components/quantization/",
+                         "its quantisation converters run float8 and MXFP8 (docs/mxfp8.md)"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/runtime/constants.py",
+                        "no fp4 in the engine"),
+    },
     "fp8_param_gather": {
         "megatron": _s("partial", "--fp8-param-gather",
                        f"{MEGATRON} megatron/training/arguments.py, "
@@ -960,10 +969,10 @@ def _rules():
         ("deepspeed", "attention_kernel", "a named attention kernel (training.attention_kernel; "
          "DeepSpeed leaves attention to the model code)",
          lambda c: np.full(c["n"], c["kernel"] != "default")),
-        ("megatron", "softmax_fusion", "an unfused softmax in fp8 or with context "
+        ("megatron", "softmax_fusion", "an unfused softmax in fp8 or fp4 or with context "
          "parallelism (the local transformer implementation that runs it has neither: fp8 "
          "layers and the CP ring attention are Transformer Engine's)",
-         lambda c: c["unfused_softmax"] & (c["fp8"] | (c["cp"] > 1))),
+         lambda c: c["unfused_softmax"] & (c["fp8"] | c["fp4"] | (c["cp"] > 1))),
         ("torchtitan", "softmax_fusion", "an unfused softmax (training.softmax_fusion false "
          "without FlashAttention; torchtitan's attention is SDPA or FlexAttention)",
          lambda c: np.full(c["n"], c["unfused_softmax"])),
@@ -1051,6 +1060,10 @@ def _rules():
         ("deepspeed", "recompute_partial", "block recompute of the first N layers of each "
          "chunk", lambda c: c["rnl"] > 0),
         ("deepspeed", "fp8", "fp8 training", lambda c: np.full(c["n"], c["fp8"])),
+        ("deepspeed", "fp4", "fp4 training", lambda c: np.full(c["n"], c["fp4"])),
+        ("torchtitan", "fp4", "NVFP4 training (its quantisation converters run float8 and "
+         "MXFP8: components/quantization/float8.py, mx.py)",
+         lambda c: np.full(c["n"], c["fp4"])),
         ("megatron", "moe_tensor_parallel", "MoE layers with tensor parallelism but no "
          "sequence parallelism", lambda c: c["moe"] & (c["tp"] > 1) & (c["sp"] == 0)),
         ("torchtitan", "expert_parallel", "this expert layout (EP borrows from FSDP and TP: "
@@ -1178,9 +1191,10 @@ def rules_context(plans, m, even, training, group=None, moe: bool = False, mtp: 
             "torch_ring": training.ring_attention in ("torch", "torch_allgather"),
             "m": np.asarray(m), "even": np.asarray(even, dtype=bool), "n": len(plans),
             "fp16": training.precision == "fp16", "fp8": training.precision == "fp8",
+            "fp4": training.precision == "fp4",
             "bf16_reduce": (training.grad_reduce_dtype or training.grad_dtype) == "bf16",
             "bf16": np.full(len(plans), training.precision == "bf16"),
-            "mixed": training.precision in ("bf16", "fp16", "fp8"),
+            "mixed": training.precision in ("bf16", "fp16", "fp8", "fp4"),
             "deepep": training.moe_dispatcher == "deepep",
             "routing": training.moe_routing,
             "seq": training.seq_length,

@@ -80,6 +80,9 @@ def gpu_problem(cluster: ClusterSpec, training: TrainingSpec) -> tuple[str, str]
             pool.gpu.peak_flops(training.precision)
         except ValueError as exc:
             return ("precision", str(exc))
+        if training.precision == "fp4" and pool.gpu.fp4_matmul_efficiency is None:
+            return ("precision", f"GPU {pool.gpu.name!r} has an fp4 peak but no NVFP4 GEMM "
+                    "rate: give gpu.fp4_matmul_efficiency")
         if (training.precision == "fp8" and training.fp8_recipe == "mxfp8"
                 and pool.gpu.mxfp8_matmul_efficiency is None):
             return ("fp8_recipe", f"GPU {pool.gpu.name!r} has no block-scaled fp8 tensor cores "

@@ -56,10 +56,13 @@ from tests.cost_history import (  # noqa: E402
 # (training.microbatch_grad_upcast), and before torchtitan's MoE runs were costed with their
 # layer's own token copies (training.moe_routing).
 # Megatron-Bridge's MXFP8 runs (training.fp8_recipe 'mxfp8': four fit rows, the 25.11 A/B
-# pairs' MXFP8 halves that set the GPUs' MXFP8 GEMM share, and four held-out 26.x rows) joined
-# last (README, 'MXFP8'); every figure but the headline's replays the corpus without them.
+# pairs' MXFP8 halves that set the GPUs' MXFP8 GEMM share, and four held-out 26.x rows) and its
+# NVFP4 runs (precision 'fp4': three fit rows of 26.04 that set the NVFP4 share, one held out)
+# joined last (README, 'MXFP8' and 'NVFP4'); every figure but the headline's replays the corpus
+# without them.
 CORPUS = published_accuracy.load_runs()
-MXFP8 = {r["id"] for r in CORPUS if r["training"].get("fp8_recipe") == "mxfp8"}
+MXFP8 = {r["id"] for r in CORPUS if r["training"].get("fp8_recipe") == "mxfp8"
+         or r["training"]["precision"] == "fp4"}
 TODAY = [r for r in CORPUS if r["id"] not in MXFP8]
 ALL_RUNS = [before_moe_routing(before_grad_upcast(before_tp_column_inputs(
     before_reduce_after_backward(before_distributed_saved_inputs(before_blocking_tp_read(
@@ -1157,25 +1160,26 @@ def _dense_source_median(rows: list[dict]) -> float:
     return round(published_accuracy.summarize(dense)["source_median_abs_error_pct"], 1)
 
 
-def test_the_headline_is_the_readmes_with_the_mxfp8_runs():
-    """README's accuracy table as the benchmark prints it today, Megatron-Bridge's MXFP8 runs
-    in (README, 'MXFP8', the latest change): 771 runs from 38 sources; held out 728 at 8.1%,
-    max 144.7%, signed +6.2%, 8.9% each source once; dense 694 at 7.9% (6.0% each source
-    once), max 68.2%, signed +6.1%; MoE unchanged; fit 43 runs from 5 sources at 2.6%, max
-    16.7% (the GB300 MXFP8 fit row, as pessimistic as its FP8-CS twin); 53 of 84 sweeps at tau
-    0.8 or more; without the layout sweeps 327 runs at 7.5% (dense 293 at 6.8%)."""
-    assert (len(CORPUS), len({r["source"] for r in CORPUS})) == (771, 38)
-    assert len(MXFP8) == 8
+def test_the_headline_is_the_readmes_with_the_mxfp8_and_nvfp4_runs():
+    """README's accuracy table as the benchmark prints it today, Megatron-Bridge's MXFP8 and
+    NVFP4 runs in (README, 'MXFP8' and 'NVFP4', the latest changes): 775 runs from 38 sources;
+    held out 729 at 8.1%, max 144.7%, signed +6.2%, 9.2% each source once (8.9% before the
+    NVFP4 row: Megatron-Bridge's source median moves up); dense 695 at 7.9% (6.0% each source
+    once), max 68.2%, signed +6.1%; MoE unchanged; fit 46 runs from 5 sources at 2.9%, max
+    19.5% (GB300's NVFP4 fit row, as pessimistic as its other rows); 53 of 84 sweeps at tau
+    0.8 or more; without the layout sweeps 328 runs at 7.5% (dense 294 at 6.8%)."""
+    assert (len(CORPUS), len({r["source"] for r in CORPUS})) == (775, 38)
+    assert len(MXFP8) == 12
     rows = published_accuracy.evaluate_runs(CORPUS)
-    assert _figures(rows) == ({"held out": (728, 8.1, 144.7, 6.2), "dense": (694, 7.9, 68.2, 6.1),
-                               "moe": (34, 14.9, 144.7, 9.9), "fit": (43, 2.6, 16.7, -1.1)},
-                              8.9)
+    assert _figures(rows) == ({"held out": (729, 8.1, 144.7, 6.2), "dense": (695, 7.9, 68.2, 6.1),
+                               "moe": (34, 14.9, 144.7, 9.9), "fit": (46, 2.9, 19.5, -1.6)},
+                              9.2)
     assert _dense_source_median(rows) == 6.0
     fit = published_accuracy.summarize([r for r in rows if r["split"] == "fit"])
     assert fit["sources"] == 5
     assert _headline([], [x for x in rows if x["id"] not in LAYOUTS]) == {
-        "held out": (327, 7.5, 144.7, 1.3), "dense": (293, 6.8, 54.2, 1.0),
-        "moe": (34, 14.9, 144.7, 9.9), "fit": (43, 2.6, 16.7, -1.1)}
+        "held out": (328, 7.5, 144.7, 1.2), "dense": (294, 6.8, 54.2, 1.0),
+        "moe": (34, 14.9, 144.7, 9.9), "fit": (46, 2.9, 19.5, -1.6)}
     held = [t["kendall_tau"] for t in published_accuracy.sweep_taus(rows).values()
             if t["split"] == "held_out"]
     assert (sum(t >= 0.8 for t in held), len(held)) == (53, 84)
@@ -1851,11 +1855,11 @@ def test_the_h100_winners_sit_below_dgx_clouds_runs_as_the_readme_says():
 
 
 def test_the_runs_the_model_puts_over_memory_are_the_readmes():
-    """README, 'Memory is conservative where it errs': 9 of the 771 runs ran where the model
+    """README, 'Memory is conservative where it errs': 9 of the 775 runs ran where the model
     puts them over their GPUs' memory, each named there with its footprint (10 before the loss
     was costed at its peak and Megatron-Bridge's fused cross-entropy with it, 11 before
     OPT-175B's checkpoints were split over its TP ranks, 13 before NeMo AutoModel's MoE runs
-    were costed in pure bf16); the MXFP8 runs all fit."""
+    were costed in pure bf16); the MXFP8 and NVFP4 runs all fit."""
     rows = published_accuracy.evaluate_runs(CORPUS)
     over = {r["id"]: round(r["memory_gib"], 1) for r in rows if not r["fits_in_memory"]}
     opt = next(r for r in rows if r["id"] == "opt-175b-production")
@@ -1864,7 +1868,7 @@ def test_the_runs_the_model_puts_over_memory_are_the_readmes():
         [before_distributed_saved_inputs(r) for r in TODAY if r["source"] == "opt-175b"])
     assert [(r["fits_in_memory"], round(r["memory_gib"], 1), round(r["error_pct"], 1))
             for r in before] == [(False, 88.8, 2.1)]
-    assert len(rows) == 771 and over == {
+    assert len(rows) == 775 and over == {
         "hagemann-65b-2k-64g-fa2rms-noac-m4t8p4-nosp-132985": 82.2,
         "llama3-405b-8192-seq8192": 96.9, "llama3-405b-16384-seq8192": 89.5,
         "mbridge-2511-gpt-oss-120b-h100-64-bf16-gbs512": 113.1,
@@ -2687,7 +2691,7 @@ def test_mlperf_rows_are_held_out_and_replayed_as_the_readme_says():
     assert (after["dgxc-benchmarking-25.02"][2], after["megatron-bridge-perf"][2]) == (-8.1, -7.7)
     assert (before["megatron-lm-readme"][2], after["megatron-lm-readme"][2]) == (-0.8, 2.9)
     text = " ".join((ROOT / "README.md").read_text().split())
-    assert "holds 771 published training runs from 38 sources" in text
+    assert "holds 775 published training runs from 38 sources" in text
     assert "| held out | 8 | 2.9% | -2.9% |" in text
 
 

@@ -272,6 +272,8 @@ def _moe_layers(freq: Any, layers: int) -> dict:
 def _training(a: _Args) -> dict:
     if a.word("fp8"):
         precision = "fp8"
+    elif a.word("fp4"):
+        precision = "fp4"
     elif a.flag("bf16"):
         precision = "bf16"
     elif a.flag("fp16"):
@@ -293,6 +295,11 @@ def _training(a: _Args) -> dict:
             raise _refuse("fp8_recipe", f"the fp8 recipe {shown(recipe)}")
         t["fp8_recipe"] = recipe
         t["fp8_param_gather"] = a.flag("fp8_param_gather")
+    if precision == "fp4":
+        recipe = a.word("fp4_recipe", "nvfp4")
+        if recipe != "nvfp4":
+            raise _refuse("fp4_recipe", f"the fp4 recipe {shown(recipe)}")
+        t["fp8_param_gather"] = a.flag("fp4_param_gather")
     if a.get("transformer_impl") == "local":
         # Megatron-Core's own attention: no FlashAttention, its fused softmax unless turned off.
         t["flash_attention"] = False

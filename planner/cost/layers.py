@@ -3,8 +3,8 @@ as kernel times from their shapes (``kernels.py``).
 
 Linear layers: QKV and MLP-up (+gate) are column parallel (N split by tp), attention-out and
 MLP-down row parallel (K split by tp) (Narayanan et al. SC'21 section 2.3); each forward GEMM
-(M, N, K) has two backward GEMMs, dgrad (M, K, N) and wgrad (K, N, M). With fp8 training the
-linear GEMMs run at the fp8 rate and their inputs are cast (read 2 bytes, write 1 per element);
+(M, N, K) has two backward GEMMs, dgrad (M, K, N) and wgrad (K, N, M). With fp8 (or NVFP4)
+training the linear GEMMs run at the fp8 (fp4) rate and their inputs are cast (``CAST_BYTES``);
 attention and the LM head stay in 16 bits (Transformer Engine's recipe in Megatron-LM).
 
 Attention: fused (FlashAttention) does the causal half of the score matrix, 2 b a_t d s^2 / cp
@@ -190,15 +190,30 @@ def expert_gemms(model: ModelSpec, training: TrainingSpec, plan: ParallelPlan | 
 # fused multi-tensor cast-transpose): Float8CurrentScalingQuantizer::quantize computes the
 # amax, the scale from it and the cast (3 kernels); Float8BlockQuantizer::quantize and
 # MXFP8Quantizer::quantize are one each.
-PER_EXPERT_QUANTISE_KERNELS = {"delayed": 0, "tensorwise": 3, "blockwise": 1, "mxfp8": 1}
+PER_EXPERT_QUANTISE_KERNELS = {"delayed": 0, "tensorwise": 3, "blockwise": 1, "mxfp8": 1,
+                               "nvfp4": 2}
 
 # HBM bytes per 16-bit element of a GEMM input quantised for fp8, by recipe: read 2 and write
 # 1; per-tensor current scaling reads it once more for the amax (2 more); MXFP8 writes both
 # the rowwise and the columnwise quantisation from one read, each with an E8M0 scale per 32
 # elements (Transformer Engine's MXFP8BlockScaling: "when Transformer Engine needs both the
 # MXFP8 tensor and its transpose ... both versions are computed from the high precision
-# input"; transformer_engine/common/recipe/__init__.py).
-CAST_BYTES = {"delayed": 3.0, "tensorwise": 5.0, "blockwise": 3.0, "mxfp8": 2 + 2 * (1 + 1 / 32)}
+# input"; transformer_engine/common/recipe/__init__.py). NVFP4 (precision 'fp4') reads the
+# input once for the per-tensor amax its fp32 second-level scale needs, once more to quantise,
+# and writes both directions at half a byte with an E4M3 scale per 16 elements (the same
+# file's NVFP4BlockScaling: "a 2 level block scaling strategy ... both versions are computed
+# from the high precision input"; the random Hadamard transform it applies to the wgrad
+# operands is costed inside those passes).
+CAST_BYTES = {"delayed": 3.0, "tensorwise": 5.0, "blockwise": 3.0, "mxfp8": 2 + 2 * (1 + 1 / 32),
+              "nvfp4": 2 + 2 + 2 * (0.5 + 1 / 16)}
+
+
+def quantisation(training: TrainingSpec) -> str | None:
+    """How the linear GEMMs' inputs are quantised: the fp8 recipe, 'nvfp4' in fp4, None in
+    16 or 32 bits."""
+    if training.precision == "fp4":
+        return "nvfp4"
+    return training.fp8_recipe if training.precision == "fp8" else None
 
 
 def per_expert_kernels(model: ModelSpec, training: TrainingSpec,
@@ -212,8 +227,8 @@ def per_expert_kernels(model: ModelSpec, training: TrainingSpec,
     (backward) are quantised separately."""
     if not model.is_moe or training.moe_expert_gemm == "grouped" or model.experts <= plan.ep:
         return 0.0, 0.0
-    quant = (PER_EXPERT_QUANTISE_KERNELS[training.fp8_recipe]
-             if training.precision == "fp8" else 0)
+    recipe = quantisation(training)
+    quant = PER_EXPERT_QUANTISE_KERNELS[recipe] if recipe else 0
     extra = model.experts / plan.ep - 1
     return extra * 2 * (1 + quant), extra * 2 * (2 + quant)
 
@@ -230,12 +245,14 @@ def kernel_model(gpu: GPUSpec, training: TrainingSpec, eff: EfficiencyModel,
     """The GPU's rates for this training's precision, with the efficiency model's overrides
     (a pure function of its frozen arguments: the most recent 8 are kept)."""
     prec: Precision = gemm_precision or training.precision
-    fp8 = prec == "fp8"
+    fp8 = prec in ("fp8", "fp4")                   # quantised GEMMs (fp8, or NVFP4)
     base: Precision = "bf16" if fp8 or prec == "bf16" else prec
     attn_prec: Precision = (base if gpu.peak_tflops.model_dump().get(base)
                             else training.precision)
     if not fp8:
         rate = gpu.matmul_efficiency
+    elif prec == "fp4":
+        rate = gpu.fp4_matmul_efficiency or gpu.matmul_efficiency
     elif training.fp8_recipe == "mxfp8" and gpu.mxfp8_matmul_efficiency is not None:
         rate = gpu.mxfp8_matmul_efficiency          # block-scaled GEMMs (Blackwell)
     else:
@@ -306,8 +323,9 @@ def layer_works(
     h, f = model.hidden_size, model.ffn
     heads = model.num_attention_heads / t
     e = training.activation_bytes
-    fp8 = training.precision == "fp8"
-    km = kernel_model(gpu, training, eff)          # linear GEMMs (fp8 when training in fp8)
+    recipe = quantisation(training)
+    fp8 = recipe is not None                       # quantised linear GEMMs (fp8, or NVFP4)
+    km = kernel_model(gpu, training, eff)          # linear GEMMs (fp8/fp4 when training so)
     k16 = kernel_model(gpu, training, eff, "bf16") if fp8 else km
     phi = model.moe_share                          # share of MoE layers in the mean layer
 
@@ -330,9 +348,9 @@ def layer_works(
     wgrad = [w * km.gemm(k, n, m, c) for m, n, k, c, w in gemms]
     # fp8 casts of the GEMM inputs (``CAST_BYTES`` by ``TrainingSpec.fp8_recipe``); per-tensor
     # current scaling launches its amax and scale kernels besides.
-    current = fp8 and training.fp8_recipe == "tensorwise"
-    cast_bytes = (CAST_BYTES[training.fp8_recipe] * sum(w * m * k * c for m, _, k, c, w in gemms)
-                  if fp8 else 0.0)
+    current = recipe in ("tensorwise", "nvfp4")    # an amax pass before each cast
+    cast_bytes = (CAST_BYTES[recipe] * sum(w * m * k * c for m, _, k, c, w in gemms)
+                  if recipe else 0.0)
     routed_excess = 0.0
     if phi:   # model FLOPs count the mean routed load, the kernels the busiest rank's
         pairs, m_e = moe_tokens(model, training, plan)
@@ -403,7 +421,7 @@ def layer_works(
         # Stored for backward: router scores, the routed tokens (expert inputs, and their
         # outputs for the weighted combine), the experts' up/gate outputs and activation, the
         # shared experts' like a dense MLP.
-        lin = 1 if fp8 else e             # fp8: the experts' GEMM inputs kept in fp8
+        lin = training.quantised_bytes if fp8 else e   # the experts' GEMM inputs kept quantised
         moe_act_out = phi * expert_tokens * model.expert_ffn / plan.etp * lin
         moe_shared = phi * T * model.shared_ffn / t * (e * (act_factor - 1) + lin)
         moe_store = (phi * (2 * router_tokens * model.experts * 4
@@ -510,7 +528,7 @@ def layer_works(
     # ``inputmat_no_fp8``, when fp8 is on): the norms' outputs, the attention output and the
     # MLP activation's output take 1 byte per element.
     mask = 1 if training.dropout else 0
-    lin = 1 if fp8 else e
+    lin = training.quantised_bytes if fp8 else e
     # The norms' outputs, the column-parallel layers' inputs: sequence-parallel shards that
     # the backward gathers again, or, where the backward does not overlap its TP collectives
     # (``TrainingSpec.async_tensor_model_parallel_allreduce`` false), kept gathered.
@@ -769,7 +787,8 @@ def head_work(
     h = model.hidden_size
     # Megatron-LM pads the vocabulary to a multiple of 128 * tp (--make-vocab-size-divisible-by).
     V = -(-model.vocab_size // (128 * t)) * 128 * t
-    km = kernel_model(gpu, training, eff, "bf16" if training.precision == "fp8" else None)
+    km = kernel_model(gpu, training, eff,
+                      "bf16" if training.precision in ("fp8", "fp4") else None)
     gemm_f = km.gemm(T, V / t, h)
     gemm_b = km.gemm(T, h, V / t) + km.gemm(h, V / t, T)
     flops = 2 * T * (V / t) * h

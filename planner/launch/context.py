@@ -9,8 +9,8 @@ from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout, explicit_layout
 from planner.specs.placement import launch_layout
 
-TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16", "fp32": "float32",
-               "tf32": "float32"}
+TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16", "fp4": "bfloat16",
+               "fp32": "float32", "tf32": "float32"}
 
 
 # What every launch file sets for every rank.

@@ -135,7 +135,7 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
                      "transformer layers evenly as costed ('uniform' counts the embedding and "
                      "the head as layers too); the engine reads the stages from the "
                      "PipelineModule, not this config's pipeline section")
-    if t.precision in ("bf16", "fp8"):
+    if t.precision in ("bf16", "fp8", "fp4"):
         cfg["bf16"] = {"enabled": True}
     elif t.precision == "fp16":
         cfg["fp16"] = {"enabled": True, "loss_scale": 0}

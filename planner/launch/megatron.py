@@ -129,7 +129,7 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         # Hybrid sharding: the distributed optimizer's instances (Megatron-FSDP's HSDP, its
         # --outer-dp-sharding-strategy left at no_shard: the replicas all-reduce).
         args += ["--num-distributed-optimizer-instances", str(p.dp_replicate)]
-    if t.precision in ("bf16", "fp8"):
+    if t.precision in ("bf16", "fp8", "fp4"):
         args += ["--bf16"]
     elif t.precision == "fp16":
         args += ["--fp16"]
@@ -141,6 +141,12 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
             args += ["--fp8-recipe", t.fp8_recipe]
         if t.fp8_param_gather:
             args += ["--fp8-param-gather"]
+    if t.precision == "fp4":
+        # NVFP4 (TransformerConfig fp4 / fp4_recipe; Transformer Engine >= 2.7); its weights
+        # gathered in fp4 under --fp4-param-gather.
+        args += ["--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]
+        if t.fp8_param_gather:
+            args += ["--fp4-param-gather"]
     if t.attention_kernel == "flash2" and t.flash_attention:
         args += ["--attention-backend", "flash"]
     if not (t.flash_attention or t.softmax_fusion):

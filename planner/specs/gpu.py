@@ -67,6 +67,18 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   of this one constant. torchao's independent pair, Llama 3 8B on 8 B200 under torchtitan
   (mxfp8_cublas 9,969 against float8 tensorwise 10,417 tokens a second, ratio 0.957,
   torchao/prototype/mx_formats/README.md), is predicted at 0.945 with it (0.995 without).
+- ``fp4_matmul_efficiency``: NVFP4 GEMMs (precision 'fp4': Transformer Engine's NVFP4BlockScaling,
+  1x16 blocks with E4M3 scales under a per-tensor fp32 scale), as a fraction of the dense fp4
+  peak: stas00/ml-engineering's table gives 10,000 TFLOP/s for B200 (its nvfp4 column, the DGX
+  B200 datasheet) and GB200 (the GB200 NVL72 specification), 15,000 for B300 (nvfp4, the DGX
+  B300 datasheet) and GB300 (the GB300 NVL72 specification: Blackwell Ultra's 1.5x dense fp4).
+  The rate is ``NVFP4_GEMM_SHARE`` = 0.90 of the GPU's fp8 share of its fp8 peak, again from
+  published runs of one plan in both recipes: Megatron-Bridge 26.04's table runs Llama 3 70B
+  on 64 GB300 and GB200 and Llama 3.1 405B on 256 GB200 in NVFP4 and MXFP8 at one plan each,
+  NVFP4 1.56x, 1.28x and 1.43x faster; with both recipes' quantisation costed
+  (``cost.layers.CAST_BYTES``), the shares that give those ratios are 0.897, 0.856 and 1.016,
+  median 0.897 (``tests/test_nvfp4.py`` solves them); the three NVFP4 rows are the ``fit``
+  runs of this constant.
 - ``attention_efficiency``: fused attention forward + backward at long sequences, head dim 128,
   causal, as a fraction of the bf16 peak: A100 FlashAttention-2 194 TFLOP/s (0.62; the
   FlashAttention repository's benchmark figures); H100 cuDNN fused attention (what Transformer
@@ -115,7 +127,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.specs._preset import PresetSpec
 from planner.vocabulary import ATTENTION_KERNELS, AttentionKernel
 
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
 
 
 class PeakTflops(PresetSpec):
@@ -127,6 +139,8 @@ class PeakTflops(PresetSpec):
     bf16: float | None = Field(None, ge=1e-6, le=1e6, description="Dense BF16 peak, TFLOP/s.")
     fp16: float | None = Field(None, ge=1e-6, le=1e6, description="Dense FP16 peak, TFLOP/s.")
     fp8: float | None = Field(None, ge=1e-6, le=1e6, description="Dense FP8 peak, TFLOP/s.")
+    fp4: float | None = Field(None, ge=1e-6, le=1e6, description="Dense FP4 (NVFP4) peak, "
+                              "TFLOP/s.")
 
 
 # Named attention kernels' rates per GPU (module docstring); H200 has the H100's compute.
@@ -152,18 +166,24 @@ _ATTENTION_KERNELS: dict[str, dict[str, dict[str, float]]] = {
 # docstring, ``mxfp8_matmul_efficiency``): what published A/B runs of one plan in both
 # recipes leave once the two recipes' quantisation passes are costed.
 MXFP8_GEMM_SHARE = 0.91
+# NVFP4 GEMMs' sustained share of the dense fp4 peak, as a share of per-tensor fp8's of its
+# peak on the same GPU (module docstring, ``fp4_matmul_efficiency``): what Megatron-Bridge's
+# published NVFP4 / MXFP8 runs of one plan leave once both recipes' quantisation is costed.
+NVFP4_GEMM_SHARE = 0.90
 
 
 def _blackwell(name: str, memory_gib: float, bf16: float, sms: int, matmul: float,
-               fp8_matmul: float) -> dict[str, Any]:
+               fp8_matmul: float, fp4: float) -> dict[str, Any]:
     """A Blackwell preset (module docstring): 8 TB/s of HBM3e, fp8 at twice and tf32 at half
-    the bf16 peak, 80 TFLOP/s fp32, cuDNN attention at 0.50, H100's HBM efficiency, and
-    block-scaled (MXFP8) tensor cores at ``MXFP8_GEMM_SHARE`` of the per-tensor fp8 rate."""
+    the bf16 peak, 80 TFLOP/s fp32, the given dense NVFP4 peak, cuDNN attention at 0.50, H100's
+    HBM efficiency; block-scaled tensor cores at ``MXFP8_GEMM_SHARE`` of the per-tensor fp8
+    rate for MXFP8 and at ``NVFP4_GEMM_SHARE`` of fp8's share of its peak for NVFP4."""
     return {"name": name, "memory_gib": memory_gib, "memory_bandwidth_gb_per_s": 8000,
             "peak_tflops": {"fp32": 80, "tf32": bf16 / 2, "bf16": bf16, "fp16": bf16,
-                            "fp8": 2 * bf16},
+                            "fp8": 2 * bf16, "fp4": fp4},
             "sm_count": sms, "matmul_efficiency": matmul, "fp8_matmul_efficiency": fp8_matmul,
             "mxfp8_matmul_efficiency": round(fp8_matmul * MXFP8_GEMM_SHARE, 3),
+            "fp4_matmul_efficiency": round(fp8_matmul * NVFP4_GEMM_SHARE, 3),
             "attention_efficiency": 0.50, "hbm_efficiency": 0.90}
 
 
@@ -206,10 +226,10 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
         "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
         "attention_kernels": _ATTENTION_KERNELS["h100"],
     },
-    "b200-sxm": _blackwell("b200-sxm", 180, 2250, 148, 0.59, 0.66),
-    "gb200": _blackwell("gb200", 186, 2500, 148, 0.55, 0.62),
-    "b300-sxm": _blackwell("b300-sxm", 288, 2250, 160, 0.60, 0.64),
-    "gb300": _blackwell("gb300", 288, 2500, 160, 0.60, 0.64),
+    "b200-sxm": _blackwell("b200-sxm", 180, 2250, 148, 0.59, 0.66, 10000),
+    "gb200": _blackwell("gb200", 186, 2500, 148, 0.55, 0.62, 10000),
+    "b300-sxm": _blackwell("b300-sxm", 288, 2250, 160, 0.60, 0.64, 15000),
+    "gb300": _blackwell("gb300", 288, 2500, 160, 0.60, 0.64, 15000),
     "cpu": {
         "name": "cpu", "memory_gib": 8, "memory_bandwidth_gb_per_s": 20,
         "peak_tflops": {"fp32": 0.1, "bf16": 0.05, "fp16": 0.05},
@@ -276,6 +296,12 @@ class GPUSpec(PresetSpec):
         None, ge=1e-3, le=1,
         description="The same for fp8 GEMMs. Default: matmul_efficiency."
     )
+    fp4_matmul_efficiency: float | None = Field(
+        None, ge=1e-3, le=1,
+        description="The same for NVFP4 GEMMs (precision 'fp4': 1x16 blocks with E4M3 "
+        "scales under a per-tensor fp32 scale), as a fraction of the fp4 peak; null: the "
+        "precision is refused, as on GPUs without an fp4 peak."
+    )
     mxfp8_matmul_efficiency: float | None = Field(
         None, ge=1e-3, le=1,
         description="The same for MXFP8 GEMMs (1x32 blocks with E8M0 scales, "
@@ -314,7 +340,7 @@ class GPUSpec(PresetSpec):
         """Dense peak in FLOP/s for ``precision``; raises ValueError if the GPU lacks it."""
         value = getattr(self.peak_tflops, precision)
         if value is None:
-            have = [p for p in ("fp32", "tf32", "bf16", "fp16", "fp8")
+            have = [p for p in ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
                     if getattr(self.peak_tflops, p) is not None]
             raise ValueError(
                 f"GPU {self.name!r} has no {precision} peak; it supports {', '.join(have)}"

@@ -39,8 +39,12 @@ class TrainingSpec(BaseModel):
     global_batch_size: int = Field(ge=1, le=100_000_000, description="Sequences per optimizer step.")
     seq_length: int = Field(ge=1, le=100_000_000, description="Tokens per sequence.")
     precision: Precision = Field(
-        "bf16", description="Math precision of the matmuls. bf16/fp16/fp8 imply mixed precision "
-        "(16-bit weights, fp32 master weights and optimizer states); fp32/tf32 keep fp32 weights."
+        "bf16", description="Math precision of the matmuls. bf16/fp16/fp8/fp4 imply mixed "
+        "precision (16-bit weights, fp32 master weights and optimizer states); fp32/tf32 keep "
+        "fp32 weights. fp4 is NVFP4 (Transformer Engine's NVFP4BlockScaling, Megatron-LM "
+        "--fp4-format e2m1 --fp4-recipe nvfp4, Blackwell only): the linear layers' forward, "
+        "dgrad and wgrad GEMMs in 4 bits, 1x16 blocks with E4M3 scales under a per-tensor fp32 "
+        "scale, attention and the output layer in bf16."
     )
     fp8_recipe: Literal["delayed", "tensorwise", "blockwise", "mxfp8"] = Field(
         "delayed", description="fp8 scaling recipe (Megatron-LM --fp8-recipe, Transformer "
@@ -206,7 +210,8 @@ class TrainingSpec(BaseModel):
         "the output layer gather in 16 bits. Memory "
         "is costed as without it: on Hopper an fp8 weight keeps a transposed fp8 copy beside "
         "its own for the backward (Transformer Engine's Float8Tensor ``_transpose``), 2 bytes "
-        "a weight as the 16-bit copy was. Needs precision fp8.")
+        "a weight as the 16-bit copy was. Needs precision fp8, or fp4: NVFP4 weights gathered "
+        "at half a byte and their E4M3 scales (Megatron-LM --fp4-param-gather).")
     zero3_prefetch_layers: float = Field(
         1.0, ge=0, le=64, description="ZeRO-3/FSDP: how many layers ahead the weights are "
         "gathered (FSDP2 and Megatron-FSDP: 1; 0: gathered on demand, e.g. DeepSpeed's default "
@@ -416,9 +421,9 @@ class TrainingSpec(BaseModel):
 
     @model_validator(mode="after")
     def _fp8_gather_needs_fp8(self) -> TrainingSpec:
-        if self.fp8_param_gather and self.precision != "fp8":
+        if self.fp8_param_gather and self.precision not in ("fp8", "fp4"):
             raise ValueError(f"fp8_param_gather needs precision fp8 (got {self.precision}): "
-                             "only fp8 weights can be gathered in fp8")
+                             "only fp8 (or fp4) weights can be gathered in fp8 (or fp4)")
         return self
 
     @field_validator("cp_a2a_size")
@@ -455,10 +460,16 @@ class TrainingSpec(BaseModel):
         return 4 if self.precision in ("fp32", "tf32") else 2
 
     @property
-    def layer_gather_bytes(self) -> int:
+    def quantised_bytes(self) -> float:
+        """Bytes an element of a tensor quantised for the low-precision GEMMs: fp8 1; NVFP4
+        half a byte and an E4M3 scale per 16 elements."""
+        return 0.5 + 1 / 16 if self.precision == "fp4" else 1.0
+
+    @property
+    def layer_gather_bytes(self) -> float:
         """Bytes per weight of a transformer layer on the wire of a data-parallel weight gather
-        (``fp8_param_gather``: 1)."""
-        return 1 if self.fp8_param_gather else self.param_bytes
+        (``fp8_param_gather``: the quantised weights, ``quantised_bytes``)."""
+        return self.quantised_bytes if self.fp8_param_gather else self.param_bytes
 
     @property
     def activation_bytes(self) -> int:

@@ -84,8 +84,11 @@ CASES = [
     ("POST", "/v1/estimates", with_(with_(EST, ["model", "preset"], "mixtral-8x7b"),
                                     ["training", "zero3_max_reuse_params"], 1e9), 422,
      "training.zero3_max_reuse_params: DeepSpeed's reuse distance is costed for dense models"),
-    ("POST", "/v1/estimates", with_(EST, ["training", "precision"], "fp4"), 422,
+    ("POST", "/v1/estimates", with_(EST, ["training", "precision"], "fp6"), 422,
      "training.precision"),
+    # NVFP4 needs an fp4 peak: not on H100 (EST's cluster).
+    ("POST", "/v1/estimates", with_(EST, ["training", "precision"], "fp4"), 422,
+     "training.precision: GPU 'h100-sxm' has no fp4 peak"),
     ("POST", "/v1/estimates", with_(with_(EST, ["cluster", "gpu"], "v100-32gb"),
                                     ["training", "precision"], "bf16"), 422, "no bf16 peak"),
     ("POST", "/v1/plans", with_(OK, ["training", "attention_kernel"], "flash_triton"), 422,
