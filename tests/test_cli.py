@@ -40,6 +40,14 @@ def test_presets_json_lists_every_preset():
                                      "dgx-b200", "gb200-nvl72", "dgx-b300", "gb300-nvl72",
                                      "local-cpu"}
     assert runner.invoke(app, ["presets"]).exit_code == 0
+    # Which GPUs run the Blackwell recipes: an fp4 peak (NVFP4) and block-scaled fp8 (MXFP8).
+    gb300, h100 = body["gpus"]["gb300"], body["gpus"]["h100-sxm"]
+    assert (gb300["peak_tflops"]["fp4"], h100["peak_tflops"]["fp4"]) == (15000, None)
+    assert gb300["mxfp8_matmul_efficiency"] and h100["mxfp8_matmul_efficiency"] is None
+    table = runner.invoke(app, ["presets"], env={"COLUMNS": "200"}).stdout
+    row = next(line for line in table.splitlines() if "gb300 " in line)
+    assert "15000" in row and "yes" in row
+    assert "yes" not in next(line for line in table.splitlines() if "h100-sxm" in line)
 
 
 def test_bad_inputs_exit_non_zero_naming_the_problem(tmp_path):

@@ -341,12 +341,14 @@ def presets_cmd(
                   str(m.vocab_size))
     console.print(t)
     t = Table(title="GPUs")
-    for col in ("preset", "memory GiB", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM GB/s"):
+    for col in ("preset", "memory GiB", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "MXFP8",
+                "HBM GB/s"):
         t.add_column(col)
     for n in GPUSpec.preset_names():
         g = GPUSpec.from_preset(n)
         t.add_row(n, f"{g.memory_gib:g}", f"{g.peak_tflops.bf16 or '-'}",
-                  f"{g.peak_tflops.fp8 or '-'}", f"{g.memory_bandwidth_gb_per_s:g}")
+                  f"{g.peak_tflops.fp8 or '-'}", f"{g.peak_tflops.fp4 or '-'}",
+                  "yes" if g.mxfp8_matmul_efficiency else "-", f"{g.memory_bandwidth_gb_per_s:g}")
     console.print(t)
     t = Table(title="Clusters")
     for col in ("preset", "GPU", "GPUs/node", "intra-node", "inter-node (per node)"):
