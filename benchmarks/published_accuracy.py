@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -374,6 +375,46 @@ def broken_by_patches(original: list[dict], patched: list[dict],
     return [x for x in skipped if x["id"] in touched and replay([touched[x["id"]]])[0]]
 
 
+def as_table(run: dict) -> dict:
+    """The run as a paper's table would print it (``published_tables``): its model's shape, its
+    cluster, degrees, batch, precision and published knobs in one row, the measured step time
+    as the figure, and as text only the run's citation, the table it quotes and the row as
+    quoted; every other
+    setting is left for the table's rules to infer. Replayed without the corpus to match, the
+    difference from the run's own replay is what a table loses against a hand-encoded run."""
+    plan = {k: v for k, v in run["plan"].items() if k not in (run.get("tune") or {})}
+    gpus = (math.prod(plan.get(k, 1) for k in ("tp", "pp", "dp", "cp")) if "dp" in plan
+            else ClusterSpec.model_validate(run["cluster"]).num_gpus)   # the GPUs it used
+    training = run["training"]
+    row = {**plan, "model": ModelSpec.model_validate(run["model"]).model_dump(
+               mode="json", exclude_none=True),
+           "cluster": run["cluster"], "gpus": gpus,
+           "seq_length": training["seq_length"],
+           "global_batch_size": training["global_batch_size"],
+           "precision": training.get("precision", "bf16"),
+           "step_time_s": measured_step_time(run, gpus), "notes": str(run.get("quote", "")),
+           "id": run["id"], "source": run["source"], "split": run["split"],
+           "sweep": run.get("sweep")}
+    if "fp8_recipe" in training:
+        row["training"] = {"fp8_recipe": training["fp8_recipe"]}
+    return {"source": f"{run.get('citation', '')}; {run.get('table', '')}", "hardware": "",
+            "rows": [row]}
+
+
+def tables_of(runs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(the runs rebuilt from ``as_table`` without the corpus, {"id", "reason"} of those a
+    table cannot state)."""
+    rebuilt, skipped = [], []
+    for run in runs:
+        try:
+            got, bad = published_tables.load_table(as_table(run), run["source"], [])
+        except (ValueError, KeyError, TypeError) as exc:
+            got, bad = [], [{"reason": f"{type(exc).__name__}: {exc}"}]
+        rebuilt += got
+        skipped += [{"id": run["id"], "reason": b["reason"]} for b in bad]
+    return rebuilt, skipped
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
@@ -382,6 +423,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="only these runs (default: all)")
     ap.add_argument("--what-if", action="append", default=[], metavar="SOURCE=JSON",
                     help="merge this JSON object into every run of SOURCE (repeatable)")
+    ap.add_argument("--as-tables", action="store_true",
+                    help="replay each run as a published table would state it (shape, GPUs, "
+                    "degrees, batch, precision, published knobs, its citation), its other "
+                    "settings inferred by the table's rules instead of the corpus's encoding")
     args = ap.parse_args(argv)
     try:
         original, unreadable = load_data(args.data)
@@ -394,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     runs = [r for r in patched if args.split in (None, r.get("split"))]
+    unstated: list[dict] = []
+    if args.as_tables:
+        runs, unstated = tables_of(runs)
     rows, skipped = replay(runs)
     broken = broken_by_patches(original, patched, skipped)
     if broken:
@@ -401,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --what-if leaves {len(broken)} runs that replay without it unreplayable, "
               f"e.g. {broken[0]['id']}: {broken[0]['reason'][:300]}", file=sys.stderr)
         return 2
-    skipped = unreadable + skipped
+    skipped = unreadable + unstated + skipped
     header = (f"{'run':<46}{'split':>9}{'gpus':>7}{'measured s':>12}{'predicted s':>13}"
               f"{'error %':>9}{'mfu':>7}")
     print(header)

@@ -16,14 +16,30 @@ listed under the run's ``assumed``:
   ``hardware`` text names (A100 40/80 GB, H100, H200, B200, B300, GB200, GB300) on its DGX or
   NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the per-node network the
   text gives as ``N x R Gb/s``;
-- software of the time: a source dated before 2023 (a year or an arXiv number in its text) ran
-  without FlashAttention, with dropout, fp32 gradients and no gradient or parameter overlap
-  (Megatron-LM's defaults until its 2023 releases; FlashAttention-2 and the overlapped
-  distributed optimizer came that year); before 2021 also the attention scores scaled, masked
-  and softmaxed by separate kernels, the column-parallel all-reduce blocking the backward and
-  fp16 gradients all-reduced in fp16 (``_BEFORE_2021``); a later one with the planner's
-  defaults; a source that names DeepSpeed, pipeline sends split over the TP ranks
-  (``p2p_scatter_gather``, as the corpus's Megatron-DeepSpeed runs);
+- software of the time: a source dated before 2023 (a year, an arXiv number or a venue's 'YY
+  in its text) ran without FlashAttention, with dropout, fp32 gradients and no gradient or
+  parameter overlap (Megatron-LM's defaults until its 2023 releases; FlashAttention-2 and the
+  overlapped distributed optimizer came that year); before 2021 also the attention scores
+  scaled, masked and softmaxed by separate kernels, the column-parallel all-reduce blocking
+  the backward and fp16 gradients all-reduced in fp16 (``_BEFORE_2021``); a later one with the
+  planner's defaults;
+- software of the framework the source, the conventions or the row name (``_framework``),
+  for what the row leaves out: DeepSpeed sends its pipeline activations split over the TP
+  ranks (``p2p_scatter_gather``, as the corpus's Megatron-DeepSpeed runs), gathers the updated
+  weights after the optimizer step and reduces at the end of its pipeline schedule; torchtitan
+  runs what a torchtitan search costs (``FRAMEWORK_TRAINING``: FSDP2's per-parameter copies,
+  PyTorch's ring attention), selective recompute by its per-op policy (the Llama 3 configs'
+  ``selective_ac_option = "op"``, torchtitan/models/llama3/train_configs/llama3_8b.toml at
+  v0.2.2), attention through PyTorch's SDPA, whose flash backend is
+  FlashAttention-2 (``attention_kernel`` 'flash2' on the GPUs that have its rates), and eager
+  elementwise kernels and loss unless the row (or, where the row says nothing, the table)
+  names torch.compile; NVIDIA's published NeMo, Megatron-Bridge and DGX Cloud Benchmarking
+  runs of 2023 on reduce bf16 gradients, overlap their TP communication (as does a text that
+  names AsyncTP or TP communication overlap: ``efficiency.tp_comm_overlap`` 0.8, the
+  corpus's value) and from 2025 gather fp8 weights in fp8 training, Megatron-Bridge's with
+  Transformer Engine's fused loss;
+- the fp8 recipe (and NVFP4) the row's words or else the table's name: FP8-CS or current
+  scaling, FP8-MX or MXFP8, FP8-BLK or blockwise, delayed scaling, NVFP4 (``_RECIPES``);
 - unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
   size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one, and
   sequence parallelism for tensor-parallel rows from 2022 on.
@@ -45,6 +61,7 @@ import copy
 import json
 import re
 
+from planner.search.plan_request import FRAMEWORK_TRAINING
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 
 # The GPU a hardware description names, most specific first: (pattern, cluster preset, GPU).
@@ -152,28 +169,40 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         run["split"] = row.get("split", found["split"])
         return run
     year = _year(text)
-    training, assumed = _training(doc, row, year, preset, text)
+    words = _row_words(row)
+    training, assumed = _training(doc, row, year, preset, f"{text} {conventions}", words)
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text)
+    efficiency, said = _overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
+    efficiency.update({**(doc.get("efficiency") or {}), **(row.get("efficiency") or {})})
     return {"id": str(row.get("id") or f"{name}-{i}-{_slug(model['name'])}"),
             "source": str(row.get("source") or name),
             "citation": str(doc.get("source", "")),
             "sweep": row.get("sweep") or doc.get("sweep") or name,
             "model": model, "cluster": cluster, "training": training, "plan": plan,
             "tune": tune, "measured": _with_mfu_step(measured, cluster, gpus),
-            "assumed": assumed + more,
+            "assumed": assumed + more + said, "efficiency": efficiency,
             "split": row.get("split", doc.get("split", "held_out"))}
 
 
-def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: str
-              ) -> tuple[dict, list[str]]:
-    """The row's TrainingSpec and what was assumed for it: the software of its date, its
-    precision, then whatever the table and the row set by the planner's field names."""
+def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: str,
+              words: str = "") -> tuple[dict, list[str]]:
+    """The row's TrainingSpec and what was assumed for it: the software of its date and of
+    the framework the table's ``text`` or the row's own ``words`` name, its precision, then
+    whatever the table and the row set by the planner's field names."""
     training: dict = {"global_batch_size": row["global_batch_size"],
                       "seq_length": row["seq_length"]}
     assumed = []
+    said_precision, recipe = _quantisation(words)
+    if said_precision is None:          # the row's own words first, then the table's
+        said_precision, recipe = _quantisation(text)
     training["precision"] = (row.get("precision") or doc.get("precision")
                              or ("fp16" if _FAMILY.get(preset or "") == "v100"
-                                 else _precision(text)))
+                                 else said_precision or _precision(
+                                     words if re.search(r"\b(fp8|bf16|fp16)\b", words.lower())
+                                     else text)))
+    if recipe and training["precision"] == "fp8":
+        training["fp8_recipe"] = recipe
+        assumed.append(f"fp8 recipe {recipe!r}: as the text names it")
     if year is not None and year < 2021:
         training.update({**_LEGACY_TRAINING, **_BEFORE_2021})
         if training["precision"] == "fp16":
@@ -188,15 +217,107 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
                        "gradient or parameter overlap")
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
-    if re.search(r"deepspeed", text.lower()):
-        training["p2p_scatter_gather"] = True
-        assumed.append("DeepSpeed's pipeline engine sends each activation split over the "
-                       "model-parallel ranks (PipelineEngine is_pipe_partitioned), as the "
-                       "corpus's Megatron-DeepSpeed runs do: p2p_scatter_gather")
+    implied, said = _framework(text, words, year, preset, training["precision"])
+    training.update(implied)
+    assumed += said
     training.update(doc.get("training") or {})
     training.update(row.get("training") or {})
     training.update({k: row[k] for k in TrainingSpec.model_fields if k in row})
     return training, assumed
+
+
+# What the software of a framework a source names runs (module docstring), by its name's
+# pattern: the DeepSpeed engine's (deepspeed/runtime/pipe/engine.py ``is_pipe_partitioned`` and
+# its ``ReduceGrads`` after the schedule; ZeRO-1/2 gather the updated weights inside ``step``,
+# deepspeed/runtime/zero/stage_1_and_2.py), NVIDIA's performance recipes' bf16 gradient
+# reduction (NeMo-Framework-Launcher's H100 benchmark scripts and DGX Cloud Benchmarking's
+# yaml: optim.grad_sync_dtype bf16; NeMo 2.0's scripts/performance and Megatron-Bridge's
+# performance configs: grad_reduce_in_fp32 False), torchtitan's below.
+_DEEPSPEED = {"p2p_scatter_gather": True, "overlap_param_gather": False,
+              "grad_reduce_after_last_backward": True}
+_NVIDIA_RECIPES = re.compile(r"\bnemo\b|megatron[- ]bridge|dgx cloud benchmarking|"
+                             r"dgxc-benchmarking")
+_COMPILED = re.compile(r"torch\.compile|\bcompiled?\b")
+
+
+# A row's columns that name the run rather than describe how it ran.
+_NAMING = ("id", "source", "sweep", "split", "model", "precision", "hardware", "recompute")
+
+
+def _row_words(row: dict) -> str:
+    """What a row says in words about how it ran (a technique or notes column)."""
+    return " ".join(v for k, v in row.items() if isinstance(v, str) and k not in _NAMING)
+
+
+def _framework(text: str, words: str, year: int | None, preset: str | None,
+               precision: str = "bf16") -> tuple[dict, list[str]]:
+    """(training settings, what was assumed) for the framework the table's ``text`` or the
+    row's ``words`` name: DeepSpeed, torchtitan or NVIDIA's recipes (module docstring);
+    nothing for any other. Whether torch.compile ran is the row's to say where it says how it
+    ran (a caption naming the techniques its rows compare names them for none in particular),
+    the table's where the row says nothing."""
+    t = f"{text} {words}".lower()
+    out: dict = {}
+    said: list[str] = []
+    if "deepspeed" in t:
+        out.update(_DEEPSPEED)
+        said.append("DeepSpeed's pipeline engine sends each activation split over the "
+                    "model-parallel ranks (PipelineEngine is_pipe_partitioned), as the "
+                    "corpus's Megatron-DeepSpeed runs do: p2p_scatter_gather; its ZeRO gathers "
+                    "the updated weights inside the optimizer step and its pipeline reduces "
+                    "after the schedule")
+    if "torchtitan" in t:
+        compiled = bool(_COMPILED.search((words if words.strip() else text).lower()))
+        out.update(FRAMEWORK_TRAINING["torchtitan"])
+        out.update({"loss_implementation": "fused" if compiled else "eager",
+                    "eager_elementwise": not compiled, "selective_recompute": "per_op"})
+        gpu = ClusterSpec.model_validate({"preset": preset}).gpu if preset else None
+        if gpu is not None and gpu.attention_kernels.flash2 is not None:
+            out["attention_kernel"] = "flash2"
+        said.append("torchtitan: FSDP2's per-parameter copies and the rest a torchtitan search "
+                    "costs; selective recompute by its per-op policy; attention through "
+                    "PyTorch's SDPA (FlashAttention-2 where the GPU has its rates); "
+                    + ("torch.compile: fused elementwise kernels and loss" if compiled else
+                       "no torch.compile named: eager elementwise kernels and loss"))
+    if _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023):
+        out["grad_dtype"] = "bf16"
+        said.append("NVIDIA's performance recipes reduce bf16 gradients (grad_sync_dtype bf16, "
+                    "grad_reduce_in_fp32 False)")
+        if precision == "fp8" and (year is None or year >= 2025):
+            out["fp8_param_gather"] = True
+            said.append("NVIDIA's performance recipes of 2025 on gather fp8 weights when they "
+                        "train in fp8 (NeMo 2.0's bf16_with_fp8_mixed fp8_params, DGX Cloud "
+                        "Benchmarking's fp8_params, Megatron-Bridge's fp8 recipes' "
+                        "fp8_param_gather): fp8_param_gather")
+    if re.search(r"megatron[- ]bridge", t):
+        out["loss_implementation"] = "fused"
+        said.append("Megatron-Bridge's performance configs fuse the loss (cross_entropy_fusion_"
+                    "impl 'te', Transformer Engine's parallel_cross_entropy): 'fused'")
+    return out, said
+
+
+# The share of the TP collectives hidden under GEMMs the corpus gives Transformer Engine's
+# tp-comm-overlap (userbuffers) and torchtitan's AsyncTP (``EfficiencyModel.tp_comm_overlap``).
+_TP_OVERLAP = 0.8
+
+
+def _overlap(text: str, words: str, year: int | None, tp: int) -> tuple[dict, list[str]]:
+    """(efficiency overrides, what was assumed): tensor-parallel communication overlap where
+    the row runs TP and NVIDIA's performance recipes of 2023 on ran it (their TP
+    configurations set tp_comm_overlap, the userbuffers overlap: NeMo's
+    MegatronCommOverlapCallback, Megatron-Bridge's comm_overlap, DGX Cloud Benchmarking's
+    ub_tp_comm_overlap) or the text names AsyncTP (torchtitan's) or TP communication
+    overlap."""
+    if tp <= 1:
+        return {}, []
+    t = f"{text} {words}".lower()
+    named = re.search(r"async[- ]?tp|tp[- ]comm(unication)?[- ]overlap", t)
+    recipes = _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023)
+    if not (named or recipes):
+        return {}, []
+    return {"tp_comm_overlap": _TP_OVERLAP}, [
+        f"TP communication overlap ({'as the text names it' if named else 'NVIDIA recipes'}"
+        f"): efficiency.tp_comm_overlap {_TP_OVERLAP}, the corpus's value for it"]
 
 
 def _plan(row: dict, degrees: dict, year: int | None, text: str
@@ -377,12 +498,37 @@ def _derived_dp(degrees: dict, gpus: int) -> int:
     return gpus // rest
 
 
+# A venue's two-digit year ("SC'21", "NSDI '24", "MLSys’23").
+_VENUE_YEAR = re.compile(r"\b(?:sc|neurips|icml|mlsys|iclr|nsdi|osdi|sosp|atc|eurosys|ppopp|"
+                         r"asplos|isca|hpca|micro|colm|acl|emnlp|naacl|kdd|vldb|aaai|ipdps|"
+                         r"hpdc|ics|cvpr)\s*['’](\d\d)\b")
+
+
 def _year(text: str) -> int | None:
     years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", text)]
-    years += [2000 + int(y) for y in re.findall(r"\b(?:sc|neurips|icml|mlsys|iclr)\s*'(\d\d)\b",
-                                                text.lower())]
+    years += [2000 + int(y) for y in re.findall(_VENUE_YEAR, text.lower())]
     years += [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}\b", text)]
     return max(years) if years else None      # a source cites earlier work, not later
+
+
+# The fp8 recipes (and NVFP4) published tables name, most specific first: (pattern,
+# precision, ``TrainingSpec.fp8_recipe``); NVIDIA's performance pages write FP8-CS (current
+# scaling), FP8-MX (MXFP8), FP8-BLK (DeepSeek-style blockwise) and NVFP4.
+_RECIPES = [
+    (r"nvfp4", "fp4", None),
+    (r"mxfp8|\bfp8[- ]mx\b", "fp8", "mxfp8"),
+    (r"\bfp8[- ]cs\b|current[- ]scaling|tensorwise", "fp8", "tensorwise"),
+    (r"\bfp8[- ]blk\b|blockwise|deepseek[- ]style", "fp8", "blockwise"),
+    (r"delayed[- ]scaling", "fp8", "delayed"),
+]
+
+
+def _quantisation(text: str) -> tuple[str | None, str | None]:
+    """(precision, fp8 recipe) the text names (``_RECIPES``); (None, None) where it names
+    none."""
+    t = text.lower()
+    return next(((prec, recipe) for pattern, prec, recipe in _RECIPES if re.search(pattern, t)),
+                (None, None))
 
 
 def _precision(text: str) -> str:

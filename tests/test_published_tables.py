@@ -322,3 +322,140 @@ def test_a_deepspeed_source_splits_its_pipeline_sends():
         t = TrainingSpec.model_validate(runs[0]["training"])
         assert t.p2p_scatter_gather is split, source
         assert any("is_pipe_partitioned" in a for a in runs[0]["assumed"]) is split
+
+
+def test_a_deepspeed_source_runs_its_engine():
+    """Besides its split sends, a DeepSpeed source gathers the updated weights inside the
+    optimizer step (never beside the next forward) and reduces after its pipeline schedule."""
+    runs, _ = published_tables.load_table(
+        _table([{**ROW, "pp": 4}], source="Megatron-DeepSpeed, 2022"), "x", corpus=[])
+    t = TrainingSpec.model_validate(runs[0]["training"])
+    assert (t.overlap_param_gather, t.grad_reduce_after_last_backward) == (False, True)
+    runs, _ = published_tables.load_table(_table([ROW], source="Megatron-LM, 2024"), "x",
+                                          corpus=[])
+    t = TrainingSpec.model_validate(runs[0]["training"])
+    assert (t.overlap_param_gather, t.grad_reduce_after_last_backward) == (True, False)
+
+
+@pytest.mark.parametrize(("hardware", "kernel"), [
+    ("DGX H100, 8x H100 SXM per node, 8x 400 Gb/s InfiniBand", "flash2"),
+    ("DGX A100, 8x A100 80GB per node, 8x 200 Gb/s InfiniBand", "flash2"),
+    ("DGX B200, 8x B200 per node", "default"),     # no FlashAttention-2 rates on Blackwell
+])
+def test_a_torchtitan_source_runs_what_torchtitan_runs(hardware, kernel):
+    """A table from torchtitan is costed as a torchtitan search costs its plans (FSDP2's
+    per-parameter copies, PyTorch's ring attention), attention through SDPA's FlashAttention-2
+    where the GPU has its rates, and the elementwise kernels and the loss eager unless the
+    source, the conventions or the row name torch.compile."""
+    for words, compiled in (("FSDP + AC", False), ("FSDP + torch.compile + Float8", True)):
+        row = {**ROW, "tp": 1, "zero_stage": 3, "notes": words}
+        runs, _ = published_tables.load_table(
+            _table([row], source="pytorch/torchtitan docs/performance.md, 2025",
+                   hardware=hardware), "x", corpus=[])
+        t = TrainingSpec.model_validate(runs[0]["training"])
+        assert t.zero3_per_parameter and t.ring_attention == "torch_allgather"
+        assert t.attention_kernel == kernel
+        assert t.eager_elementwise is not compiled
+        assert t.loss_implementation == ("fused" if compiled else "eager")
+        assert any(a.startswith("torchtitan:") for a in runs[0]["assumed"])
+        assert published_accuracy.evaluate_runs(runs)[0]["predicted_step_s"] > 0
+    # Another framework's table keeps the planner's Megatron-Core defaults.
+    runs, _ = published_tables.load_table(_table([ROW]), "x", corpus=[])
+    t = TrainingSpec.model_validate(runs[0]["training"])
+    assert (t.zero3_per_parameter, t.attention_kernel, t.eager_elementwise) == (
+        False, "default", False)
+
+
+def test_nvidia_recipes_reduce_bf16_gradients_from_2023():
+    """NVIDIA's published NeMo, Megatron-Bridge and DGX Cloud Benchmarking runs reduce bf16
+    gradients (their recipes set grad_sync_dtype bf16 / grad_reduce_in_fp32 False); NeMo
+    Megatron's 2022 runs keep the legacy fp32 ones, and Megatron-LM's own the default."""
+    for source, grads in (("NeMo Framework performance summary, 2025", "bf16"),
+                          ("Megatron Bridge performance summary", "bf16"),
+                          ("NVIDIA DGX Cloud Benchmarking recipes v25.02", "bf16"),
+                          ("NeMo Megatron launcher README, 2022", "fp32"),
+                          ("Megatron-LM README, 2024", "fp32")):
+        runs, _ = published_tables.load_table(_table([ROW], source=source), "x", corpus=[])
+        assert TrainingSpec.model_validate(runs[0]["training"]).grad_dtype == grads, source
+
+
+@pytest.mark.parametrize(("source", "year"), [
+    ("Jiang et al., MegaScale, NSDI '24", 2024), ("Korthikanti et al., MLSys’23", 2023),
+    ("Zhao et al., PVLDB", None), ("Narayanan et al., SC'21; cites SC'20", 2021),
+])
+def test_a_venues_two_digit_year_dates_the_source(source, year):
+    assert published_tables._year(source) == year
+
+
+def test_corpus_runs_replayed_as_the_tables_that_print_them(tmp_path):
+    """``--as-tables`` restates each run as a table row (shape, GPUs, degrees, batch,
+    precision, published knobs, its citation, table and quoted row as text) and replays it by
+    the table rules alone: the measurement is the run's, the plan what it published, and the
+    settings the rules infer. torchtitan's paper, whose settings those rules infer (FSDP2's
+    copies, SDPA's FlashAttention-2, per-op selective recompute, torch.compile or not by row,
+    AsyncTP by row), lands within 5 points of its hand-encoded median |error|."""
+    runs = [r for r in published_accuracy.load_runs() if r["source"] == "torchtitan-paper"]
+    data = tmp_path / "corpus.json"
+    data.write_text(json.dumps({"runs": runs}))
+    results = {}
+    for flags in ([], ["--as-tables"]):
+        out = tmp_path / f"acc{len(flags)}.json"
+        assert published_accuracy.main(["--data", str(data), "--json", str(out), *flags]) == 0
+        results[bool(flags)] = json.loads(out.read_text())
+    encoded, tabled = results[False], results[True]
+    assert tabled["skipped"] == [] and len(tabled["rows"]) == len(runs) == 10
+    by_id = {r["id"]: r for r in encoded["rows"]}
+    for row in tabled["rows"]:
+        ref = by_id[row["id"]]
+        assert row["measured_step_s"] == pytest.approx(ref["measured_step_s"], rel=1e-9)
+        assert (row["plan"]["dp"], row["plan"]["tp"], row["plan"]["pp"], row["gpus"]) == (
+            ref["plan"]["dp"], ref["plan"]["tp"], ref["plan"]["pp"], ref["gpus"])
+    rebuilt, _ = published_accuracy.tables_of(runs)
+    assert all(TrainingSpec.model_validate(r["training"]).zero3_per_parameter for r in rebuilt)
+    compiled = {r["id"]: "torch.compile: fused" in " ".join(r["assumed"]) for r in rebuilt}
+    assert compiled["torchtitan-h100-paper-8b-8-compile"]
+    assert not compiled["torchtitan-h100-paper-8b-8-fsdp"]
+    for r in rebuilt:
+        assert r["training"]["eager_elementwise"] is not compiled[r["id"]]
+    gap = (tabled["summary"]["held_out"]["median_abs_error_pct"]
+           - encoded["summary"]["held_out"]["median_abs_error_pct"])
+    assert abs(gap) <= 5
+
+
+@pytest.mark.parametrize(("source", "notes", "precision", "recipe"), [
+    ("Megatron Bridge performance summary, 2025", "FP8-CS", "fp8", "tensorwise"),
+    ("A paper, 2025", "FP8 with current scaling", "fp8", "tensorwise"),
+    ("Megatron Bridge performance summary (FP8-CS and FP8-MX columns), 2025", "FP8-MX",
+     "fp8", "mxfp8"),                      # the row's own words before the caption's
+    ("DeepSeek-V3 on H100, 2025", "FP8-BLK", "fp8", "blockwise"),
+    ("A paper, 2025", "NVFP4", "fp4", None),
+    ("A paper, 2025", "BF16", "bf16", None),
+])
+def test_the_fp8_recipe_a_table_names(source, notes, precision, recipe):
+    row = {**ROW, "notes": notes}
+    runs, _ = published_tables.load_table(
+        _table([row], source=source, hardware="GB200 NVL72"), "x", corpus=[])
+    t = runs[0]["training"]
+    assert (t["precision"], t.get("fp8_recipe")) == (precision, recipe)
+
+
+def test_nvidia_recipes_overlap_tp_and_gather_fp8_weights():
+    """NVIDIA's recipes of 2023 on overlap their TP communication (tp > 1 only), and from 2025
+    gather the weights in fp8 when they train in fp8; Megatron-Bridge's fuse the loss. A text
+    naming AsyncTP overlaps too; a plain Megatron-LM source does neither."""
+    cases = (("NeMo performance summary, 2025", "FP8-CS", 2, 0.8, True, "megatron"),
+             ("NeMo performance summary, 2025", "FP8-CS", 1, None, True, "megatron"),
+             ("NeMo performance summary, 2024", "FP8", 2, 0.8, False, "megatron"),
+             ("NeMo performance summary, 2025", "FP8", 2, 0.8, True, "megatron"),
+             ("NeMo performance summary, 2025", "BF16", 2, 0.8, False, "megatron"),
+             ("Megatron Bridge performance summary", "BF16", 4, 0.8, False, "fused"),
+             ("Megatron-LM README, 2025", "FP8-CS", 2, None, False, "megatron"),
+             ("torchtitan, 2025", "2D + AsyncTP", 8, 0.8, False, "eager"))
+    for source, notes, tp, overlap, fp8_gather, loss in cases:
+        row = {**ROW, "tp": tp, "notes": notes}
+        runs, _ = published_tables.load_table(_table([row], source=source), "x", corpus=[])
+        run = runs[0]
+        t = TrainingSpec.model_validate(run["training"])
+        assert run["efficiency"].get("tp_comm_overlap") == overlap, (source, tp)
+        assert (t.fp8_param_gather, t.loss_implementation) == (fp8_gather, loss), source
+        assert published_accuracy.evaluate_runs(runs)[0]["predicted_step_s"] > 0
