@@ -40,6 +40,9 @@ listed under the run's ``assumed``:
   Transformer Engine's fused loss;
 - the fp8 recipe (and NVFP4) the row's words or else the table's name: FP8-CS or current
   scaling, FP8-MX or MXFP8, FP8-BLK or blockwise, delayed scaling, NVFP4 (``_RECIPES``);
+- for a MoE model, the dispatcher (DeepEP, HybridEP, the flex dispatcher), a capacity factor,
+  the EP all-to-all overlap and forced balance where the words name them (``_MOE_WORDS``), and
+  the balanced routing of NVIDIA's published MoE runs (``_moe``);
 - unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
   size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one, and
   sequence parallelism for tensor-parallel rows from 2022 on.
@@ -220,6 +223,10 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
     implied, said = _framework(text, words, year, preset, training["precision"])
     training.update(implied)
     assumed += said
+    if (_model(row).get("num_experts") or 1) > 1:
+        implied, said = _moe(text, words, year)
+        training.update(implied)
+        assumed += said
     training.update(doc.get("training") or {})
     training.update(row.get("training") or {})
     training.update({k: row[k] for k in TrainingSpec.model_fields if k in row})
@@ -245,8 +252,10 @@ _NAMING = ("id", "source", "sweep", "split", "model", "precision", "hardware", "
 
 
 def _row_words(row: dict) -> str:
-    """What a row says in words about how it ran (a technique or notes column)."""
-    return " ".join(v for k, v in row.items() if isinstance(v, str) and k not in _NAMING)
+    """What a row says in words about how it ran (a technique or notes column): its text
+    columns but those naming the run, and nothing where they hold only figures."""
+    words = " ".join(v for k, v in row.items() if isinstance(v, str) and k not in _NAMING)
+    return words if re.search(r"[a-zA-Z]{2}", words) else ""
 
 
 def _framework(text: str, words: str, year: int | None, preset: str | None,
@@ -294,6 +303,41 @@ def _framework(text: str, words: str, year: int | None, preset: str | None,
         said.append("Megatron-Bridge's performance configs fuse the loss (cross_entropy_fusion_"
                     "impl 'te', Transformer Engine's parallel_cross_entropy): 'fused'")
     return out, said
+
+
+# MoE settings a table's words name: (pattern, TrainingSpec field, value; None: the number
+# the pattern captures). DeepEP, NVIDIA's HybridEP and Megatron-LM's flex dispatcher send a
+# token once per node ('deepep'); the EP all-to-all overlap is Megatron-LM's
+# --overlap-moe-expert-parallel-comm (its "1F1B A2A overlap"); forced balance routes every
+# expert the mean load.
+_MOE_WORDS = [
+    (r"deep[- ]?ep|hybrid[- ]?ep|flex dispatcher", "moe_dispatcher", "deepep"),
+    (r"\bstandard\b|all[- ]?to[- ]?all dispatch|alltoall", "moe_dispatcher", "alltoall"),
+    (r"capacity[- ]factor (?:of )?(\d+(?:\.\d+)?)", "moe_capacity_factor", None),
+    (r"\b(?:a2a|all-to-all|ep) (?:comm(?:unication)? )?overlap|overlap-moe-expert-parallel-comm"
+     r"|a2a[_ ]1f1b|1f1b (?:a2a )?overlap", "moe_a2a_overlap", True),
+    (r"force[sd]? (?:load )?balanc", "moe_load_imbalance", 1.0),
+]
+
+
+def _moe(text: str, words: str, year: int | None) -> tuple[dict, list[str]]:
+    """(MoE training settings, what was assumed) for a MoE row: what its words name, else
+    what the table's text names (``_MOE_WORDS``: a caption naming DeepEP beside the standard
+    dispatcher names both, a row one of them), and NVIDIA's recipes' routing: their
+    performance runs force-balance it or drop tokens at capacity 1 (Megatron-Bridge
+    scripts/performance/utils/overrides.py: moe_router_force_load_balancing True when
+    dropless, apply_moe_token_drop otherwise), the busiest rank at the mean load
+    (``moe_load_imbalance`` 1.0) against the planner's 1.1."""
+    out: dict = {}
+    for source in (words.lower(), text.lower()):
+        for pattern, key, value in _MOE_WORDS:
+            found = re.search(pattern, source)
+            if found and key not in out:
+                out[key] = float(found[1]) if value is None else value
+    t = f"{text} {words}".lower()
+    if _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023):
+        out.setdefault("moe_load_imbalance", 1.0)
+    return out, ([f"MoE settings the text names or NVIDIA's recipes run: {out}"] if out else [])
 
 
 # The share of the TP collectives hidden under GEMMs the corpus gives Transformer Engine's

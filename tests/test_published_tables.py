@@ -459,3 +459,37 @@ def test_nvidia_recipes_overlap_tp_and_gather_fp8_weights():
         assert run["efficiency"].get("tp_comm_overlap") == overlap, (source, tp)
         assert (t.fp8_param_gather, t.loss_implementation) == (fp8_gather, loss), source
         assert published_accuracy.evaluate_runs(runs)[0]["predicted_step_s"] > 0
+
+
+MOE_ROW = {"model": "Mixtral-ish", "num_layers": 32, "hidden_size": 4096,
+           "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336,
+           "ffn_type": "swiglu", "vocab_size": 32000, "num_experts": 8, "moe_top_k": 2,
+           "seq_length": 4096, "global_batch_size": 256, "gpus": 64, "tp": 1, "pp": 1,
+           "ep": 8, "tokens_per_s_per_gpu": 4000}
+
+
+@pytest.mark.parametrize(("source", "notes", "want"), [
+    ("A MoE paper, 2025", "DeepEP, EP overlap", {"moe_dispatcher": "deepep",
+                                                 "moe_a2a_overlap": True}),
+    ("A MoE paper comparing DeepEP with the standard dispatcher, 2025", "standard",
+     {"moe_dispatcher": "alltoall"}),          # the row's own words before the caption's
+    ("A MoE paper, 2025", "capacity factor 1.25, 1F1B A2A overlap",
+     {"moe_capacity_factor": 1.25, "moe_a2a_overlap": True}),
+    ("Megatron Bridge performance summary", "HybridEP", {"moe_dispatcher": "deepep",
+                                                         "moe_load_imbalance": 1.0}),
+    ("A MoE paper, 2025", "", {}),
+])
+def test_moe_settings_a_table_names(source, notes, want):
+    """A MoE row takes the dispatcher, capacity factor, EP overlap and forced balance its
+    words name (else the table's), and NVIDIA's recipes' balanced routing; the planner's
+    defaults (all-to-all, no overlap, dropless at 1.1x) otherwise; a dense row none."""
+    runs, _ = published_tables.load_table(
+        _table([{**MOE_ROW, "notes": notes}], source=source), "x", corpus=[])
+    t = TrainingSpec.model_validate(runs[0]["training"])
+    defaults = {"moe_dispatcher": "alltoall", "moe_a2a_overlap": False,
+                "moe_capacity_factor": None, "moe_load_imbalance": 1.1}
+    assert {k: getattr(t, k) for k in defaults} == {**defaults, **want}
+    assert published_accuracy.evaluate_runs(runs)[0]["predicted_step_s"] > 0
+    dense, _ = published_tables.load_table(_table([{**ROW, "notes": notes}], source=source),
+                                           "x", corpus=[])
+    assert not any(k in dense[0]["training"] for k in defaults)
