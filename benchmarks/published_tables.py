@@ -16,8 +16,8 @@ listed under the run's ``assumed``:
   ``hardware`` text names (A100 40/80 GB, H100, H200, B200, B300, GB200, GB300) on its DGX or
   NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the per-node network the
   text gives as ``N x R Gb/s``;
-- software of the time: a source dated before 2023 (a year, an arXiv number or a venue's 'YY
-  in its text) ran without FlashAttention, with dropout, fp32 gradients and no gradient or
+- software of the time: a source dated before 2023 (a year, an arXiv number, a venue's 'YY or
+  a release's YY.MM in its text) ran without FlashAttention, with dropout, fp32 gradients and no gradient or
   parameter overlap (Megatron-LM's defaults until its 2023 releases; FlashAttention-2 and the
   overlapped distributed optimizer came that year); before 2021 also the attention scores
   scaled, masked and softmaxed by separate kernels, the column-parallel all-reduce blocking
@@ -548,10 +548,18 @@ _VENUE_YEAR = re.compile(r"\b(?:sc|neurips|icml|mlsys|iclr|nsdi|osdi|sosp|atc|eu
                          r"hpdc|ics|cvpr)\s*['’](\d\d)\b")
 
 
+# A release named by its year and month, as NVIDIA's containers and pages are ("NeMo 24.07",
+# "Megatron-Bridge 25.11", "release v25.02", "the 24.09 container").
+_RELEASE_YEAR = re.compile(r"\b(?:nemo(?: framework)?|megatron[- ]bridge|release|container|"
+                           r"version|v)\s*v?(2\d)\.(?:0[1-9]|1[0-2])(?:\.\d+)?\b"
+                           r"|\b(2\d)\.(?:0[1-9]|1[0-2]) container")
+
+
 def _year(text: str) -> int | None:
     years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", text)]
     years += [2000 + int(y) for y in re.findall(_VENUE_YEAR, text.lower())]
     years += [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}\b", text)]
+    years += [2000 + int(a or b) for a, b in re.findall(_RELEASE_YEAR, text.lower())]
     return max(years) if years else None      # a source cites earlier work, not later
 
 

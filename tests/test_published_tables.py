@@ -382,6 +382,9 @@ def test_nvidia_recipes_reduce_bf16_gradients_from_2023():
 @pytest.mark.parametrize(("source", "year"), [
     ("Jiang et al., MegaScale, NSDI '24", 2024), ("Korthikanti et al., MLSys’23", 2023),
     ("Zhao et al., PVLDB", None), ("Narayanan et al., SC'21; cites SC'20", 2021),
+    ("NeMo 24.07 performance summary", 2024), ("DGX Cloud Benchmarking, release v25.02", 2025),
+    ("Megatron-Bridge 26.04.01 table", 2026), ("the 24.09 container", 2024),
+    ("Llama 3.1 405B, GPT 3.5", None),
 ])
 def test_a_venues_two_digit_year_dates_the_source(source, year):
     assert published_tables._year(source) == year
