@@ -13,8 +13,8 @@ listed under the run's ``assumed``:
   or the usual others (``num_gpus``, ``seq_len``, ``batch_size``, ``tensor_parallel``, ...:
   ``_ALIASES``); model fields by the planner's ModelSpec names;
 - GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
-  ``hardware`` text names (A100 40/80 GB, H100, H200, B200, B300, GB200, GB300) on its DGX or
-  NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the per-node network the
+  ``hardware`` text names (A100 40/80 GB, H100, H200, H800, B200, B300, GB200, GB300) on its
+  DGX, HGX or NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the per-node network the
   text gives as ``N x R Gb/s``;
 - software of the time: a source dated before 2023 (a year, an arXiv number, a venue's 'YY or
   a release's YY.MM in its text) ran without FlashAttention, with dropout, fp32 gradients and no gradient or
@@ -74,6 +74,7 @@ _HARDWARE = [
     (r"\bb300", "dgx-b300", None),
     (r"\bb200", "dgx-b200", None),
     (r"h200", "dgx-h200", None),
+    (r"h800", "hgx-h800", None),
     (r"h100", "dgx-h100", None),
     (r"a100[^,;]*?\b40\s*gb", "dgx-a100", "a100-40gb"),
     (r"a100", "dgx-a100", None),
@@ -81,8 +82,8 @@ _HARDWARE = [
     (r"v100", "dgx-1", None),          # a DGX-2 where the text names one (``_cluster``)
 ]
 _FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "dgx-h100": "h100",
-           "dgx-h200": "h200", "dgx-b200": "b200", "dgx-b300": "b300", "gb200-nvl72": "gb200",
-           "gb300-nvl72": "gb300"}
+           "dgx-h200": "h200", "hgx-h800": "h800", "dgx-b200": "b200", "dgx-b300": "b300",
+           "gb200-nvl72": "gb200", "gb300-nvl72": "gb300"}
 _GPUS_PER_NODE = {"dgx-2": 16, "gb200-nvl72": 72, "gb300-nvl72": 72}
 
 # Legacy software (module docstring): what a pre-2023 source ran.
@@ -413,8 +414,8 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     found = next((x for x in _HARDWARE if re.search(x[0], text)), None)
     if found is None:
         raise ValueError("'hardware' names no GPU the planner has a preset for (V100, A100, "
-                         "H100, H200, B200, B300, GB200, GB300); give 'cluster' as a cluster "
-                         "spec")
+                         "H100, H200, H800, B200, B300, GB200, GB300); give 'cluster' as a "
+                         "cluster spec")
     _, preset, gpu = found
     if preset == "dgx-1" and re.search(r"dgx-?2", text):
         preset = "dgx-2"
@@ -429,7 +430,7 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     if gpu:
         cluster["gpu"] = gpu
     nics = re.search(r"(\d+)\s*x\s*(\d+)\s*gb/s", text)
-    if nics and preset.startswith("dgx"):
+    if nics and preset.startswith(("dgx", "hgx")):
         cluster["inter_node"] = {"kind": "infiniband",
                                  "bandwidth_gb_per_s": int(nics[1]) * int(nics[2]) / 8,
                                  "latency_us": 5.0, "nics_per_node": int(nics[1])}

@@ -496,3 +496,22 @@ def test_moe_settings_a_table_names(source, notes, want):
     dense, _ = published_tables.load_table(_table([{**ROW, "notes": notes}], source=source),
                                            "x", corpus=[])
     assert not any(k in dense[0]["training"] for k in defaults)
+
+
+def test_an_h800_table_runs_on_the_h800s_slower_nvlink():
+    """H800 is the H100's compute on a 400 GB/s NVLink (200 each way): a table naming it
+    lands on ``hgx-h800``, and the same TP-8 row takes longer there than on a DGX H100, by its
+    TP traffic alone."""
+    h800 = ClusterSpec.model_validate({"preset": "hgx-h800"})
+    h100 = ClusterSpec.model_validate({"preset": "dgx-h100"})
+    assert h800.gpu.peak_tflops == h100.gpu.peak_tflops
+    assert (h800.intra_node.bandwidth_gb_per_s, h100.intra_node.bandwidth_gb_per_s) == (200, 450)
+    times = {}
+    for hardware in ("HGX H800, 8x 400 Gb/s InfiniBand", "DGX H100, 8x 400 Gb/s InfiniBand"):
+        runs, skipped = published_tables.load_table(
+            _table([{**ROW, "tp": 8, "micro_batch_size": 1, "recompute": "none"}],
+                   hardware=hardware, source="A paper, 2025"), "x", corpus=[])
+        assert skipped == []
+        times[runs[0]["cluster"]["preset"]] = published_accuracy.evaluate_runs(
+            runs)[0]["predicted_step_s"]
+    assert times["hgx-h800"] > times["dgx-h100"]

@@ -122,6 +122,13 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
                            nvls=NVLS_BUSBW_RATIO["hopper"]),
     "dgx-h200": _dgx_nodes("dgx-h200", "h200-sxm", 450, 400,
                            nvls=NVLS_BUSBW_RATIO["hopper"]),
+    # HGX H800: 8 H800 on third-generation NVSwitch at 400 GB/s per GPU both ways together
+    # (200 each way; NVIDIA H800 datasheet), one 400 Gb/s InfiniBand NIC per GPU. DeepSeek-V3's
+    # report measures what they give: "NVLink offers a bandwidth of 160 GB/s, roughly 3.2 times
+    # that of IB (50 GB/s)" (arXiv 2412.19437, section 3.2.2), 0.8 of the link as the NVSwitch
+    # default efficiency has it. NVLink SHARP as on the other Hopper NVSwitch nodes.
+    "hgx-h800": _dgx_nodes("hgx-h800", "h800-sxm", 200, 400,
+                           nvls=NVLS_BUSBW_RATIO["hopper"]),
     # DGX B200: NVLink 5, 1.8 TB/s per GPU bidirectional (900 GB/s each way); 8 single-port
     # ConnectX-7 at 400 Gb/s for the compute fabric (DGX B200 datasheet), as on DGX H100.
     "dgx-b200": _dgx_nodes("dgx-b200", "b200-sxm", 900, 400,

@@ -6,6 +6,8 @@ Preset numbers are the vendors' datasheet figures for dense (not 2:4 sparse) mat
 - A100 SXM4 40/80 GB: 312 bf16/fp16, 156 tf32, 19.5 fp32; 1,555 / 2,039 GB/s (no fp8).
 - H100 SXM5 80 GB: 989 bf16/fp16, 1,979 fp8, 494.7 tf32, 66.9 fp32; 3,350 GB/s.
 - H200 SXM 141 GB: the H100's compute; 4,800 GB/s HBM3e.
+- H800 SXM5 80 GB: the H100 SXM5's compute, memory and rates; its NVLink is 400 GB/s
+  bidirectional instead of 900 (NVIDIA H800 datasheet), a property of the cluster preset.
 - B200 SXM 180 GB (DGX B200, 1,000 W): 2,250 bf16/fp16, 4,500 fp8, 1,125 tf32, 80 fp32;
   8,000 GB/s HBM3e; 148 SMs (74 of 80 per die enabled, Chips and Cheese, "Nvidia's B200:
   Keeping the CUDA Juggernaut Rolling"). Peaks: DGX B200 datasheet as tabulated by
@@ -195,6 +197,15 @@ def _v100(name: str, memory_gib: float) -> dict[str, Any]:
             "matmul_efficiency": 0.78, "attention_efficiency": 0.45, "hbm_efficiency": 0.89}
 
 
+_H100: dict[str, Any] = {
+    "name": "h100-sxm", "memory_gib": 80, "memory_bandwidth_gb_per_s": 3350,
+    "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
+                    "fp8": 1978.9}, "sm_count": 132,
+    "matmul_efficiency": 0.61, "fp8_matmul_efficiency": 0.61,
+    "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
+    "attention_kernels": _ATTENTION_KERNELS["h100"],
+}
+
 _GPU_PRESETS: dict[str, dict[str, Any]] = {
     "v100-16gb": _v100("v100-16gb", 16),
     "v100-32gb": _v100("v100-32gb", 32),
@@ -210,14 +221,7 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
         "matmul_efficiency": 0.76, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
         "attention_kernels": _ATTENTION_KERNELS["a100"],
     },
-    "h100-sxm": {
-        "name": "h100-sxm", "memory_gib": 80, "memory_bandwidth_gb_per_s": 3350,
-        "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
-                        "fp8": 1978.9}, "sm_count": 132,
-        "matmul_efficiency": 0.61, "fp8_matmul_efficiency": 0.61,
-        "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
-        "attention_kernels": _ATTENTION_KERNELS["h100"],
-    },
+    "h100-sxm": _H100,
     "h200-sxm": {
         "name": "h200-sxm", "memory_gib": 141, "memory_bandwidth_gb_per_s": 4800,
         "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
@@ -226,6 +230,9 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
         "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
         "attention_kernels": _ATTENTION_KERNELS["h100"],
     },
+    # H800 SXM5: the H100 SXM5's GH100 with its compute, 80 GB of HBM3 and rates, its NVLink
+    # cut to 400 GB/s (NVIDIA H800 datasheet; the cluster preset ``hgx-h800`` carries that).
+    "h800-sxm": {**_H100, "name": "h800-sxm"},
     "b200-sxm": _blackwell("b200-sxm", 180, 2250, 148, 0.59, 0.66, 10000),
     "gb200": _blackwell("gb200", 186, 2500, 148, 0.55, 0.62, 10000),
     "b300-sxm": _blackwell("b300-sxm", 288, 2250, 160, 0.60, 0.64, 15000),
