@@ -133,13 +133,22 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size"),
             "num_attention_heads": ("heads", "n_heads", "num_heads"),
             "tp": ("tensor_parallel",), "pp": ("pipeline_parallel",),
             "dp": ("data_parallel",), "cp": ("context_parallel",), "ep": ("expert_parallel",),
-            "vpp": ("virtual_stages", "virtual_pipeline_stages"),
-            "step_time_s": ("iteration_time_s", "seconds_per_step"),
-            "tokens_per_s_per_gpu": ("tokens_per_sec_per_gpu", "tps_per_gpu")}
+            "vpp": ("virtual_stages", "virtual_pipeline_stages", "vp"),
+            "step_time_s": ("iteration_time_s", "seconds_per_step", "step_time"),
+            "tokens_per_s_per_gpu": ("tokens_per_sec_per_gpu", "tps_per_gpu",
+                                     "tokens_sec_gpu", "tokens_s_gpu"),
+            "tflops_per_gpu": ("model_tflop_sec_gpu", "model_tflops_sec_gpu", "tflop_sec_gpu",
+                               "tflops_gpu")}
 
 
 def _canonical(row: dict) -> dict:
-    out = dict(row)
+    """The row under this module's column names: a header as a page prints it ("Seq Length",
+    "#-GPUs", "VP", "Tokens / sec / GPU") in lower case with its other characters as single
+    underscores, then the usual other names (``_ALIASES``)."""
+    out = {}
+    for key, value in row.items():
+        norm = re.sub(r"[^a-z0-9]+", "_", str(key).lower()).strip("_")
+        out[norm if norm and norm not in row else key] = value
     for key, names in _ALIASES.items():
         for alias in names:
             if key not in out and alias in out:
@@ -199,7 +208,15 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
     said_precision, recipe = _quantisation(words)
     if said_precision is None:          # the row's own words first, then the table's
         said_precision, recipe = _quantisation(text)
-    training["precision"] = (row.get("precision") or doc.get("precision")
+    given = row.get("precision") or doc.get("precision")
+    if isinstance(given, str) and given.lower() not in _PRECISIONS:
+        # As a page prints it ("BF16", "FP8-CS", "MXFP8", "NVFP4"): the precision, and the
+        # recipe it names before any other.
+        named, named_recipe = _quantisation(given)
+        given, recipe = (named, named_recipe) if named else (_precision(given), recipe)
+    elif isinstance(given, str):
+        given = given.lower()
+    training["precision"] = (given
                              or ("fp16" if _FAMILY.get(preset or "") == "v100"
                                  else said_precision or _precision(
                                      words if re.search(r"\b(fp8|bf16|fp16)\b", words.lower())
@@ -230,7 +247,8 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
         assumed += said
     training.update(doc.get("training") or {})
     training.update(row.get("training") or {})
-    training.update({k: row[k] for k in TrainingSpec.model_fields if k in row})
+    training.update({k: row[k] for k in TrainingSpec.model_fields
+                     if k in row and k != "precision"})      # read above, as printed
     return training, assumed
 
 
@@ -564,6 +582,7 @@ def _year(text: str) -> int | None:
     return max(years) if years else None      # a source cites earlier work, not later
 
 
+_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 # The fp8 recipes (and NVFP4) published tables name, most specific first: (pattern,
 # precision, ``TrainingSpec.fp8_recipe``); NVIDIA's performance pages write FP8-CS (current
 # scaling), FP8-MX (MXFP8), FP8-BLK (DeepSeek-style blockwise) and NVFP4.

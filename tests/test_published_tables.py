@@ -515,3 +515,28 @@ def test_an_h800_table_runs_on_the_h800s_slower_nvlink():
         times[runs[0]["cluster"]["preset"]] = published_accuracy.evaluate_runs(
             runs)[0]["predicted_step_s"]
     assert times["hgx-h800"] > times["dgx-h100"]
+
+
+def test_a_table_with_the_headers_a_page_prints():
+    """Headers as a performance page prints them ("#-GPUs", "Seq Length", "GBS", "MBS",
+    "TP", "VP", "Precision": "FP8-CS", "Tokens / sec / GPU") read as the corpus's names: the
+    same run as the same row under those names."""
+    page = {"Model": "Llama-ish 8B", "num_layers": 32, "hidden_size": 4096,
+            "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336,
+            "ffn_type": "swiglu", "vocab_size": 128256, "#-GPUs": 64, "Precision": "FP8-CS",
+            "Seq Length": 8192, "GBS": 128, "MBS": 1, "TP": 2, "PP": 2, "VP": 4, "CP": 1,
+            "Tokens / sec / GPU": 9000}
+    plain = {"model": "Llama-ish 8B", "num_layers": 32, "hidden_size": 4096,
+             "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336,
+             "ffn_type": "swiglu", "vocab_size": 128256, "gpus": 64, "precision": "fp8",
+             "training": {"fp8_recipe": "tensorwise"}, "seq_length": 8192,
+             "global_batch_size": 128, "micro_batch_size": 1, "tp": 2, "pp": 2, "vpp": 4,
+             "cp": 1, "tokens_per_s_per_gpu": 9000}
+    (a,), _ = published_tables.load_table(_table([page]), "x", corpus=[])
+    (b,), _ = published_tables.load_table(_table([plain]), "x", corpus=[])
+    for key in ("plan", "measured", "cluster", "tune"):
+        assert a[key] == b[key], key
+    assert (a["training"]["precision"], a["training"]["fp8_recipe"]) == ("fp8", "tensorwise")
+    assert a["plan"]["vpp"] == 4 and a["plan"]["dp"] == 16
+    assert published_accuracy.evaluate_runs([a])[0]["predicted_step_s"] == pytest.approx(
+        published_accuracy.evaluate_runs([b])[0]["predicted_step_s"])
