@@ -43,6 +43,9 @@ listed under the run's ``assumed``:
 - for a MoE model, the dispatcher (DeepEP, HybridEP, the flex dispatcher), a capacity factor,
   the EP all-to-all overlap and forced balance where the words name them (``_MOE_WORDS``), and
   the balanced routing of NVIDIA's published MoE runs (``_moe``);
+- the ZeRO stage a row leaves out from its words or the table's (ZeRO-N, FSDP, distributed
+  optimizer), else from the framework (torchtitan's FSDP2, llm-foundry's FSDP, DeepSpeed's
+  and NVIDIA's recipes' ZeRO-1), else 0 (``_zero``);
 - unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
   size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one, and
   sequence parallelism for tensor-parallel rows from 2022 on.
@@ -184,7 +187,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     year = _year(text)
     words = _row_words(row)
     training, assumed = _training(doc, row, year, preset, f"{text} {conventions}", words)
-    plan, tune, more = _plan(row, degrees, year, conventions + " " + text)
+    plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words)
     efficiency, said = _overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
     efficiency.update({**(doc.get("efficiency") or {}), **(row.get("efficiency") or {})})
     return {"id": str(row.get("id") or f"{name}-{i}-{_slug(model['name'])}"),
@@ -383,22 +386,35 @@ def _overlap(text: str, words: str, year: int | None, tp: int) -> tuple[dict, li
         f"): efficiency.tp_comm_overlap {_TP_OVERLAP}, the corpus's value for it"]
 
 
-def _plan(row: dict, degrees: dict, year: int | None, text: str
+def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
           ) -> tuple[dict, dict, list[str]]:
-    """(plan, knobs to tune, what was assumed): the published degrees and knobs; the
-    micro-batch, the recompute mode (unless the text names it) and, for tensor-parallel rows
-    from 2022 on, sequence parallelism are tuned where the row leaves them out."""
+    """(plan, knobs to tune, what was assumed): the published degrees and knobs; the ZeRO
+    stage the row's words or the table's name (``_zero``); the micro-batch, the recompute mode
+    (unless the row's words or the text name it) and, for tensor-parallel rows from 2022 on,
+    sequence parallelism are tuned where the row leaves them out."""
     plan: dict = {**degrees, **{k: row[k] for k in ("micro_batch_size", "zero_stage",
                                                     "sequence_parallel", "recompute",
                                                     "recompute_num_layers") if k in row}}
     plan.update(row.get("plan") or {})
     tune: dict = {}
     assumed = []
+    fsdp_column = row.get("fsdp")
+    if "zero_stage" not in plan and fsdp_column is not None:
+        # An FSDP column (Megatron-Bridge's tables): its degree, or n/a where FSDP is off.
+        sharded = isinstance(fsdp_column, int) and not isinstance(fsdp_column, bool) and (
+            fsdp_column > 1)
+        plan["zero_stage"] = (3 if plan.get("pp", 1) == 1 else 1) if sharded else 1
+        assumed.append(f"zero_stage {plan['zero_stage']}: the FSDP column's {fsdp_column!r}")
+    if "zero_stage" not in plan:
+        stage, why = _zero(text, words, year, plan.get("pp", 1))
+        if stage:
+            plan["zero_stage"] = stage
+            assumed.append(f"zero_stage {stage}: {why}")
     if "micro_batch_size" not in plan:
         tune["micro_batch_size"] = [1, 2, 4, 8]
         assumed.append("micro_batch_size: not published; the fastest that fits of 1, 2, 4, 8")
     if "recompute" not in plan:
-        named = _recompute(text)
+        named = _recompute(words) or _recompute(text)
         if named:
             plan["recompute"] = named
         else:
@@ -408,6 +424,39 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str
             and (year is None or year >= 2022)):
         tune["sequence_parallel"] = [False, True]
     return plan, tune, assumed
+
+
+def _zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
+    """(ZeRO stage, why) of a row that does not give one: the stage the row's words name
+    ("ZeRO-3", "ZeRO stage 1"; FSDP or "fully sharded" 3, or 1 under pipeline parallelism,
+    where torchtitan and torch.distributed.pipelining gather the weights once a step and keep
+    them, the corpus's convention; "distributed optimizer" 1), or, where they say nothing of
+    how the run was parallelised, the table's (a caption naming ZeRO-3 beside PTD-P names a
+    comparison, a row one side of it); else the framework's: torchtitan shards with FSDP2 and
+    llm-foundry (MosaicML's MPT runs) with FSDP's FULL_SHARD, DeepSpeed's runs and NVIDIA's
+    recipes of 2023 on use the ZeRO-1 (distributed) optimizer; else 0, plain data
+    parallelism."""
+    fsdp = 3 if pp == 1 else 1
+    w = words.lower()
+    describes = re.search(r"zero|fsdp|ptd|\b3d\b|megatron|shard|parallel", w)
+    for source in (w,) if describes else (w, text.lower()):
+        stage = re.search(r"\bzero[- ]?(?:stage[- ]?)?([0-3])\b", source)
+        if stage:
+            return int(stage[1]), "as the text names it"
+        if re.search(r"\bfsdp|fully[- ]sharded|\bhsdp\b", source):
+            return fsdp, "FSDP, as the text names it"
+        if "distributed optimizer" in source:
+            return 1, "the distributed optimizer, as the text names it"
+    t = f"{text} {words}".lower()
+    if "torchtitan" in t:
+        return fsdp, "torchtitan shards with FSDP2"
+    if re.search(r"llm[- ]foundry|mosaicml", t):
+        return fsdp, "llm-foundry shards with FSDP (FULL_SHARD)"
+    if "deepspeed" in t:
+        return 1, "DeepSpeed's runs shard the optimizer (ZeRO-1)"
+    if _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023):
+        return 1, "NVIDIA's recipes run the distributed optimizer"
+    return 0, ""
 
 
 def _model(row: dict) -> dict:

@@ -540,3 +540,33 @@ def test_a_table_with_the_headers_a_page_prints():
     assert a["plan"]["vpp"] == 4 and a["plan"]["dp"] == 16
     assert published_accuracy.evaluate_runs([a])[0]["predicted_step_s"] == pytest.approx(
         published_accuracy.evaluate_runs([b])[0]["predicted_step_s"])
+
+
+@pytest.mark.parametrize(("source", "notes", "pp", "stage"), [
+    ("A paper, 2024", "ZeRO-3", 1, 3), ("A paper, 2024", "ZeRO stage 2", 1, 2),
+    ("A paper, 2024", "FSDP 8, CP 1", 1, 3), ("A paper, 2024", "FSDP + 1F1B", 4, 1),
+    ("A paper, 2024", "distributed optimizer", 1, 1),
+    ("pytorch/torchtitan docs, 2025", "2D", 1, 3), ("pytorch/torchtitan docs, 2025", "", 4, 1),
+    ("Megatron-DeepSpeed, 2022", "", 4, 1), ("NeMo performance summary, 2025", "", 1, 1),
+    ("Megatron-LM, 2020", "", 1, 0), ("A paper, 2024", "", 1, 0),
+    ("A paper on FSDP, 2024", "ZeRO-1", 1, 1),      # the row's words before the table's
+    ("SC'21, Table 2 (ZeRO-3 vs PTD-P)", "PTD Parallelism", 1, 0),   # one side of it
+    ("SC'21, Table 2 (ZeRO-3 vs PTD-P)", "ZeRO-3 without Model Parallelism", 1, 3),
+    ("Benchmarks, all with ZeRO-1, 2024", "Llama 8B in bf16", 1, 1),  # the row says nothing
+    ("MosaicML llm-foundry benchmarks, 2023", "amp_bf16", 1, 3),
+])
+def test_the_zero_stage_a_table_names(source, notes, pp, stage):
+    row = {**ROW, "tp": 1, "pp": pp, "notes": notes}
+    runs, skipped = published_tables.load_table(_table([row], source=source), "x", corpus=[])
+    assert skipped == [] and runs[0]["plan"].get("zero_stage", 0) == stage
+    assert any(a.startswith("zero_stage") for a in runs[0]["assumed"]) is (stage > 0)
+
+
+def test_an_fsdp_column_sets_the_stage():
+    """Megatron-Bridge's tables print an FSDP column: its degree shards with FSDP (ZeRO-3),
+    n/a runs the distributed optimizer (ZeRO-1)."""
+    for value, stage in ((64, 3), ("n/a", 1), (1, 1)):
+        row = {**ROW, "tp": 1, "FSDP": value}
+        runs, skipped = published_tables.load_table(
+            _table([row], source="Megatron Bridge performance summary"), "x", corpus=[])
+        assert skipped == [] and runs[0]["plan"]["zero_stage"] == stage, value
