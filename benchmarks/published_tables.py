@@ -186,7 +186,8 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         return run
     year = _year(text)
     words = _row_words(row)
-    training, assumed = _training(doc, row, year, preset, f"{text} {conventions}", words)
+    training, assumed = _training(doc, row, year, preset, f"{text} {conventions}", words,
+                                  cluster)
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words)
     efficiency, said = _overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
     efficiency.update({**(doc.get("efficiency") or {}), **(row.get("efficiency") or {})})
@@ -201,7 +202,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
 
 
 def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: str,
-              words: str = "") -> tuple[dict, list[str]]:
+              words: str = "", cluster: dict | None = None) -> tuple[dict, list[str]]:
     """The row's TrainingSpec and what was assumed for it: the software of its date and of
     the framework the table's ``text`` or the row's own ``words`` name, its precision, then
     whatever the table and the row set by the planner's field names."""
@@ -241,7 +242,8 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
                        "gradient or parameter overlap")
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
-    implied, said = _framework(text, words, year, preset, training["precision"])
+    implied, said = _framework(text, words, year, cluster or {"preset": preset},
+                               training["precision"])
     training.update(implied)
     assumed += said
     if (_model(row).get("num_experts") or 1) > 1:
@@ -280,7 +282,7 @@ def _row_words(row: dict) -> str:
     return words if re.search(r"[a-zA-Z]{2}", words) else ""
 
 
-def _framework(text: str, words: str, year: int | None, preset: str | None,
+def _framework(text: str, words: str, year: int | None, cluster: dict,
                precision: str = "bf16") -> tuple[dict, list[str]]:
     """(training settings, what was assumed) for the framework the table's ``text`` or the
     row's ``words`` name: DeepSpeed, torchtitan or NVIDIA's recipes (module docstring);
@@ -302,7 +304,10 @@ def _framework(text: str, words: str, year: int | None, preset: str | None,
         out.update(FRAMEWORK_TRAINING["torchtitan"])
         out.update({"loss_implementation": "fused" if compiled else "eager",
                     "eager_elementwise": not compiled, "selective_recompute": "per_op"})
-        gpu = ClusterSpec.model_validate({"preset": preset}).gpu if preset else None
+        try:
+            gpu = ClusterSpec.model_validate(cluster).gpu
+        except ValueError:          # the run's own validation says why, where it replays
+            gpu = None
         if gpu is not None and gpu.attention_kernels.flash2 is not None:
             out["attention_kernel"] = "flash2"
         said.append("torchtitan: FSDP2's per-parameter copies and the rest a torchtitan search "

@@ -570,3 +570,13 @@ def test_an_fsdp_column_sets_the_stage():
         runs, skipped = published_tables.load_table(
             _table([row], source="Megatron Bridge performance summary"), "x", corpus=[])
         assert skipped == [] and runs[0]["plan"]["zero_stage"] == stage, value
+
+
+def test_a_torchtitan_row_on_its_own_cluster_takes_that_gpus_kernels():
+    """The SDPA kernel follows the GPU the row's cluster holds, not its preset's: an H100
+    preset carrying B200s has no FlashAttention-2 rates, so the default kernel, and replays."""
+    row = {**ROW, "tp": 1, "cluster": {"preset": "dgx-h100", "num_nodes": 8, "gpu": "b200-sxm"}}
+    runs, _ = published_tables.load_table(_table([row], source="torchtitan, 2025"), "x",
+                                          corpus=[])
+    assert TrainingSpec.model_validate(runs[0]["training"]).attention_kernel == "default"
+    assert published_accuracy.evaluate_runs(runs)[0]["predicted_step_s"] > 0
