@@ -222,14 +222,9 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
         "attention_kernels": _ATTENTION_KERNELS["a100"],
     },
     "h100-sxm": _H100,
-    "h200-sxm": {
-        "name": "h200-sxm", "memory_gib": 141, "memory_bandwidth_gb_per_s": 4800,
-        "peak_tflops": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
-                        "fp8": 1978.9}, "sm_count": 132,
-        "matmul_efficiency": 0.61, "fp8_matmul_efficiency": 0.61,
-        "attention_efficiency": 0.50, "hbm_efficiency": 0.90,
-        "attention_kernels": _ATTENTION_KERNELS["h100"],
-    },
+    # H200: the H100's compute and rates with 141 GB of HBM3e at 4,800 GB/s.
+    "h200-sxm": {**_H100, "name": "h200-sxm", "memory_gib": 141,
+                 "memory_bandwidth_gb_per_s": 4800},
     # H800 SXM5: the H100 SXM5's GH100 with its compute, 80 GB of HBM3 and rates, its NVLink
     # cut to 400 GB/s (NVIDIA H800 datasheet; the cluster preset ``hgx-h800`` carries that).
     "h800-sxm": {**_H100, "name": "h800-sxm"},
