@@ -629,11 +629,17 @@ _RELEASE_YEAR = re.compile(r"\b(?:nemo(?: framework)?|megatron[- ]bridge|release
 
 
 def _year(text: str) -> int | None:
+    """The year of the software a source ran: its arXiv number's where it has one (the work
+    as submitted; the venue that printed it a year later ran nothing newer: Korthikanti et
+    al., arXiv 2205.05198, MLSys'23, ran 2022's Megatron-LM), else the latest year, venue 'YY
+    or release YY.MM its text names (a source cites earlier work, not later)."""
+    arxiv = [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}\b", text)]
+    if arxiv:
+        return max(arxiv)
     years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", text)]
     years += [2000 + int(y) for y in re.findall(_VENUE_YEAR, text.lower())]
-    years += [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}\b", text)]
     years += [2000 + int(a or b) for a, b in re.findall(_RELEASE_YEAR, text.lower())]
-    return max(years) if years else None      # a source cites earlier work, not later
+    return max(years) if years else None
 
 
 _PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")

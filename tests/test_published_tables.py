@@ -385,6 +385,8 @@ def test_nvidia_recipes_reduce_bf16_gradients_from_2023():
     ("NeMo 24.07 performance summary", 2024), ("DGX Cloud Benchmarking, release v25.02", 2025),
     ("Megatron-Bridge 26.04.01 table", 2026), ("the 24.09 container", 2024),
     ("Llama 3.1 405B, GPT 3.5", None),
+    ("Korthikanti et al., MLSys'23 (arXiv 2205.05198)", 2022),   # the work as submitted
+    ("TorchTitan, ICLR 2025 (arXiv 2410.06511), cites arXiv 2307.08691", 2024),
 ])
 def test_a_venues_two_digit_year_dates_the_source(source, year):
     assert published_tables._year(source) == year
