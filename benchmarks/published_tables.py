@@ -161,6 +161,15 @@ def _canonical(row: dict) -> dict:
 
 def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     row = _canonical(row)
+    tokens = next((row[k] for k in ("global_batch_tokens", "batch_tokens", "tokens_per_step")
+                   if row.get(k) is not None), None)
+    if "global_batch_size" not in row and tokens is not None:
+        # A batch given in tokens (Llama 2 and 3's "4M tokens"): sequences of seq_length.
+        seq = _require_int(row, "seq_length")
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens % seq:
+            raise ValueError(f"a global batch of {tokens!r} tokens is not a whole number of "
+                             f"{seq}-token sequences")
+        row["global_batch_size"] = tokens // seq
     text = " ".join(str(doc.get(k, "")) for k in ("source", "citation", "hardware"))
     conventions = str(row.get("flops_convention") or doc.get("conventions") or "")
     model = _model(row)
@@ -465,15 +474,34 @@ def _zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
 
 
 def _model(row: dict) -> dict:
+    """The row's model: its shape fields (and a ``model`` object's), over the planner's preset
+    of the name it gives where the row leaves the shape out (``_preset_named``)."""
     model = {k: row[k] for k in ModelSpec.model_fields if k in row}
     if isinstance(row.get("model"), dict):
         model.update(row["model"])
     elif "name" not in model:
         model["name"] = str(row.get("model") or "model")
+    preset = _preset_named(str(model.get("name", "")))
+    if preset and not all(k in model for k in ("num_layers", "hidden_size")):
+        model = {**ModelSpec.from_preset(preset).model_dump(mode="json", exclude_none=True),
+                 **model}
     for key in ("num_layers", "hidden_size", "num_attention_heads"):
         if key not in model:
-            raise ValueError(f"{key!r} is missing (the model's shape)")
+            raise ValueError(f"{key!r} is missing (the model's shape; or name a model the "
+                             f"planner has a preset for: {', '.join(ModelSpec.preset_names())})")
     return model
+
+
+def _preset_named(name: str) -> str | None:
+    """The planner's model preset a published name means ("Llama 3.1 405B", "LLAMA3_70B",
+    "Llama-2-70b", "GPT-3 175B", "Mixtral 8x7B", "DeepSeek-V3"): compared without case,
+    punctuation or a Llama point release (3.1's shapes are 3's), exactly, else None."""
+    bare = re.sub(r"^[\w.-]+/", "", name.lower().strip())     # a Hugging Face organisation
+    bare = re.sub(r"^meta[- ]", "", bare)
+    flat = re.sub(r"llama[^a-z0-9]*(\d)(?:\.\d)?", r"llama\1", bare)
+    flat = re.sub(r"[^a-z0-9]+", "", flat)
+    return next((p for p in ModelSpec.preset_names() if re.sub(r"[^a-z0-9]+", "", p) == flat),
+                None)
 
 
 def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:

@@ -603,3 +603,24 @@ def test_the_readmes_figures_for_the_held_out_runs_as_tables():
             round(dense["source_median_abs_error_pct"], 1), round(moe["median_abs_error_pct"], 1),
             rest["rows"], round(rest["median_abs_error_pct"], 1)) == (
         20.1, 16.1, 10.6, 16.6, 328, 9.9)
+
+
+def test_a_row_naming_its_model_and_its_batch_in_tokens():
+    """A row that names a model the planner has a preset for ("Llama 3.1 70B", "LLAMA3_70B",
+    a Hugging Face id) takes the preset's shape; a batch in tokens becomes sequences; a name
+    with no preset and no shape, or tokens that are not whole sequences, name their field."""
+    base = {"seq_length": 8192, "gpus": 64, "tp": 4, "pp": 2, "tokens_per_s_per_gpu": 1000}
+    for name in ("Llama 3.1 70B", "LLAMA3_70B", "meta-llama/Meta-Llama-3-70B", "llama3-70b"):
+        runs, skipped = published_tables.load_table(
+            _table([{**base, "model": name, "global_batch_tokens": 1048576}]), "x", corpus=[])
+        assert skipped == [], name
+        model = runs[0]["model"]
+        assert (model["num_layers"], model["hidden_size"], model["num_kv_heads"]) == (80, 8192, 8)
+        assert runs[0]["training"]["global_batch_size"] == 128
+    _, skipped = published_tables.load_table(
+        _table([{**base, "model": "Llama 13B", "global_batch_size": 128},
+                {**base, "model": "Llama 3 70B", "global_batch_tokens": 1000000}]), "x",
+        corpus=[])
+    assert "'num_layers' is missing" in skipped[0]["reason"]
+    assert "llama3-70b" in skipped[0]["reason"]
+    assert "not a whole number of 8192-token sequences" in skipped[1]["reason"]
