@@ -47,8 +47,9 @@ listed under the run's ``assumed``:
   optimizer), else from the framework (torchtitan's FSDP2, llm-foundry's FSDP, DeepSpeed's
   and NVIDIA's recipes' ZeRO-1), else 0 (``_zero``);
 - unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
-  size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one, and
-  sequence parallelism for tensor-parallel rows from 2022 on.
+  size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one,
+  sequence parallelism for tensor-parallel rows from 2022 on, and the virtual stages of a
+  pipelined row whose text names the interleaved schedule without them.
 
 The published figure becomes a step time: ``step_time_s``, ``tokens_per_s``,
 ``tokens_per_s_per_gpu`` or ``samples_per_s`` directly; TFLOP/s per GPU through the FLOPs
@@ -437,6 +438,12 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
     if ("sequence_parallel" not in plan and plan.get("tp", 1) > 1
             and (year is None or year >= 2022)):
         tune["sequence_parallel"] = [False, True]
+    if ("vpp" not in plan and plan.get("pp", 1) > 1
+            and re.search(r"interleav|virtual (?:pipeline )?stage", f"{words} {text}".lower())):
+        tune["vpp"] = [1, 2, 3, 4, 5, 6, 8]
+        assumed.append("vpp: the text names the interleaved schedule but not its virtual "
+                       "stages; the fastest that fits of 1-6 and 8 (those that divide the "
+                       "layers)")
     return plan, tune, assumed
 
 

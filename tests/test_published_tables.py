@@ -624,3 +624,15 @@ def test_a_row_naming_its_model_and_its_batch_in_tokens():
     assert "'num_layers' is missing" in skipped[0]["reason"]
     assert "llama3-70b" in skipped[0]["reason"]
     assert "not a whole number of 8192-token sequences" in skipped[1]["reason"]
+
+
+def test_the_interleaved_schedule_named_without_its_stages_is_tuned():
+    """A pipelined row whose text names the interleaved schedule but not its virtual stages
+    tunes them (the fastest that fits); one that names neither keeps plain 1F1B."""
+    row = {**ROW, "tp": 2, "pp": 4, "micro_batch_size": 1, "recompute": "none"}
+    named, _ = published_tables.load_table(
+        _table([row], conventions="6N; interleaved 1F1B"), "x", corpus=[])
+    plain, _ = published_tables.load_table(_table([row]), "x", corpus=[])
+    assert named[0]["tune"]["vpp"] == [1, 2, 3, 4, 5, 6, 8] and "vpp" not in plain[0]["tune"]
+    fast, slow = (published_accuracy.evaluate_runs(r)[0] for r in (named, plain))
+    assert fast["plan"]["vpp"] > 1 and fast["predicted_step_s"] < slow["predicted_step_s"]
