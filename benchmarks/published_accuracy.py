@@ -12,7 +12,7 @@ choosing them). Errors are on throughput: predicted / measured - 1, so +10% mean
 (runs of one source that vary a few knobs at fixed everything else).
 
     python benchmarks/published_accuracy.py [--json results.json] [--split held_out]
-        [--data runs.json] [--what-if 'SOURCE={"cluster": {...}}']
+        [--data runs.json] [--what-if 'SOURCE={"cluster": {...}}'] [--as-tables]
 
 ``--data`` replays another file: a corpus like ``data/published_runs.json`` or a published
 table as a paper prints it (``{"source", "hardware", "conventions", "rows": [...]}``; see
@@ -20,7 +20,9 @@ table as a paper prints it (``{"source", "hardware", "conventions", "rows": [...
 runs of one source with a JSON object merged into each of them, key by key: how much an
 assumption the source does not settle (a NIC count, say) moves its figures; the corpus is
 not changed. A patch that leaves runs unreplayable which replay without it is refused (exit 2)
-rather than reported over fewer runs.
+rather than reported over fewer runs. ``--as-tables`` restates each run as the table row its
+source prints (``as_table``) and replays it by the table rules alone: what a table, which
+carries no software settings, loses against the hand-encoded run.
 """
 
 from __future__ import annotations
