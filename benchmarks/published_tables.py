@@ -14,38 +14,38 @@ listed under the run's ``assumed``:
   ``_ALIASES``); model fields by the planner's ModelSpec names;
 - GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
   ``hardware`` text names (A100 40/80 GB, H100, H200, H800, B200, B300, GB200, GB300) on its
-  DGX, HGX or NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the per-node network the
-  text gives as ``N x R Gb/s``;
-- software of the time: a source dated before 2023 (a year, an arXiv number, a venue's 'YY or
-  a release's YY.MM in its text) ran without FlashAttention, with dropout, fp32 gradients and no gradient or
-  parameter overlap (Megatron-LM's defaults until its 2023 releases; FlashAttention-2 and the
-  overlapped distributed optimizer came that year); before 2021 also the attention scores
-  scaled, masked and softmaxed by separate kernels, the column-parallel all-reduce blocking
-  the backward and fp16 gradients all-reduced in fp16 (``_BEFORE_2021``); a later one with the
-  planner's defaults;
-- software of the framework the source, the conventions or the row name (``_framework``),
-  for what the row leaves out: DeepSpeed sends its pipeline activations split over the TP
-  ranks (``p2p_scatter_gather``, as the corpus's Megatron-DeepSpeed runs), gathers the updated
-  weights after the optimizer step and reduces at the end of its pipeline schedule; torchtitan
-  runs what a torchtitan search costs (``FRAMEWORK_TRAINING``: FSDP2's per-parameter copies,
-  PyTorch's ring attention), selective recompute by its per-op policy (the Llama 3 configs'
-  ``selective_ac_option = "op"``, torchtitan/models/llama3/train_configs/llama3_8b.toml at
-  v0.2.2), attention through PyTorch's SDPA, whose flash backend is
-  FlashAttention-2 (``attention_kernel`` 'flash2' on the GPUs that have its rates), and eager
-  elementwise kernels and loss unless the row (or, where the row says nothing, the table)
-  names torch.compile; NVIDIA's published NeMo, Megatron-Bridge and DGX Cloud Benchmarking
-  runs of 2023 on reduce bf16 gradients, overlap their TP communication (as does a text that
-  names AsyncTP or TP communication overlap: ``efficiency.tp_comm_overlap`` 0.8, the
-  corpus's value) and from 2025 gather fp8 weights in fp8 training, Megatron-Bridge's with
-  Transformer Engine's fused loss;
+  DGX, HGX or NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the
+  per-node network the text gives as ``N x R Gb/s``;
+- software of the time: a source dated before 2023 (its arXiv number, else a year, a venue's
+  'YY or a release's YY.MM in its text: ``table_rules.year``) ran without FlashAttention,
+  with dropout, fp32 gradients and no gradient or parameter overlap (Megatron-LM's defaults
+  until its 2023 releases; FlashAttention-2 and the overlapped distributed optimizer came that
+  year); before 2021 also the attention scores scaled, masked and softmaxed by separate
+  kernels, the column-parallel all-reduce blocking the backward and fp16 gradients
+  all-reduced in fp16 (``_BEFORE_2021``); a later one with the planner's defaults;
+- software of the framework the source, the conventions or the row name
+  (``table_rules.framework``), for what the row leaves out: DeepSpeed sends its pipeline
+  activations split over the TP ranks (``p2p_scatter_gather``, as the corpus's
+  Megatron-DeepSpeed runs), gathers the updated weights after the optimizer step and reduces
+  at the end of its pipeline schedule; torchtitan runs what a torchtitan search costs
+  (``FRAMEWORK_TRAINING``: FSDP2's per-parameter copies, PyTorch's ring attention), selective
+  recompute by its per-op policy (the Llama 3 configs' ``selective_ac_option = "op"``,
+  torchtitan/models/llama3/train_configs/llama3_8b.toml at v0.2.2), attention through
+  PyTorch's SDPA, whose flash backend is FlashAttention-2 (``attention_kernel`` 'flash2' on
+  the GPUs that have its rates), and eager elementwise kernels and loss unless the row (or,
+  where the row says nothing, the table) names torch.compile; NVIDIA's published NeMo,
+  Megatron-Bridge and DGX Cloud Benchmarking runs of 2023 on reduce bf16 gradients, overlap
+  their TP communication (as does a text that names AsyncTP or TP communication overlap:
+  ``efficiency.tp_comm_overlap`` 0.8, the corpus's value) and from 2025 gather fp8 weights in
+  fp8 training, Megatron-Bridge's with Transformer Engine's fused loss;
 - the fp8 recipe (and NVFP4) the row's words or else the table's name: FP8-CS or current
-  scaling, FP8-MX or MXFP8, FP8-BLK or blockwise, delayed scaling, NVFP4 (``_RECIPES``);
+  scaling, FP8-MX or MXFP8, FP8-BLK or blockwise, delayed scaling, NVFP4 (``table_rules``);
 - for a MoE model, the dispatcher (DeepEP, HybridEP, the flex dispatcher), a capacity factor,
-  the EP all-to-all overlap and forced balance where the words name them (``_MOE_WORDS``), and
-  the balanced routing of NVIDIA's published MoE runs (``_moe``);
+  the EP all-to-all overlap and forced balance where the words name them (``table_rules``), and
+  the balanced routing of NVIDIA's published MoE runs (``table_rules.moe``);
 - the ZeRO stage a row leaves out from its words or the table's (ZeRO-N, FSDP, distributed
   optimizer), else from the framework (torchtitan's FSDP2, llm-foundry's FSDP, DeepSpeed's
-  and NVIDIA's recipes' ZeRO-1), else 0 (``_zero``);
+  and NVIDIA's recipes' ZeRO-1), else 0 (``table_rules.zero``);
 - unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
   size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one,
   sequence parallelism for tensor-parallel rows from 2022 on, and the virtual stages of a
@@ -68,7 +68,8 @@ import copy
 import json
 import re
 
-from planner.search.plan_request import FRAMEWORK_TRAINING
+import table_rules as rules
+
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 
 # The GPU a hardware description names, most specific first: (pattern, cluster preset, GPU).
@@ -194,12 +195,12 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
                           "table's figure"] + list(found.get("assumed", []))
         run["split"] = row.get("split", found["split"])
         return run
-    year = _year(text)
-    words = _row_words(row)
+    year = rules.year(text)
+    words = rules.row_words(row)
     training, assumed = _training(doc, row, year, preset, f"{text} {conventions}", words,
                                   cluster)
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words)
-    efficiency, said = _overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
+    efficiency, said = rules.overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
     efficiency.update({**(doc.get("efficiency") or {}), **(row.get("efficiency") or {})})
     return {"id": str(row.get("id") or f"{name}-{i}-{_slug(model['name'])}"),
             "source": str(row.get("source") or name),
@@ -219,20 +220,20 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
     training: dict = {"global_batch_size": row["global_batch_size"],
                       "seq_length": row["seq_length"]}
     assumed = []
-    said_precision, recipe = _quantisation(words)
+    said_precision, recipe = rules.quantisation(words)
     if said_precision is None:          # the row's own words first, then the table's
-        said_precision, recipe = _quantisation(text)
+        said_precision, recipe = rules.quantisation(text)
     given = row.get("precision") or doc.get("precision")
-    if isinstance(given, str) and given.lower() not in _PRECISIONS:
+    if isinstance(given, str) and given.lower() not in rules.PRECISIONS:
         # As a page prints it ("BF16", "FP8-CS", "MXFP8", "NVFP4"): the precision, and the
         # recipe it names before any other.
-        named, named_recipe = _quantisation(given)
-        given, recipe = (named, named_recipe) if named else (_precision(given), recipe)
+        named, named_recipe = rules.quantisation(given)
+        given, recipe = (named, named_recipe) if named else (rules.precision(given), recipe)
     elif isinstance(given, str):
         given = given.lower()
     training["precision"] = (given
                              or ("fp16" if _FAMILY.get(preset or "") == "v100"
-                                 else said_precision or _precision(
+                                 else said_precision or rules.precision(
                                      words if re.search(r"\b(fp8|bf16|fp16)\b", words.lower())
                                      else text)))
     if recipe and training["precision"] == "fp8":
@@ -252,12 +253,12 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
                        "gradient or parameter overlap")
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
-    implied, said = _framework(text, words, year, cluster or {"preset": preset},
+    implied, said = rules.framework(text, words, year, cluster or {"preset": preset},
                                training["precision"])
     training.update(implied)
     assumed += said
     if (_model(row).get("num_experts") or 1) > 1:
-        implied, said = _moe(text, words, year)
+        implied, said = rules.moe(text, words, year)
         training.update(implied)
         assumed += said
     training.update(doc.get("training") or {})
@@ -267,146 +268,13 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
     return training, assumed
 
 
-# What the software of a framework a source names runs (module docstring), by its name's
-# pattern: the DeepSpeed engine's (deepspeed/runtime/pipe/engine.py ``is_pipe_partitioned`` and
-# its ``ReduceGrads`` after the schedule; ZeRO-1/2 gather the updated weights inside ``step``,
-# deepspeed/runtime/zero/stage_1_and_2.py), NVIDIA's performance recipes' bf16 gradient
-# reduction (NeMo-Framework-Launcher's H100 benchmark scripts and DGX Cloud Benchmarking's
-# yaml: optim.grad_sync_dtype bf16; NeMo 2.0's scripts/performance and Megatron-Bridge's
-# performance configs: grad_reduce_in_fp32 False), torchtitan's below.
-_DEEPSPEED = {"p2p_scatter_gather": True, "overlap_param_gather": False,
-              "grad_reduce_after_last_backward": True}
-_NVIDIA_RECIPES = re.compile(r"\bnemo\b|megatron[- ]bridge|dgx cloud benchmarking|"
-                             r"dgxc-benchmarking")
-_COMPILED = re.compile(r"torch\.compile|\bcompiled?\b")
-
-
-# A row's columns that name the run rather than describe how it ran.
-_NAMING = ("id", "source", "sweep", "split", "model", "precision", "hardware", "recompute")
-
-
-def _row_words(row: dict) -> str:
-    """What a row says in words about how it ran (a technique or notes column): its text
-    columns but those naming the run, and nothing where they hold only figures."""
-    words = " ".join(v for k, v in row.items() if isinstance(v, str) and k not in _NAMING)
-    return words if re.search(r"[a-zA-Z]{2}", words) else ""
-
-
-def _framework(text: str, words: str, year: int | None, cluster: dict,
-               precision: str = "bf16") -> tuple[dict, list[str]]:
-    """(training settings, what was assumed) for the framework the table's ``text`` or the
-    row's ``words`` name: DeepSpeed, torchtitan or NVIDIA's recipes (module docstring);
-    nothing for any other. Whether torch.compile ran is the row's to say where it says how it
-    ran (a caption naming the techniques its rows compare names them for none in particular),
-    the table's where the row says nothing."""
-    t = f"{text} {words}".lower()
-    out: dict = {}
-    said: list[str] = []
-    if "deepspeed" in t:
-        out.update(_DEEPSPEED)
-        said.append("DeepSpeed's pipeline engine sends each activation split over the "
-                    "model-parallel ranks (PipelineEngine is_pipe_partitioned), as the "
-                    "corpus's Megatron-DeepSpeed runs do: p2p_scatter_gather; its ZeRO gathers "
-                    "the updated weights inside the optimizer step and its pipeline reduces "
-                    "after the schedule")
-    if "torchtitan" in t:
-        compiled = bool(_COMPILED.search((words if words.strip() else text).lower()))
-        out.update(FRAMEWORK_TRAINING["torchtitan"])
-        out.update({"loss_implementation": "fused" if compiled else "eager",
-                    "eager_elementwise": not compiled, "selective_recompute": "per_op"})
-        try:
-            gpu = ClusterSpec.model_validate(cluster).gpu
-        except ValueError:          # the run's own validation says why, where it replays
-            gpu = None
-        if gpu is not None and gpu.attention_kernels.flash2 is not None:
-            out["attention_kernel"] = "flash2"
-        said.append("torchtitan: FSDP2's per-parameter copies and the rest a torchtitan search "
-                    "costs; selective recompute by its per-op policy; attention through "
-                    "PyTorch's SDPA (FlashAttention-2 where the GPU has its rates); "
-                    + ("torch.compile: fused elementwise kernels and loss" if compiled else
-                       "no torch.compile named: eager elementwise kernels and loss"))
-    if _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023):
-        out["grad_dtype"] = "bf16"
-        said.append("NVIDIA's performance recipes reduce bf16 gradients (grad_sync_dtype bf16, "
-                    "grad_reduce_in_fp32 False)")
-        if precision == "fp8" and (year is None or year >= 2025):
-            out["fp8_param_gather"] = True
-            said.append("NVIDIA's performance recipes of 2025 on gather fp8 weights when they "
-                        "train in fp8 (NeMo 2.0's bf16_with_fp8_mixed fp8_params, DGX Cloud "
-                        "Benchmarking's fp8_params, Megatron-Bridge's fp8 recipes' "
-                        "fp8_param_gather): fp8_param_gather")
-    if re.search(r"megatron[- ]bridge", t):
-        out["loss_implementation"] = "fused"
-        said.append("Megatron-Bridge's performance configs fuse the loss (cross_entropy_fusion_"
-                    "impl 'te', Transformer Engine's parallel_cross_entropy): 'fused'")
-    return out, said
-
-
-# MoE settings a table's words name: (pattern, TrainingSpec field, value; None: the number
-# the pattern captures). DeepEP, NVIDIA's HybridEP and Megatron-LM's flex dispatcher send a
-# token once per node ('deepep'); the EP all-to-all overlap is Megatron-LM's
-# --overlap-moe-expert-parallel-comm (its "1F1B A2A overlap"); forced balance routes every
-# expert the mean load.
-_MOE_WORDS = [
-    (r"deep[- ]?ep|hybrid[- ]?ep|flex dispatcher", "moe_dispatcher", "deepep"),
-    (r"\bstandard\b|all[- ]?to[- ]?all dispatch|alltoall", "moe_dispatcher", "alltoall"),
-    (r"capacity[- ]factor (?:of )?(\d+(?:\.\d+)?)", "moe_capacity_factor", None),
-    (r"\b(?:a2a|all-to-all|ep) (?:comm(?:unication)? )?overlap|overlap-moe-expert-parallel-comm"
-     r"|a2a[_ ]1f1b|1f1b (?:a2a )?overlap", "moe_a2a_overlap", True),
-    (r"force[sd]? (?:load )?balanc", "moe_load_imbalance", 1.0),
-]
-
-
-def _moe(text: str, words: str, year: int | None) -> tuple[dict, list[str]]:
-    """(MoE training settings, what was assumed) for a MoE row: what its words name, else
-    what the table's text names (``_MOE_WORDS``: a caption naming DeepEP beside the standard
-    dispatcher names both, a row one of them), and NVIDIA's recipes' routing: their
-    performance runs force-balance it or drop tokens at capacity 1 (Megatron-Bridge
-    scripts/performance/utils/overrides.py: moe_router_force_load_balancing True when
-    dropless, apply_moe_token_drop otherwise), the busiest rank at the mean load
-    (``moe_load_imbalance`` 1.0) against the planner's 1.1."""
-    out: dict = {}
-    for source in (words.lower(), text.lower()):
-        for pattern, key, value in _MOE_WORDS:
-            found = re.search(pattern, source)
-            if found and key not in out:
-                out[key] = float(found[1]) if value is None else value
-    t = f"{text} {words}".lower()
-    if _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023):
-        out.setdefault("moe_load_imbalance", 1.0)
-    return out, ([f"MoE settings the text names or NVIDIA's recipes run: {out}"] if out else [])
-
-
-# The share of the TP collectives hidden under GEMMs the corpus gives Transformer Engine's
-# tp-comm-overlap (userbuffers) and torchtitan's AsyncTP (``EfficiencyModel.tp_comm_overlap``).
-_TP_OVERLAP = 0.8
-
-
-def _overlap(text: str, words: str, year: int | None, tp: int) -> tuple[dict, list[str]]:
-    """(efficiency overrides, what was assumed): tensor-parallel communication overlap where
-    the row runs TP and NVIDIA's performance recipes of 2023 on ran it (their TP
-    configurations set tp_comm_overlap, the userbuffers overlap: NeMo's
-    MegatronCommOverlapCallback, Megatron-Bridge's comm_overlap, DGX Cloud Benchmarking's
-    ub_tp_comm_overlap) or the text names AsyncTP (torchtitan's) or TP communication
-    overlap."""
-    if tp <= 1:
-        return {}, []
-    t = f"{text} {words}".lower()
-    named = re.search(r"async[- ]?tp|tp[- ]comm(unication)?[- ]overlap", t)
-    recipes = _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023)
-    if not (named or recipes):
-        return {}, []
-    return {"tp_comm_overlap": _TP_OVERLAP}, [
-        f"TP communication overlap ({'as the text names it' if named else 'NVIDIA recipes'}"
-        f"): efficiency.tp_comm_overlap {_TP_OVERLAP}, the corpus's value for it"]
-
-
 def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
           ) -> tuple[dict, dict, list[str]]:
     """(plan, knobs to tune, what was assumed): the published degrees and knobs; the ZeRO
-    stage the row's words or the table's name (``_zero``); the micro-batch, the recompute mode
-    (unless the row's words or the text name it) and, for tensor-parallel rows from 2022 on,
-    sequence parallelism are tuned where the row leaves them out."""
+    stage the row's words or the table's name (``table_rules.zero``); the micro-batch, the
+    recompute mode (unless the row's words or the text name it), for tensor-parallel rows
+    from 2022 on sequence parallelism, and the virtual stages of an interleaved schedule the
+    text names are tuned where the row leaves them out."""
     plan: dict = {**degrees, **{k: row[k] for k in ("micro_batch_size", "zero_stage",
                                                     "sequence_parallel", "recompute",
                                                     "recompute_num_layers") if k in row}}
@@ -421,7 +289,7 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
         plan["zero_stage"] = (3 if plan.get("pp", 1) == 1 else 1) if sharded else 1
         assumed.append(f"zero_stage {plan['zero_stage']}: the FSDP column's {fsdp_column!r}")
     if "zero_stage" not in plan:
-        stage, why = _zero(text, words, year, plan.get("pp", 1))
+        stage, why = rules.zero(text, words, year, plan.get("pp", 1))
         if stage:
             plan["zero_stage"] = stage
             assumed.append(f"zero_stage {stage}: {why}")
@@ -429,7 +297,7 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
         tune["micro_batch_size"] = [1, 2, 4, 8]
         assumed.append("micro_batch_size: not published; the fastest that fits of 1, 2, 4, 8")
     if "recompute" not in plan:
-        named = _recompute(words) or _recompute(text)
+        named = rules.recompute(words) or rules.recompute(text)
         if named:
             plan["recompute"] = named
         else:
@@ -445,39 +313,6 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
                        "stages; the fastest that fits of 1-6 and 8 (those that divide the "
                        "layers)")
     return plan, tune, assumed
-
-
-def _zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
-    """(ZeRO stage, why) of a row that does not give one: the stage the row's words name
-    ("ZeRO-3", "ZeRO stage 1"; FSDP or "fully sharded" 3, or 1 under pipeline parallelism,
-    where torchtitan and torch.distributed.pipelining gather the weights once a step and keep
-    them, the corpus's convention; "distributed optimizer" 1), or, where they say nothing of
-    how the run was parallelised, the table's (a caption naming ZeRO-3 beside PTD-P names a
-    comparison, a row one side of it); else the framework's: torchtitan shards with FSDP2 and
-    llm-foundry (MosaicML's MPT runs) with FSDP's FULL_SHARD, DeepSpeed's runs and NVIDIA's
-    recipes of 2023 on use the ZeRO-1 (distributed) optimizer; else 0, plain data
-    parallelism."""
-    fsdp = 3 if pp == 1 else 1
-    w = words.lower()
-    describes = re.search(r"zero|fsdp|ptd|\b3d\b|megatron|shard|parallel", w)
-    for source in (w,) if describes else (w, text.lower()):
-        stage = re.search(r"\bzero[- ]?(?:stage[- ]?)?([0-3])\b", source)
-        if stage:
-            return int(stage[1]), "as the text names it"
-        if re.search(r"\bfsdp|fully[- ]sharded|\bhsdp\b", source):
-            return fsdp, "FSDP, as the text names it"
-        if "distributed optimizer" in source:
-            return 1, "the distributed optimizer, as the text names it"
-    t = f"{text} {words}".lower()
-    if "torchtitan" in t:
-        return fsdp, "torchtitan shards with FSDP2"
-    if re.search(r"llm[- ]foundry|mosaicml", t):
-        return fsdp, "llm-foundry shards with FSDP (FULL_SHARD)"
-    if "deepspeed" in t:
-        return 1, "DeepSpeed's runs shard the optimizer (ZeRO-1)"
-    if _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023):
-        return 1, "NVIDIA's recipes run the distributed optimizer"
-    return 0, ""
 
 
 def _model(row: dict) -> dict:
@@ -648,73 +483,6 @@ def _derived_dp(degrees: dict, gpus: int) -> int:
     if gpus % rest:
         raise ValueError(f"gpus {gpus} is not a multiple of tp x pp x cp = {rest}")
     return gpus // rest
-
-
-# A venue's two-digit year ("SC'21", "NSDI '24", "MLSys’23").
-_VENUE_YEAR = re.compile(r"\b(?:sc|neurips|icml|mlsys|iclr|nsdi|osdi|sosp|atc|eurosys|ppopp|"
-                         r"asplos|isca|hpca|micro|colm|acl|emnlp|naacl|kdd|vldb|aaai|ipdps|"
-                         r"hpdc|ics|cvpr)\s*['’](\d\d)\b")
-
-
-# A release named by its year and month, as NVIDIA's containers and pages are ("NeMo 24.07",
-# "Megatron-Bridge 25.11", "release v25.02", "the 24.09 container").
-_RELEASE_YEAR = re.compile(r"\b(?:nemo(?: framework)?|megatron[- ]bridge|release|container|"
-                           r"version|v)\s*v?(2\d)\.(?:0[1-9]|1[0-2])(?:\.\d+)?\b"
-                           r"|\b(2\d)\.(?:0[1-9]|1[0-2]) container")
-
-
-def _year(text: str) -> int | None:
-    """The year of the software a source ran: its arXiv number's where it has one (the work
-    as submitted; the venue that printed it a year later ran nothing newer: Korthikanti et
-    al., arXiv 2205.05198, MLSys'23, ran 2022's Megatron-LM), else the latest year, venue 'YY
-    or release YY.MM its text names (a source cites earlier work, not later)."""
-    arxiv = [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}\b", text)]
-    if arxiv:
-        return max(arxiv)
-    years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", text)]
-    years += [2000 + int(y) for y in re.findall(_VENUE_YEAR, text.lower())]
-    years += [2000 + int(a or b) for a, b in re.findall(_RELEASE_YEAR, text.lower())]
-    return max(years) if years else None
-
-
-_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
-# The fp8 recipes (and NVFP4) published tables name, most specific first: (pattern,
-# precision, ``TrainingSpec.fp8_recipe``); NVIDIA's performance pages write FP8-CS (current
-# scaling), FP8-MX (MXFP8), FP8-BLK (DeepSeek-style blockwise) and NVFP4.
-_RECIPES = [
-    (r"nvfp4", "fp4", None),
-    (r"mxfp8|\bfp8[- ]mx\b", "fp8", "mxfp8"),
-    (r"\bfp8[- ]cs\b|current[- ]scaling|tensorwise", "fp8", "tensorwise"),
-    (r"\bfp8[- ]blk\b|blockwise|deepseek[- ]style", "fp8", "blockwise"),
-    (r"delayed[- ]scaling", "fp8", "delayed"),
-]
-
-
-def _quantisation(text: str) -> tuple[str | None, str | None]:
-    """(precision, fp8 recipe) the text names (``_RECIPES``); (None, None) where it names
-    none."""
-    t = text.lower()
-    return next(((prec, recipe) for pattern, prec, recipe in _RECIPES if re.search(pattern, t)),
-                (None, None))
-
-
-def _precision(text: str) -> str:
-    t = text.lower()
-    if re.search(r"\bfp8\b", t) and "peak" not in t:
-        return "fp8"
-    return "fp16" if "fp16" in t and "bf16" not in t else "bf16"
-
-
-def _recompute(text: str) -> str | None:
-    t = text.lower()
-    if re.search(r"\b(no|without) (activation )?(recomput|checkpoint)", t):
-        return "none"
-    if "selective" in t:
-        return "selective"
-    if re.search(r"(full|activation) (activation )?recomputation|recomputed forward|"
-                 r"activation checkpointing", t):
-        return "full"
-    return None
 
 
 def _require_int(row: dict, key: str) -> int:

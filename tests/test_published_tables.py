@@ -15,6 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import published_accuracy  # noqa: E402
 import published_tables  # noqa: E402
+import table_rules  # noqa: E402
 
 TABLE = ROOT / "benchmarks" / "data" / "tables" / "megatron_sc21_table1.json"
 SC21 = {r["model"]["name"]: r for r in published_accuracy.load_runs()
@@ -389,7 +390,7 @@ def test_nvidia_recipes_reduce_bf16_gradients_from_2023():
     ("TorchTitan, ICLR 2025 (arXiv 2410.06511), cites arXiv 2307.08691", 2024),
 ])
 def test_a_venues_two_digit_year_dates_the_source(source, year):
-    assert published_tables._year(source) == year
+    assert table_rules.year(source) == year
 
 
 def test_corpus_runs_replayed_as_the_tables_that_print_them(tmp_path):
