@@ -158,7 +158,22 @@ def _canonical(row: dict) -> dict:
         for alias in names:
             if key not in out and alias in out:
                 out[key] = out.pop(alias)
+    for key in _NUMERIC:
+        if isinstance(out.get(key), str):
+            text = out[key].strip().replace(",", "")
+            if _NOT_APPLICABLE.fullmatch(text):
+                del out[key]                # "n/a", "-": the column does not apply
+            elif re.fullmatch(r"\d+", text):
+                out[key] = int(text)
+            elif re.fullmatch(r"\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+", text.lower()):
+                out[key] = float(text)
     return out
+
+
+# Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".
+_NUMERIC = (*_DEGREES, "micro_batch_size", "gpus", "seq_length", "global_batch_size",
+            "global_batch_tokens", "params_billion", "mfu", *_DIRECT_METRICS, *_TFLOPS_KEYS)
+_NOT_APPLICABLE = re.compile(r"(?i)|n/?a|-+|—|none|null")
 
 
 def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:

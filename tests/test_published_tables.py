@@ -128,7 +128,8 @@ def test_hardware_date_and_knobs_read_from_the_text():
     ({"tflops_per_gpu": -3}, "'tflops_per_gpu' must be a positive number"),
     ({"conventions": "model FLOPs"}, "FLOPs convention"),
     ({"hidden_size": None}, "'hidden_size' is missing"),
-    ({"global_batch_size": "128"}, "'global_batch_size' must be a positive integer"),
+    ({"global_batch_size": "128 sequences"}, "'global_batch_size' must be a positive integer"),
+    ({"global_batch_size": 0}, "'global_batch_size' must be a positive integer"),
 ])
 def test_a_row_that_cannot_become_a_run_names_its_field(change, reason):
     """Each bad row is reported with the field and why; the good rows beside it still load."""
@@ -637,3 +638,21 @@ def test_the_interleaved_schedule_named_without_its_stages_is_tuned():
     assert named[0]["tune"]["vpp"] == [1, 2, 3, 4, 5, 6, 8] and "vpp" not in plain[0]["tune"]
     fast, slow = (published_accuracy.evaluate_runs(r)[0] for r in (named, plain))
     assert fast["plan"]["vpp"] > 1 and fast["predicted_step_s"] < slow["predicted_step_s"]
+
+
+def test_numbers_printed_as_text_and_columns_left_na():
+    """A page's cells as text: "1,071" and "8" are numbers, "n/a" and "-" columns that do not
+    apply (Megatron-Bridge's VP and EP of a dense run), the same run as the plain row."""
+    page = {**ROW, "tp": "2", "pp": "1", "VP": "n/a", "EP": "-", "MBS": "1",
+            "tflops_per_gpu": None, "Tokens / sec / GPU": "9,000", "recompute": "none"}
+    del page["tflops_per_gpu"]
+    plain = {**ROW, "tp": 2, "pp": 1, "micro_batch_size": 1, "tokens_per_s_per_gpu": 9000,
+             "recompute": "none"}
+    del plain["tflops_per_gpu"]
+    (a,), skipped = published_tables.load_table(_table([page]), "x", corpus=[])
+    (b,), _ = published_tables.load_table(_table([plain]), "x", corpus=[])
+    assert skipped == []
+    for key in ("plan", "measured", "training", "tune"):
+        assert a[key] == b[key], key
+    (bad,) = published_tables.load_table(_table([{**page, "tp": "two"}]), "x", corpus=[])[1]
+    assert "'tp' must be a positive integer" in bad["reason"]
