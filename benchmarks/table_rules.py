@@ -23,6 +23,9 @@ _DEEPSPEED = {"p2p_scatter_gather": True, "overlap_param_gather": False,
 _NVIDIA_RECIPES = re.compile(r"\bnemo\b|megatron[- ]bridge|dgx cloud benchmarking|"
                              r"dgxc-benchmarking")
 _COMPILED = re.compile(r"torch\.compile|\bcompiled?\b")
+# ... unless it is named as off: "no torch.compile", "without compile", "compile: off".
+_NOT_COMPILED = re.compile(r"\b(?:no|without|w/o|disabled?)\s+(?:torch\.)?compile"
+                           r"|\bcompiled?\b\s*[:=]?\s*(?:off|false|disabled|no)\b|\buncompiled\b")
 
 
 # A row's columns that name the run rather than describe how it ran.
@@ -54,7 +57,8 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                     "the updated weights inside the optimizer step and its pipeline reduces "
                     "after the schedule")
     if "torchtitan" in t:
-        compiled = bool(_COMPILED.search((words if words.strip() else text).lower()))
+        named = (words if words.strip() else text).lower()
+        compiled = bool(_COMPILED.search(named)) and not _NOT_COMPILED.search(named)
         out.update(FRAMEWORK_TRAINING["torchtitan"])
         out.update({"loss_implementation": "fused" if compiled else "eager",
                     "eager_elementwise": not compiled, "selective_recompute": "per_op"})

@@ -349,7 +349,9 @@ def test_a_torchtitan_source_runs_what_torchtitan_runs(hardware, kernel):
     per-parameter copies, PyTorch's ring attention), attention through SDPA's FlashAttention-2
     where the GPU has its rates, and the elementwise kernels and the loss eager unless the
     source, the conventions or the row name torch.compile."""
-    for words, compiled in (("FSDP + AC", False), ("FSDP + torch.compile + Float8", True)):
+    for words, compiled in (("FSDP + AC", False), ("FSDP + torch.compile + Float8", True),
+                            ("FSDP, no torch.compile", False), ("FSDP, compile: off", False),
+                            ("FSDP (compiled)", True)):
         row = {**ROW, "tp": 1, "zero_stage": 3, "notes": words}
         runs, _ = published_tables.load_table(
             _table([row], source="pytorch/torchtitan docs/performance.md, 2025",
