@@ -238,12 +238,16 @@ def precision(text: str) -> str:
 
 
 def recompute(text: str) -> str | None:
-    t = text.lower()
-    if re.search(r"\b(no|without) (activation )?(recomput|checkpoint)", t):
+    """The recompute mode the text names: none (no or disabled recomputation, activation
+    checkpointing or AC), selective, or full (full recomputation or AC, the recomputed
+    forward, activation checkpointing unqualified); None where it names none."""
+    t = re.sub(r"[_\s]+", " ", text.lower())
+    if re.search(r"\b(no|without) (activation )?(recomput|checkpoint|ac\b)|"
+                 r"(checkpointing|recomputation|\bac)( type)?:? (disabled|none|off)\b", t):
         return "none"
     if "selective" in t:
         return "selective"
     if re.search(r"(full|activation) (activation )?recomputation|recomputed forward|"
-                 r"activation checkpointing", t):
+                 r"activation checkpointing|\bfull ac\b", t):
         return "full"
     return None

@@ -658,3 +658,19 @@ def test_numbers_printed_as_text_and_columns_left_na():
         assert a[key] == b[key], key
     (bad,) = published_tables.load_table(_table([{**page, "tp": "two"}]), "x", corpus=[])[1]
     assert "'tp' must be a positive integer" in bad["reason"]
+
+
+@pytest.mark.parametrize(("words", "mode"), [
+    ("Full AC", "full"), ("Selective AC", "selective"), ("no AC", "none"),
+    ("activation_checkpointing_type: disabled", "none"), ("AC: off", "none"),
+    ("activation checkpointing", "full"), ("without recomputation", "none"),
+    ("FSDP 8, CP 1", None),
+])
+def test_the_recompute_mode_a_rows_words_name(words, mode):
+    assert table_rules.recompute(words) == mode
+    row = {**ROW, "notes": words}
+    runs, _ = published_tables.load_table(_table([row]), "x", corpus=[])
+    if mode:
+        assert runs[0]["plan"]["recompute"] == mode and "recompute" not in runs[0]["tune"]
+    else:
+        assert runs[0]["tune"]["recompute"] == ["none", "selective", "full"]
