@@ -15,7 +15,8 @@ listed under the run's ``assumed``:
 - GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
   ``hardware`` text names (A100 40/80 GB, H100, H200, H800, B200, B300, GB200, GB300) on its
   DGX, HGX or NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the
-  per-node network the text gives as ``N x R Gb/s``;
+  per-node network the text gives as ``N x R Gb/s`` (or Gbps, or G), over RoCE or Ethernet
+  where the text names them and InfiniBand otherwise;
 - software of the time: a source dated before 2023 (its arXiv number, else a year, a venue's
   'YY or a release's YY.MM in its text: ``table_rules.year``) ran without FlashAttention,
   with dropout, fp32 gradients and no gradient or parameter overlap (Megatron-LM's defaults
@@ -386,9 +387,12 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
         cluster = {"preset": preset, "num_nodes": gpus // per_node}
     if gpu:
         cluster["gpu"] = gpu
-    nics = re.search(r"(\d+)\s*x\s*(\d+)\s*gb/s", text)
+    nics = re.search(r"(\d+)\s*[x×]\s*(\d+)\s*(?:gb/s|gbps|gbit/s|g\b)", text)
     if nics and preset.startswith(("dgx", "hgx")):
-        cluster["inter_node"] = {"kind": "infiniband",
+        kind = "roce" if re.search(r"\broce", text) else (
+            "ethernet" if re.search(r"ethernet", text) and "infiniband" not in text
+            else "infiniband")
+        cluster["inter_node"] = {"kind": kind,
                                  "bandwidth_gb_per_s": int(nics[1]) * int(nics[2]) / 8,
                                  "latency_us": 5.0, "nics_per_node": int(nics[1])}
     return cluster, preset

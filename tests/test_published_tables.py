@@ -674,3 +674,15 @@ def test_the_recompute_mode_a_rows_words_name(words, mode):
         assert runs[0]["plan"]["recompute"] == mode and "recompute" not in runs[0]["tune"]
     else:
         assert runs[0]["tune"]["recompute"] == ["none", "selective", "full"]
+
+
+@pytest.mark.parametrize(("hardware", "kind", "per_node"), [
+    ("DGX H100, 8x 400 Gb/s InfiniBand", "infiniband", 400),
+    ("8x H100 per node, 8 x 400Gbps RoCE", "roce", 400),
+    ("H100 nodes, 4x200G Ethernet", "ethernet", 100),
+    ("DGX H100", "infiniband", 400),             # the preset's network
+])
+def test_the_network_a_hardware_text_names(hardware, kind, per_node):
+    runs, _ = published_tables.load_table(_table([ROW], hardware=hardware), "x", corpus=[])
+    link = ClusterSpec.model_validate(runs[0]["cluster"]).inter_node
+    assert (link.kind, link.bandwidth_gb_per_s) == (kind, per_node)
