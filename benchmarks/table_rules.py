@@ -22,6 +22,13 @@ _DEEPSPEED = {"p2p_scatter_gather": True, "overlap_param_gather": False,
               "grad_reduce_after_last_backward": True}
 _NVIDIA_RECIPES = re.compile(r"\bnemo\b|megatron[- ]bridge|dgx cloud benchmarking|"
                              r"dgxc-benchmarking")
+
+
+def nvidia_recipes(text: str, year: int | None) -> bool:
+    """Whether the (lower-case) text names NVIDIA's published performance recipes (NeMo,
+    Megatron-Bridge, DGX Cloud Benchmarking) of 2023 on, or undated: the runs the NVIDIA rules
+    below describe. NeMo Megatron's 2022 runs are the legacy software's."""
+    return bool(_NVIDIA_RECIPES.search(text)) and (year is None or year >= 2023)
 _COMPILED = re.compile(r"torch\.compile|\bcompiled?\b")
 # ... unless it is named as off: "no torch.compile", "without compile", "compile: off".
 _NOT_COMPILED = re.compile(r"\b(?:no|without|w/o|disabled?)\s+(?:torch\.)?compile"
@@ -73,7 +80,7 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                     "PyTorch's SDPA (FlashAttention-2 where the GPU has its rates); "
                     + ("torch.compile: fused elementwise kernels and loss" if compiled else
                        "no torch.compile named: eager elementwise kernels and loss"))
-    if _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023):
+    if nvidia_recipes(t, year):
         out["grad_dtype"] = "bf16"
         said.append("NVIDIA's performance recipes reduce bf16 gradients (grad_sync_dtype bf16, "
                     "grad_reduce_in_fp32 False)")
@@ -120,7 +127,7 @@ def moe(text: str, words: str, year: int | None) -> tuple[dict, list[str]]:
             if found and key not in out:
                 out[key] = float(found[1]) if value is None else value
     t = f"{text} {words}".lower()
-    if _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023):
+    if nvidia_recipes(t, year):
         out.setdefault("moe_load_imbalance", 1.0)
     return out, ([f"MoE settings the text names or NVIDIA's recipes run: {out}"] if out else [])
 
@@ -141,7 +148,7 @@ def overlap(text: str, words: str, year: int | None, tp: int) -> tuple[dict, lis
         return {}, []
     t = f"{text} {words}".lower()
     named = re.search(r"async[- ]?tp|tp[- ]comm(unication)?[- ]overlap", t)
-    recipes = _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023)
+    recipes = nvidia_recipes(t, year)
     if not (named or recipes):
         return {}, []
     return {"tp_comm_overlap": _TP_OVERLAP}, [
@@ -177,7 +184,7 @@ def zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
         return fsdp, "llm-foundry shards with FSDP (FULL_SHARD)"
     if "deepspeed" in t:
         return 1, "DeepSpeed's runs shard the optimizer (ZeRO-1)"
-    if _NVIDIA_RECIPES.search(t) and (year is None or year >= 2023):
+    if nvidia_recipes(t, year):
         return 1, "NVIDIA's recipes run the distributed optimizer"
     return 0, ""
 
