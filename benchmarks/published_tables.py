@@ -213,8 +213,8 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         return run
     year = rules.year(text)
     words = rules.row_words(row)
-    training, assumed = _training(doc, row, year, preset, f"{text} {conventions}", words,
-                                  cluster)
+    training, assumed = _training(doc, row, year, (cluster, preset), model,
+                                  f"{text} {conventions}", words)
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words)
     efficiency, said = rules.overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
     efficiency.update({**(doc.get("efficiency") or {}), **(row.get("efficiency") or {})})
@@ -228,11 +228,13 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
             "split": row.get("split", doc.get("split", "held_out"))}
 
 
-def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: str,
-              words: str = "", cluster: dict | None = None) -> tuple[dict, list[str]]:
+def _training(doc: dict, row: dict, year: int | None, gpus: tuple[dict, str | None],
+              model: dict, text: str, words: str) -> tuple[dict, list[str]]:
     """The row's TrainingSpec and what was assumed for it: the software of its date and of
     the framework the table's ``text`` or the row's own ``words`` name, its precision, then
-    whatever the table and the row set by the planner's field names."""
+    whatever the table and the row set by the planner's field names. ``gpus``: the row's
+    cluster and the preset it came from (``_cluster``); ``model``: its model (``_model``)."""
+    cluster, preset = gpus
     training: dict = {"global_batch_size": row["global_batch_size"],
                       "seq_length": row["seq_length"]}
     assumed = []
@@ -269,11 +271,10 @@ def _training(doc: dict, row: dict, year: int | None, preset: str | None, text: 
                        "gradient or parameter overlap")
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
-    implied, said = rules.framework(text, words, year, cluster or {"preset": preset},
-                               training["precision"])
+    implied, said = rules.framework(text, words, year, cluster, training["precision"])
     training.update(implied)
     assumed += said
-    if (_model(row).get("num_experts") or 1) > 1:
+    if (model.get("num_experts") or 1) > 1:
         implied, said = rules.moe(text, words, year)
         training.update(implied)
         assumed += said
