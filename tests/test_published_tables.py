@@ -3,6 +3,7 @@ the run the corpus would hold, the published figure the step time the source mea
 row that cannot become a run is reported with the field at fault while the others are scored."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -686,3 +687,57 @@ def test_the_network_a_hardware_text_names(hardware, kind, per_node):
     runs, _ = published_tables.load_table(_table([ROW], hardware=hardware), "x", corpus=[])
     link = ClusterSpec.model_validate(runs[0]["cluster"]).inter_node
     assert (link.kind, link.bandwidth_gb_per_s) == (kind, per_node)
+
+
+def _tables_figures(split: str) -> tuple[tuple, dict[str, float]]:
+    """(median |error|, each source once, dense each source once, MoE per run, the runs
+    besides Hagemann et al.'s layouts; each source's median |error|) of ``split``'s runs
+    replayed as tables."""
+    runs = [r for r in published_accuracy.load_runs() if r["split"] == split]
+    rows, _ = published_accuracy.replay(published_accuracy.tables_of(runs)[0])
+    s = published_accuracy.summarize
+    moe = [r for r in rows if r["moe"]]
+    figures = (s(rows)["median_abs_error_pct"], s(rows)["source_median_abs_error_pct"],
+               s([r for r in rows if not r["moe"]])["source_median_abs_error_pct"],
+               s(moe)["median_abs_error_pct"] if moe else None,
+               s([r for r in rows if r["source"] != "hagemann-2311.05610"])[
+                   "median_abs_error_pct"])
+    sources = {src: s([r for r in rows if r["source"] == src])["median_abs_error_pct"]
+               for src in {r["source"] for r in rows}}
+    return (tuple(None if x is None else round(x, 1) for x in figures),
+            {k: round(v, 1) for k, v in sources.items()})
+
+
+def test_the_readmes_figures_before_the_framework_and_word_rules(monkeypatch):
+    """The README's 'before' figures for tables as printed: the same replay with the rules
+    this change added switched off (no framework but DeepSpeed's split sends, no words read
+    from the rows, and, for the fit runs, a source dated by the latest year it names rather
+    than its arXiv number), against the figures with them."""
+    after, after_by = _tables_figures("held_out")
+    fit_after, fit_after_by = _tables_figures("fit")
+    monkeypatch.setattr(table_rules, "framework", lambda text, words, year, cluster,
+                        precision="bf16": ({"p2p_scatter_gather": True}, [])
+                        if "deepspeed" in f"{text} {words}".lower() else ({}, []))
+    for name, off in (("overlap", lambda *a: ({}, [])), ("moe", lambda *a: ({}, [])),
+                      ("quantisation", lambda text: (None, None)),
+                      ("row_words", lambda row: ""), ("zero", lambda *a: (0, ""))):
+        monkeypatch.setattr(table_rules, name, off)
+    before, before_by = _tables_figures("held_out")
+    assert (before, after) == ((21.9, 19.8, 16.1, 22.6, 14.9), (20.1, 16.1, 10.6, 16.6, 9.9))
+    readme = {"torchtitan": (21.8, 10.0), "torchtitan-paper": (17.2, 6.0),
+              "dgxc-benchmarking-25.02": (13.2, 7.3), "megatron-bridge-perf": (15.1, 8.5),
+              "nemo-perf-25.02": (15.2, 10.0), "megatron-core-moe-2603.07685": (47.0, 4.8),
+              "torchtitan-pr2107": (28.9, 53.4), "nous-torchtitan-deepep": (7.4, 14.9)}
+    assert {k: (before_by[k], after_by[k]) for k in readme} == readme
+    def latest_year(text: str) -> int | None:     # every date it names, arXiv's not first
+        t = text.lower()
+        years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", t)]
+        years += [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}\b", t)]
+        years += [2000 + int(y) for y in re.findall(table_rules._VENUE_YEAR, t)]
+        return max(years, default=None)
+    monkeypatch.setattr(table_rules, "year", latest_year)
+    fit_before, fit_before_by = _tables_figures("fit")
+    assert (fit_before[0], fit_after[0]) == (7.2, 4.0)
+    assert {k: (fit_before_by[k], fit_after_by[k]) for k in ("megatron-korthikanti",
+                                                             "nemo-perf")} == {
+        "megatron-korthikanti": (7.4, 2.5), "nemo-perf": (4.9, 2.3)}
