@@ -385,6 +385,8 @@ def as_table(run: dict) -> dict:
     setting is left for the table's rules to infer. Replayed without the corpus to match, the
     difference from the run's own replay is what a table loses against a hand-encoded run."""
     plan = {k: v for k, v in run["plan"].items() if k not in (run.get("tune") or {})}
+    if plan.get("pp", 1) > 1 and "vpp" not in (run.get("tune") or {}):
+        plan.setdefault("vpp", 1)   # the schedule the corpus holds: published, or its text's
     gpus = (math.prod(plan.get(k, 1) for k in ("tp", "pp", "dp", "cp")) if "dp" in plan
             else ClusterSpec.model_validate(run["cluster"]).num_gpus)   # the GPUs it used
     training = run["training"]

@@ -23,7 +23,12 @@ listed under the run's ``assumed``:
   until its 2023 releases; FlashAttention-2 and the overlapped distributed optimizer came that
   year); before 2021 also the attention scores scaled, masked and softmaxed by separate
   kernels, the column-parallel all-reduce blocking the backward and fp16 gradients
-  all-reduced in fp16 (``_BEFORE_2021``); a later one with the planner's defaults;
+  all-reduced in fp16 (``_BEFORE_2021``); one that names Megatron-LM (not NVIDIA's recipes or
+  Megatron-Core) before April 2024 (its arXiv number's month, else 2023) the same, Megatron-LM's
+  own defaults until Transformer Engine's attention became its default
+  (``table_rules.megatron_lm_defaults``); a later one with the planner's defaults; a ZeRO-3
+  row of 2021 or before DeepSpeed's ZeRO-3 of then, each tensor gathered on its own into
+  per-rank copies (``table_rules.zero3_of_2021``);
 - software of the framework the source, the conventions or the row name
   (``table_rules.framework``), for what the row leaves out: DeepSpeed sends its pipeline
   activations split over the TP ranks (``p2p_scatter_gather``, as the corpus's
@@ -38,7 +43,15 @@ listed under the run's ``assumed``:
   Megatron-Bridge and DGX Cloud Benchmarking runs of 2023 on reduce bf16 gradients, overlap
   their TP communication (as does a text that names AsyncTP or TP communication overlap:
   ``efficiency.tp_comm_overlap`` 0.8, the corpus's value) and from 2025 gather fp8 weights in
-  fp8 training, Megatron-Bridge's with Transformer Engine's fused loss;
+  fp8 training, Megatron-Bridge's with Transformer Engine's fused loss; Aleph Alpha's
+  trainer (Hagemann et al.'s) reduces bf16 gradients whole in fp32 after the backward, runs
+  eager elementwise kernels (and RMSNorm unless the RMS kernel is named), gathers the logits
+  for an fp32 loss, reruns the head under checkpointing and brings three column-parallel
+  inputs a layer into TP with a blocking all-reduce;
+- the attention a row's words (else the table's) name, where they name exactly one:
+  FlashAttention-2, v1 (FlashAttention unqualified where FlashAttention-2 is named too or
+  before 2023), Triton's, Megatron's fused softmax, or none ("Without FlashAttention",
+  "torch") (``table_rules.attention``);
 - the fp8 recipe (and NVFP4) the row's words or else the table's name: FP8-CS or current
   scaling, FP8-MX or MXFP8, FP8-BLK or blockwise, delayed scaling, NVFP4 (``table_rules``);
 - for a MoE model, the dispatcher (DeepEP, HybridEP, the flex dispatcher), a capacity factor,
@@ -50,7 +63,10 @@ listed under the run's ``assumed``:
 - unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
   size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one,
   sequence parallelism for tensor-parallel rows from 2022 on, and the virtual stages of a
-  pipelined row whose text names the interleaved schedule without them.
+  pipelined row that does not give them where its text names the interleaved schedule or,
+  from 2023 on, names no schedule and no framework without one (1F1B alone, GPipe,
+  DeepSpeed, Aleph Alpha's trainer, torchtitan's default: ``table_rules.schedule``); a VP
+  column's "n/a" is no virtual stages.
 
 The published figure becomes a step time: ``step_time_s``, ``tokens_per_s``,
 ``tokens_per_s_per_gpu`` or ``samples_per_s`` directly; TFLOP/s per GPU through the FLOPs
@@ -162,7 +178,9 @@ def _canonical(row: dict) -> dict:
     for key in _NUMERIC:
         if isinstance(out.get(key), str):
             text = out[key].strip().replace(",", "")
-            if _NOT_APPLICABLE.fullmatch(text):
+            if _NOT_APPLICABLE.fullmatch(text) and key == "vpp":
+                out[key] = 1                # a VP column's "n/a": no virtual stages
+            elif _NOT_APPLICABLE.fullmatch(text):
                 del out[key]                # "n/a", "-": the column does not apply
             elif re.fullmatch(r"\d+", text):
                 out[key] = int(text)
@@ -216,6 +234,11 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     training, assumed = _training(doc, row, year, (cluster, preset), model,
                                   f"{text} {conventions}", words)
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words)
+    if plan.get("zero_stage") == 3 and year is not None and year <= 2021:
+        implied, said = rules.zero3_of_2021(model, training["precision"])
+        training.update({k: v for k, v in implied.items()
+                         if k not in (row.get("training") or {})})
+        more += said
     efficiency, said = rules.overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
     efficiency.update({**(doc.get("efficiency") or {}), **(row.get("efficiency") or {})})
     return {"id": str(row.get("id") or f"{name}-{i}-{_slug(model['name'])}"),
@@ -269,9 +292,16 @@ def _training(doc: dict, row: dict, year: int | None, gpus: tuple[dict, str | No
         training.update(_LEGACY_TRAINING)
         assumed.append(f"software of {year}: no FlashAttention, dropout, fp32 gradients, no "
                        "gradient or parameter overlap")
+    elif rules.megatron_lm_defaults(f"{text} {words}".lower(), year):
+        training.update(_LEGACY_TRAINING)
+        assumed.append("Megatron-LM's defaults before April 2024: no FlashAttention, dropout, "
+                       "fp32 gradients, no gradient or parameter overlap")
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
     implied, said = rules.framework(text, words, year, cluster, training["precision"])
+    training.update(implied)
+    assumed += said
+    implied, said = rules.attention(words, text, year)
     training.update(implied)
     assumed += said
     if (model.get("num_experts") or 1) > 1:
@@ -323,12 +353,14 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
     if ("sequence_parallel" not in plan and plan.get("tp", 1) > 1
             and (year is None or year >= 2022)):
         tune["sequence_parallel"] = [False, True]
-    if ("vpp" not in plan and plan.get("pp", 1) > 1
-            and re.search(r"interleav|virtual (?:pipeline )?stage", f"{words} {text}".lower())):
-        tune["vpp"] = [1, 2, 3, 4, 5, 6, 8]
-        assumed.append("vpp: the text names the interleaved schedule but not its virtual "
-                       "stages; the fastest that fits of 1-6 and 8 (those that divide the "
-                       "layers)")
+    if "vpp" not in plan and plan.get("pp", 1) > 1:
+        schedule, why = rules.schedule(words, text, year)
+        if schedule == "interleaved":
+            tune["vpp"] = [1, 2, 3, 4, 5, 6, 8]
+            assumed.append(f"vpp: {why}; the fastest that fits of 1-6 and 8 (those that "
+                           "divide the layers)")
+        elif why:
+            assumed.append(f"vpp 1: {why}")
     return plan, tune, assumed
 
 

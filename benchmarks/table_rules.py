@@ -1,6 +1,8 @@
 """What a published table's words and date imply for the runs it prints (``published_tables``):
-the year of its software, the framework it names and what that framework runs, its MoE
-settings, its TP overlap, its ZeRO stage, its precision and fp8 recipe, its recompute mode.
+the year of its software, the framework it names and what that framework runs (Megatron-LM's
+own defaults before April 2024, DeepSpeed's ZeRO-3 of 2021), its MoE settings, its TP overlap,
+its ZeRO stage, its precision and fp8 recipe, its attention kernel, its pipeline schedule, its
+recompute mode.
 Each rule cites the framework code or the page it reads; ``published_tables``'s docstring
 lists them in the order a row is built."""
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 import re
 
 from planner.search.plan_request import FRAMEWORK_TRAINING
-from planner.specs import ClusterSpec
+from planner.specs import ClusterSpec, ModelSpec
 
 # What the software of a framework a source names runs (module docstring), by its name's
 # pattern: the DeepSpeed engine's (deepspeed/runtime/pipe/engine.py ``is_pipe_partitioned`` and
@@ -20,7 +22,26 @@ from planner.specs import ClusterSpec
 # performance configs: grad_reduce_in_fp32 False), torchtitan's below.
 _DEEPSPEED = {"p2p_scatter_gather": True, "overlap_param_gather": False,
               "grad_reduce_after_last_backward": True}
-_NVIDIA_RECIPES = re.compile(r"\bnemo\b|megatron[- ]bridge|dgx cloud benchmarking|"
+# Aleph Alpha's trainer (AA-Scaling, public as github.com/Aleph-Alpha/scaling), which ran
+# Hagemann et al.'s layouts (arXiv 2311.05610; the corpus's runs cite each file): its
+# gradients accumulate on the bf16 parameters and its ZeRO-1 all-reduces them whole in fp32
+# buckets after the backward (src/scaling/core/optimizer/optimizer.py allreduce_gradients,
+# allreduce.py allreduce_tensor_in_float32), then all-gathers the updated shards; no
+# torch.compile and no fused RoPE or SwiGLU (nn/mlp.py, nn/rotary.py); the logits gathered
+# over the TP ranks and the loss upcast to fp32 over the whole vocabulary
+# (transformer/model/layers/lm_head.py, model.py loss_function); every_layer checkpointing
+# reruns the head too (core/nn/parallel_module/parallel_module.py); each ColumnParallelLinear
+# brings its input into the TP region itself, three a layer with its SwiGLU's two, and the
+# backward all-reduce blocks (core/nn/linear/utils.py _CopyToModelParallelRegion); no dropout
+# (its defaults are 0.0); its RMSNorm runs as eager ops unless the FlashAttention repository's
+# fused kernel is named ("RMS kernel").
+_ALEPH_ALPHA = {"dropout": False, "eager_elementwise": True, "grad_dtype": "bf16",
+                "grad_reduce_dtype": "fp32", "overlap_grad_reduce": False,
+                "overlap_param_gather": False, "zero_grad_allreduce": True,
+                "vocab_parallel_loss": False, "recompute_head": True,
+                "tp_column_parallel_inputs": 3, "async_tensor_model_parallel_allreduce": False}
+_ALEPH_ALPHA_NAMES = re.compile(r"aleph[- ]alpha|aa[- ]scaling")
+_NVIDIA_RECIPES = re.compile(r"(?<![a-z])nemo(?![a-z])|megatron[- ]bridge|dgx cloud benchmarking|"
                              r"dgxc-benchmarking")
 
 
@@ -63,6 +84,15 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                     "corpus's Megatron-DeepSpeed runs do: p2p_scatter_gather; its ZeRO gathers "
                     "the updated weights inside the optimizer step and its pipeline reduces "
                     "after the schedule")
+    if _ALEPH_ALPHA_NAMES.search(t):
+        fused_norm = bool(re.search(r"rms[- ]?(?:norm )?kernel|fused[- ]rms", t))
+        out.update({**_ALEPH_ALPHA, "norm_fusion": fused_norm})
+        said.append("Aleph Alpha's trainer (AA-Scaling): bf16 gradients all-reduced whole in "
+                    "fp32 after the backward, then the shards gathered; eager elementwise "
+                    "kernels; the logits gathered over TP and the loss in fp32; checkpointing "
+                    "reruns the head; three column-parallel inputs a layer, their all-reduce "
+                    "blocking; no dropout; "
+                    + ("the fused RMSNorm kernel named" if fused_norm else "eager RMSNorm"))
     if "torchtitan" in t:
         named = (words if words.strip() else text).lower()
         compiled = bool(_COMPILED.search(named)) and not _NOT_COMPILED.search(named)
@@ -184,6 +214,8 @@ def zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
         return fsdp, "llm-foundry shards with FSDP (FULL_SHARD)"
     if "deepspeed" in t:
         return 1, "DeepSpeed's runs shard the optimizer (ZeRO-1)"
+    if _ALEPH_ALPHA_NAMES.search(t):
+        return 1, "Aleph Alpha's trainer shards the optimizer (ZeRO-1)"
     if nvidia_recipes(t, year):
         return 1, "NVIDIA's recipes run the distributed optimizer"
     return 0, ""
@@ -207,13 +239,57 @@ def year(text: str) -> int | None:
     as submitted; the venue that printed it a year later ran nothing newer: Korthikanti et
     al., arXiv 2205.05198, MLSys'23, ran 2022's Megatron-LM), else the latest year, venue 'YY
     or release YY.MM its text names (a source cites earlier work, not later)."""
-    arxiv = [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}\b", text)]
+    arxiv = [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}(?:v\d+)?\b", text)]
     if arxiv:
         return max(arxiv)
     years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", text)]
     years += [2000 + int(y) for y in re.findall(_VENUE_YEAR, text.lower())]
     years += [2000 + int(a or b) for a, b in re.findall(_RELEASE_YEAR, text.lower())]
     return max(years) if years else None
+
+
+def megatron_lm_defaults(text: str, year: int | None) -> bool:
+    """Whether the (lower-case) text names Megatron-LM, not NVIDIA's recipes or Megatron-Core,
+    in a source dated before April 2024 (its arXiv number's month, else its year, 2023):
+    Megatron-LM's own defaults then left FlashAttention off (``--use-flash-attn`` opt-in from
+    2022-12-08, d693034ecf; ``--transformer-impl`` 'local' until 2024-04-02, e7b74a4b7e, when
+    Transformer Engine's fused attention became the default), dropout at 0.1
+    (``--hidden-dropout``, ``--attention-dropout``) and the distributed optimizer and the
+    gradient overlap opt-in (``--use-distributed-optimizer``, ``--overlap-grad-reduce``):
+    what a paper running it as a baseline ran unless it names otherwise."""
+    if not re.search(r"megatron[- ]lm", text) or re.search(r"megatron[- ]core|\bmcore\b", text):
+        return False
+    if nvidia_recipes(text, year):
+        return False
+    dated = [(2000 + int(y), int(m)) for y, m in
+             re.findall(r"\b([12]\d)([01]\d)\.\d{4,5}(?:v\d+)?\b", text)]
+    if dated:
+        return max(dated) < (2024, 4)
+    return year == 2023
+
+
+def zero3_of_2021(model: dict, precision: str) -> tuple[dict, list[str]]:
+    """(training settings, what was assumed) for a ZeRO-3 row of a source dated 2021 or
+    before: DeepSpeed's ZeRO-3 as it then ran (0.3.13, March 2021; the corpus's SC'21 Table 2
+    rows read each setting in its source): every parameter tensor gathered on its own through
+    ``torch.distributed.all_gather`` into a list of per-rank views and reduce-scattered the same
+    way (partition_parameters.py ``_allgather_param`` / ``_reduce_scatter_gradient``:
+    ``zero3_per_rank_copies``), 12 tensors a GPT layer (its four weight matrices, their biases
+    and two LayerNorms' weight and bias; 9 a SwiGLU layer's, its 7 projections and 2 norms, as
+    Hugging Face's Llama holds them); a prefetch bucket of 5e7 parameters
+    (``stage3_prefetch_bucket_size``), as a share of a layer; a matrix released and gathered
+    again where more than ``stage3_max_reuse_distance`` (1e9) parameters run between two uses;
+    the reduction overlapping the backward (``overlap_comm``) in the parameters' dtype (its
+    buckets are ``torch.half`` under fp16). FSDP, Megatron-FSDP and DeepSpeed since 2022 gather
+    into one flat buffer, the planner's default."""
+    spec = ModelSpec.model_validate(model)
+    tensors = 9 if spec.ffn_type == "swiglu" else 12
+    out = {"zero3_per_rank_copies": True, "zero3_gathers_per_layer": tensors,
+           "zero3_prefetch_layers": round(5e7 / spec.nonexpert_params_per_layer, 3),
+           "zero3_max_reuse_params": 1e9, "overlap_grad_reduce": True}
+    if precision == "fp16":
+        out["grad_dtype"] = "fp16"
+    return out, [f"DeepSpeed's ZeRO-3 of 2021 (0.3.13): {out}"]
 
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
@@ -242,6 +318,100 @@ def precision(text: str) -> str:
     if re.search(r"\bfp8\b", t) and "peak" not in t:
         return "fp8"
     return "fp16" if "fp16" in t and "bf16" not in t else "bf16"
+
+
+# The attention implementations tables name, most specific first: (pattern, training settings).
+# FlashAttention-2 (Dao 2023, arXiv 2307.08691: "FlashAttention-2"; Aleph Alpha's sweep files
+# write "flash_attention2"), v1 ("flash_attentionv1.0.8", "FlashAttention v1"), Triton's
+# (MPT's attn_impl 'triton'), and the attention without FlashAttention a paper sets against
+# it: Megatron's fused scale-mask-softmax kernel ("fused") or plain PyTorch ops whose scale,
+# mask and softmax each run as a kernel ("torch", "standard attention", "Without
+# FlashAttention": the FlashAttention-2 paper's baseline, PyTorch's own softmax).
+_ATTENTION_WORDS = [
+    (r"without flash[-_ ]?att(?:ention|n)|(?:no|w/o) flash[-_ ]?att(?:ention|n)|"
+     r"(?:standard|naive|plain|pytorch|unfused|torch) attention|kernel:? torch\b(?!\.)|"
+     r"^\s*torch\s*$",
+     {"flash_attention": False, "softmax_fusion": False}),
+    (r"flash[-_ ]?att(?:ention|n)[-_ ]?(?:v)?2\b|flash[-_ ]?att(?:ention|n)[-_ ]?v?2(?:\.\d+)+|"
+     r"\bfa-?2\b", {"flash_attention": True, "attention_kernel": "flash2"}),
+    (r"flash[-_ ]?att(?:ention|n)[-_ ]?v?1(?:\.\d+)*\b|\bfa-?1\b",
+     {"flash_attention": True, "attention_kernel": "flash1"}),
+    (r"triton (?:flash[-_ ]?att(?:ention|n)|attention)|flash[-_ ]?att(?:ention|n) (?:in )?triton",
+     {"flash_attention": True, "attention_kernel": "flash_triton"}),
+    (r"fused (?:scale[- ]mask[- ])?softmax|^\s*fused\s*$|kernel:? fused\b",
+     {"flash_attention": False, "softmax_fusion": True}),
+    (r"flash[-_ ]?att(?:ention|n)", {"flash_attention": True}),
+]
+
+
+def attention(words: str, text: str, year: int | None) -> tuple[dict, list[str]]:
+    """(training settings, what was assumed) for the attention a row's words name
+    (``_ATTENTION_WORDS``): only where they name exactly one implementation (a notes column
+    quoting a caption that compares three names none), else the table's text where the row's
+    words name none. FlashAttention unqualified is its first version where the text also names
+    FlashAttention-2 (the comparison the FlashAttention-2 paper prints) or the source predates
+    FlashAttention-2 (July 2023, so any source of 2022 or before)."""
+    for source in (words, text):
+        named = _attention_named(source)
+        if len(named) > 1:
+            return {}, []
+        if named:
+            settings = dict(named[0])
+            also_v2 = any(n.get("attention_kernel") == "flash2"
+                          for n in _attention_named(f"{words} {text}"))
+            if settings == {"flash_attention": True} and (
+                    also_v2 or (year is not None and year <= 2022)):
+                settings["attention_kernel"] = "flash1"
+            return settings, [f"attention as the {'row' if source is words else 'text'} "
+                              f"names it: {settings}"]
+    return {}, []
+
+
+def _attention_named(text: str) -> list[dict]:
+    """The distinct attention settings a text names, each match masked before the less
+    specific patterns look ("FlashAttention-2" is not also FlashAttention unqualified)."""
+    t = re.sub(r"\s+", " ", text.lower())
+    named: list[dict] = []
+    for pattern, settings in _ATTENTION_WORDS:
+        if re.search(pattern, t):
+            if settings not in named:
+                named.append(settings)
+            t = re.sub(pattern, " ", t)
+    return named
+
+
+_PLAIN_SCHEDULE = re.compile(r"\bgpipe\b|pipedream|non[- ]interleaved|\b1f1b\b")
+
+
+def schedule(words: str, text: str, year: int | None) -> tuple[str | None, str]:
+    """('interleaved', 'plain' or None, why) for a pipelined row that does not give its
+    virtual stages. The interleaved schedule where the row's words (else the table's) name it;
+    the plain one where they name 1F1B without interleaving, GPipe or PipeDream, or the
+    framework is DeepSpeed, whose pipeline engine has no interleaved schedule
+    (deepspeed/runtime/pipe/schedule.py: TrainSchedule, one model chunk a stage), Aleph
+    Alpha's trainer, or torchtitan, whose default schedule is 1F1B; else, from
+    2023 on, the interleaved one, the corpus's convention for a run that does not publish its
+    interleaving (the fastest that fits: Megatron-LM has run it since 2021, SC'21's
+    interleaved 1F1B, and NVIDIA's, Meta's and ByteDance's published pipelines of 2023 on
+    interleave); before 2023, the plain one."""
+    for source, whose in ((words, "the row"), (text, "the text")):
+        s = source.lower()
+        if re.search(r"interleav|virtual (?:pipeline )?stage", s):
+            return "interleaved", f"{whose} names the interleaved schedule but not its stages"
+        if _PLAIN_SCHEDULE.search(s):
+            return "plain", f"{whose} names a schedule without interleaving"
+    if "deepspeed" in f"{words} {text}".lower():
+        return "plain", "DeepSpeed's pipeline engine does not interleave"
+    if _ALEPH_ALPHA_NAMES.search(f"{words} {text}".lower()):
+        return "plain", ("Aleph Alpha's trainer runs 1F1B without interleaving (Hagemann et "
+                         "al., section 4.3)")
+    if "torchtitan" in f"{words} {text}".lower():
+        return "plain", ("torchtitan's default schedule is 1F1B (torchtitan/config/configs.py "
+                         "pipeline_parallel_schedule = \"1F1B\")")
+    if year is not None and year >= 2023:
+        return "interleaved", (f"interleaving not published (a source of {year}: the "
+                               "corpus's convention)")
+    return None, ""
 
 
 def recompute(text: str) -> str | None:
