@@ -30,10 +30,12 @@ listed under the run's ``assumed``:
   row of 2021 or before DeepSpeed's ZeRO-3 of then, each tensor gathered on its own into
   per-rank copies (``table_rules.zero3_of_2021``);
 - software of the framework the source, the conventions or the row name
-  (``table_rules.framework``), for what the row leaves out: DeepSpeed sends its pipeline
-  activations split over the TP ranks (``p2p_scatter_gather``, as the corpus's
-  Megatron-DeepSpeed runs), gathers the updated weights after the optimizer step and reduces
-  at the end of its pipeline schedule; torchtitan runs what a torchtitan search costs
+  (``table_rules.framework``), for what the row leaves out: DeepSpeed (and the trainers on
+  it, BigScience's Megatron-DeepSpeed and GPT-NeoX) sends its pipeline activations split over
+  the TP ranks (``p2p_scatter_gather``, as the corpus's Megatron-DeepSpeed runs), gathers the
+  updated weights after the optimizer step, reduces at the end of its pipeline schedule,
+  blocks the backward on the column-parallel all-reduce and under fp16 reduces fp16
+  gradients; torchtitan runs what a torchtitan search costs
   (``FRAMEWORK_TRAINING``: FSDP2's per-parameter copies, PyTorch's ring attention), selective
   recompute by its per-op policy (the Llama 3 configs' ``selective_ac_option = "op"``,
   torchtitan/models/llama3/train_configs/llama3_8b.toml at v0.2.2), attention through

@@ -21,7 +21,15 @@ from planner.specs import ClusterSpec, ModelSpec
 # yaml: optim.grad_sync_dtype bf16; NeMo 2.0's scripts/performance and Megatron-Bridge's
 # performance configs: grad_reduce_in_fp32 False), torchtitan's below.
 _DEEPSPEED = {"p2p_scatter_gather": True, "overlap_param_gather": False,
-              "grad_reduce_after_last_backward": True}
+              "grad_reduce_after_last_backward": True,
+              "async_tensor_model_parallel_allreduce": False}
+# The trainers built on DeepSpeed's engine: BigScience's Megatron-DeepSpeed (BLOOM) and
+# EleutherAI's GPT-NeoX ("augmented with techniques from DeepSpeed", its README; its pipeline
+# is DeepSpeed's PipelineModule).
+_DEEPSPEED_NAMES = re.compile(r"deepspeed|bigscience|gpt-neox")
+# Under fp16 its ZeRO-1/2 reduces the fp16 gradient buckets in fp16 (stage_1_and_2.py
+# ``communication_data_type``: the parameters' dtype unless configured).
+_DEEPSPEED_FP16 = {"grad_dtype": "fp16"}
 # Aleph Alpha's trainer (AA-Scaling, public as github.com/Aleph-Alpha/scaling), which ran
 # Hagemann et al.'s layouts (arXiv 2311.05610; the corpus's runs cite each file): its
 # gradients accumulate on the bf16 parameters and its ZeRO-1 all-reduces them whole in fp32
@@ -77,13 +85,19 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
     t = f"{text} {words}".lower()
     out: dict = {}
     said: list[str] = []
-    if "deepspeed" in t:
+    if _DEEPSPEED_NAMES.search(t):
         out.update(_DEEPSPEED)
         said.append("DeepSpeed's pipeline engine sends each activation split over the "
                     "model-parallel ranks (PipelineEngine is_pipe_partitioned), as the "
                     "corpus's Megatron-DeepSpeed runs do: p2p_scatter_gather; its ZeRO gathers "
                     "the updated weights inside the optimizer step and its pipeline reduces "
-                    "after the schedule")
+                    "after the schedule; its Megatron forks' (and AutoTP's) column-parallel "
+                    "all-reduce blocks the backward")
+        if precision == "fp16" and _DEEPSPEED_FP16:
+            out.update(_DEEPSPEED_FP16)
+            said.append("DeepSpeed's fp16 ZeRO-1/2 reduces the fp16 gradient buckets in fp16 "
+                        "(stage_1_and_2.py communication_data_type, the parameters' dtype by "
+                        "default): grad_dtype fp16")
     if _ALEPH_ALPHA_NAMES.search(t):
         fused_norm = bool(re.search(r"rms[- ]?(?:norm )?kernel|fused[- ]rms", t))
         out.update({**_ALEPH_ALPHA, "norm_fusion": fused_norm})
@@ -212,7 +226,7 @@ def zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
         return fsdp, "torchtitan shards with FSDP2"
     if re.search(r"llm[- ]foundry|mosaicml", t):
         return fsdp, "llm-foundry shards with FSDP (FULL_SHARD)"
-    if "deepspeed" in t:
+    if _DEEPSPEED_NAMES.search(t):
         return 1, "DeepSpeed's runs shard the optimizer (ZeRO-1)"
     if _ALEPH_ALPHA_NAMES.search(t):
         return 1, "Aleph Alpha's trainer shards the optimizer (ZeRO-1)"
@@ -400,7 +414,7 @@ def schedule(words: str, text: str, year: int | None) -> tuple[str | None, str]:
             return "interleaved", f"{whose} names the interleaved schedule but not its stages"
         if _PLAIN_SCHEDULE.search(s):
             return "plain", f"{whose} names a schedule without interleaving"
-    if "deepspeed" in f"{words} {text}".lower():
+    if _DEEPSPEED_NAMES.search(f"{words} {text}".lower()):
         return "plain", "DeepSpeed's pipeline engine does not interleave"
     if _ALEPH_ALPHA_NAMES.search(f"{words} {text}".lower()):
         return "plain", ("Aleph Alpha's trainer runs 1F1B without interleaving (Hagemann et "

@@ -340,6 +340,23 @@ def test_a_deepspeed_source_runs_its_engine():
     assert (t.overlap_param_gather, t.grad_reduce_after_last_backward) == (True, False)
 
 
+@pytest.mark.parametrize("source", ["Megatron-DeepSpeed, 2022", "BigScience BLOOM, 2022",
+                                    "EleutherAI GPT-NeoX-20B, 2022"])
+def test_the_trainers_built_on_deepspeed_run_its_engine(source):
+    """BigScience's Megatron-DeepSpeed and EleutherAI's GPT-NeoX run DeepSpeed's engine: the
+    split sends, the column-parallel all-reduce blocking the backward (the Megatron forks'
+    and AutoTP's), fp16 gradients reduced in fp16 under fp16, ZeRO-1, plain 1F1B."""
+    row = {**ROW, "pp": 4, "tp": 2, "dp": 8, "precision": "fp16"}
+    (run,), _ = published_tables.load_table(_table([row], source=source), "x", corpus=[])
+    t = TrainingSpec.model_validate(run["training"])
+    assert (t.p2p_scatter_gather, t.async_tensor_model_parallel_allreduce, t.grad_dtype) == (
+        True, False, "fp16")
+    assert run["plan"]["zero_stage"] == 1 and "vpp" not in run["tune"]
+    bf16 = published_tables.load_table(_table([{**row, "precision": "bf16"}], source=source),
+                                       "x", corpus=[])[0][0]
+    assert TrainingSpec.model_validate(bf16["training"]).grad_dtype == "fp32"
+
+
 @pytest.mark.parametrize(("hardware", "kernel"), [
     ("DGX H100, 8x H100 SXM per node, 8x 400 Gb/s InfiniBand", "flash2"),
     ("DGX A100, 8x A100 80GB per node, 8x 200 Gb/s InfiniBand", "flash2"),
@@ -728,7 +745,8 @@ def _tables_figures(split: str) -> tuple[tuple, dict[str, float]]:
 def _without_the_schedule_framework_and_date_rules(monkeypatch) -> None:
     """The table rules as they stood before the attention a row names, the schedule of an
     undated interleaving, Aleph Alpha's trainer, Megatron-LM's defaults before April 2024,
-    2021's DeepSpeed ZeRO-3, an arXiv number with its version and NeMo named inside a path."""
+    2021's DeepSpeed ZeRO-3, the trainers built on DeepSpeed and its fp16 gradients and
+    blocking TP all-reduce, an arXiv number with its version and NeMo named inside a path."""
     monkeypatch.setattr(table_rules, "attention", lambda *a: ({}, []))
     monkeypatch.setattr(table_rules, "schedule", lambda words, text, year: (
         ("interleaved", "named") if re.search(r"interleav|virtual (?:pipeline )?stage",
@@ -736,6 +754,11 @@ def _without_the_schedule_framework_and_date_rules(monkeypatch) -> None:
     monkeypatch.setattr(table_rules, "megatron_lm_defaults", lambda *a: False)
     monkeypatch.setattr(table_rules, "zero3_of_2021", lambda *a: ({}, []))
     monkeypatch.setattr(table_rules, "_ALEPH_ALPHA_NAMES", re.compile(r"(?!x)x"))
+    monkeypatch.setattr(table_rules, "_DEEPSPEED_NAMES", re.compile(r"deepspeed"))
+    monkeypatch.setattr(table_rules, "_DEEPSPEED_FP16", {})
+    monkeypatch.setattr(table_rules, "_DEEPSPEED", {
+        k: v for k, v in table_rules._DEEPSPEED.items()
+        if k != "async_tensor_model_parallel_allreduce"})
     monkeypatch.setattr(table_rules, "_NVIDIA_RECIPES", re.compile(
         r"\bnemo\b|megatron[- ]bridge|dgx cloud benchmarking|dgxc-benchmarking"))
 
@@ -754,7 +777,8 @@ def _without_the_schedule_framework_and_date_rules(monkeypatch) -> None:
 def test_the_readmes_figures_before_the_schedule_framework_and_date_rules(monkeypatch):
     """The README's figures for tables as printed before the latest rules (the attention a
     row names, undated interleaving tuned from 2023 on, Aleph Alpha's trainer, Megatron-LM's
-    defaults before April 2024, 2021's DeepSpeed ZeRO-3, arXiv versions, NeMo inside a path)
+    defaults before April 2024, 2021's DeepSpeed ZeRO-3, the trainers on DeepSpeed, arXiv
+    versions, NeMo inside a path)
     and with them, overall and for the sources they move."""
     after, after_by = _tables_figures("held_out")
     fit_after, fit_after_by = _tables_figures("fit")
@@ -766,7 +790,8 @@ def test_the_readmes_figures_before_the_schedule_framework_and_date_rules(monkey
     assert moved == {"hagemann-2311.05610": (34.1, 9.1), "llama3": (37.5, 6.0),
                      "megascale-2402.15627": (22.7, 1.3), "megatron-sc21": (22.7, 3.8),
                      "mlperf-training-v3.1": (9.2, 3.1), "opt-175b": (26.2, 16.6),
-                     "moe-parallel-folding-2504.14960": (25.0, 20.1)}
+                     "moe-parallel-folding-2504.14960": (25.0, 20.1), "bloom": (27.2, 26.4),
+                     "mtnlg": (30.3, 29.2)}
     assert (fit_before[0], fit_after[0]) == (4.0, 4.0)
     assert {k: (fit_before_by[k], fit_after_by[k]) for k in fit_after_by
             if fit_before_by[k] != fit_after_by[k]} == {"megatron-lm-readme": (21.7, 8.5)}
