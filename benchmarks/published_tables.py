@@ -100,12 +100,14 @@ _HARDWARE = [
     (r"h200", "dgx-h200", None),
     (r"h800", "hgx-h800", None),
     (r"h100", "dgx-h100", None),
+    (r"a800", "hgx-a800", None),
     (r"a100[^,;]*?\b40\s*gb", "dgx-a100", "a100-40gb"),
     (r"a100", "dgx-a100", None),
     (r"v100[^,;]*?\b16\s*gb", "dgx-1", "v100-16gb"),
     (r"v100", "dgx-1", None),          # a DGX-2 where the text names one (``_cluster``)
 ]
-_FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "dgx-h100": "h100",
+_FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "hgx-a800": "a800",
+           "dgx-h100": "h100",
            "dgx-h200": "h200", "hgx-h800": "h800", "dgx-b200": "b200", "dgx-b300": "b300",
            "gb200-nvl72": "gb200", "gb300-nvl72": "gb300"}
 _GPUS_PER_NODE = {"dgx-2": 16, "gb200-nvl72": 72, "gb300-nvl72": 72}
@@ -407,8 +409,8 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     found = next((x for x in _HARDWARE if re.search(x[0], text)), None)
     if found is None:
         raise ValueError("'hardware' names no GPU the planner has a preset for (V100, A100, "
-                         "H100, H200, H800, B200, B300, GB200, GB300); give 'cluster' as a "
-                         "cluster spec")
+                         "A800, H100, H200, H800, B200, B300, GB200, GB300); give 'cluster' as "
+                         "a cluster spec")
     _, preset, gpu = found
     if preset == "dgx-1" and re.search(r"dgx-?2", text):
         preset = "dgx-2"
@@ -422,15 +424,43 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
         cluster = {"preset": preset, "num_nodes": gpus // per_node}
     if gpu:
         cluster["gpu"] = gpu
-    nics = re.search(r"(\d+)\s*[x×]\s*(\d+)\s*(?:gb/s|gbps|gbit/s|g\b)", text)
-    if nics and preset.startswith(("dgx", "hgx")):
-        kind = "roce" if re.search(r"\broce", text) else (
-            "ethernet" if re.search(r"ethernet", text) and "infiniband" not in text
-            else "infiniband")
-        cluster["inter_node"] = {"kind": kind,
-                                 "bandwidth_gb_per_s": int(nics[1]) * int(nics[2]) / 8,
-                                 "latency_us": 5.0, "nics_per_node": int(nics[1])}
+    if preset.startswith(("dgx", "hgx")):
+        network = _network(f"{row.get('hardware', '')} {doc.get('hardware', '')}",
+                           ClusterSpec.model_validate({"preset": preset}).inter_node)
+        if network:
+            cluster["inter_node"] = network
     return cluster, preset
+
+
+def _network(hardware: str, preset: object) -> dict | None:
+    """The network a hardware text gives, per node and direction (``_cluster``): "N x R Gb/s"
+    (or Gbps, Gbit/s, G) is N NICs of R; a single rate is the node's total where the text says
+    so ("per node", "per instance", "aggregate", "total") or names AWS's EFA, whose instance
+    pages give the total (p4d 400 Gbps, p5 3,200 Gbps), and otherwise one NIC's rate, as many
+    NICs as the preset has ("200 Gb/s HDR InfiniBand"). The rate's unit is matched with its
+    case, Gb (bits), never GB (bytes: an NVLink figure). Over RoCE where the text names it or
+    EFA (AWS's RDMA over its own SRD transport, RoCE's class), Ethernet where it names Ethernet
+    or TCP (GPUDirect-TCPX) and not InfiniBand, else InfiniBand. None where it gives no rate."""
+    lower = hardware.lower()
+    kind = "roce" if re.search(r"\broce|\befa", lower) else (
+        "ethernet" if re.search(r"ethernet|tcpx?o?\b", lower) and "infiniband" not in lower
+        else "infiniband")
+    nics = re.search(r"(\d+)\s*[x×]\s*(\d+)\s*(?:Gb/s|Gbps|Gbit/s|G\b|gb/s|gbps)", hardware)
+    if nics:
+        count, rate = int(nics[1]), int(nics[2])
+        total = count * rate / 8
+    else:
+        single = re.search(r"(?<![\d.x×])(\d+)\s*(?:Gb/s|Gbps|Gbit/s|Gb\b)", hardware)
+        if single is None:
+            return None
+        rate = int(single[1])
+        count = getattr(preset, "nics_per_node", None) or 8
+        if re.search(r"per (?:node|instance|server|host)|aggregate|total|\befa", lower):
+            total = rate / 8
+        else:
+            total = count * rate / 8
+    return {"kind": kind, "bandwidth_gb_per_s": total, "latency_us": 5.0,
+            "nics_per_node": count}
 
 
 def _measured(row: dict, conventions: str, model: dict, gpus: int) -> dict:

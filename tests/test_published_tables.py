@@ -960,3 +960,39 @@ def test_zero3_of_2021_is_deepspeeds_per_tensor_gathers():
     assert old["plan"]["zero_stage"] == new["plan"]["zero_stage"] == 3
     assert old["training"]["zero3_per_rank_copies"] is True
     assert "zero3_per_rank_copies" not in new["training"]
+
+
+@pytest.mark.parametrize(("hardware", "network"), [
+    ("AWS p4d.24xlarge: 8x A100 40GB, 400 Gbps EFA", ("roce", 50.0)),        # a node's total
+    ("AWS p5.48xlarge: 8x H100 80GB, 3200 Gbps EFA", ("roce", 400.0)),
+    ("A100 80GB, 1600 Gbps per node RoCE", ("roce", 200.0)),
+    ("DGX A100 nodes, Mellanox 200 Gb/s HDR InfiniBand", ("infiniband", 200.0)),   # a NIC's
+    ("H100 nodes with 200 Gb/s NICs", ("infiniband", 200.0)),                # 8 x 200 Gb/s
+    ("GCP A3, 8x H100, 8x 200 Gbps GPUDirect-TCPX", ("ethernet", 200.0)),
+    ("8x A100 80GB SXM4 (NVLink 600 GB/s), 8x 200 Gb/s HDR", ("infiniband", 200.0)),
+    ("Selene (DGX A100 SuperPOD), NVLink 600 GB/s", None),     # GB/s is bytes: NVLink's
+])
+def test_the_network_a_hardware_text_gives(hardware, network):
+    (run,), skipped = published_tables.load_table(_table([ROW], hardware=hardware), "x",
+                                                  corpus=[])
+    assert skipped == []
+    got = run["cluster"].get("inter_node")
+    assert (None if got is None else (got["kind"], got["bandwidth_gb_per_s"])) == network
+
+
+def test_an_a800_table_lands_on_its_nvlink():
+    """A800: the A100's compute with NVLink at 200 GB/s each way; the same TP-8 row takes
+    longer there than on a DGX A100, by its TP traffic, and the network the text names."""
+    row = {**ROW, "tp": 8, "dp": 8, "micro_batch_size": 1, "recompute": "none"}
+    a800 = ClusterSpec.model_validate({"preset": "hgx-a800"})
+    assert (a800.gpu.name, a800.intra_node.bandwidth_gb_per_s) == ("a800-80gb", 200)
+    assert a800.gpu.peak_tflops == ClusterSpec.model_validate({"preset": "dgx-a100"}).gpu.peak_tflops
+    times = {}
+    for hardware in ("8x A800 80GB per node, 4x 200Gb/s RoCE", "8x A100 80GB per node"):
+        (run,), _ = published_tables.load_table(_table([row], hardware=hardware), "x",
+                                                corpus=[])
+        times[run["cluster"]["preset"]] = published_accuracy.evaluate_runs([run])[0][
+            "predicted_step_s"]
+        if run["cluster"]["preset"] == "hgx-a800":
+            assert run["cluster"]["inter_node"]["bandwidth_gb_per_s"] == 100.0
+    assert times["hgx-a800"] > times["dgx-a100"]

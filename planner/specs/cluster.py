@@ -122,6 +122,11 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
                            nvls=NVLS_BUSBW_RATIO["hopper"]),
     "dgx-h200": _dgx_nodes("dgx-h200", "h200-sxm", 450, 400,
                            nvls=NVLS_BUSBW_RATIO["hopper"]),
+    # HGX A800: 8 A800 80GB on the HGX A100's NVSwitch board at 400 GB/s per GPU both ways
+    # together (200 each way), its NVLink cut from the A100's 600 (gpu.py); the network is not
+    # published for A800 systems: the DGX A100's eight 200 Gb/s HDR NICs, which a table's
+    # hardware text that names its NICs replaces.
+    "hgx-a800": _dgx_nodes("hgx-a800", "a800-80gb", 200, 200),
     # HGX H800: 8 H800 on third-generation NVSwitch at 400 GB/s per GPU both ways together
     # (200 each way; NVIDIA H800 datasheet), one 400 Gb/s InfiniBand NIC per GPU. DeepSeek-V3's
     # report measures what they give: "NVLink offers a bandwidth of 160 GB/s, roughly 3.2 times

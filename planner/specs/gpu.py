@@ -206,21 +206,24 @@ _H100: dict[str, Any] = {
     "attention_kernels": _ATTENTION_KERNELS["h100"],
 }
 
+_A100 = {
+    "name": "a100-80gb", "memory_gib": 80, "memory_bandwidth_gb_per_s": 2039,
+    "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
+    "matmul_efficiency": 0.76, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
+    "attention_kernels": _ATTENTION_KERNELS["a100"],
+}
+
 _GPU_PRESETS: dict[str, dict[str, Any]] = {
     "v100-16gb": _v100("v100-16gb", 16),
     "v100-32gb": _v100("v100-32gb", 32),
-    "a100-40gb": {
-        "name": "a100-40gb", "memory_gib": 40, "memory_bandwidth_gb_per_s": 1555,
-        "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
-        "matmul_efficiency": 0.76, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
-        "attention_kernels": _ATTENTION_KERNELS["a100"],
-    },
-    "a100-80gb": {
-        "name": "a100-80gb", "memory_gib": 80, "memory_bandwidth_gb_per_s": 2039,
-        "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, "sm_count": 108,
-        "matmul_efficiency": 0.76, "attention_efficiency": 0.62, "hbm_efficiency": 0.87,
-        "attention_kernels": _ATTENTION_KERNELS["a100"],
-    },
+    "a100-40gb": {**_A100, "name": "a100-40gb", "memory_gib": 40,
+                  "memory_bandwidth_gb_per_s": 1555},
+    "a100-80gb": _A100,
+    # A800 80GB SXM: the A100 80GB's GA100 with its compute, memory and rates, its NVLink cut
+    # to 400 GB/s both ways together (A100: 600; Reuters, reported by Tweakers, "Nvidia
+    # introduceert nieuwe A800-datacenter-gpu's voor China", November 2022; the cluster
+    # preset ``hgx-a800`` carries that).
+    "a800-80gb": {**_A100, "name": "a800-80gb"},
     "h100-sxm": _H100,
     # H200: the H100's compute and rates with 141 GB of HBM3e at 4,800 GB/s.
     "h200-sxm": {**_H100, "name": "h200-sxm", "memory_gib": 141,
