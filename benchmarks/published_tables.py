@@ -513,8 +513,11 @@ def flops_per_step(conventions: str, global_batch_size: int, seq_length: int, mo
                    params: float | None = None) -> float:
     """FLOPs of one step as the source counted them (module docstring; SC'21's "eq. (3)" is
     its 96 B s l h^2 form). ``model``: ModelSpec fields; ``params``: the N of a 6N count
-    (default: the model's active parameters as the planner counts them). Raises ValueError
-    when the conventions name no count this module knows."""
+    (default: the model's active parameters as the planner counts them). The counts as
+    sources word them are read too: Megatron-LM's (Narayanan et al.'s) formula with or without
+    the recomputed forward, 6ND (Kaplan et al.), and MFU named without a count as PaLM's, the
+    definition the term comes from. Raises ValueError when the conventions name no count this
+    module knows."""
     c = re.sub(r"[\s*·×]", "", conventions.lower())
     B, s = global_batch_size, seq_length
     spec = ModelSpec.model_validate(model)
@@ -529,6 +532,19 @@ def flops_per_step(conventions: str, global_batch_size: int, seq_length: int, mo
         return (6 * n + 12 * l * h * s) * B * s
     if re.search(r"(?<![\w.])6\s*[*x·×]?\s*(n|params|parameters)\b", conventions.lower()):
         return 6 * n * B * s
+    # The same counts as sources word them: Megatron-LM's (Narayanan et al.'s) formula with or
+    # without the recomputed forward, Kaplan et al.'s 6ND, PaLM's definition of MFU.
+    megatron = re.search(r"megatron|narayanan|sc'?21|eq\.?\(?3", c)
+    if megatron and re.search(r"(without|no|excluding)(activation)?recomput", c):
+        return 72 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (12 * l * h))
+    if megatron and re.search(r"recomput|checkpoint", c):
+        return 96 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (16 * l * h))
+    if re.search(r"(?<![\w.])6[nbp]d\b|kaplan|6(params|parameters)(x)?tokens", c):
+        return 6 * n * B * s
+    if re.search(r"\bmfu\b|model[- ]?flops[- ]?utili[sz]ation", conventions.lower()):
+        # MFU named without its count: PaLM's, the definition the term comes from
+        # (Chowdhery et al. 2022, appendix B).
+        return (6 * n + 12 * l * h * s) * B * s
     raise ValueError("a TFLOP/s or MFU figure needs the source's FLOPs convention: "
                      "'conventions' (or the row's 'flops_convention') must name 96*B*s*l*h^2 "
                      "(with recompute), 72*B*s*l*h^2 (without), 6N, or PaLM's 6N + 12LHQT")

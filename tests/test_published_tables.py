@@ -996,3 +996,24 @@ def test_an_a800_table_lands_on_its_nvlink():
         if run["cluster"]["preset"] == "hgx-a800":
             assert run["cluster"]["inter_node"]["bandwidth_gb_per_s"] == 100.0
     assert times["hgx-a800"] > times["dgx-a100"]
+
+
+@pytest.mark.parametrize(("words", "same_as"), [
+    ("Megatron-LM's formula (Narayanan et al. 2021), with activation recomputation",
+     "96*B*s*l*h^2"),
+    ("SC'21 eq. 3, counting the recomputed forward", "96*B*s*l*h^2"),
+    ("Megatron formula without recomputation", "72*B*s*l*h^2"),
+    ("model FLOPs = 6ND (Kaplan et al.)", "6N"),
+    ("MFU as each paper reports it", "PaLM's 6N + 12LHQT"),
+    ("Model FLOPs Utilization", "PaLM's 6N + 12LHQT"),
+])
+def test_flops_counts_as_sources_word_them(words, same_as):
+    """The counts a table's conventions name in words: Megatron-LM's formula with or without
+    the recomputed forward, 6ND, and MFU named without its count as PaLM's (the definition
+    the term comes from); a text that names none still names the field."""
+    model = {"name": "x", "num_layers": 96, "hidden_size": 12288, "num_attention_heads": 96,
+             "vocab_size": 51200}
+    assert published_tables.flops_per_step(words, 1536, 2048, model) == \
+        published_tables.flops_per_step(same_as, 1536, 2048, model)
+    with pytest.raises(ValueError, match="FLOPs convention"):
+        published_tables.flops_per_step("TFLOP/s as reported", 1536, 2048, model)
