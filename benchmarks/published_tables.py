@@ -389,14 +389,16 @@ def _model(row: dict) -> dict:
 
 def _preset_named(name: str) -> str | None:
     """The planner's model preset a published name means ("Llama 3.1 405B", "LLAMA3_70B",
-    "Llama-2-70b", "GPT-3 175B", "Mixtral 8x7B", "DeepSeek-V3"): compared without case,
-    punctuation or a Llama point release (3.1's shapes are 3's), exactly, else None."""
+    "Llama-2-70b", "GPT-3 175B", "Mixtral 8x7B", "DeepSeek-V3", "DeepSeek-V3 671B"): compared
+    without case, punctuation or a Llama point release (3.1's shapes are 3's), exactly or
+    without the size a versioned name adds, else None."""
     bare = re.sub(r"^[\w.-]+/", "", name.lower().strip())     # a Hugging Face organisation
     bare = re.sub(r"^meta[- ]", "", bare)
     flat = re.sub(r"llama[^a-z0-9]*(\d)(?:\.\d)?", r"llama\1", bare)
     flat = re.sub(r"[^a-z0-9]+", "", flat)
-    return next((p for p in ModelSpec.preset_names() if re.sub(r"[^a-z0-9]+", "", p) == flat),
-                None)
+    names = {re.sub(r"[^a-z0-9]+", "", p): p for p in ModelSpec.preset_names()}
+    # ... or with the size a versioned name adds ("DeepSeek-V3 671B").
+    return names.get(flat) or names.get(re.sub(r"(?<=[a-z]\d)\d+(?:\.\d+)?b$", "", flat))
 
 
 def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:

@@ -1017,3 +1017,19 @@ def test_flops_counts_as_sources_word_them(words, same_as):
         published_tables.flops_per_step(same_as, 1536, 2048, model)
     with pytest.raises(ValueError, match="FLOPs convention"):
         published_tables.flops_per_step("TFLOP/s as reported", 1536, 2048, model)
+
+
+@pytest.mark.parametrize(("name", "preset", "billions"), [
+    ("OPT-175B", "opt-175b", 175), ("BLOOM 176B", "bloom-176b", 176),
+    ("MT-NLG 530B", "mt-nlg-530b", 530), ("GPT-NeoX-20B", "gpt-neox-20b", 20.6),
+    ("GLM-130B", "glm-130b", 130), ("Nemotron-4 15B", "nemotron4-15b", 15.6),
+    ("Nemotron-4 340B", "nemotron4-340b", 340), ("Mistral 7B", "mistral-7b", 7.24),
+    ("DeepSeek-V3 671B", "deepseek-v3", 671),
+])
+def test_published_models_named_without_their_shape(name, preset, billions):
+    """The large published runs' models a table may name without a shape: each name finds
+    its preset (a versioned name with its size too), whose parameters are the report's
+    total within 1.5% (GLM-130B's 130B is rounded from its 128.7B as the planner counts it)."""
+    assert published_tables._preset_named(name) == preset
+    from planner.specs import ModelSpec
+    assert ModelSpec.from_preset(preset).num_params / 1e9 == pytest.approx(billions, rel=0.015)

@@ -62,6 +62,41 @@ _MODEL_PRESETS: dict[str, dict[str, Any]] = {
     "llama3-405b": {"name": "llama3-405b", "num_layers": 126, "hidden_size": 16384,
                     "num_attention_heads": 128, "num_kv_heads": 8, "ffn_hidden_size": 53248,
                     "ffn_type": "swiglu", "vocab_size": 128256},
+    # Mistral 7B: Jiang et al. 2023 (arXiv 2310.06825), Table 1: every layer attends through
+    # a 4,096-token sliding window.
+    "mistral-7b": {"name": "mistral-7b", "num_layers": 32, "hidden_size": 4096,
+                   "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336,
+                   "ffn_type": "swiglu", "vocab_size": 32000, "sliding_window": 4096,
+                   "num_sliding_window_layers": 32},
+    # Published large dense runs' models, as their reports give them (the 2-matrix MLPs of
+    # OPT's ReLU and Nemotron-4's squared ReLU cost as GELU's; GLM-130B's GeGLU has SwiGLU's
+    # three matrices): GPT-NeoX-20B, Black et al. 2022 (arXiv 2204.06745) and configs/20B.yml;
+    # OPT-175B, Zhang et al. 2022 (arXiv 2205.01068), Table 1; BLOOM, BigScience 2022 (arXiv
+    # 2211.05100), Table 3; MT-NLG, Smith et al. 2022 (arXiv 2201.11990), section 2; GLM-130B,
+    # Zeng et al. 2022 (arXiv 2210.02414), section 2 and appendix; Nemotron-4 15B, Parmar et
+    # al. 2024 (arXiv 2402.16819), Table 1; Nemotron-4 340B, NVIDIA 2024 (arXiv 2406.11704),
+    # Table 1.
+    "gpt-neox-20b": {"name": "gpt-neox-20b", "num_layers": 44, "hidden_size": 6144,
+                     "num_attention_heads": 64, "ffn_hidden_size": 24576, "ffn_type": "gelu",
+                     "vocab_size": 50432},
+    "opt-175b": {"name": "opt-175b", "num_layers": 96, "hidden_size": 12288,
+                 "num_attention_heads": 96, "ffn_hidden_size": 49152, "ffn_type": "gelu",
+                 "vocab_size": 50272, "tied_embeddings": True},
+    "bloom-176b": {"name": "bloom-176b", "num_layers": 70, "hidden_size": 14336,
+                   "num_attention_heads": 112, "ffn_hidden_size": 57344, "ffn_type": "gelu",
+                   "vocab_size": 250880, "tied_embeddings": True},
+    "mt-nlg-530b": {"name": "mt-nlg-530b", "num_layers": 105, "hidden_size": 20480,
+                    "num_attention_heads": 128, "ffn_hidden_size": 81920, "ffn_type": "gelu",
+                    "vocab_size": 51200, "tied_embeddings": True},
+    "glm-130b": {"name": "glm-130b", "num_layers": 70, "hidden_size": 12288,
+                 "num_attention_heads": 96, "ffn_hidden_size": 32768, "ffn_type": "swiglu",
+                 "vocab_size": 150528, "tied_embeddings": True},
+    "nemotron4-15b": {"name": "nemotron4-15b", "num_layers": 32, "hidden_size": 6144,
+                      "num_attention_heads": 48, "num_kv_heads": 8, "ffn_hidden_size": 24576,
+                      "ffn_type": "gelu", "vocab_size": 256000},
+    "nemotron4-340b": {"name": "nemotron4-340b", "num_layers": 96, "hidden_size": 18432,
+                       "num_attention_heads": 96, "num_kv_heads": 8, "ffn_hidden_size": 73728,
+                       "ffn_type": "gelu", "vocab_size": 256000},
     # Mixture of experts, from the released config.json files (Mixtral: Jiang et al. 2024;
     # Qwen3 technical report 2025; DeepSeek-V3 report 2024, Table/section 4.2; gpt-oss model
     # card 2025).
