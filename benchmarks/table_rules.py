@@ -394,7 +394,9 @@ def _attention_named(text: str) -> list[dict]:
     return named
 
 
-_PLAIN_SCHEDULE = re.compile(r"\bgpipe\b|pipedream|non[- ]interleaved|\b1f1b\b")
+_PLAIN_SCHEDULE = re.compile(r"\bgpipe\b|pipedream|non[- ]?interleaved|\b1f1b\b")
+_INTERLEAVED = re.compile(r"(?<!non)(?<!non[- ])interleav|virtual (?:pipeline )?stage|"
+                          r"\b1f1b-i\b")
 
 
 def schedule(words: str, text: str, year: int | None) -> tuple[str | None, str]:
@@ -410,7 +412,7 @@ def schedule(words: str, text: str, year: int | None) -> tuple[str | None, str]:
     interleave); before 2023, the plain one."""
     for source, whose in ((words, "the row"), (text, "the text")):
         s = source.lower()
-        if re.search(r"interleav|virtual (?:pipeline )?stage", s):
+        if _INTERLEAVED.search(s):
             return "interleaved", f"{whose} names the interleaved schedule but not its stages"
         if _PLAIN_SCHEDULE.search(s):
             return "plain", f"{whose} names a schedule without interleaving"

@@ -669,6 +669,9 @@ def test_the_interleaved_schedule_named_without_its_stages_is_tuned():
         plain = tune(**doc)
         assert "vpp" not in plain["tune"] and "vpp" not in plain["plan"], doc
     assert tune()["tune"]["vpp"] == [1, 2, 3, 4, 5, 6, 8]           # 2024, none named
+    for words, kind in (("non-interleaved 1F1B", "plain"), ("1F1B-I", "interleaved"),
+                        ("Interleaved 1F1B", "interleaved"), ("PipeDream-flush", "plain")):
+        assert table_rules.schedule(words, "Example 2024", 2024)[0] == kind, words
     (na,), _ = published_tables.load_table(_table([{**row, "VP": "n/a"}]), "x", corpus=[])
     assert na["plan"]["vpp"] == 1 and "vpp" not in na["tune"]
     plain = tune(conventions="6N; 1F1B schedule")
