@@ -206,6 +206,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     if "global_batch_size" not in row and tokens is not None:
         # A batch given in tokens (Llama 2 and 3's "4M tokens"): sequences of seq_length.
         seq = _require_int(row, "seq_length")
+        tokens = _token_count(tokens, seq)
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens % seq:
             raise ValueError(f"a global batch of {tokens!r} tokens is not a whole number of "
                              f"{seq}-token sequences")
@@ -366,6 +367,26 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
         elif why:
             assumed.append(f"vpp 1: {why}")
     return plan, tune, assumed
+
+
+def _token_count(tokens: object, seq: int) -> object:
+    """A token count as a page prints it: "16M" or "4M tokens" (Llama 3's 16M is 2,048
+    sequences of 8,192, 16 x 2^20: binary where that is whole sequences, else decimal), "512K",
+    "1,048,576"; anything else as given."""
+    if not isinstance(tokens, str):
+        return tokens
+    found = re.fullmatch(r"\s*([\d.,]+)\s*([km]?)\s*(?:tokens)?\s*", tokens.lower())
+    if not found:
+        return tokens
+    number = float(found[1].replace(",", ""))
+    if not found[2]:
+        return int(number) if number.is_integer() else tokens
+    binary = number * {"k": 2**10, "m": 2**20}[found[2]]
+    decimal = number * {"k": 1e3, "m": 1e6}[found[2]]
+    for value in (binary, decimal):
+        if value.is_integer() and int(value) % seq == 0:
+            return int(value)
+    return tokens
 
 
 def _model(row: dict) -> dict:

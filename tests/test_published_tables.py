@@ -646,6 +646,12 @@ def test_a_row_naming_its_model_and_its_batch_in_tokens():
     assert "'num_layers' is missing" in skipped[0]["reason"]
     assert "llama3-70b" in skipped[0]["reason"]
     assert "not a whole number of 8192-token sequences" in skipped[1]["reason"]
+    # As pages print them: Llama 3's "16M" is 2,048 sequences of 8,192 (16 x 2^20).
+    for tokens, sequences in (("16M", 2048), ("1M tokens", 128), ("1,048,576", 128)):
+        runs, skipped = published_tables.load_table(
+            _table([{**base, "model": "Llama 3 70B", "global_batch_tokens": tokens}]), "x",
+            corpus=[])
+        assert skipped == [] and runs[0]["training"]["global_batch_size"] == sequences, tokens
 
 
 def test_the_interleaved_schedule_named_without_its_stages_is_tuned():
