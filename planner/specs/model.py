@@ -37,6 +37,15 @@ from planner.specs._preset import PresetSpec
 
 FfnType = Literal["gelu", "swiglu"]
 
+def _dense(name: str, layers: int, hidden: int, heads: int, ffn: int, ffn_type: str,
+           vocab: int, kv: int | None = None, tied: bool = False) -> dict[str, Any]:
+    """A dense preset's fields, as a report's table gives them."""
+    return {"name": name, "num_layers": layers, "hidden_size": hidden,
+            "num_attention_heads": heads, "ffn_hidden_size": ffn, "ffn_type": ffn_type,
+            "vocab_size": vocab, "tied_embeddings": tied,
+            **({"num_kv_heads": kv} if kv is not None else {})}
+
+
 _MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # Brown et al. 2020, Table 2.1; GPT-2 BPE vocabulary, embeddings tied.
     "gpt3-175b": {"name": "gpt3-175b", "num_layers": 96, "hidden_size": 12288,
@@ -76,27 +85,13 @@ _MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # Zeng et al. 2022 (arXiv 2210.02414), section 2 and appendix; Nemotron-4 15B, Parmar et
     # al. 2024 (arXiv 2402.16819), Table 1; Nemotron-4 340B, NVIDIA 2024 (arXiv 2406.11704),
     # Table 1.
-    "gpt-neox-20b": {"name": "gpt-neox-20b", "num_layers": 44, "hidden_size": 6144,
-                     "num_attention_heads": 64, "ffn_hidden_size": 24576, "ffn_type": "gelu",
-                     "vocab_size": 50432},
-    "opt-175b": {"name": "opt-175b", "num_layers": 96, "hidden_size": 12288,
-                 "num_attention_heads": 96, "ffn_hidden_size": 49152, "ffn_type": "gelu",
-                 "vocab_size": 50272, "tied_embeddings": True},
-    "bloom-176b": {"name": "bloom-176b", "num_layers": 70, "hidden_size": 14336,
-                   "num_attention_heads": 112, "ffn_hidden_size": 57344, "ffn_type": "gelu",
-                   "vocab_size": 250880, "tied_embeddings": True},
-    "mt-nlg-530b": {"name": "mt-nlg-530b", "num_layers": 105, "hidden_size": 20480,
-                    "num_attention_heads": 128, "ffn_hidden_size": 81920, "ffn_type": "gelu",
-                    "vocab_size": 51200, "tied_embeddings": True},
-    "glm-130b": {"name": "glm-130b", "num_layers": 70, "hidden_size": 12288,
-                 "num_attention_heads": 96, "ffn_hidden_size": 32768, "ffn_type": "swiglu",
-                 "vocab_size": 150528, "tied_embeddings": True},
-    "nemotron4-15b": {"name": "nemotron4-15b", "num_layers": 32, "hidden_size": 6144,
-                      "num_attention_heads": 48, "num_kv_heads": 8, "ffn_hidden_size": 24576,
-                      "ffn_type": "gelu", "vocab_size": 256000},
-    "nemotron4-340b": {"name": "nemotron4-340b", "num_layers": 96, "hidden_size": 18432,
-                       "num_attention_heads": 96, "num_kv_heads": 8, "ffn_hidden_size": 73728,
-                       "ffn_type": "gelu", "vocab_size": 256000},
+    "gpt-neox-20b": _dense("gpt-neox-20b", 44, 6144, 64, 24576, "gelu", 50432),
+    "opt-175b": _dense("opt-175b", 96, 12288, 96, 49152, "gelu", 50272, tied=True),
+    "bloom-176b": _dense("bloom-176b", 70, 14336, 112, 57344, "gelu", 250880, tied=True),
+    "mt-nlg-530b": _dense("mt-nlg-530b", 105, 20480, 128, 81920, "gelu", 51200, tied=True),
+    "glm-130b": _dense("glm-130b", 70, 12288, 96, 32768, "swiglu", 150528, tied=True),
+    "nemotron4-15b": _dense("nemotron4-15b", 32, 6144, 48, 24576, "gelu", 256000, kv=8),
+    "nemotron4-340b": _dense("nemotron4-340b", 96, 18432, 96, 73728, "gelu", 256000, kv=8),
     # Mixture of experts, from the released config.json files (Mixtral: Jiang et al. 2024;
     # Qwen3 technical report 2025; DeepSeek-V3 report 2024, Table/section 4.2; gpt-oss model
     # card 2025).
