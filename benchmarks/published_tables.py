@@ -556,21 +556,28 @@ def flops_per_step(conventions: str, global_batch_size: int, seq_length: int, mo
     if re.search(r"(?<![\w.])6\s*[*x·×]?\s*(n|params|parameters)\b", conventions.lower()):
         return 6 * n * B * s
     # The same counts as sources word them: Megatron-LM's (Narayanan et al.'s) formula with or
-    # without the recomputed forward, Kaplan et al.'s 6ND, PaLM's definition of MFU.
+    # without the recomputed forward, Kaplan et al.'s 6ND, PaLM's definition of MFU; only where
+    # the text spells out no formula of its own (one it spells and no form above matches is
+    # another count, refused: the FlashAttention-2 paper's, or Megatron-LM's causal-halved one).
+    if re.search(r"(?<![\w.])6[nbp]d\b|kaplan|6(params|parameters)(x)?tokens", c):
+        return 6 * n * B * s
+    if re.search(r"[*+=^]|causal", conventions.lower()):
+        raise ValueError(_NO_CONVENTION)
     megatron = re.search(r"megatron|narayanan|sc'?21|eq\.?\(?3", c)
     if megatron and re.search(r"(without|no|excluding)(activation)?recomput", c):
         return 72 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (12 * l * h))
     if megatron and re.search(r"recomput|checkpoint", c):
         return 96 * B * s * l * h**2 * (1 + s / (6 * h) + _vocab(V) / (16 * l * h))
-    if re.search(r"(?<![\w.])6[nbp]d\b|kaplan|6(params|parameters)(x)?tokens", c):
-        return 6 * n * B * s
     if re.search(r"\bmfu\b|model[- ]?flops[- ]?utili[sz]ation", conventions.lower()):
         # MFU named without its count: PaLM's, the definition the term comes from
         # (Chowdhery et al. 2022, appendix B).
         return (6 * n + 12 * l * h * s) * B * s
-    raise ValueError("a TFLOP/s or MFU figure needs the source's FLOPs convention: "
-                     "'conventions' (or the row's 'flops_convention') must name 96*B*s*l*h^2 "
-                     "(with recompute), 72*B*s*l*h^2 (without), 6N, or PaLM's 6N + 12LHQT")
+    raise ValueError(_NO_CONVENTION)
+
+
+_NO_CONVENTION = ("a TFLOP/s or MFU figure needs the source's FLOPs convention: 'conventions' "
+                  "(or the row's 'flops_convention') must name 96*B*s*l*h^2 (with recompute), "
+                  "72*B*s*l*h^2 (without), 6N, or PaLM's 6N + 12LHQT")
 
 
 

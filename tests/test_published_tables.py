@@ -1024,8 +1024,13 @@ def test_flops_counts_as_sources_word_them(words, same_as):
              "vocab_size": 51200}
     assert published_tables.flops_per_step(words, 1536, 2048, model) == \
         published_tables.flops_per_step(same_as, 1536, 2048, model)
-    with pytest.raises(ValueError, match="FLOPs convention"):
-        published_tables.flops_per_step("TFLOP/s as reported", 1536, 2048, model)
+    for other in ("TFLOP/s as reported",                     # names no count
+                  "MFU; step time = Megatron-LM num_floating_point_operations (causal attention "
+                  "halved) / (MFU x peak)",                   # a count of its own: refused
+                  "following Megatron-LM: 6 * seqlen * params + 12 * layers * hidden * seqlen^2"
+                  " (no recompute)"):
+        with pytest.raises(ValueError, match="FLOPs convention"):
+            published_tables.flops_per_step(other, 1536, 2048, model)
 
 
 @pytest.mark.parametrize(("name", "preset", "billions"), [
