@@ -241,8 +241,9 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words)
     if plan.get("zero_stage") == 3 and year is not None and year <= 2021:
         implied, said = rules.zero3_of_2021(model, training["precision"])
-        training.update({k: v for k, v in implied.items()
-                         if k not in (row.get("training") or {})})
+        given = {*(doc.get("training") or {}), *(row.get("training") or {}),
+                 *(k for k in TrainingSpec.model_fields if k in row)}
+        training.update({k: v for k, v in implied.items() if k not in given})
         more += said
     efficiency, said = rules.overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
     efficiency.update({**(doc.get("efficiency") or {}), **(row.get("efficiency") or {})})

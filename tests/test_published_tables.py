@@ -969,6 +969,9 @@ def test_zero3_of_2021_is_deepspeeds_per_tensor_gathers():
     assert old["plan"]["zero_stage"] == new["plan"]["zero_stage"] == 3
     assert old["training"]["zero3_per_rank_copies"] is True
     assert "zero3_per_rank_copies" not in new["training"]
+    (said,), _ = published_tables.load_table(       # what the row sets stands
+        _table([{**row, "grad_dtype": "fp32"}], source="Example, SC'21"), "x", corpus=[])
+    assert said["training"]["grad_dtype"] == "fp32"
 
 
 @pytest.mark.parametrize(("hardware", "network"), [
