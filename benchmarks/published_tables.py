@@ -186,6 +186,8 @@ def _canonical(row: dict) -> dict:
                 out[key] = 1                # a VP column's "n/a": no virtual stages
             elif _NOT_APPLICABLE.fullmatch(text):
                 del out[key]                # "n/a", "-": the column does not apply
+            elif key == "mfu" and re.fullmatch(r"\d+(?:\.\d+)?\s*%", text):
+                out[key] = float(text.rstrip("% "))     # "38%", "41.5 %": a percentage
             elif re.fullmatch(r"\d+", text):
                 out[key] = int(text)
             elif re.fullmatch(r"\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+", text.lower()):

@@ -685,6 +685,15 @@ def test_the_interleaved_schedule_named_without_its_stages_is_tuned():
     assert fast["plan"]["vpp"] > 1 and fast["predicted_step_s"] < slow["predicted_step_s"]
 
 
+def test_an_mfu_printed_as_a_percentage():
+    """ "41%" and "41.0 %" as a page prints an MFU are the figure 41 (a percentage), as 0.41."""
+    rows = [{**ROW, "mfu": v, "tflops_per_gpu": None} for v in ("41%", "41.0 %", 0.41)]
+    for row in rows:
+        del row["tflops_per_gpu"]
+    runs, skipped = published_tables.load_table(_table(rows), "x", corpus=[])
+    assert skipped == [] and len({r["measured"]["step_time_s"] for r in runs}) == 1
+
+
 def test_numbers_printed_as_text_and_columns_left_na():
     """A page's cells as text: "1,071" and "8" are numbers, "n/a" and "-" columns that do not
     apply (Megatron-Bridge's EP of a dense run; its VP's "n/a", no virtual stages, is vpp 1),
@@ -1041,7 +1050,7 @@ def test_flops_counts_as_sources_word_them(words, same_as):
     ("MT-NLG 530B", "mt-nlg-530b", 530), ("GPT-NeoX-20B", "gpt-neox-20b", 20.6),
     ("GLM-130B", "glm-130b", 130), ("Nemotron-4 15B", "nemotron4-15b", 15.6),
     ("Nemotron-4 340B", "nemotron4-340b", 340), ("Mistral 7B", "mistral-7b", 7.24),
-    ("DeepSeek-V3 671B", "deepseek-v3", 671),
+    ("DeepSeek-V3 671B", "deepseek-v3", 671), ("Falcon-180B", "falcon-180b", 180),
 ])
 def test_published_models_named_without_their_shape(name, preset, billions):
     """The large published runs' models a table may name without a shape: each name finds

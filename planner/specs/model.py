@@ -92,6 +92,11 @@ _MODEL_PRESETS: dict[str, dict[str, Any]] = {
     "glm-130b": _dense("glm-130b", 70, 12288, 96, 32768, "swiglu", 150528, tied=True),
     "nemotron4-15b": _dense("nemotron4-15b", 32, 6144, 48, 24576, "gelu", 256000, kv=8),
     "nemotron4-340b": _dense("nemotron4-340b", 96, 18432, 96, 73728, "gelu", 256000, kv=8),
+    # Falcon-180B (Almazrouei et al. 2023, arXiv 2311.16867; tiiuae/falcon-180B's config as
+    # TensorRT-LLM's Falcon example restates it): 80 layers of 14,848, 232 query heads of 64 in
+    # 8 KV groups, a GELU MLP of 4h, 65,024 tokens, untied; its attention and MLP run in
+    # parallel off one norm, costed as the planner's sequential layer (the same FLOPs).
+    "falcon-180b": _dense("falcon-180b", 80, 14848, 232, 59392, "gelu", 65024, kv=8),
     # Mixture of experts, from the released config.json files (Mixtral: Jiang et al. 2024;
     # Qwen3 technical report 2025; DeepSeek-V3 report 2024, Table/section 4.2; gpt-oss model
     # card 2025).
