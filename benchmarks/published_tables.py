@@ -138,7 +138,10 @@ def load_table(doc: dict, name: str, corpus: list[dict]) -> tuple[list[dict], li
     rows = doc.get("rows")
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{name}: 'rows' must be a non-empty list of runs")
-    index = {key: r for r in corpus if (key := _match_key(r)) is not None}
+    index: dict[str, list[dict]] = {}
+    for r in corpus:
+        if (key := _match_key(r)) is not None:
+            index.setdefault(key, []).append(r)
     runs, skipped = [], []
     for i, row in enumerate(rows):
         try:
@@ -225,10 +228,11 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     if used != gpus:
         raise ValueError(f"gpus {gpus} is not tp x pp x dp x cp = {used}")
     measured = _measured(row, conventions, model, gpus)
-    found = index.get(json.dumps([_family(cluster, preset), model["num_layers"],
-                                  model["hidden_size"], model["num_attention_heads"],
-                                  model.get("vocab_size"), seq, batch, gpus,
-                                  [degrees.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep")]]))
+    found = _corpus_run(index.get(json.dumps([
+        _family(cluster, preset), model["num_layers"], model["hidden_size"],
+        model["num_attention_heads"], model.get("vocab_size"), seq, batch, gpus,
+        [degrees.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep")]]), []),
+        row.get("precision") or doc.get("precision"))
     if found is not None:
         run = copy.deepcopy(found)
         run["measured"] = _with_mfu_step(measured, run["cluster"], gpus)
@@ -588,6 +592,19 @@ def _vocab(v: object) -> int:
     if not isinstance(v, int) or v <= 0:
         raise ValueError("'vocab_size' is needed to undo a Megatron FLOPs count")
     return v
+
+
+def _corpus_run(runs: list[dict], given: object) -> dict | None:
+    """The corpus run a row is, of those with its model, batch, GPUs and degrees: where the row
+    (or its table) gives a precision, the one in that precision (and fp8 recipe, where named:
+    one plan in bf16 and fp8, or in FP8-CS and FP8-MX, is two runs); else the last."""
+    if isinstance(given, str):
+        named, recipe = rules.quantisation(given)
+        precision = given.lower() if given.lower() in rules.PRECISIONS else (
+            named or rules.precision(given))
+        runs = [r for r in runs if r["training"].get("precision", "bf16") == precision
+                and (recipe is None or r["training"].get("fp8_recipe", "delayed") == recipe)]
+    return runs[-1] if runs else None
 
 
 def _match_key(run: dict) -> str | None:

@@ -1059,3 +1059,23 @@ def test_published_models_named_without_their_shape(name, preset, billions):
     assert published_tables._preset_named(name) == preset
     from planner.specs import ModelSpec
     assert ModelSpec.from_preset(preset).num_params / 1e9 == pytest.approx(billions, rel=0.015)
+
+
+def test_a_row_finds_the_corpus_run_in_its_own_precision():
+    """One plan published in BF16 and in FP8 (DGX Cloud Benchmarking's Llama 3.1 8B on 8
+    H100) is two corpus runs: a row that gives its precision is replayed as the run in that
+    precision, and one naming an fp8 recipe the corpus does not hold for it is built from the
+    table instead."""
+    corpus = published_accuracy.load_runs()
+    page = {"model": "Llama 3 8B", "gpus": 8, "global_batch_size": 128, "seq_length": 8192,
+            "tp": 1, "pp": 1, "cp": 2, "micro_batch_size": 1, "tokens_per_s_per_gpu": 10000}
+    doc = {"source": "DGX Cloud Benchmarking 25.02", "hardware": "DGX H100"}
+    for given, run_id in (("BF16", "dgxc-2502-llama3.1-8b-h100-8-bf16"),
+                          ("FP8", "dgxc-2502-llama3.1-8b-h100-8-fp8")):
+        (run,), _ = published_tables.load_table({**doc, "rows": [{**page, "precision": given}]},
+                                                "x", corpus)
+        assert run["id"] == run_id and run["assumed"][0].startswith("the corpus's run")
+    (built,), _ = published_tables.load_table(
+        {**doc, "rows": [{**page, "precision": "FP8-CS"}]}, "x", corpus)
+    assert not built["id"].startswith("dgxc") and built["training"]["fp8_recipe"] == "tensorwise"
+    assert published_accuracy.evaluate_runs([built])[0]["predicted_step_s"] > 0
