@@ -154,20 +154,31 @@ def load_table(doc: dict, name: str, corpus: list[dict]) -> tuple[list[dict], li
 
 
 # Other names tables give the same columns (first the name this module reads).
-_ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size"),
-            "seq_length": ("seq_len", "sequence_length"),
-            "global_batch_size": ("batch_size", "gbs"),
+_ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "of_gpus",
+                     "n_gpus"),
+            "seq_length": ("seq_len", "sequence_length", "context_length"),
+            "global_batch_size": ("batch_size", "gbs", "global_batch"),
             "micro_batch_size": ("mbs",),
-            "num_layers": ("layers", "n_layers"), "hidden_size": ("hidden", "d_model"),
-            "num_attention_heads": ("heads", "n_heads", "num_heads"),
-            "tp": ("tensor_parallel",), "pp": ("pipeline_parallel",),
-            "dp": ("data_parallel",), "cp": ("context_parallel",), "ep": ("expert_parallel",),
+            "num_layers": ("layers", "n_layers", "number_of_layers"),
+            "hidden_size": ("hidden", "d_model"),
+            "num_attention_heads": ("heads", "n_heads", "num_heads", "attention_heads",
+                                    "number_of_attention_heads"),
+            # Megatron-LM's README prints "Tensor MP size", "Pipeline MP size" and
+            # "Data-parallel size"; its arguments say tensor_model_parallel_size and so on.
+            "tp": ("tensor_parallel", "tp_size", "tensor_mp_size", "tensor_parallel_size",
+                   "tensor_model_parallel_size"),
+            "pp": ("pipeline_parallel", "pp_size", "pipeline_mp_size", "pipeline_parallel_size",
+                   "pipeline_model_parallel_size"),
+            "dp": ("data_parallel", "dp_size", "data_parallel_size"),
+            "cp": ("context_parallel", "cp_size", "context_parallel_size"),
+            "ep": ("expert_parallel", "ep_size", "expert_model_parallel_size"),
             "vpp": ("virtual_stages", "virtual_pipeline_stages", "vp"),
             "step_time_s": ("iteration_time_s", "seconds_per_step", "step_time"),
             "tokens_per_s_per_gpu": ("tokens_per_sec_per_gpu", "tps_per_gpu",
                                      "tokens_sec_gpu", "tokens_s_gpu"),
             "tflops_per_gpu": ("model_tflop_sec_gpu", "model_tflops_sec_gpu", "tflop_sec_gpu",
-                               "tflops_gpu")}
+                               "tflops_gpu", "per_gpu_teraflop_s", "teraflop_s_per_gpu",
+                               "tflop_s_per_gpu", "per_gpu_tflop_s")}
 
 
 def _canonical(row: dict) -> dict:

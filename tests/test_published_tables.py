@@ -1079,3 +1079,23 @@ def test_a_row_finds_the_corpus_run_in_its_own_precision():
         {**doc, "rows": [{**page, "precision": "FP8-CS"}]}, "x", corpus)
     assert not built["id"].startswith("dgxc") and built["training"]["fp8_recipe"] == "tensorwise"
     assert published_accuracy.evaluate_runs([built])[0]["predicted_step_s"] > 0
+
+
+def test_megatron_readme_headers_as_printed():
+    """The Megatron-LM README's model table prints "Tensor MP size", "Pipeline MP size",
+    "Data-parallel size", "Number of GPUs", "Number of layers", "Attention heads" and
+    "Per-GPU teraFLOP/s": the same run as the corpus's column names give."""
+    printed = {"Model size": "70B", "Attention heads": 64, "Hidden size": 8192,
+               "Number of layers": 84, "Tensor MP size": 8, "Pipeline MP size": 2,
+               "Data-parallel size": 48, "Number of GPUs": 768, "Batch size": 384,
+               "Per-GPU teraFLOP/s": 419.7, "vocab_size": 131072, "seq_length": 4096}
+    plain = {"num_attention_heads": 64, "hidden_size": 8192, "num_layers": 84, "tp": 8,
+             "pp": 2, "dp": 48, "gpus": 768, "global_batch_size": 384, "tflops_per_gpu": 419.7,
+             "vocab_size": 131072, "seq_length": 4096}
+    doc = {"source": "NVIDIA/Megatron-LM README, 2024", "hardware": "DGX H100",
+           "conventions": "72*B*s*l*h^2, no recompute"}
+    (a,), skipped = published_tables.load_table({**doc, "rows": [printed]}, "x", corpus=[])
+    (b,), _ = published_tables.load_table({**doc, "rows": [plain]}, "x", corpus=[])
+    assert skipped == []
+    for key in ("plan", "measured", "training", "tune", "model"):
+        assert a[key] == b[key], key
