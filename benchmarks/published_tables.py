@@ -158,6 +158,7 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
                      "n_gpus"),
             "seq_length": ("seq_len", "sequence_length", "context_length"),
             "global_batch_size": ("batch_size", "gbs", "global_batch"),
+            "params_billion": ("model_size", "parameters", "params"),
             "micro_batch_size": ("mbs",),
             "num_layers": ("layers", "n_layers", "number_of_layers"),
             "hidden_size": ("hidden", "d_model"),
@@ -202,6 +203,14 @@ def _canonical(row: dict) -> dict:
                 del out[key]                # "n/a", "-": the column does not apply
             elif key == "mfu" and re.fullmatch(r"\d+(?:\.\d+)?\s*%", text):
                 out[key] = float(text.rstrip("% "))     # "38%", "41.5 %": a percentage
+            elif key == "params_billion" and not re.fullmatch(r"\d*\.?\d+", text):
+                # A model size as printed ("70B", "1.7B", "350M", "1T"); one that reads as
+                # no size ("GPT-3") is left out: the model's own count stands for it.
+                size = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([mbt])", text.lower())
+                if size:
+                    out[key] = float(size[1]) * {"m": 1e-3, "b": 1.0, "t": 1e3}[size[2]]
+                else:
+                    del out[key]
             elif re.fullmatch(r"\d+", text):
                 out[key] = int(text)
             elif re.fullmatch(r"\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+", text.lower()):

@@ -1099,3 +1099,12 @@ def test_megatron_readme_headers_as_printed():
     assert skipped == []
     for key in ("plan", "measured", "training", "tune", "model"):
         assert a[key] == b[key], key
+    # Its "Model size" is the N of a 6N count, by hand: 6 x 70e9 x 384 x 4096 FLOPs a step
+    # over 419.7 TFLOP/s on each of 768 GPUs; a size column that reads as no size is left out.
+    (six,), _ = published_tables.load_table(
+        {**doc, "conventions": "6N", "rows": [printed]}, "x", corpus=[])
+    assert six["measured"]["step_time_s"] == pytest.approx(
+        6 * 70e9 * 384 * 4096 / (419.7e12 * 768))
+    (named,), skipped = published_tables.load_table(
+        {**doc, "rows": [{**printed, "Model size": "GPT-3"}]}, "x", corpus=[])
+    assert skipped == [] and named["measured"] == a["measured"]
