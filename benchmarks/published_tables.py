@@ -173,6 +173,7 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
             "dp": ("data_parallel", "dp_size", "data_parallel_size"),
             "cp": ("context_parallel", "cp_size", "context_parallel_size"),
             "ep": ("expert_parallel", "ep_size", "expert_model_parallel_size"),
+            "etp": ("expert_tensor_parallel", "etp_size", "expert_tensor_parallel_size"),
             "vpp": ("virtual_stages", "virtual_pipeline_stages", "vp"),
             "step_time_s": ("iteration_time_s", "seconds_per_step", "step_time"),
             "tokens_per_s_per_gpu": ("tokens_per_sec_per_gpu", "tps_per_gpu",
@@ -456,6 +457,14 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
         cluster = dict(given)
         return cluster, cluster.get("preset")
     text = f"{row.get('hardware', '')} {doc.get('hardware', '')}".lower()
+    pcie = re.search(r"\b([ahv]\d00|h800|a800)\b[^,;]*?\b(pcie|nvl)\b", text)
+    if pcie:
+        # No preset is a PCIe card: its clocks, power and links (an NVLink bridge between two
+        # cards at most, PCIe beyond) are not an SXM board's.
+        card = f"{pcie[1].upper()} {'PCIe' if pcie[2] == 'pcie' else 'NVL'}"
+        raise ValueError(f"'hardware' names {card} cards, which no cluster preset holds (the "
+                         "presets are SXM boards on NVSwitch); give 'cluster' as a cluster spec "
+                         "with the card's GPU fields and links")
     found = next((x for x in _HARDWARE if re.search(x[0], text)), None)
     if found is None:
         raise ValueError("'hardware' names no GPU the planner has a preset for (V100, A100, "

@@ -123,6 +123,8 @@ def test_hardware_date_and_knobs_read_from_the_text():
 
 @pytest.mark.parametrize(("change", "reason"), [
     ({"hardware": "a TPU v4 pod"}, "'hardware' names no GPU"),
+    ({"hardware": "8x H100 PCIe 80GB per node"}, "'hardware' names H100 PCIe cards"),
+    ({"hardware": "NVIDIA A100 PCIe 40GB"}, "'hardware' names A100 PCIe cards"),
     ({"gpus": 60}, "gpus 60"),
     ({"gpus": 12, "tp": 1}, "gpus 12 is not a whole number of 8-GPU nodes"),
     ({"tflops_per_gpu": None}, "no published figure"),
@@ -1108,3 +1110,11 @@ def test_megatron_readme_headers_as_printed():
     (named,), skipped = published_tables.load_table(
         {**doc, "rows": [{**printed, "Model size": "GPT-3"}]}, "x", corpus=[])
     assert skipped == [] and named["measured"] == a["measured"]
+
+
+@pytest.mark.parametrize(("header", "key"), [
+    ("Expert Tensor Parallel Size", "etp"), ("EP size", "ep"), ("Context parallel size", "cp"),
+    ("TP size", "tp"), ("Number of GPUs", "gpus"), ("Context length", "seq_length"),
+])
+def test_degree_headers_as_frameworks_name_them(header, key):
+    assert published_tables._canonical({header: 2}) == {key: 2}
