@@ -175,8 +175,18 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
             "ep": ("expert_parallel", "ep_size", "expert_model_parallel_size"),
             "etp": ("expert_tensor_parallel", "etp_size", "expert_tensor_parallel_size"),
             "vpp": ("virtual_stages", "virtual_pipeline_stages", "vp"),
-            "step_time_s": ("iteration_time_s", "seconds_per_step", "step_time"),
+            "step_time_s": ("iteration_time_s", "seconds_per_step", "step_time",
+                            "iteration_time", "seconds_per_iteration", "time_per_step_s",
+                            "elapsed_time_per_iteration_s", "step_time_sec"),
+            "step_time_ms": ("iteration_time_ms", "elapsed_time_per_iteration_ms",
+                             "time_per_step_ms"),
+            "tokens_per_s": ("tokens_s", "tokens_sec", "tokens_per_second", "throughput_tokens_s",
+                             "tokens_per_sec"),
+            "samples_per_s": ("samples_s", "samples_sec", "samples_per_second", "sequences_s",
+                              "throughput_samples_s", "samples_per_sec"),
             "tokens_per_s_per_gpu": ("tokens_per_sec_per_gpu", "tps_per_gpu",
+                                     "throughput_tokens_s_gpu", "tokens_gpu_s", "tgs",
+                                     "tokens_s_per_gpu", "tokens_per_gpu_per_s",
                                      "tokens_sec_gpu", "tokens_s_gpu"),
             "tflops_per_gpu": ("model_tflop_sec_gpu", "model_tflops_sec_gpu", "tflop_sec_gpu",
                                "tflops_gpu", "per_gpu_teraflop_s", "teraflop_s_per_gpu",
@@ -216,12 +226,16 @@ def _canonical(row: dict) -> dict:
                 out[key] = int(text)
             elif re.fullmatch(r"\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+", text.lower()):
                 out[key] = float(text)
+    ms = out.pop("step_time_ms", None)
+    if "step_time_s" not in out and isinstance(ms, (int, float)) and not isinstance(ms, bool):
+        out["step_time_s"] = ms / 1000          # Megatron-LM's log prints milliseconds
     return out
 
 
 # Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".
 _NUMERIC = (*_DEGREES, "micro_batch_size", "gpus", "seq_length", "global_batch_size",
-            "global_batch_tokens", "params_billion", "mfu", *_DIRECT_METRICS, *_TFLOPS_KEYS)
+            "global_batch_tokens", "params_billion", "mfu", "step_time_ms", *_DIRECT_METRICS,
+            *_TFLOPS_KEYS)
 _NOT_APPLICABLE = re.compile(r"(?i)|n/?a|-+|—|none|null")
 
 

@@ -1118,3 +1118,16 @@ def test_megatron_readme_headers_as_printed():
 ])
 def test_degree_headers_as_frameworks_name_them(header, key):
     assert published_tables._canonical({header: 2}) == {key: 2}
+
+
+@pytest.mark.parametrize(("header", "value", "key", "expected"), [
+    ("Throughput (tokens/s/GPU)", "3,100", "tokens_per_s_per_gpu", 3100),
+    ("TGS", 3100, "tokens_per_s_per_gpu", 3100),
+    ("Tokens/GPU/s", 3100, "tokens_per_s_per_gpu", 3100),
+    ("Samples/s", "12.5", "samples_per_s", 12.5),
+    ("Tokens per second", 1e6, "tokens_per_s", 1e6),
+    ("Iteration time (s)", 1.5, "step_time_s", 1.5),
+    ("Elapsed time per iteration (ms)", "1500", "step_time_s", 1.5),   # Megatron's log
+])
+def test_throughput_headers_as_pages_and_logs_print_them(header, value, key, expected):
+    assert published_tables._canonical({header: value}) == {key: expected}
