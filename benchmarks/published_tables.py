@@ -312,13 +312,11 @@ def _training(doc: dict, row: dict, year: int | None, gpus: tuple[dict, str | No
     if said_precision is None:          # the row's own words first, then the table's
         said_precision, recipe = rules.quantisation(text)
     given = row.get("precision") or doc.get("precision")
-    if isinstance(given, str) and given.lower() not in rules.PRECISIONS:
+    if isinstance(given, str):
         # As a page prints it ("BF16", "FP8-CS", "MXFP8", "NVFP4"): the precision, and the
         # recipe it names before any other.
-        named, named_recipe = rules.quantisation(given)
-        given, recipe = (named, named_recipe) if named else (rules.precision(given), recipe)
-    elif isinstance(given, str):
-        given = given.lower()
+        given, named_recipe = rules.printed_precision(given)
+        recipe = named_recipe or recipe
     training["precision"] = (given
                              or ("fp16" if _FAMILY.get(preset or "") == "v100"
                                  else said_precision or rules.precision(
@@ -642,9 +640,7 @@ def _corpus_run(runs: list[dict], given: object) -> dict | None:
     (or its table) gives a precision, the one in that precision (and fp8 recipe, where named:
     one plan in bf16 and fp8, or in FP8-CS and FP8-MX, is two runs); else the last."""
     if isinstance(given, str):
-        named, recipe = rules.quantisation(given)
-        precision = given.lower() if given.lower() in rules.PRECISIONS else (
-            named or rules.precision(given))
+        precision, recipe = rules.printed_precision(given)
         runs = [r for r in runs if r["training"].get("precision", "bf16") == precision
                 and (recipe is None or r["training"].get("fp8_recipe", "delayed") == recipe)]
     return runs[-1] if runs else None

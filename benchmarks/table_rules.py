@@ -248,14 +248,23 @@ _RELEASE_YEAR = re.compile(r"\b(?:nemo(?: framework)?|megatron[- ]bridge|release
                            r"|\b(2\d)\.(?:0[1-9]|1[0-2]) container")
 
 
+# An arXiv identifier, YYMM.NNNNN with an optional version ("2205.01068v4").
+_ARXIV = re.compile(r"\b([12]\d)([01]\d)\.\d{4,5}(?:v\d+)?\b")
+
+
+def arxiv_dates(text: str) -> list[tuple[int, int]]:
+    """(year, month) of every arXiv identifier the text names."""
+    return [(2000 + int(y), int(m)) for y, m in _ARXIV.findall(text)]
+
+
 def year(text: str) -> int | None:
     """The year of the software a source ran: its arXiv number's where it has one (the work
     as submitted; the venue that printed it a year later ran nothing newer: Korthikanti et
     al., arXiv 2205.05198, MLSys'23, ran 2022's Megatron-LM), else the latest year, venue 'YY
     or release YY.MM its text names (a source cites earlier work, not later)."""
-    arxiv = [2000 + int(y) for y in re.findall(r"\b([12]\d)[01]\d\.\d{4,5}(?:v\d+)?\b", text)]
+    arxiv = arxiv_dates(text)
     if arxiv:
-        return max(arxiv)
+        return max(arxiv)[0]
     years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", text)]
     years += [2000 + int(y) for y in re.findall(_VENUE_YEAR, text.lower())]
     years += [2000 + int(a or b) for a, b in re.findall(_RELEASE_YEAR, text.lower())]
@@ -275,8 +284,7 @@ def megatron_lm_defaults(text: str, year: int | None) -> bool:
         return False
     if nvidia_recipes(text, year):
         return False
-    dated = [(2000 + int(y), int(m)) for y, m in
-             re.findall(r"\b([12]\d)([01]\d)\.\d{4,5}(?:v\d+)?\b", text)]
+    dated = arxiv_dates(text)
     if dated:
         return max(dated) < (2024, 4)
     return year == 2023
@@ -325,6 +333,16 @@ def quantisation(text: str) -> tuple[str | None, str | None]:
     t = text.lower()
     return next(((prec, recipe) for pattern, prec, recipe in _RECIPES if re.search(pattern, t)),
                 (None, None))
+
+
+def printed_precision(given: str) -> tuple[str, str | None]:
+    """(precision, fp8 recipe or None) of a precision as a table prints it: one of
+    ``PRECISIONS`` in any case, or a page's name ("BF16", "FP8-CS", "MXFP8", "NVFP4") with the
+    recipe it names (``quantisation``)."""
+    if given.lower() in PRECISIONS:
+        return given.lower(), None
+    named, recipe = quantisation(given)
+    return (named, recipe) if named else (precision(given), None)
 
 
 def precision(text: str) -> str:
