@@ -208,10 +208,11 @@ def _canonical(row: dict) -> dict:
     for key in _NUMERIC:
         if isinstance(out.get(key), str):
             text = out[key].strip().replace(",", "")
-            if _NOT_APPLICABLE.fullmatch(text) and key == "vpp":
-                out[key] = 1                # a VP column's "n/a": no virtual stages
-            elif _NOT_APPLICABLE.fullmatch(text):
-                del out[key]                # "n/a", "-": the column does not apply
+            if _NOT_APPLICABLE.fullmatch(text):
+                if key == "vpp":
+                    out[key] = 1            # a VP column's "n/a": no virtual stages
+                else:
+                    del out[key]            # "n/a", "-": the column does not apply
             elif key == "mfu" and re.fullmatch(r"\d+(?:\.\d+)?\s*%", text):
                 out[key] = float(text.rstrip("% "))     # "38%", "41.5 %": a percentage
             elif key == "params_billion" and not re.fullmatch(r"\d*\.?\d+", text):
@@ -226,6 +227,9 @@ def _canonical(row: dict) -> dict:
                 out[key] = int(text)
             elif re.fullmatch(r"\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+", text.lower()):
                 out[key] = float(text)
+    size = out.get("params_billion")
+    if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 1e5:
+        out["params_billion"] = size / 1e9      # a count of parameters, not of billions
     ms = out.pop("step_time_ms", None)
     if "step_time_s" not in out and isinstance(ms, (int, float)) and not isinstance(ms, bool):
         out["step_time_s"] = ms / 1000          # Megatron-LM's log prints milliseconds

@@ -1110,6 +1110,12 @@ def test_megatron_readme_headers_as_printed():
     (named,), skipped = published_tables.load_table(
         {**doc, "rows": [{**printed, "Model size": "GPT-3"}]}, "x", corpus=[])
     assert skipped == [] and named["measured"] == a["measured"]
+    # A parameter count printed whole is the same 70B, not 70e9 billions.
+    counted = {k: v for k, v in printed.items() if k != "Model size"}
+    (whole,), _ = published_tables.load_table(
+        {**doc, "conventions": "6N", "rows": [{**counted, "Parameters": "70,000,000,000"}]},
+        "x", corpus=[])
+    assert whole["measured"]["step_time_s"] == pytest.approx(six["measured"]["step_time_s"])
 
 
 @pytest.mark.parametrize(("header", "key"), [
