@@ -381,9 +381,10 @@ def as_table(run: dict) -> dict:
     """The run as a paper's table would print it (``published_tables``): its model's shape, its
     cluster, degrees, batch, precision and published knobs in one row, the measured step time
     as the figure, and as text only the run's citation, the table it quotes and the row as
-    quoted; every other
-    setting is left for the table's rules to infer. Replayed without the corpus to match, the
-    difference from the run's own replay is what a table loses against a hand-encoded run."""
+    quoted; a pipelined run's schedule as the corpus holds it where the corpus does not tune
+    it (published, or said in its source's text). Every other setting is left for the table's
+    rules to infer. Replayed without the corpus to match, the difference from the run's own
+    replay is what a table loses against a hand-encoded run."""
     plan = {k: v for k, v in run["plan"].items() if k not in (run.get("tune") or {})}
     if plan.get("pp", 1) > 1 and "vpp" not in (run.get("tune") or {}):
         plan.setdefault("vpp", 1)   # the schedule the corpus holds: published, or its text's

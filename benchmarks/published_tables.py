@@ -369,8 +369,8 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
     """(plan, knobs to tune, what was assumed): the published degrees and knobs; the ZeRO
     stage the row's words or the table's name (``table_rules.zero``); the micro-batch, the
     recompute mode (unless the row's words or the text name it), for tensor-parallel rows
-    from 2022 on sequence parallelism, and the virtual stages of an interleaved schedule the
-    text names are tuned where the row leaves them out."""
+    from 2022 on sequence parallelism, and the virtual stages where the row leaves them out
+    and the schedule it runs interleaves (``table_rules.schedule``) are tuned."""
     plan: dict = {**degrees, **{k: row[k] for k in ("micro_batch_size", "zero_stage",
                                                     "sequence_parallel", "recompute",
                                                     "recompute_num_layers") if k in row}}

@@ -93,7 +93,7 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                     "the updated weights inside the optimizer step and its pipeline reduces "
                     "after the schedule; its Megatron forks' (and AutoTP's) column-parallel "
                     "all-reduce blocks the backward")
-        if precision == "fp16" and _DEEPSPEED_FP16:
+        if precision == "fp16":
             out.update(_DEEPSPEED_FP16)
             said.append("DeepSpeed's fp16 ZeRO-1/2 reduces the fp16 gradient buckets in fp16 "
                         "(stage_1_and_2.py communication_data_type, the parameters' dtype by "
