@@ -787,8 +787,7 @@ def head_work(
     h = model.hidden_size
     # Megatron-LM pads the vocabulary to a multiple of 128 * tp (--make-vocab-size-divisible-by).
     V = -(-model.vocab_size // (128 * t)) * 128 * t
-    km = kernel_model(gpu, training, eff,
-                      "bf16" if training.precision in ("fp8", "fp4") else None)
+    km = kernel_model(gpu, training, eff, "bf16" if quantisation(training) else None)
     gemm_f = km.gemm(T, V / t, h)
     gemm_b = km.gemm(T, h, V / t) + km.gemm(h, V / t, T)
     flops = 2 * T * (V / t) * h

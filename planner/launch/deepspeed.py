@@ -18,7 +18,7 @@ import math
 
 from planner.cost.layers import costed_loss, distributes_saved_input
 from planner.cost.tables import ddp_bucket_params
-from planner.launch.context import LaunchContext
+from planner.launch.context import TORCH_DTYPE, LaunchContext
 
 # DeepSpeed's defaults (deepspeed/runtime/zero/config.py): stage3_max_reuse_distance and
 # stage3_max_live_parameters.
@@ -135,7 +135,7 @@ def deepspeed_config(ctx: LaunchContext) -> tuple[dict, list[str]]:
                      "transformer layers evenly as costed ('uniform' counts the embedding and "
                      "the head as layers too); the engine reads the stages from the "
                      "PipelineModule, not this config's pipeline section")
-    if t.precision in ("bf16", "fp8", "fp4"):
+    if TORCH_DTYPE[t.precision] == "bfloat16":         # bf16, and fp8 / fp4 over bf16 weights
         cfg["bf16"] = {"enabled": True}
     elif t.precision == "fp16":
         cfg["fp16"] = {"enabled": True, "loss_scale": 0}

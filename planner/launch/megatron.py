@@ -35,7 +35,7 @@ to 0.1 in ``transformer_config.py``).
 from __future__ import annotations
 
 from planner.cost.layers import distributes_saved_input
-from planner.launch.context import LaunchContext
+from planner.launch.context import TORCH_DTYPE, LaunchContext
 from planner.specs.layout import megatron_layout_string
 
 SHARDING = {2: "optim_grads", 3: "optim_grads_params"}
@@ -129,7 +129,7 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
         # Hybrid sharding: the distributed optimizer's instances (Megatron-FSDP's HSDP, its
         # --outer-dp-sharding-strategy left at no_shard: the replicas all-reduce).
         args += ["--num-distributed-optimizer-instances", str(p.dp_replicate)]
-    if t.precision in ("bf16", "fp8", "fp4"):
+    if TORCH_DTYPE[t.precision] == "bfloat16":         # bf16, and fp8 / fp4 over bf16 weights
         args += ["--bf16"]
     elif t.precision == "fp16":
         args += ["--fp16"]
