@@ -49,11 +49,14 @@ listed under the run's ``assumed``:
   trainer (Hagemann et al.'s) reduces bf16 gradients whole in fp32 after the backward, runs
   eager elementwise kernels (and RMSNorm unless the RMS kernel is named), gathers the logits
   for an fp32 loss, reruns the head under checkpointing and brings three column-parallel
-  inputs a layer into TP with a blocking all-reduce;
+  inputs a layer into TP with a blocking all-reduce; FSDP (PyTorch's or FairScale's, as
+  OPT-175B's metaseq ran it; torchtitan's and llm-foundry's have their own settings)
+  reduce-scatters each module's gradients beside the rest of the backward, in the 16-bit
+  compute dtype, whatever the date;
 - the attention a row's words (else the table's) name, where they name exactly one:
   FlashAttention-2, v1 (FlashAttention unqualified where FlashAttention-2 is named too or
   before 2023), Triton's, Megatron's fused softmax, or none ("Without FlashAttention",
-  "torch") (``table_rules.attention``);
+  "torch"), or minGPT's eager attention with its dropout (``table_rules.attention``);
 - the fp8 recipe (and NVFP4) the row's words or else the table's name: FP8-CS or current
   scaling, FP8-MX or MXFP8, FP8-BLK or blockwise, delayed scaling, NVFP4 (``table_rules``);
 - for a MoE model, the dispatcher (DeepEP, HybridEP, the flex dispatcher), a capacity factor,

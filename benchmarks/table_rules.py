@@ -49,6 +49,17 @@ _ALEPH_ALPHA = {"dropout": False, "eager_elementwise": True, "grad_dtype": "bf16
                 "vocab_parallel_loss": False, "recompute_head": True,
                 "tp_column_parallel_inputs": 3, "async_tensor_model_parallel_allreduce": False}
 _ALEPH_ALPHA_NAMES = re.compile(r"aleph[- ]alpha|aa[- ]scaling")
+# PyTorch's and FairScale's FSDP (the OPT-175B run's "Fully Sharded Data Parallel (Artetxe et
+# al., 2021)", the FSDP paper's): each wrapped module's gradients are reduce-scattered from its
+# post-backward hook on a stream of their own while the backward goes on (FairScale
+# fully_sharded_data_parallel.py ``_post_backward_hook``: "start the reductions in
+# post_backward stream"; PyTorch's FSDP the same), in the compute dtype unless told otherwise
+# (FairScale's ``fp32_reduce_scatter=False``; PyTorch's ``MixedPrecision.reduce_dtype``: "If
+# this is None but param_dtype is not None, then this takes on the param_dtype value").
+_FSDP_NAMES = re.compile(r"\bfsdp|fully[- ]sharded[- ]data[- ]parallel|fairscale|metaseq")
+# Frameworks whose own FSDP settings the corpus encodes otherwise (torchtitan's fp32
+# reduce-scatter; llm-foundry's per-yaml mixed-precision policy).
+_OWN_FSDP = re.compile(r"torchtitan|llm[- ]foundry|mosaicml")
 _NVIDIA_RECIPES = re.compile(r"(?<![a-z])nemo(?![a-z])|megatron[- ]bridge|dgx cloud benchmarking|"
                              r"dgxc-benchmarking")
 
@@ -78,7 +89,8 @@ def row_words(row: dict) -> str:
 def framework(text: str, words: str, year: int | None, cluster: dict,
                precision: str = "bf16") -> tuple[dict, list[str]]:
     """(training settings, what was assumed) for the framework the table's ``text`` or the
-    row's ``words`` name: DeepSpeed, torchtitan or NVIDIA's recipes (module docstring);
+    row's ``words`` name: DeepSpeed, FSDP (PyTorch's or FairScale's, outside torchtitan and
+    llm-foundry), Aleph Alpha's trainer, torchtitan or NVIDIA's recipes (module docstring);
     nothing for any other. Whether torch.compile ran is the row's to say where it says how it
     ran (a caption naming the techniques its rows compare names them for none in particular),
     the table's where the row says nothing."""
@@ -98,6 +110,15 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
             said.append("DeepSpeed's fp16 ZeRO-1/2 reduces the fp16 gradient buckets in fp16 "
                         "(stage_1_and_2.py communication_data_type, the parameters' dtype by "
                         "default): grad_dtype fp16")
+    if _FSDP_NAMES.search(t) and not _OWN_FSDP.search(t):
+        out["overlap_grad_reduce"] = True
+        said.append("FSDP reduce-scatters each wrapped module's gradients from its "
+                    "post-backward hook while the backward goes on: overlap_grad_reduce")
+        if precision in ("fp16", "bf16"):
+            out["grad_dtype"] = precision
+            said.append(f"FSDP reduces in the compute dtype unless told otherwise (FairScale's "
+                        f"fp32_reduce_scatter False, PyTorch's reduce_dtype None): grad_dtype "
+                        f"{precision}")
     if _ALEPH_ALPHA_NAMES.search(t):
         fused_norm = bool(re.search(r"rms[- ]?(?:norm )?kernel|fused[- ]rms", t))
         out.update({**_ALEPH_ALPHA, "norm_fusion": fused_norm})
@@ -360,6 +381,10 @@ def precision(text: str) -> str:
 # mask and softmax each run as a kernel ("torch", "standard attention", "Without
 # FlashAttention": the FlashAttention-2 paper's baseline, PyTorch's own softmax).
 _ATTENTION_WORDS = [
+    # Karpathy's minGPT (the FSDP paper's GPT-175B, "minGPT transformer"): its
+    # CausalSelfAttention multiplies q by k's transpose, masks, softmaxes and drops out as
+    # separate eager ops, and every dropout of its GPTConfig is 0.1 (mingpt/model.py).
+    (r"\bmin-?gpt\b", {"flash_attention": False, "softmax_fusion": False, "dropout": True}),
     (r"without flash[-_ ]?att(?:ention|n)|(?:no|w/o) flash[-_ ]?att(?:ention|n)|"
      r"(?:standard|naive|plain|pytorch|unfused|torch) attention|kernel:? torch\b(?!\.)|"
      r"^\s*torch\s*$",
