@@ -34,8 +34,10 @@ listed under the run's ``assumed``:
   it, BigScience's Megatron-DeepSpeed and GPT-NeoX) sends its pipeline activations split over
   the TP ranks (``p2p_scatter_gather``, as the corpus's Megatron-DeepSpeed runs), gathers the
   updated weights after the optimizer step, reduces at the end of its pipeline schedule,
-  blocks the backward on the column-parallel all-reduce and under fp16 reduces fp16
-  gradients; torchtitan runs what a torchtitan search costs
+  blocks the backward on the column-parallel all-reduce, under fp16 reduces fp16
+  gradients and under bf16 (from April 2022, DeepSpeed #1801) adds every micro-batch's
+  gradients into fp32 ones (BF16_Optimizer: ``microbatch_grad_copy``), and BigScience's fork
+  runs no FlashAttention; torchtitan runs what a torchtitan search costs
   (``FRAMEWORK_TRAINING``: FSDP2's per-parameter copies, PyTorch's ring attention), selective
   recompute by its per-op policy (the Llama 3 configs' ``selective_ac_option = "op"``,
   torchtitan/models/llama3/train_configs/llama3_8b.toml at v0.2.2), attention through
@@ -67,7 +69,9 @@ listed under the run's ``assumed``:
   and NVIDIA's recipes' ZeRO-1), else 0 (``table_rules.zero``);
 - unpublished knobs are tuned as the corpus tunes them (the fastest that fits): the micro-batch
   size (1, 2, 4, 8), the recompute mode where neither the row nor the conventions name one,
-  sequence parallelism for tensor-parallel rows from 2022 on, and the virtual stages of a
+  sequence parallelism for tensor-parallel rows from 2022 on (not on BigScience's
+  Megatron-DeepSpeed, nor Microsoft's before July 2023 or GPT-NeoX before August 2024, which
+  had none), and the virtual stages of a
   pipelined row that does not give them where its text names the interleaved schedule or,
   from 2023 on, names no schedule and no framework without one (1F1B alone, GPipe,
   DeepSpeed, Aleph Alpha's trainer, torchtitan's default: ``table_rules.schedule``); a VP
@@ -372,8 +376,10 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
     """(plan, knobs to tune, what was assumed): the published degrees and knobs; the ZeRO
     stage the row's words or the table's name (``table_rules.zero``); the micro-batch, the
     recompute mode (unless the row's words or the text name it), for tensor-parallel rows
-    from 2022 on sequence parallelism, and the virtual stages where the row leaves them out
-    and the schedule it runs interleaves (``table_rules.schedule``) are tuned."""
+    from 2022 on sequence parallelism (but on DeepSpeed's trainers before they had it:
+    ``table_rules.deepspeed_without_sequence_parallelism``), and the virtual stages where the
+    row leaves them out and the schedule it runs interleaves (``table_rules.schedule``) are
+    tuned."""
     plan: dict = {**degrees, **{k: row[k] for k in ("micro_batch_size", "zero_stage",
                                                     "sequence_parallel", "recompute",
                                                     "recompute_num_layers") if k in row}}
@@ -402,9 +408,13 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
         else:
             tune["recompute"] = ["none", "selective", "full"]
             assumed.append("recompute: not published; the fastest that fits")
-    if ("sequence_parallel" not in plan and plan.get("tp", 1) > 1
-            and (year is None or year >= 2022)):
-        tune["sequence_parallel"] = [False, True]
+    if "sequence_parallel" not in plan and plan.get("tp", 1) > 1:
+        trainer = rules.deepspeed_without_sequence_parallelism(f"{text} {words}".lower(), year)
+        if trainer:
+            assumed.append(f"sequence_parallel off: the {trainer} trainer of the source's date "
+                           "had no Megatron-LM sequence parallelism")
+        elif year is None or year >= 2022:
+            tune["sequence_parallel"] = [False, True]
     if "vpp" not in plan and plan.get("pp", 1) > 1:
         schedule, why = rules.schedule(words, text, year)
         if schedule == "interleaved":

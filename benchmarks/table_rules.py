@@ -27,6 +27,13 @@ _DEEPSPEED = {"p2p_scatter_gather": True, "overlap_param_gather": False,
 # EleutherAI's GPT-NeoX ("augmented with techniques from DeepSpeed", its README; its pipeline
 # is DeepSpeed's PipelineModule).
 _DEEPSPEED_NAMES = re.compile(r"deepspeed|bigscience|gpt-neox")
+# Under bf16 its BF16_Optimizer (ZeRO 0-1) adds each micro-batch's bf16 gradients into fp32
+# ones, parameter by parameter, from the pipeline engine's backward (deepspeed/runtime/pipe/
+# engine.py ``_exec_backward_pass``: ``self.optimizer.update_hp_grads(clear_lp_grads=False)``),
+# since bf16 pipelines arrived (DeepSpeed #1801, 2022-04-19; BLOOM trained with it).
+_BF16_PIPELINE_FROM = (2022, 4)
+# BigScience's fork (BLOOM's) never had FlashAttention.
+_BIGSCIENCE = re.compile(r"bigscience")
 # Under fp16 its ZeRO-1/2 reduces the fp16 gradient buckets in fp16 (stage_1_and_2.py
 # ``communication_data_type``: the parameters' dtype unless configured).
 _DEEPSPEED_FP16 = {"grad_dtype": "fp16"}
@@ -105,6 +112,15 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                     "the updated weights inside the optimizer step and its pipeline reduces "
                     "after the schedule; its Megatron forks' (and AutoTP's) column-parallel "
                     "all-reduce blocks the backward")
+        if precision == "bf16" and not dated_before(t, year, _BF16_PIPELINE_FROM):
+            out["microbatch_grad_copy"] = True
+            said.append("DeepSpeed's BF16_Optimizer adds every micro-batch's bf16 gradients "
+                        "into fp32 ones (pipe/engine.py _exec_backward_pass update_hp_grads, "
+                        "since DeepSpeed #1801 of 2022-04-19): microbatch_grad_copy")
+        if _BIGSCIENCE.search(t):
+            out["flash_attention"] = False
+            said.append("BigScience's Megatron-DeepSpeed fork has no FlashAttention (none in "
+                        "its code at its last commit, 2023-12-07)")
         if precision == "fp16":
             out.update(_DEEPSPEED_FP16)
             said.append("DeepSpeed's fp16 ZeRO-1/2 reduces the fp16 gradient buckets in fp16 "
@@ -309,6 +325,39 @@ def megatron_lm_defaults(text: str, year: int | None) -> bool:
     if dated:
         return max(dated) < (2024, 4)
     return year == 2023
+
+
+# When each trainer on DeepSpeed's engine gained Megatron-LM's sequence parallelism
+# (``--sequence-parallel``, Korthikanti et al. 2022): Microsoft's Megatron-DeepSpeed with its
+# merge of upstream Megatron-LM on 2023-07-04 (9e72d571); EleutherAI's GPT-NeoX on 2024-08-23
+# ("Megatron-LM style Sequence Parallel (#1257)", 8b43196f); BigScience's fork, which trained
+# BLOOM, never had it (megatron/arguments.py at its last commit, 2023-12-07).
+_SEQUENCE_PARALLEL_FROM = ((re.compile(r"bigscience"), None),
+                           (re.compile(r"gpt-neox"), (2024, 8)),
+                           (re.compile(r"deepspeed"), (2023, 7)))
+
+
+def deepspeed_without_sequence_parallelism(text: str, year: int | None) -> str | None:
+    """The trainer on DeepSpeed's engine the (lower-case) text names, where its source predates
+    the trainer's Megatron-LM sequence parallelism (``_SEQUENCE_PARALLEL_FROM``; dated by its
+    arXiv number's month, else by its year, a year of the change itself left undecided); None
+    where no such trainer is named or the date leaves it possible."""
+    for pattern, since in _SEQUENCE_PARALLEL_FROM:
+        found = pattern.search(text)
+        if not found:
+            continue
+        if since is None:
+            return found[0]
+        return found[0] if dated_before(text, year, since) else None
+    return None
+
+
+def dated_before(text: str, year: int | None, since: tuple[int, int]) -> bool:
+    """Whether the text's source is dated before (year, month) ``since``: its latest arXiv
+    number's month where it names one, else its year (the year of ``since`` itself left
+    undecided: not before)."""
+    dated = arxiv_dates(text)
+    return (max(dated) < since) if dated else (year is not None and year < since[0])
 
 
 def zero3_of_2021(model: dict, precision: str) -> tuple[dict, list[str]]:

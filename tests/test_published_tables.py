@@ -766,9 +766,15 @@ def _tables_figures(split: str) -> tuple[tuple, dict[str, float]]:
 
 
 def _without_the_fsdp_and_mingpt_rules(monkeypatch) -> None:
-    """The table rules as they stood before FSDP's overlapped, 16-bit gradient reduction and
-    minGPT's eager attention."""
+    """The table rules as they stood before FSDP's overlapped, 16-bit gradient reduction,
+    minGPT's eager attention, and what DeepSpeed's trainers of a date ran: no sequence
+    parallelism, BF16_Optimizer's per-micro-batch gradient copy, BigScience's fork without
+    FlashAttention."""
     monkeypatch.setattr(table_rules, "_FSDP_NAMES", re.compile(r"(?!x)x"))
+    monkeypatch.setattr(table_rules, "deepspeed_without_sequence_parallelism",
+                        lambda *a: None)
+    monkeypatch.setattr(table_rules, "dated_before", lambda *a: True)   # no bf16 pipeline yet
+    monkeypatch.setattr(table_rules, "_BIGSCIENCE", re.compile(r"(?!x)x"))
     monkeypatch.setattr(table_rules, "_ATTENTION_WORDS", [
         (pattern, settings) for pattern, settings in table_rules._ATTENTION_WORDS
         if "gpt" not in pattern])
@@ -776,10 +782,12 @@ def _without_the_fsdp_and_mingpt_rules(monkeypatch) -> None:
 
 def test_the_readmes_figures_before_the_fsdp_and_mingpt_rules(monkeypatch):
     """README (tables as printed, the latest change): FSDP named (OPT-175B's metaseq, the FSDP
-    paper) reduces its gradients beside the backward in the 16-bit compute dtype, and
-    minGPT's attention is eager with its dropout. As tables, OPT-175B goes from -16.6% to
-    +5.1% and the FSDP paper's GPT-175B from 16.6% to 6.2%, where the corpus encodes them at
-    1.3% and 6.2%; nothing else moves, fit runs included."""
+    paper) reduces its gradients beside the backward in the 16-bit compute dtype, minGPT's
+    attention is eager with its dropout, and DeepSpeed's trainers run what they had at the
+    source's date. As tables, OPT-175B goes from -16.6% to +5.1% and the FSDP paper's
+    GPT-175B from 16.6% to 6.2% (the corpus encodes them at 1.3% and 6.2%), BLOOM from 26.4%
+    to 20.3% (its encoding's), MT-NLG from 29.2% to 25.4% (27.7% encoded) and GPT-NeoX-20B from
+    10.6% to 8.9%; nothing else moves, fit runs included."""
     after, after_by = _tables_figures("held_out")
     fit_after, fit_after_by = _tables_figures("fit")
     _without_the_fsdp_and_mingpt_rules(monkeypatch)
@@ -787,7 +795,8 @@ def test_the_readmes_figures_before_the_fsdp_and_mingpt_rules(monkeypatch):
     fit_before, fit_before_by = _tables_figures("fit")
     assert (before, after) == ((9.0, 10.6, 9.1, 15.5, 8.9), (8.7, 10.0, 7.3, 15.5, 8.3))
     moved = {k: (before_by[k], after_by[k]) for k in after_by if before_by[k] != after_by[k]}
-    assert moved == {"opt-175b": (16.6, 5.1), "fsdp-2304.11277": (16.6, 6.2)}
+    assert moved == {"opt-175b": (16.6, 5.1), "fsdp-2304.11277": (16.6, 6.2),
+                     "bloom": (26.4, 20.3), "mtnlg": (29.2, 25.4), "gpt-neox-20b": (10.6, 8.9)}
     assert (fit_before, fit_before_by) == (fit_after, fit_after_by)
 
 
@@ -813,6 +822,57 @@ def test_a_source_naming_fsdp_reduces_beside_the_backward_in_16_bits():
         bf16 = {**row, "tp": 1, "dp": 992, "zero_stage": 3, "precision": "bf16"}
         (run,), _ = published_tables.load_table(_table([bf16], source=source), "x", corpus=[])
         assert "grad_dtype" not in run["training"], source
+
+
+@pytest.mark.parametrize(("source", "tuned"), [
+    ("Smith et al., Using DeepSpeed and Megatron to Train MT-NLG (arXiv 2201.11990)", False),
+    ("microsoft/Megatron-DeepSpeed, 2022", False),
+    ("microsoft/Megatron-DeepSpeed, 2023", True),     # the year of its merge: left undecided
+    ("microsoft/Megatron-DeepSpeed (arXiv 2309.14509)", True),
+    ("BigScience, bigscience-workshop/Megatron-DeepSpeed, 2024", False),
+    ("EleutherAI GPT-NeoX (arXiv 2204.06745)", False),
+    ("EleutherAI GPT-NeoX, 2025", True),
+    ("Megatron-LM, 2022", True),
+])
+def test_deepspeeds_trainers_tune_sequence_parallelism_only_once_they_had_it(source, tuned):
+    """Megatron-LM's sequence parallelism reached Microsoft's Megatron-DeepSpeed on 2023-07-04
+    and GPT-NeoX on 2024-08-23, and never BigScience's fork: a tensor-parallel row of a source
+    naming one of them before that runs without it instead of the faster of both."""
+    row = {**ROW, "tp": 4, "pp": 2, "dp": 8, "gpus": 64}
+    (run,), _ = published_tables.load_table(_table([row], source=source), "x", corpus=[])
+    assert ("sequence_parallel" in run["tune"]) is tuned
+    assert any("no Megatron-LM sequence parallelism" in a for a in run["assumed"]) is not tuned
+
+
+def test_deepspeeds_bf16_pipeline_copies_every_microbatchs_gradients():
+    """DeepSpeed's BF16_Optimizer adds each micro-batch's bf16 gradients into fp32 ones from
+    the pipeline engine's backward, since bf16 pipelines arrived (DeepSpeed #1801, April
+    2022): a bf16 row of BLOOM's README (undated) or of a 2022-11 paper copies them, one of
+    MT-NLG's January 2022 paper or in fp16 does not; the copy costs time. BigScience's fork
+    runs no FlashAttention whatever the date, unless the row names one."""
+    row = {**ROW, "tp": 4, "pp": 4, "dp": 4, "gpus": 64, "precision": "bf16"}
+    cases = (("BigScience, bigscience-workshop/bigscience tr11-176B-ml/README.md", "bf16", True),
+             ("BLOOM (arXiv 2211.05100), Megatron-DeepSpeed", "bf16", True),
+             ("MT-NLG, DeepSpeed and Megatron (arXiv 2201.11990)", "bf16", False),
+             ("BLOOM (arXiv 2211.05100), Megatron-DeepSpeed", "fp16", False),
+             ("Megatron-LM, 2022", "bf16", False))
+    for source, precision, copied in cases:
+        (run,), _ = published_tables.load_table(
+            _table([{**row, "precision": precision}], source=source), "x", corpus=[])
+        t = TrainingSpec.model_validate(run["training"])
+        assert t.microbatch_grad_copy is copied, source
+    (copy_,), _ = published_tables.load_table(_table([row], source=cases[1][0]), "x", corpus=[])
+    plain = {**copy_, "training": {**copy_["training"], "microbatch_grad_copy": False}}
+    with_copy, without = published_accuracy.evaluate_runs([copy_, plain])
+    assert with_copy["predicted_step_s"] > without["predicted_step_s"]
+    for source, flash in (("BigScience's Megatron-DeepSpeed, 2024", False),
+                          ("microsoft/Megatron-DeepSpeed, 2024", True)):
+        (run,), _ = published_tables.load_table(_table([row], source=source), "x", corpus=[])
+        assert TrainingSpec.model_validate(run["training"]).flash_attention is flash, source
+    (run,), _ = published_tables.load_table(
+        _table([{**row, "notes": "FlashAttention-2"}], source="BigScience, 2024"), "x",
+        corpus=[])
+    assert TrainingSpec.model_validate(run["training"]).flash_attention is True
 
 
 def test_a_source_naming_mingpt_runs_its_eager_attention_and_dropout():
