@@ -54,7 +54,9 @@ listed under the run's ``assumed``:
   inputs a layer into TP with a blocking all-reduce; FSDP (PyTorch's or FairScale's, as
   OPT-175B's metaseq ran it; torchtitan's and llm-foundry's have their own settings)
   reduce-scatters each module's gradients beside the rest of the backward, in the 16-bit
-  compute dtype, whatever the date;
+  compute dtype, whatever the date; llm-foundry's MPT runs its fused loss, the Triton
+  FlashAttention its benchmark script ran until March 2024 where the GPU has that kernel's
+  rates, else FlashAttention-2, and reduces in bf16 under Composer's PURE mixed precision;
 - the attention a row's words (else the table's) name, where they name exactly one:
   FlashAttention-2, v1 (FlashAttention unqualified where FlashAttention-2 is named too or
   before 2023), Triton's, Megatron's fused softmax, or none ("Without FlashAttention",
@@ -163,10 +165,15 @@ def load_table(doc: dict, name: str, corpus: list[dict]) -> tuple[list[dict], li
 # Other names tables give the same columns (first the name this module reads).
 _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "of_gpus",
                      "n_gpus"),
-            "seq_length": ("seq_len", "sequence_length", "context_length"),
-            "global_batch_size": ("batch_size", "gbs", "global_batch"),
-            "params_billion": ("model_size", "parameters", "params"),
-            "micro_batch_size": ("mbs",),
+            # llm-foundry's benchmark tables print "SeqLen (T)", "MicroBatchSize",
+            # "GlobalBatchSize", "Throughput (S/s)", "Throughput (T/s)",
+            # "Throughput (T/s/GPU)" and "NumParams".
+            "seq_length": ("seq_len", "sequence_length", "context_length", "seqlen",
+                           "seqlen_t"),
+            "global_batch_size": ("batch_size", "gbs", "global_batch", "globalbatchsize"),
+            "params_billion": ("model_size", "parameters", "params", "numparams",
+                               "num_params"),
+            "micro_batch_size": ("mbs", "microbatchsize", "micro_batch"),
             "num_layers": ("layers", "n_layers", "number_of_layers"),
             "hidden_size": ("hidden", "d_model"),
             "num_attention_heads": ("heads", "n_heads", "num_heads", "attention_heads",
@@ -188,13 +195,13 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
             "step_time_ms": ("iteration_time_ms", "elapsed_time_per_iteration_ms",
                              "time_per_step_ms"),
             "tokens_per_s": ("tokens_s", "tokens_sec", "tokens_per_second", "throughput_tokens_s",
-                             "tokens_per_sec"),
+                             "tokens_per_sec", "throughput_t_s"),
             "samples_per_s": ("samples_s", "samples_sec", "samples_per_second", "sequences_s",
-                              "throughput_samples_s", "samples_per_sec"),
+                              "throughput_samples_s", "samples_per_sec", "throughput_s_s"),
             "tokens_per_s_per_gpu": ("tokens_per_sec_per_gpu", "tps_per_gpu",
                                      "throughput_tokens_s_gpu", "tokens_gpu_s", "tgs",
                                      "tokens_s_per_gpu", "tokens_per_gpu_per_s",
-                                     "tokens_sec_gpu", "tokens_s_gpu"),
+                                     "tokens_sec_gpu", "tokens_s_gpu", "throughput_t_s_gpu"),
             "tflops_per_gpu": ("model_tflop_sec_gpu", "model_tflops_sec_gpu", "tflop_sec_gpu",
                                "tflops_gpu", "per_gpu_teraflop_s", "teraflop_s_per_gpu",
                                "tflop_s_per_gpu", "per_gpu_tflop_s")}
@@ -234,6 +241,16 @@ def _canonical(row: dict) -> dict:
                 out[key] = int(text)
             elif re.fullmatch(r"\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+", text.lower()):
                 out[key] = float(text)
+    # An activation checkpointing column (llm-foundry's "Activation Checkpointing": True or
+    # False, each block checkpointed whole or none) where the row gives no recompute mode.
+    flag = next((out.pop(k) for k in _CHECKPOINTING if k in out), None)
+    if "recompute" not in out and flag is not None:
+        said = str(flag).strip().lower()
+        mode = {"true": "full", "yes": "full", "on": "full", "full": "full", "1": "full",
+                "false": "none", "no": "none", "off": "none", "none": "none", "0": "none",
+                "selective": "selective"}.get(said)
+        if mode:
+            out["recompute"] = mode
     size = out.get("params_billion")
     if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 1e5:
         out["params_billion"] = size / 1e9      # a count of parameters, not of billions
@@ -243,6 +260,8 @@ def _canonical(row: dict) -> dict:
     return out
 
 
+_CHECKPOINTING = ("activation_checkpointing", "activation_checkpoint", "checkpoint_activations",
+                  "act_ckpt", "activation_recomputation")
 # Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".
 _NUMERIC = (*_DEGREES, "micro_batch_size", "gpus", "seq_length", "global_batch_size",
             "global_batch_tokens", "params_billion", "mfu", "step_time_ms", *_DIRECT_METRICS,
@@ -264,7 +283,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         row["global_batch_size"] = tokens // seq
     text = " ".join(str(doc.get(k, "")) for k in ("source", "citation", "hardware"))
     conventions = str(row.get("flops_convention") or doc.get("conventions") or "")
-    model = _model(row)
+    model = _model(row, text)
     cluster, preset = _cluster(doc, row)
     gpus = _require_int(row, "gpus")
     seq, batch = _require_int(row, "seq_length"), _require_int(row, "global_batch_size")
@@ -446,15 +465,26 @@ def _token_count(tokens: object, seq: int) -> object:
     return tokens
 
 
-def _model(row: dict) -> dict:
+# A source that prints MPT's configurations by their size alone (llm-foundry's benchmark
+# tables: "7b", "760m").
+_MPT_SOURCE = re.compile(r"llm[- ]?foundry|mosaic ?ml|\bmpt\b")
+
+
+def _model(row: dict, text: str = "") -> dict:
     """The row's model: its shape fields (and a ``model`` object's), over the planner's preset
-    of the name it gives where the row leaves the shape out (``_preset_named``)."""
+    of the name it gives where the row leaves the shape out (``_preset_named``; a size alone,
+    "7b", in a table whose ``text`` names llm-foundry, MosaicML or MPT is that MPT
+    configuration, ``mpt-7b``)."""
     model = {k: row[k] for k in ModelSpec.model_fields if k in row}
     if isinstance(row.get("model"), dict):
         model.update(row["model"])
     elif "name" not in model:
         model["name"] = str(row.get("model") or "model")
-    preset = _preset_named(str(model.get("name", "")))
+    name = str(model.get("name", ""))
+    if re.fullmatch(r"\s*\d+(?:\.\d+)?\s*[mb]\s*", name.lower()) and _MPT_SOURCE.search(
+            text.lower()):
+        name = f"mpt-{name.strip().lower().replace(' ', '')}"
+    preset = _preset_named(name)
     if preset and not all(k in model for k in ("num_layers", "hidden_size")):
         model = {**ModelSpec.from_preset(preset).model_dump(mode="json", exclude_none=True),
                  **model}
@@ -485,7 +515,10 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     if given:
         cluster = dict(given)
         return cluster, cluster.get("preset")
-    text = f"{row.get('hardware', '')} {doc.get('hardware', '')}".lower()
+    # The row's hardware and GPU columns (llm-foundry's "GPU": "a100_40gb"), then the table's.
+    hardware = " ".join(str(v) for v in (row.get("hardware"), row.get("gpu"),
+                                         doc.get("hardware")) if isinstance(v, str))
+    text = hardware.lower().replace("_", " ")
     pcie = re.search(r"\b([ahv]\d00|h800|a800)\b[^,;]*?\b(pcie|nvl)\b", text)
     if pcie:
         # No preset is a PCIe card: its clocks, power and links (an NVLink bridge between two
@@ -513,8 +546,7 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     if gpu:
         cluster["gpu"] = gpu
     if preset.startswith(("dgx", "hgx")):
-        network = _network(f"{row.get('hardware', '')} {doc.get('hardware', '')}",
-                           ClusterSpec.model_validate({"preset": preset}).inter_node)
+        network = _network(hardware, ClusterSpec.model_validate({"preset": preset}).inter_node)
         if network:
             cluster["inter_node"] = network
     return cluster, preset

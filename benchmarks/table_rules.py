@@ -67,6 +67,10 @@ _FSDP_NAMES = re.compile(r"\bfsdp|fully[- ]sharded[- ]data[- ]parallel|fairscale
 # Frameworks whose own FSDP settings the corpus encodes otherwise (torchtitan's fp32
 # reduce-scatter; llm-foundry's per-yaml mixed-precision policy).
 _OWN_FSDP = re.compile(r"torchtitan|llm[- ]foundry|mosaicml")
+# MosaicML's llm-foundry (the MPT benchmarks): its MPT model's fused loss and flash-attn
+# attention, and Composer's FSDP mixed-precision modes.
+_LLM_FOUNDRY = re.compile(r"llm[- ]?foundry|mosaic ?ml")
+_LLM_FOUNDRY_FLASH_FROM = (2024, 4)
 _NVIDIA_RECIPES = re.compile(r"(?<![a-z])nemo(?![a-z])|megatron[- ]bridge|dgx cloud benchmarking|"
                              r"dgxc-benchmarking")
 
@@ -93,11 +97,23 @@ def row_words(row: dict) -> str:
     return words if re.search(r"[a-zA-Z]{2}", words) else ""
 
 
+def _has_flash2(cluster: dict, kernel: str = "flash2") -> bool:
+    """Whether the cluster's GPU has the named attention kernel's rates, FlashAttention-2's by
+    default (``GPUSpec.attention_kernels``); False for one that does not validate (the run's
+    own validation says why, where it replays)."""
+    try:
+        gpu = ClusterSpec.model_validate(cluster).gpu
+    except ValueError:
+        return False
+    return getattr(gpu.attention_kernels, kernel) is not None
+
+
 def framework(text: str, words: str, year: int | None, cluster: dict,
                precision: str = "bf16") -> tuple[dict, list[str]]:
     """(training settings, what was assumed) for the framework the table's ``text`` or the
     row's ``words`` name: DeepSpeed, FSDP (PyTorch's or FairScale's, outside torchtitan and
-    llm-foundry), Aleph Alpha's trainer, torchtitan or NVIDIA's recipes (module docstring);
+    llm-foundry), Aleph Alpha's trainer, torchtitan, llm-foundry or NVIDIA's recipes (module
+    docstring);
     nothing for any other. Whether torch.compile ran is the row's to say where it says how it
     ran (a caption naming the techniques its rows compare names them for none in particular),
     the table's where the row says nothing."""
@@ -150,17 +166,36 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
         out.update(FRAMEWORK_TRAINING["torchtitan"])
         out.update({"loss_implementation": "fused" if compiled else "eager",
                     "eager_elementwise": not compiled, "selective_recompute": "per_op"})
-        try:
-            gpu = ClusterSpec.model_validate(cluster).gpu
-        except ValueError:          # the run's own validation says why, where it replays
-            gpu = None
-        if gpu is not None and gpu.attention_kernels.flash2 is not None:
+        if _has_flash2(cluster):
             out["attention_kernel"] = "flash2"
         said.append("torchtitan: FSDP2's per-parameter copies and the rest a torchtitan search "
                     "costs; selective recompute by its per-op policy; attention through "
                     "PyTorch's SDPA (FlashAttention-2 where the GPU has its rates); "
                     + ("torch.compile: fused elementwise kernels and loss" if compiled else
                        "no torch.compile named: eager elementwise kernels and loss"))
+    if _LLM_FOUNDRY.search(t):
+        out["loss_implementation"] = "fused"
+        said.append("llm-foundry's MPT: loss_fn 'fused_crossentropy' by default "
+                    "(llmfoundry/models/mpt/modeling_mpt.py): a fused loss")
+        dated = year is not None or bool(arxiv_dates(t))
+        if _has_flash2(cluster, "flash_triton") and not (
+                dated and not dated_before(t, year, _LLM_FOUNDRY_FLASH_FROM)):
+            out["attention_kernel"] = "flash_triton"
+            said.append("llm-foundry's benchmark script ran MPT's attn_impl 'triton' (scripts/"
+                        "train/benchmarking/submit_benchmarks.py's default until 7f0fdae66, "
+                        "2024-03-26): the Triton FlashAttention")
+        elif _has_flash2(cluster):
+            out["attention_kernel"] = "flash2"
+            said.append("llm-foundry's MPT runs attn_impl 'flash' (its yamls; the benchmark "
+                        "script's default from 2024-03-26, and no Triton kernel rates on this "
+                        "GPU), the flash-attn package its 'gpu' extra pins at v2: "
+                        "FlashAttention-2")
+        mode = re.search(r"\b(pure|default)\b", (words if words.strip() else text).lower())
+        if mode and mode[1] == "pure" and precision in ("bf16", "fp16"):
+            out["grad_dtype"] = precision
+            said.append(f"Composer's FSDP mixed precision PURE reduces in the training dtype "
+                        f"(get_mixed_precision: param, reduce and buffer dtypes all "
+                        f"{precision}): grad_dtype {precision}")
     if nvidia_recipes(t, year):
         out["grad_dtype"] = "bf16"
         said.append("NVIDIA's performance recipes reduce bf16 gradients (grad_sync_dtype bf16, "
@@ -254,7 +289,12 @@ def zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
         stage = re.search(r"\bzero[- ]?(?:stage[- ]?)?([0-3])\b", source)
         if stage:
             return int(stage[1]), "as the text names it"
-        if re.search(r"\bfsdp|fully[- ]sharded|\bhsdp\b", source):
+        # FSDP's sharding strategies by their names (llm-foundry's "Sharding Strategy").
+        if re.search(r"\bshard_grad_op\b", source):
+            return 2, "FSDP's SHARD_GRAD_OP, as the text names it"
+        if re.search(r"\bno_shard\b", source):
+            return 0, "FSDP's NO_SHARD, as the text names it"
+        if re.search(r"\bfsdp|fully[- ]sharded|\bhsdp\b|\b(?:full|hybrid)_shard\b", source):
             return fsdp, "FSDP, as the text names it"
         if "distributed optimizer" in source:
             return 1, "the distributed optimizer, as the text names it"

@@ -97,6 +97,16 @@ _MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # 8 KV groups, a GELU MLP of 4h, 65,024 tokens, untied; its attention and MLP run in
     # parallel off one norm, costed as the planner's sequential layer (the same FLOPs).
     "falcon-180b": _dense("falcon-180b", 80, 14848, 232, 59392, "gelu", 65024, kv=8),
+    # MosaicML's MPT configurations, which llm-foundry's training benchmarks (scripts/train/
+    # benchmarking/README.md) print as "125m" to "70b": scripts/train/yamls/pretrain/mpt-*.yaml
+    # at cc8351c4d (2024-05-08), d_model, n_heads, n_layers, expansion_ratio 4 (a GELU MLP of
+    # 4 d), vocab_size 50368, no separate output layer (MPT ties it to the embedding).
+    **{f"mpt-{size}": _dense(f"mpt-{size}", layers, hidden, heads, 4 * hidden, "gelu", 50368,
+                             tied=True)
+       for size, layers, hidden, heads in (
+           ("125m", 12, 768, 12), ("350m", 24, 1024, 16), ("760m", 24, 1536, 12),
+           ("1b", 24, 2048, 16), ("3b", 32, 2560, 20), ("7b", 32, 4096, 32),
+           ("13b", 40, 5120, 40), ("30b", 48, 7168, 56), ("70b", 80, 8192, 64))},
     # Mixture of experts, from the released config.json files (Mixtral: Jiang et al. 2024;
     # Qwen3 technical report 2025; DeepSeek-V3 report 2024, Table/section 4.2; gpt-oss model
     # card 2025).
