@@ -174,6 +174,13 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
             "params_billion": ("model_size", "parameters", "params", "numparams",
                                "num_params"),
             "micro_batch_size": ("mbs", "microbatchsize", "micro_batch"),
+            # A batch in tokens (Llama 3's "Tokens/Batch", llm-foundry's "GlobalBatchSize
+            # (T)") and one data-parallel rank's batch (Llama 3's "Batch size/DP").
+            "global_batch_tokens": ("tokens_batch", "tokens_per_batch", "batch_tokens",
+                                    "batch_size_tokens", "globalbatchsize_t",
+                                    "global_batch_size_tokens", "tokens_per_step"),
+            "batch_per_dp": ("batch_size_dp", "batch_size_per_dp", "batch_per_dp_rank",
+                             "local_batch_size", "per_dp_batch_size"),
             "num_layers": ("layers", "n_layers", "number_of_layers"),
             "hidden_size": ("hidden", "d_model"),
             "num_attention_heads": ("heads", "n_heads", "num_heads", "attention_heads",
@@ -264,7 +271,7 @@ _CHECKPOINTING = ("activation_checkpointing", "activation_checkpoint", "checkpoi
                   "act_ckpt", "activation_recomputation")
 # Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".
 _NUMERIC = (*_DEGREES, "micro_batch_size", "gpus", "seq_length", "global_batch_size",
-            "global_batch_tokens", "params_billion", "mfu", "step_time_ms", *_DIRECT_METRICS,
+            "global_batch_tokens", "batch_per_dp", "params_billion", "mfu", "step_time_ms", *_DIRECT_METRICS,
             *_TFLOPS_KEYS)
 _NOT_APPLICABLE = re.compile(r"(?i)|n/?a|-+|—|none|null")
 
@@ -273,6 +280,10 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     row = _canonical(row)
     tokens = next((row[k] for k in ("global_batch_tokens", "batch_tokens", "tokens_per_step")
                    if row.get(k) is not None), None)
+    per_dp = row.get("batch_per_dp")
+    if "global_batch_size" not in row and per_dp is not None and row.get("dp") is not None:
+        # One data-parallel rank's sequences times the ranks (Llama 3's "Batch size/DP").
+        row["global_batch_size"] = _require_int(row, "batch_per_dp") * _require_int(row, "dp")
     if "global_batch_size" not in row and tokens is not None:
         # A batch given in tokens (Llama 2 and 3's "4M tokens"): sequences of seq_length.
         seq = _require_int(row, "seq_length")
@@ -284,6 +295,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     text = " ".join(str(doc.get(k, "")) for k in ("source", "citation", "hardware"))
     conventions = str(row.get("flops_convention") or doc.get("conventions") or "")
     model = _model(row, text)
+    shape_preset = model.pop("shape_preset", None)
     cluster, preset = _cluster(doc, row)
     gpus = _require_int(row, "gpus")
     seq, batch = _require_int(row, "seq_length"), _require_int(row, "global_batch_size")
@@ -309,6 +321,9 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     words = rules.row_words(row)
     training, assumed = _training(doc, row, year, (cluster, preset), model,
                                   f"{text} {conventions}", words)
+    if shape_preset:
+        assumed.append(f"the model's vocabulary and MLP (not printed): the {shape_preset} "
+                       "preset's, of the same layers, width and heads")
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words)
     if plan.get("zero_stage") == 3 and year is not None and year <= 2021:
         implied, said = rules.zero3_of_2021(model, training["precision"])
@@ -492,6 +507,16 @@ def _model(row: dict, text: str = "") -> dict:
         if key not in model:
             raise ValueError(f"{key!r} is missing (the model's shape; or name a model the "
                              f"planner has a preset for: {', '.join(ModelSpec.preset_names())})")
+    if "vocab_size" not in model:
+        # A shape printed without its vocabulary (MegaScale's "175B": 96 layers of 12,288, 96
+        # heads): the rest from the first preset of that shape (GPT-3 175B's), where one is.
+        shape = ("num_layers", "hidden_size", "num_attention_heads")
+        same = next((p for p in ModelSpec.preset_names()
+                     if all(getattr(ModelSpec.from_preset(p), k) == model[k] for k in shape)),
+                    None)
+        if same is not None:
+            model = {**ModelSpec.from_preset(same).model_dump(mode="json", exclude_none=True),
+                     **model, "shape_preset": same}
     return model
 
 

@@ -948,6 +948,50 @@ def test_fsdp_sharding_and_checkpointing_columns(headers, expected):
     assert {k: run["plan"][k] for k in expected} == expected
 
 
+def test_llama3s_table_4_as_printed():
+    """Llama 3's Table 4 as the paper prints it ("GPUs", "Seq. Len.", "Batch size/DP",
+    "Tokens/Batch", "TFLOPs/GPU", "BF16 MFU", figures with thousands separators) finds the
+    corpus's three runs: the global batch is the per-rank batch times DP (32 x 64 = 2,048
+    sequences of 8,192: "16M" tokens), or the tokens over the sequence where no per-rank
+    batch is printed."""
+    rows = [{"model": "Llama 3 405B", "GPUs": gpus, "TP": 8, "CP": cp, "PP": 16, "DP": dp,
+             "Seq. Len.": seq, "Batch size/DP": per_dp, "Tokens/Batch": "16M",
+             "TFLOPs/GPU": tflops, "BF16 MFU": mfu}
+            for gpus, cp, dp, seq, per_dp, tflops, mfu in (
+                ("8,192", 1, 64, "8,192", 32, 430, "43%"),
+                ("16,384", 1, 128, "8,192", 16, 400, "41%"),
+                ("16,384", 16, 8, "131,072", 16, 380, "38%"))]
+    doc = _table(rows, source="The Llama 3 Herd of Models (arXiv 2407.21783), Table 4",
+                 hardware="H100 80GB, 8 per server, RoCE 400 Gbps per GPU",
+                 conventions="BF16 MFU")
+    runs, skipped = published_tables.load_table(doc, "x", corpus=published_accuracy.load_runs())
+    assert skipped == []
+    assert [r["id"] for r in runs] == ["llama3-405b-8192-seq8192", "llama3-405b-16384-seq8192",
+                                       "llama3-405b-16384-seq131072"]
+    tokens_only = [{k: v for k, v in r.items() if k != "Batch size/DP"} for r in rows]
+    built, skipped = published_tables.load_table({**doc, "rows": tokens_only}, "x", corpus=[])
+    assert skipped == []
+    assert [r["training"]["global_batch_size"] for r in built] == [2048, 2048, 128]
+
+
+def test_a_shape_printed_without_its_vocabulary_takes_a_presets_of_that_shape():
+    """A row that prints 96 layers of 12,288 and 96 heads but no vocabulary (MegaScale's
+    "175B") takes the rest from the first preset of that shape, GPT-3 175B's, and says so; a
+    shape no preset has still names the missing field."""
+    row = {"model": "175B", "num_layers": 96, "hidden_size": 12288, "num_attention_heads": 96,
+           "seq_length": 2048, "global_batch_size": 768, "gpus": 256, "tp": 8, "pp": 8,
+           "step_time_s": 40.0}
+    doc = _table([row], hardware="A100 80GB, 8 per node")
+    (run,), skipped = published_tables.load_table(doc, "x", corpus=[])
+    assert skipped == [] and run["model"]["vocab_size"] == 50257
+    assert run["model"]["ffn_hidden_size"] == 49152 and run["model"]["name"] == "175B"
+    assert any("gpt3-175b preset" in a for a in run["assumed"])
+    odd, _ = published_tables.load_table(
+        _table([{**row, "num_layers": 95}], hardware="A100 80GB"), "x", corpus=[])
+    _, skipped = published_accuracy.replay(odd)
+    assert "vocab_size" in skipped[0]["reason"]
+
+
 def test_mpt_presets_are_llm_foundrys_configurations():
     """The MPT presets are llm-foundry's pretrain yamls (d_model, n_heads, n_layers, a 4x GELU
     MLP, 50,368 tokens, tied): within 0.2% of the parameter counts its benchmark tables print
