@@ -198,7 +198,9 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
             "vpp": ("virtual_stages", "virtual_pipeline_stages", "vp"),
             "step_time_s": ("iteration_time_s", "seconds_per_step", "step_time",
                             "iteration_time", "seconds_per_iteration", "time_per_step_s",
-                            "elapsed_time_per_iteration_s", "step_time_sec"),
+                            "elapsed_time_per_iteration_s", "step_time_sec",
+                            # Nemotron-4 340B's report: "Iteration time (secs)".
+                            "iteration_time_secs", "iteration_time_sec", "step_time_secs"),
             "step_time_ms": ("iteration_time_ms", "elapsed_time_per_iteration_ms",
                              "time_per_step_ms"),
             "tokens_per_s": ("tokens_s", "tokens_sec", "tokens_per_second", "throughput_tokens_s",

@@ -1392,7 +1392,16 @@ def test_degree_headers_as_frameworks_name_them(header, key):
     ("Samples/s", "12.5", "samples_per_s", 12.5),
     ("Tokens per second", 1e6, "tokens_per_s", 1e6),
     ("Iteration time (s)", 1.5, "step_time_s", 1.5),
+    ("Iteration time (secs)", 10.3, "step_time_s", 10.3),    # Nemotron-4 340B's Table 2
     ("Elapsed time per iteration (ms)", "1500", "step_time_s", 1.5),   # Megatron's log
+    ("Throughput (T/s/GPU)", 1035, "tokens_per_s_per_gpu", 1035),      # llm-foundry's
+    ("Throughput (T/s)", 265149, "tokens_per_s", 265149),
+    ("Throughput (S/s)", 129, "samples_per_s", 129),
+    ("SeqLen (T)", 2048, "seq_length", 2048),
+    ("MicroBatchSize", 8, "micro_batch_size", 8),
+    ("GlobalBatchSize", 2048, "global_batch_size", 2048),
+    ("Tokens/Batch", "16M", "global_batch_tokens", "16M"),               # Llama 3's Table 4
+    ("Batch size/DP", 32, "batch_per_dp", 32),
 ])
 def test_throughput_headers_as_pages_and_logs_print_them(header, value, key, expected):
     assert published_tables._canonical({header: value}) == {key: expected}
