@@ -238,6 +238,9 @@ def _canonical(row: dict) -> dict:
                     del out[key]            # "n/a", "-": the column does not apply
             elif key == "mfu" and re.fullmatch(r"\d+(?:\.\d+)?\s*%", text):
                 out[key] = float(text.rstrip("% "))     # "38%", "41.5 %": a percentage
+            elif key in _RATES and re.fullmatch(r"\d+(?:\.\d+)?\s*[km]", text.lower()):
+                # A rate in thousands or millions (MegaScale's "39.3k" tokens/s).
+                out[key] = float(text[:-1]) * (1e3 if text[-1] in "kK" else 1e6)
             elif key == "params_billion" and not re.fullmatch(r"\d*\.?\d+", text):
                 # A model size as printed ("70B", "1.7B", "350M", "1T"); one that reads as
                 # no size ("GPT-3") is left out: the model's own count stands for it.
@@ -269,6 +272,7 @@ def _canonical(row: dict) -> dict:
     return out
 
 
+_RATES = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
 _CHECKPOINTING = ("activation_checkpointing", "activation_checkpoint", "checkpoint_activations",
                   "act_ckpt", "activation_recomputation")
 # Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".

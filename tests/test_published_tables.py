@@ -1402,6 +1402,8 @@ def test_degree_headers_as_frameworks_name_them(header, key):
     ("GlobalBatchSize", 2048, "global_batch_size", 2048),
     ("Tokens/Batch", "16M", "global_batch_tokens", "16M"),               # Llama 3's Table 4
     ("Batch size/DP", 32, "batch_per_dp", 32),
+    ("Throughput (tokens/s)", "39.3k", "tokens_per_s", 39300.0),       # MegaScale's Table 2
+    ("Tokens/s", "1.2M", "tokens_per_s", 1.2e6),
 ])
 def test_throughput_headers_as_pages_and_logs_print_them(header, value, key, expected):
     assert published_tables._canonical({header: value}) == {key: expected}
