@@ -330,7 +330,8 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     if shape_preset:
         assumed.append(f"the model's vocabulary and MLP (not printed): the {shape_preset} "
                        "preset's, of the same layers, width and heads")
-    plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words)
+    plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words,
+                             layers=int(model["num_layers"]))
     if plan.get("zero_stage") == 3 and year is not None and year <= 2021:
         implied, said = rules.zero3_of_2021(model, training["precision"])
         given = {*(doc.get("training") or {}), *(row.get("training") or {}),
@@ -411,8 +412,8 @@ def _training(doc: dict, row: dict, year: int | None, gpus: tuple[dict, str | No
     return training, assumed
 
 
-def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
-          ) -> tuple[dict, dict, list[str]]:
+def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = "",
+          layers: int | None = None) -> tuple[dict, dict, list[str]]:
     """(plan, knobs to tune, what was assumed): the published degrees and knobs; the ZeRO
     stage the row's words or the table's name (``table_rules.zero``); the micro-batch, the
     recompute mode (unless the row's words or the text name it), for tensor-parallel rows
@@ -458,12 +459,23 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
     if "vpp" not in plan and plan.get("pp", 1) > 1:
         schedule, why = rules.schedule(words, text, year)
         if schedule == "interleaved":
-            tune["vpp"] = [1, 2, 3, 4, 5, 6, 8]
-            assumed.append(f"vpp: {why}; the fastest that fits of 1-6 and 8 (those that "
-                           "divide the layers)")
+            tune["vpp"], which = vpp_candidates(layers, plan["pp"])
+            assumed.append(f"vpp: {why}; the fastest that fits of {which}")
         elif why:
             assumed.append(f"vpp 1: {why}")
     return plan, tune, assumed
+
+
+def vpp_candidates(layers: int | None, pp: int) -> tuple[list[int], str]:
+    """(virtual stages to tune, in words) for an interleaved row that does not print them:
+    every split of a stage's layers into chunks where the stages hold the same layers, as the
+    corpus tunes them (a stage of 7 layers: 1 or 7 chunks); else 1-6 and 8, those that divide
+    the layers."""
+    if layers and layers % pp == 0:
+        per_stage = layers // pp
+        found = [v for v in range(1, per_stage + 1) if per_stage % v == 0]
+        return found, f"{found}, the divisors of the {per_stage} layers a stage holds"
+    return [1, 2, 3, 4, 5, 6, 8], "1-6 and 8 (those that divide the layers)"
 
 
 def _token_count(tokens: object, seq: int) -> object:

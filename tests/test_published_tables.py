@@ -673,13 +673,16 @@ def test_the_interleaved_schedule_named_without_its_stages_is_tuned():
         return run
 
     named = tune(conventions="6N; interleaved 1F1B")
-    assert named["tune"]["vpp"] == [1, 2, 3, 4, 5, 6, 8]
+    assert named["tune"]["vpp"] == [1, 2, 4, 8]        # every split of a stage's 8 layers
     for doc in ({"conventions": "6N; 1F1B schedule"}, {"source": "Example et al. 2022"},
                 {"source": "Example et al., GPipe"}, {"source": "Megatron-DeepSpeed, 2024"},
                 {"source": "Example et al."}):
         plain = tune(**doc)
         assert "vpp" not in plain["tune"] and "vpp" not in plain["plan"], doc
-    assert tune()["tune"]["vpp"] == [1, 2, 3, 4, 5, 6, 8]           # 2024, none named
+    assert tune()["tune"]["vpp"] == [1, 2, 4, 8]           # 2024, none named
+    # Stages of unequal layers: 1-6 and 8, those that divide the layers.
+    assert published_tables.vpp_candidates(126, 16)[0] == [1, 2, 3, 4, 5, 6, 8]
+    assert published_tables.vpp_candidates(56, 8)[0] == [1, 7]
     for words, kind in (("non-interleaved 1F1B", "plain"), ("1F1B-I", "interleaved"),
                         ("Interleaved 1F1B", "interleaved"), ("PipeDream-flush", "plain")):
         assert table_rules.schedule(words, "Example 2024", 2024)[0] == kind, words
@@ -776,6 +779,8 @@ def _without_the_fsdp_and_mingpt_rules(monkeypatch) -> None:
     monkeypatch.setattr(table_rules, "dated_before", lambda *a: True)   # no bf16 pipeline yet
     monkeypatch.setattr(table_rules, "_BIGSCIENCE", re.compile(r"(?!x)x"))
     monkeypatch.setattr(table_rules, "_LLM_FOUNDRY", re.compile(r"(?!x)x"))
+    monkeypatch.setattr(published_tables, "vpp_candidates", lambda layers, pp: (
+        [1, 2, 3, 4, 5, 6, 8], "1-6 and 8"))
     monkeypatch.setattr(table_rules, "_ATTENTION_WORDS", [
         (pattern, settings) for pattern, settings in table_rules._ATTENTION_WORDS
         if "gpt" not in pattern])
@@ -790,7 +795,8 @@ def test_the_readmes_figures_before_the_fsdp_and_mingpt_rules(monkeypatch):
     to 20.3% (its encoding's), MT-NLG from 29.2% to 25.4% (27.7% encoded) and GPT-NeoX-20B from
     10.6% to 8.9%, and llm-foundry's MPT benchmarks (their fused loss, the Triton attention
     their script ran, Composer's PURE mixed precision) from 10.7% to 5.4% (their encoding's);
-    nothing else moves, fit runs included."""
+    with the virtual stages tuned over every split of a stage's layers, the Megatron-LM
+    README's H100 table (fit) goes from 8.5% to 7.8%."""
     after, after_by = _tables_figures("held_out")
     fit_after, fit_after_by = _tables_figures("fit")
     _without_the_fsdp_and_mingpt_rules(monkeypatch)
@@ -801,7 +807,11 @@ def test_the_readmes_figures_before_the_fsdp_and_mingpt_rules(monkeypatch):
     assert moved == {"opt-175b": (16.6, 5.1), "fsdp-2304.11277": (16.6, 6.2),
                      "bloom": (26.4, 20.3), "mtnlg": (29.2, 25.4), "gpt-neox-20b": (10.6, 8.9),
                      "llm-foundry": (10.7, 5.4)}
-    assert (fit_before, fit_before_by) == (fit_after, fit_after_by)
+    # The virtual stages tuned over every split of a stage's layers, as the corpus tunes them:
+    # the Megatron-LM README's H100 table (fit) from 8.5% to 7.8%.
+    assert (fit_before[0], fit_after[0]) == (4.0, 3.7)
+    assert {k: (fit_before_by[k], fit_after_by[k]) for k in fit_after_by
+            if fit_before_by[k] != fit_after_by[k]} == {"megatron-lm-readme": (8.5, 7.8)}
 
 
 def test_a_source_naming_fsdp_reduces_beside_the_backward_in_16_bits():
