@@ -391,8 +391,12 @@ def _training(doc: dict, row: dict, year: int | None, gpus: tuple[dict, str | No
                        "gradient or parameter overlap")
     elif rules.megatron_lm_defaults(f"{text} {words}".lower(), year):
         training.update(_LEGACY_TRAINING)
+        if training["precision"] == "fp16":
+            # --accumulate-allreduce-grads-in-fp32 is opt-in, forced only under bf16
+            # (megatron/arguments.py since b4bc51b1e7, 2021-03-08): fp16 runs reduce fp16.
+            training["grad_dtype"] = "fp16"
         assumed.append("Megatron-LM's defaults before April 2024: no FlashAttention, dropout, "
-                       "fp32 gradients, no gradient or parameter overlap")
+                       f"{training['grad_dtype']} gradients, no gradient or parameter overlap")
     elif year is None:
         assumed.append("no date in the source: the planner's default (current) software")
     implied, said = rules.framework(text, words, year, cluster, training["precision"])

@@ -1226,6 +1226,14 @@ def test_a_table_naming_megatron_lm_before_april_2024_runs_its_defaults():
                source="Example et al. (arXiv 2402.01234), against Megatron-LM"), "x",
         corpus=[])[0][0]
     assert named["training"]["flash_attention"] is True      # what the row names wins
+    # Under fp16 its gradients stay fp16: --accumulate-allreduce-grads-in-fp32 is opt-in,
+    # forced only under bf16 (the Zero Bubble paper's fp16 baselines).
+    fp16 = published_tables.load_table(
+        _table([{**ROW, "precision": "fp16"}],
+               source="Example et al. (arXiv 2401.10241), on Megatron-LM"), "x",
+        corpus=[])[0][0]
+    assert fp16["training"]["grad_dtype"] == "fp16"
+    assert any("fp16 gradients" in a for a in fp16["assumed"])
 
 
 def test_zero3_of_2021_is_deepspeeds_per_tensor_gathers():
