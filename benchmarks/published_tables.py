@@ -213,7 +213,13 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
                                      "tokens_sec_gpu", "tokens_s_gpu", "throughput_t_s_gpu"),
             "tflops_per_gpu": ("model_tflop_sec_gpu", "model_tflops_sec_gpu", "tflop_sec_gpu",
                                "tflops_gpu", "per_gpu_teraflop_s", "teraflop_s_per_gpu",
-                               "tflop_s_per_gpu", "per_gpu_tflop_s")}
+                               "tflop_s_per_gpu", "per_gpu_tflop_s",
+                               # the FlashAttention-2 paper's "TFLOPs/s/GPU", "TFLOP/s/GPU",
+                               # a log's "TFLOPs" (Megatron-LM's and BLOOM's, per GPU)
+                               "tflops_s_gpu", "tflop_s_gpu", "tflops_per_gpu_s",
+                               "teraflops_per_gpu", "model_tflops_per_gpu", "tflops"),
+            "mfu": ("bf16_mfu", "fp8_mfu", "model_flops_utilization", "mfu_pct",
+                    "mfu_percent")}
 
 
 def _canonical(row: dict) -> dict:

@@ -1421,6 +1421,10 @@ def test_degree_headers_as_frameworks_name_them(header, key):
     ("Tokens/Batch", "16M", "global_batch_tokens", "16M"),               # Llama 3's Table 4
     ("Batch size/DP", 32, "batch_per_dp", 32),
     ("Throughput (tokens/s)", "39.3k", "tokens_per_s", 39300.0),       # MegaScale's Table 2
+    ("TFLOPs/s/GPU", 196, "tflops_per_gpu", 196),           # the FlashAttention-2 paper's
+    ("TFLOPs", 149.77, "tflops_per_gpu", 149.77),           # BLOOM's log line
+    ("BF16 MFU", "43%", "mfu", 43.0),                       # Llama 3's Table 4
+    ("Model FLOPs Utilization", 0.41, "mfu", 0.41),
     ("Tokens/s", "1.2M", "tokens_per_s", 1.2e6),
 ])
 def test_throughput_headers_as_pages_and_logs_print_them(header, value, key, expected):
