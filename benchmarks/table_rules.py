@@ -433,7 +433,7 @@ _RECIPES = [
     (r"mxfp8|\bfp8[- ]mx\b", "fp8", "mxfp8"),
     (r"\bfp8[- ]cs\b|current[- ]scaling|tensorwise", "fp8", "tensorwise"),
     (r"\bfp8[- ]blk\b|blockwise|deepseek[- ]style", "fp8", "blockwise"),
-    (r"delayed[- ]scaling", "fp8", "delayed"),
+    (r"delayed[- ]scaling|\bfp8[- ](?:ds|delayed)\b", "fp8", "delayed"),
 ]
 
 
@@ -456,10 +456,14 @@ def printed_precision(given: str) -> tuple[str, str | None]:
 
 
 def precision(text: str) -> str:
+    """The 16-bit or fp8 precision a text names, bf16 where it names none: fp8 ("FP8",
+    torchao's "Float8"; not a peak's), else fp16 ("fp16", "float16", Lightning's "16-mixed")
+    unless bf16 is named too ("bf16", "bfloat16", "bf16-mixed")."""
     t = text.lower()
-    if re.search(r"\bfp8\b", t) and "peak" not in t:
+    if re.search(r"\bfp8\b|\bfloat8\b", t) and "peak" not in t:
         return "fp8"
-    return "fp16" if "fp16" in t and "bf16" not in t else "bf16"
+    fp16 = re.search(r"fp16|\bfloat16\b|(?<![a-z0-9])16-mixed\b", t)
+    return "fp16" if fp16 and not re.search(r"bf16|bfloat16", t) else "bf16"
 
 
 # The attention implementations tables name, most specific first: (pattern, training settings).

@@ -468,6 +468,21 @@ def test_the_fp8_recipe_a_table_names(source, notes, precision, recipe):
     assert (t["precision"], t.get("fp8_recipe")) == (precision, recipe)
 
 
+@pytest.mark.parametrize(("printed", "expected"), [
+    ("amp_bf16", ("bf16", None)), ("bf16-mixed", ("bf16", None)), ("bfloat16", ("bf16", None)),
+    ("16-mixed", ("fp16", None)),          # Lightning's fp16 AMP
+    ("float16", ("fp16", None)), ("amp_fp16", ("fp16", None)),
+    ("Float8", ("fp8", None)),             # torchao's Float8Linear
+    ("FP8-DS", ("fp8", "delayed")), ("fp8 delayed", ("fp8", "delayed")),
+    ("FP8-CS", ("fp8", "tensorwise")), ("MXFP8", ("fp8", "mxfp8")),
+])
+def test_a_precision_as_frameworks_print_it(printed, expected):
+    """A precision column as frameworks print it: Composer's "amp_bf16", Lightning's
+    "bf16-mixed" and "16-mixed" (fp16), PyTorch's dtype names, torchao's "Float8", and the
+    fp8 recipes NVIDIA's tables abbreviate (DS delayed, CS current scaling)."""
+    assert table_rules.printed_precision(printed) == expected
+
+
 def test_nvidia_recipes_overlap_tp_and_gather_fp8_weights():
     """NVIDIA's recipes of 2023 on overlap their TP communication (tp > 1 only), and from 2025
     gather the weights in fp8 when they train in fp8; Megatron-Bridge's fuse the loss. A text
