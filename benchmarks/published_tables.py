@@ -120,6 +120,7 @@ _FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "hgx-a800": "a8
            "dgx-h200": "h200", "hgx-h800": "h800", "dgx-b200": "b200", "dgx-b300": "b300",
            "gb200-nvl72": "gb200", "gb300-nvl72": "gb300"}
 _GPUS_PER_NODE = {"dgx-2": 16, "gb200-nvl72": 72, "gb300-nvl72": 72}
+_HARDWARE_COLUMNS = ("hardware", "gpu", "system", "platform", "accelerator", "gpu_type")
 
 # Legacy software (module docstring): what a pre-2023 source ran.
 _LEGACY_TRAINING = {"flash_attention": False, "dropout": True, "overlap_grad_reduce": False,
@@ -548,6 +549,12 @@ def _model(row: dict, text: str = "") -> dict:
     return model
 
 
+# Names a model goes by that name one preset: BLOOM (176B, BigScience's only BLOOM of that
+# name without a size), Megatron-Turing NLG 530B.
+_FULL_NAMES = {"bloom": "bloom-176b", "megatronturingnlg530b": "mt-nlg-530b",
+               "megatronturingnlg": "mt-nlg-530b"}
+
+
 def _preset_named(name: str) -> str | None:
     """The planner's model preset a published name means ("Llama 3.1 405B", "LLAMA3_70B",
     "Llama-2-70b", "GPT-3 175B", "Mixtral 8x7B", "DeepSeek-V3", "DeepSeek-V3 671B"): compared
@@ -555,6 +562,11 @@ def _preset_named(name: str) -> str | None:
     without the size a versioned name adds, else None."""
     bare = re.sub(r"^[\w.-]+/", "", name.lower().strip())     # a Hugging Face organisation
     bare = re.sub(r"^meta[- ]", "", bare)
+    # A qualifier in brackets ("DeepSeekV3 (dropless)"), a checkpoint's suffix
+    # ("-Instruct", "-hf"), and the names a model goes by in full.
+    bare = re.sub(r"\s*[(\[][^)\]]*[)\]]", "", bare).strip()
+    bare = re.sub(r"[-_ ](?:instruct|chat|base|hf)$", "", bare)
+    bare = _FULL_NAMES.get(re.sub(r"[^a-z0-9]+", "", bare), bare)
     flat = re.sub(r"llama[^a-z0-9]*(\d)(?:\.\d)?", r"llama\1", bare)
     flat = re.sub(r"[^a-z0-9]+", "", flat)
     names = {re.sub(r"[^a-z0-9]+", "", p): p for p in ModelSpec.preset_names()}
@@ -568,8 +580,9 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     if given:
         cluster = dict(given)
         return cluster, cluster.get("preset")
-    # The row's hardware and GPU columns (llm-foundry's "GPU": "a100_40gb"), then the table's.
-    hardware = " ".join(str(v) for v in (row.get("hardware"), row.get("gpu"),
+    # The row's hardware, GPU and system columns (llm-foundry's "GPU": "a100_40gb",
+    # Megatron-Bridge's "System": "DGX-GB200"), then the table's.
+    hardware = " ".join(str(v) for v in (*(row.get(k) for k in _HARDWARE_COLUMNS),
                                          doc.get("hardware")) if isinstance(v, str))
     text = hardware.lower().replace("_", " ")
     pcie = re.search(r"\b([ahv]\d00|h800|a800)\b[^,;]*?\b(pcie|nvl)\b", text)

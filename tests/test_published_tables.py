@@ -1017,6 +1017,20 @@ def test_a_shape_printed_without_its_vocabulary_takes_a_presets_of_that_shape():
     assert "vocab_size" in skipped[0]["reason"]
 
 
+@pytest.mark.parametrize(("column", "value", "preset"), [
+    ("System", "DGX-GB200", "gb200-nvl72"), ("GPU", "a100_40gb", "dgx-a100"),
+    ("Platform", "DGX-B200", "dgx-b200"), ("Accelerator", "H100 80GB SXM", "dgx-h100"),
+])
+def test_a_rows_own_hardware_column(column, value, preset):
+    """A row naming its GPUs in a column of its own (Megatron-Bridge's "System", llm-foundry's
+    "GPU") runs there where the table's hardware text says nothing."""
+    row = {**ROW, "gpus": 72 if "GB" in value else 64, "tp": 1, column: value}
+    (run,), skipped = published_tables.load_table(_table([row], hardware=""), "x", corpus=[])
+    assert skipped == [] and run["cluster"]["preset"] == preset
+    if value == "a100_40gb":
+        assert run["cluster"]["gpu"] == "a100-40gb"
+
+
 def test_mpt_presets_are_llm_foundrys_configurations():
     """The MPT presets are llm-foundry's pretrain yamls (d_model, n_heads, n_layers, a 4x GELU
     MLP, 50,368 tokens, tied): within 0.2% of the parameter counts its benchmark tables print
@@ -1346,6 +1360,11 @@ def test_flops_counts_as_sources_word_them(words, same_as):
     ("GLM-130B", "glm-130b", 130), ("Nemotron-4 15B", "nemotron4-15b", 15.6),
     ("Nemotron-4 340B", "nemotron4-340b", 340), ("Mistral 7B", "mistral-7b", 7.24),
     ("DeepSeek-V3 671B", "deepseek-v3", 671), ("Falcon-180B", "falcon-180b", 180),
+    # As tables print them besides: a qualifier in brackets (Megatron-Bridge's), a name in
+    # full or without its size where it means one model, a checkpoint's suffix, MPT's.
+    ("DeepSeekV3 (dropless)", "deepseek-v3", 671), ("BLOOM", "bloom-176b", 176),
+    ("Megatron-Turing NLG 530B", "mt-nlg-530b", 530),
+    ("meta-llama/Meta-Llama-3-70B-Instruct", "llama3-70b", 70.6), ("MPT-30B", "mpt-30b", 30),
 ])
 def test_published_models_named_without_their_shape(name, preset, billions):
     """The large published runs' models a table may name without a shape: each name finds
