@@ -110,9 +110,9 @@ _HARDWARE = [
     (r"h800", "hgx-h800", None),
     (r"h100", "dgx-h100", None),
     (r"a800", "hgx-a800", None),
-    (r"a100[^,;]*?\b40\s*gb", "dgx-a100", "a100-40gb"),
+    (r"a100[^,;]*?\b40\s*g(?:i?b)?\b", "dgx-a100", "a100-40gb"),    # "40GB", GLM's "(40G)"
     (r"a100", "dgx-a100", None),
-    (r"v100[^,;]*?\b16\s*gb", "dgx-1", "v100-16gb"),
+    (r"v100[^,;]*?\b16\s*g(?:i?b)?\b", "dgx-1", "v100-16gb"),
     (r"v100", "dgx-1", None),          # a DGX-2 where the text names one (``_cluster``)
 ]
 _FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "hgx-a800": "a800",
