@@ -783,11 +783,12 @@ def _tables_figures(split: str) -> tuple[tuple, dict[str, float]]:
             {k: round(v, 1) for k, v in sources.items()})
 
 
-def _without_the_fsdp_and_mingpt_rules(monkeypatch) -> None:
+def _without_the_latest_rules(monkeypatch) -> None:
     """The table rules as they stood before FSDP's overlapped, 16-bit gradient reduction,
-    minGPT's eager attention, and what DeepSpeed's trainers of a date ran: no sequence
+    minGPT's eager attention, what DeepSpeed's trainers of a date ran (no sequence
     parallelism, BF16_Optimizer's per-micro-batch gradient copy, BigScience's fork without
-    FlashAttention."""
+    FlashAttention), llm-foundry's software, and the virtual stages tuned over every split of
+    a stage's layers."""
     monkeypatch.setattr(table_rules, "_FSDP_NAMES", re.compile(r"(?!x)x"))
     monkeypatch.setattr(table_rules, "deepspeed_without_sequence_parallelism",
                         lambda *a: None)
@@ -801,7 +802,7 @@ def _without_the_fsdp_and_mingpt_rules(monkeypatch) -> None:
         if "gpt" not in pattern])
 
 
-def test_the_readmes_figures_before_the_fsdp_and_mingpt_rules(monkeypatch):
+def test_the_readmes_figures_before_the_latest_table_rules(monkeypatch):
     """README (tables as printed, the latest change): FSDP named (OPT-175B's metaseq, the FSDP
     paper) reduces its gradients beside the backward in the 16-bit compute dtype, minGPT's
     attention is eager with its dropout, and DeepSpeed's trainers run what they had at the
@@ -812,21 +813,33 @@ def test_the_readmes_figures_before_the_fsdp_and_mingpt_rules(monkeypatch):
     their script ran, Composer's PURE mixed precision) from 10.7% to 5.4% (their encoding's);
     with the virtual stages tuned over every split of a stage's layers, the Megatron-LM
     README's H100 table (fit) goes from 8.5% to 7.8%."""
-    after, after_by = _tables_figures("held_out")
-    fit_after, fit_after_by = _tables_figures("fit")
-    _without_the_fsdp_and_mingpt_rules(monkeypatch)
-    before, before_by = _tables_figures("held_out")
-    fit_before, fit_before_by = _tables_figures("fit")
-    assert (before, after) == ((9.0, 10.6, 9.1, 15.5, 8.9), (8.6, 9.1, 6.2, 15.5, 8.1))
-    moved = {k: (before_by[k], after_by[k]) for k in after_by if before_by[k] != after_by[k]}
+    figures, moved, fit, fit_moved = _switched_off(monkeypatch,
+                                                   _without_the_latest_rules)
+    assert figures == ((9.0, 10.6, 9.1, 15.5, 8.9), (8.6, 9.1, 6.2, 15.5, 8.1))
     assert moved == {"opt-175b": (16.6, 5.1), "fsdp-2304.11277": (16.6, 6.2),
                      "bloom": (26.4, 20.3), "mtnlg": (29.2, 25.4), "gpt-neox-20b": (10.6, 8.9),
                      "llm-foundry": (10.7, 5.4)}
     # The virtual stages tuned over every split of a stage's layers, as the corpus tunes them:
     # the Megatron-LM README's H100 table (fit) from 8.5% to 7.8%.
-    assert (fit_before[0], fit_after[0]) == (4.0, 3.7)
-    assert {k: (fit_before_by[k], fit_after_by[k]) for k in fit_after_by
-            if fit_before_by[k] != fit_after_by[k]} == {"megatron-lm-readme": (8.5, 7.8)}
+    assert (fit, fit_moved) == ((4.0, 3.7), {"megatron-lm-readme": (8.5, 7.8)})
+
+
+def _switched_off(monkeypatch, rules, *already_off):
+    """((held-out figures without ``rules``, with them), {source: (median |error| without,
+    with)} of the held-out sources they move, (fit median without, with), the same for the
+    fit sources), the rules ``already_off`` switched off in both."""
+    for off in already_off:
+        off(monkeypatch)
+    after, after_by = _tables_figures("held_out")
+    fit_after, fit_after_by = _tables_figures("fit")
+    rules(monkeypatch)
+    before, before_by = _tables_figures("held_out")
+    fit_before, fit_before_by = _tables_figures("fit")
+    return ((before, after),
+            {k: (before_by[k], after_by[k]) for k in after_by if before_by[k] != after_by[k]},
+            (fit_before[0], fit_after[0]),
+            {k: (fit_before_by[k], fit_after_by[k]) for k in fit_after_by
+             if fit_before_by[k] != fit_after_by[k]})
 
 
 def test_a_source_naming_fsdp_reduces_beside_the_backward_in_16_bits():
@@ -1064,7 +1077,7 @@ def _without_the_schedule_framework_and_date_rules(monkeypatch) -> None:
     2021's DeepSpeed ZeRO-3, the trainers built on DeepSpeed and its fp16 gradients and
     blocking TP all-reduce, an arXiv number with its version and NeMo named inside a path
     (and the FSDP and minGPT rules after them)."""
-    _without_the_fsdp_and_mingpt_rules(monkeypatch)
+    _without_the_latest_rules(monkeypatch)
     monkeypatch.setattr(table_rules, "attention", lambda *a: ({}, []))
     monkeypatch.setattr(table_rules, "schedule", lambda words, text, year: (
         ("interleaved", "named") if re.search(r"interleav|virtual (?:pipeline )?stage",
@@ -1097,24 +1110,18 @@ def test_the_readmes_figures_before_the_schedule_framework_and_date_rules(monkey
     row names, undated interleaving tuned from 2023 on, Aleph Alpha's trainer, Megatron-LM's
     defaults before April 2024, 2021's DeepSpeed ZeRO-3, the trainers on DeepSpeed, arXiv
     versions, NeMo inside a path)
-    and with them, overall and for the sources they move (the FSDP and minGPT rules after
-    them switched off in both)."""
-    _without_the_fsdp_and_mingpt_rules(monkeypatch)
-    after, after_by = _tables_figures("held_out")
-    fit_after, fit_after_by = _tables_figures("fit")
-    _without_the_schedule_framework_and_date_rules(monkeypatch)
-    before, before_by = _tables_figures("held_out")
-    fit_before, fit_before_by = _tables_figures("fit")
-    assert (before, after) == ((20.1, 16.1, 10.6, 16.6, 9.9), (9.0, 10.6, 9.1, 15.5, 8.9))
-    moved = {k: (before_by[k], after_by[k]) for k in after_by if before_by[k] != after_by[k]}
+    and with them, overall and for the sources they move (the rules after them switched off
+    in both)."""
+    figures, moved, fit, fit_moved = _switched_off(
+        monkeypatch, _without_the_schedule_framework_and_date_rules,
+        _without_the_latest_rules)
+    assert figures == ((20.1, 16.1, 10.6, 16.6, 9.9), (9.0, 10.6, 9.1, 15.5, 8.9))
     assert moved == {"hagemann-2311.05610": (34.1, 9.1), "llama3": (37.5, 6.0),
                      "megascale-2402.15627": (22.7, 1.3), "megatron-sc21": (22.7, 3.8),
                      "mlperf-training-v3.1": (9.2, 3.1), "opt-175b": (26.2, 16.6),
                      "moe-parallel-folding-2504.14960": (25.0, 20.1), "bloom": (27.2, 26.4),
                      "mtnlg": (30.3, 29.2)}
-    assert (fit_before[0], fit_after[0]) == (4.0, 4.0)
-    assert {k: (fit_before_by[k], fit_after_by[k]) for k in fit_after_by
-            if fit_before_by[k] != fit_after_by[k]} == {"megatron-lm-readme": (21.7, 8.5)}
+    assert (fit, fit_moved) == ((4.0, 4.0), {"megatron-lm-readme": (21.7, 8.5)})
 
 
 def test_the_readmes_figures_before_the_framework_and_word_rules(monkeypatch):
