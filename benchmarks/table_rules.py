@@ -97,7 +97,7 @@ def row_words(row: dict) -> str:
     return words if re.search(r"[a-zA-Z]{2}", words) else ""
 
 
-def _has_flash2(cluster: dict, kernel: str = "flash2") -> bool:
+def _gpu_has_kernel(cluster: dict, kernel: str = "flash2") -> bool:
     """Whether the cluster's GPU has the named attention kernel's rates, FlashAttention-2's by
     default (``GPUSpec.attention_kernels``); False for one that does not validate (the run's
     own validation says why, where it replays)."""
@@ -166,7 +166,7 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
         out.update(FRAMEWORK_TRAINING["torchtitan"])
         out.update({"loss_implementation": "fused" if compiled else "eager",
                     "eager_elementwise": not compiled, "selective_recompute": "per_op"})
-        if _has_flash2(cluster):
+        if _gpu_has_kernel(cluster):
             out["attention_kernel"] = "flash2"
         said.append("torchtitan: FSDP2's per-parameter copies and the rest a torchtitan search "
                     "costs; selective recompute by its per-op policy; attention through "
@@ -177,14 +177,15 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
         out["loss_implementation"] = "fused"
         said.append("llm-foundry's MPT: loss_fn 'fused_crossentropy' by default "
                     "(llmfoundry/models/mpt/modeling_mpt.py): a fused loss")
-        dated = year is not None or bool(arxiv_dates(t))
-        if _has_flash2(cluster, "flash_triton") and not (
-                dated and not dated_before(t, year, _LLM_FOUNDRY_FLASH_FROM)):
+        # Undated, as its README's tables are, or dated before the script's switch: 'triton'.
+        switched = ((year is not None or bool(arxiv_dates(t)))
+                    and not dated_before(t, year, _LLM_FOUNDRY_FLASH_FROM))
+        if _gpu_has_kernel(cluster, "flash_triton") and not switched:
             out["attention_kernel"] = "flash_triton"
             said.append("llm-foundry's benchmark script ran MPT's attn_impl 'triton' (scripts/"
                         "train/benchmarking/submit_benchmarks.py's default until 7f0fdae66, "
                         "2024-03-26): the Triton FlashAttention")
-        elif _has_flash2(cluster):
+        elif _gpu_has_kernel(cluster):
             out["attention_kernel"] = "flash2"
             said.append("llm-foundry's MPT runs attn_impl 'flash' (its yamls; the benchmark "
                         "script's default from 2024-03-26, and no Triton kernel rates on this "
