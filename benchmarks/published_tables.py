@@ -328,7 +328,8 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         run["measured"] = _with_mfu_step(measured, run["cluster"], gpus)
         run["assumed"] = [f"the corpus's run {found['id']}: its settings and split, the "
                           "table's figure"] + list(found.get("assumed", []))
-        run["split"] = row.get("split", found["split"])
+        # The split the row or the table gives, as for any other row, else the corpus run's.
+        run["split"] = row.get("split", doc.get("split", found["split"]))
         return run
     year = rules.year(text)
     words = rules.row_words(row)

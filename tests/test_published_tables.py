@@ -51,6 +51,13 @@ def test_the_sc21_table_replays_as_the_corpus_runs_it_holds(tmp_path):
         assert row["predicted_step_s"] == corpus[row["id"]]["predicted_step_s"]
     assert result["summary"]["fit"]["rows"] == 10
     assert result["summary"]["held_out"]["rows"] == 0
+    # A table that gives its own split keeps it, corpus run or not.
+    held = tmp_path / "held.json"
+    held.write_text(json.dumps({**json.loads(TABLE.read_text()), "split": "held_out"}))
+    assert published_accuracy.main(["--data", str(held), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["summary"]["held_out"]["rows"] == 10
+    assert result["summary"]["held_out"]["median_abs_error_pct"] == pytest.approx(2.26, abs=0.01)
 
 
 def test_a_row_outside_the_corpus_is_built_from_the_table_alone():
