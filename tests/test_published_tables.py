@@ -1481,9 +1481,10 @@ def test_throughput_headers_as_pages_and_logs_print_them(header, value, key, exp
 
 
 def test_sc21s_zero3_rows_as_tables_are_their_encoded_runs(monkeypatch):
-    """README (tables as printed: frameworks, schedules and dates, a change before): SC'21 Table 2's six ZeRO-3 rows, read
-    as tables of 2021 that name ZeRO-3, replay exactly as the corpus encodes them (the
-    DeepSpeed 0.3.13 it reads), where they had been +42% to +308% as tables."""
+    """README (tables as printed: frameworks, schedules and dates, a change before): SC'21
+    Table 2's six ZeRO-3 rows, read as tables of 2021 that name ZeRO-3, replay exactly as the
+    corpus encodes them (the DeepSpeed 0.3.13 it reads), where they had been +42% to +308% as
+    tables."""
     runs = [r for r in published_accuracy.load_runs()
             if r["id"].startswith("sc21-t2") and "zero3" in r["id"]]
     assert len(runs) == 6
