@@ -464,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['id'][:45]:<46}{r['split']:>9}{r['gpus']:>7}{r['measured_step_s']:>12.3f}"
               f"{r['predicted_step_s']:>13.3f}{r['error_pct']:>+9.1f}{r['mfu']:>7.3f}{flag}")
     summary = {s: summarize([r for r in rows if r["split"] == s]) for s in ("held_out", "fit")}
+    summary["all"] = summarize(rows)       # both splits: a table's rows may fall in either
     summary["held_out_dense"] = summarize([r for r in rows
                                            if r["split"] == "held_out" and not r["moe"]])
     summary["moe"] = summarize([r for r in rows if r["moe"]])
@@ -471,7 +472,13 @@ def main(argv: list[str] | None = None) -> int:
                  for src in sorted({r["source"] for r in rows})}
     taus = sweep_taus(rows)
     print()
-    for s in ("held_out", "held_out_dense", "moe", "fit"):
+    matched = [r for r in runs if str((r.get("assumed") or [""])[0]).startswith("the corpus's run")]
+    if matched:
+        fit = sum(r.get("split") == "fit" for r in matched)
+        print(f"{len(matched)} of the table's rows are corpus runs, replayed as the corpus "
+              f"encodes them with its split ({fit} fit: the constants were fitted on them; a "
+              "table's own \"split\" overrides it); 'all' below covers every row\n")
+    for s in ("held_out", "held_out_dense", "moe", "fit", "all"):
         x = summary[s]
         if x["rows"]:
             print(f"{s:<15} {x['rows']:>4} runs from {x['sources']} sources: median |error| "

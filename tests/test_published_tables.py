@@ -35,11 +35,13 @@ ROW = {"model": "Llama-ish 8B", "num_layers": 32, "hidden_size": 4096, "num_atte
        "params_billion": 8.03, "tflops_per_gpu": 400}
 
 
-def test_the_sc21_table_replays_as_the_corpus_runs_it_holds(tmp_path):
+def test_the_sc21_table_replays_as_the_corpus_runs_it_holds(tmp_path, capsys):
     """The shared SC'21 Table 1 file: every row is a corpus run (fit split, its settings), its
-    published TFLOP/s undone through the table's stated convention to the corpus's step time."""
+    published TFLOP/s undone through the table's stated convention to the corpus's step time;
+    the output says so, and 'all' summarises every row whatever its split."""
     out = tmp_path / "acc.json"
     assert published_accuracy.main(["--data", str(TABLE), "--json", str(out)]) == 0
+    assert "10 of the table's rows are corpus runs" in capsys.readouterr().out
     result = json.loads(out.read_text())
     assert result["skipped"] == []
     assert len(result["rows"]) == 10
@@ -51,6 +53,7 @@ def test_the_sc21_table_replays_as_the_corpus_runs_it_holds(tmp_path):
         assert row["predicted_step_s"] == corpus[row["id"]]["predicted_step_s"]
     assert result["summary"]["fit"]["rows"] == 10
     assert result["summary"]["held_out"]["rows"] == 0
+    assert result["summary"]["all"] == result["summary"]["fit"]
     # A table that gives its own split keeps it, corpus run or not.
     held = tmp_path / "held.json"
     held.write_text(json.dumps({**json.loads(TABLE.read_text()), "split": "held_out"}))
