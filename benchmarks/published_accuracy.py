@@ -89,16 +89,20 @@ def predict_run(run: dict, eff_overrides: dict | None = None):
     training = TrainingSpec.model_validate(run["training"])
     eff = EfficiencyModel.model_validate({**(run.get("efficiency") or {}), **(eff_overrides or {})})
     best = None
+    why: list[tuple[str, str]] = []
     for fields in candidates(run):
         plan = ParallelPlan.model_validate(fields)
-        if plan_violations(plan, model, cluster, training):
+        broken = plan_violations(plan, model, cluster, training)
+        if broken:
+            why = why or broken
             continue
         est = estimate(model, cluster, training, plan, eff)
         key = (not est.fits_in_memory, est.step_time_s)
         if best is None or key < best[0]:
             best = (key, est)
     if best is None:
-        raise ValueError(f"{run['id']}: no candidate plan is valid")
+        reasons = "; ".join(f"{field}: {reason}" for field, reason in why[:3])
+        raise ValueError(f"{run['id']}: no candidate plan is valid ({reasons})")
     return best[1], not best[0][0]
 
 

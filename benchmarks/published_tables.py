@@ -94,6 +94,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 
 import table_rules as rules
@@ -305,6 +306,24 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
             raise ValueError(f"a global batch of {tokens!r} tokens is not a whole number of "
                              f"{seq}-token sequences")
         row["global_batch_size"] = tokens // seq
+        # A token budget that does not split into whole sequences per data-parallel rank
+        # (OPT's "2M" over 124 ranks: 1,024 sequences) runs each rank's whole share, as a
+        # launcher derives a per-rank batch from it (metaseq's opt_baselines.py:
+        # (2M // data-parallel ranks) // 2048 = 8 a rank, 992 sequences).
+        ranks = row.get("dp")
+        if ranks is None and isinstance(row.get("gpus"), int):
+            rest = math.prod(row.get(k) or 1 for k in ("tp", "pp", "cp")
+                             if isinstance(row.get(k) or 1, int))
+            ranks = row["gpus"] // rest if rest and row["gpus"] % rest == 0 else None
+        if (isinstance(ranks, int) and not isinstance(ranks, bool) and ranks > 0
+                and row["global_batch_size"] % ranks
+                and row["global_batch_size"] >= ranks):
+            whole = row["global_batch_size"] // ranks * ranks
+            rounded = (f"global batch {whole} sequences: {tokens} tokens are "
+                       f"{row['global_batch_size']} of {seq}, each of the {ranks} data-parallel "
+                       f"ranks taking its whole share")
+            row["global_batch_size"] = whole
+            row.setdefault("_assumed", []).append(rounded)
     text = " ".join(str(doc.get(k, "")) for k in ("source", "citation", "hardware"))
     conventions = str(row.get("flops_convention") or doc.get("conventions") or "")
     model = _model(row, text)
@@ -326,8 +345,9 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     if found is not None:
         run = copy.deepcopy(found)
         run["measured"] = _with_mfu_step(measured, run["cluster"], gpus)
-        run["assumed"] = [f"the corpus's run {found['id']}: its settings and split, the "
-                          "table's figure"] + list(found.get("assumed", []))
+        run["assumed"] = ([f"the corpus's run {found['id']}: its settings and split, the "
+                           "table's figure"] + row.get("_assumed", [])
+                          + list(found.get("assumed", [])))
         # The split the row or the table gives, as for any other row, else the corpus run's.
         run["split"] = row.get("split", doc.get("split", found["split"]))
         return run
@@ -338,6 +358,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     if shape_preset:
         assumed.append(f"the model's vocabulary and MLP (not printed): the {shape_preset} "
                        "preset's, of the same layers, width and heads")
+    assumed += row.get("_assumed", [])
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words,
                              layers=int(model["num_layers"]))
     if plan.get("zero_stage") == 3 and year is not None and year <= 2021:

@@ -1022,6 +1022,28 @@ def test_llama3s_table_4_as_printed():
     assert [r["training"]["global_batch_size"] for r in built] == [2048, 2048, 128]
 
 
+def test_a_token_budget_runs_whole_sequences_per_data_parallel_rank():
+    """OPT-175B's "2M" tokens of 2,048 over 124 data-parallel ranks are 1,024 sequences, which
+    124 ranks cannot share: each runs its whole share, 8 (metaseq's (2M // 124) // 2048), so
+    the row is the corpus's 992-sequence run; a budget that splits evenly is kept, and a row
+    whose plan still breaks a rule names the rule where it is left out."""
+    row = {"model": "OPT-175B", "gpus": 992, "tp": 8, "pp": 1, "seq_length": 2048,
+           "global_batch_tokens": "2M", "tflops_per_gpu": 147, "precision": "fp16"}
+    doc = _table([row], source="OPT (arXiv 2205.01068)", hardware="80GB A100",
+                 conventions="Megatron-LM's formula with activation recomputation")
+    (run,), _ = published_tables.load_table(doc, "x", corpus=published_accuracy.load_runs())
+    assert run["id"] == "opt-175b-production" and run["training"]["global_batch_size"] == 992
+    assert any("each of the 124 data-parallel ranks" in a for a in run["assumed"])
+    (even,), _ = published_tables.load_table(_table([{**row, "gpus": 1024}], hardware="A100"),
+                                             "x", corpus=[])
+    assert even["training"]["global_batch_size"] == 1024
+    odd = {**row, "global_batch_size": 1000}
+    del odd["global_batch_tokens"]
+    (bad,), _ = published_tables.load_table(_table([odd], hardware="A100"), "x", corpus=[])
+    _, skipped = published_accuracy.replay([bad])
+    assert "global_batch_size(1000) is not divisible by dp(124)" in skipped[0]["reason"]
+
+
 def test_a_shape_printed_without_its_vocabulary_takes_a_presets_of_that_shape():
     """A row that prints 96 layers of 12,288 and 96 heads but no vocabulary (MegaScale's
     "175B") takes the rest from the first preset of that shape, GPT-3 175B's, and says so; a
