@@ -222,7 +222,9 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
 _MOE_WORDS = [
     (r"deep[- ]?ep|hybrid[- ]?ep|flex dispatcher", "moe_dispatcher", "deepep"),
     (r"\bstandard\b|all[- ]?to[- ]?all dispatch|alltoall", "moe_dispatcher", "alltoall"),
-    (r"capacity[- ]factor (?:of )?(\d+(?:\.\d+)?)", "moe_capacity_factor", None),
+    # "capacity factor 1.25", "of 1", "equal to 1" (the MoE Parallel Folding paper's), "= 1"
+    (r"capacity[- ]factor:?\s*(?:of |equal to |is |=\s*)?(\d+(?:\.\d+)?)",
+     "moe_capacity_factor", None),
     (r"\b(?:a2a|all-to-all|ep) (?:comm(?:unication)? )?overlap|overlap-moe-expert-parallel-comm"
      r"|a2a[_ ]1f1b|1f1b (?:a2a )?overlap", "moe_a2a_overlap", True),
     (r"force[sd]? (?:load )?balanc", "moe_load_imbalance", 1.0),

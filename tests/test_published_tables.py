@@ -529,6 +529,9 @@ MOE_ROW = {"model": "Mixtral-ish", "num_layers": 32, "hidden_size": 4096,
      {"moe_dispatcher": "alltoall"}),          # the row's own words before the caption's
     ("A MoE paper, 2025", "capacity factor 1.25, 1F1B A2A overlap",
      {"moe_capacity_factor": 1.25, "moe_a2a_overlap": True}),
+    # The MoE Parallel Folding paper's wording.
+    ("A MoE paper, 2025", "token drop training with a capacity factor equal to 1",
+     {"moe_capacity_factor": 1.0}),
     ("Megatron Bridge performance summary", "HybridEP", {"moe_dispatcher": "deepep",
                                                          "moe_load_imbalance": 1.0}),
     ("A MoE paper, 2025", "", {}),
