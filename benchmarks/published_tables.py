@@ -290,8 +290,44 @@ _NUMERIC = (*_DEGREES, "micro_batch_size", "gpus", "seq_length", "global_batch_s
 _NOT_APPLICABLE = re.compile(r"(?i)|n/?a|-+|—|none|null")
 
 
+# Degrees and batches written into a row's words, its model's name or the table's caption
+# (DGX Cloud Benchmarking's "Llama 3.1 8b BF16 (TP=1, PP=1, CP=2, MBS=1, GA=32)", "tp4 pp4",
+# "EP: 8"): the keys a row leaves out.
+_DEGREE_WORDS = re.compile(r"\b(tp|pp|cp|ep|etp|vpp|vp|dp|mbs|gbs)\s*[=:]?\s*(\d+)\b", re.I)
+_DEGREE_KEYS = {"vp": "vpp", "mbs": "micro_batch_size", "gbs": "global_batch_size"}
+
+
+# A precision printed in a model's name ("Llama 3.1 70b BF16 (TP=4, ...)", "Qwen3_30B_a3B FP8").
+_NAMED_PRECISION = re.compile(r"\b(?:bf16|fp16|fp8(?:[-_ ]?(?:cs|mx|blk|ds))?|mxfp8|nvfp4)\b",
+                              re.I)
+
+
+def _given_precision(doc: dict, row: dict) -> object:
+    """The precision the row, the table or the row's model name prints, as printed; None
+    where none does."""
+    given = row.get("precision") or doc.get("precision")
+    if given is None and isinstance(row.get("model"), str):
+        named = _NAMED_PRECISION.search(row["model"])
+        given = named[0] if named else None
+    return given
+
+
+def _degrees_named(*texts: object) -> dict:
+    """The degrees (and micro-batch and global batch) the texts write as "TP=8", "tp8" or
+    "PP: 4", the first text that names a key winning."""
+    out: dict = {}
+    for text in texts:
+        if isinstance(text, str):
+            for key, value in _DEGREE_WORDS.findall(text):
+                out.setdefault(_DEGREE_KEYS.get(key.lower(), key.lower()), int(value))
+    return out
+
+
 def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     row = _canonical(row)
+    named = _degrees_named(rules.row_words(row), row.get("model"),
+                           *(doc.get(k) for k in ("table", "caption", "source")))
+    row.update({k: v for k, v in named.items() if row.get(k) is None})
     tokens = next((row[k] for k in ("global_batch_tokens", "batch_tokens", "tokens_per_step")
                    if row.get(k) is not None), None)
     per_dp = row.get("batch_per_dp")
@@ -341,7 +377,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         _family(cluster, preset), model["num_layers"], model["hidden_size"],
         model["num_attention_heads"], model.get("vocab_size"), seq, batch, gpus,
         [degrees.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep")]]), []),
-        row.get("precision") or doc.get("precision"))
+        _given_precision(doc, row))
     if found is not None:
         run = copy.deepcopy(found)
         run["measured"] = _with_mfu_step(measured, run["cluster"], gpus)
@@ -392,7 +428,7 @@ def _training(doc: dict, row: dict, year: int | None, gpus: tuple[dict, str | No
     said_precision, recipe = rules.quantisation(words)
     if said_precision is None:          # the row's own words first, then the table's
         said_precision, recipe = rules.quantisation(text)
-    given = row.get("precision") or doc.get("precision")
+    given = _given_precision(doc, row)
     if isinstance(given, str):
         # As a page prints it ("BF16", "FP8-CS", "MXFP8", "NVFP4"): the precision, and the
         # recipe it names before any other.
@@ -587,6 +623,9 @@ def _preset_named(name: str) -> str | None:
     # A qualifier in brackets ("DeepSeekV3 (dropless)"), a checkpoint's suffix
     # ("-Instruct", "-hf"), and the names a model goes by in full.
     bare = re.sub(r"\s*[(\[][^)\]]*[)\]]", "", bare).strip()
+    # ... and a precision printed after it (DGX Cloud Benchmarking's "Llama 3.1 8b BF16").
+    bare = re.sub(r"[-_ ]+(?:bf16|fp16|fp8(?:[-_ ]?(?:cs|mx|blk|ds))?|mxfp8|nvfp4|fp4)$", "",
+                  bare).strip()
     bare = re.sub(r"[-_ ](?:instruct|chat|base|hf)$", "", bare)
     bare = _FULL_NAMES.get(re.sub(r"[^a-z0-9]+", "", bare), bare)
     flat = re.sub(r"llama[^a-z0-9]*(\d)(?:\.\d)?", r"llama\1", bare)

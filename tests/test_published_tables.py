@@ -1025,6 +1025,33 @@ def test_llama3s_table_4_as_printed():
     assert [r["training"]["global_batch_size"] for r in built] == [2048, 2048, 128]
 
 
+def test_degrees_and_precision_written_into_a_model_name_or_caption():
+    """DGX Cloud Benchmarking's tables write the plan into the model's name ("Llama 3.1 70b
+    BF16 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64)"): its degrees, micro-batch and precision are
+    read from it, so the 64-GPU row is not taken for NeMo 24.07's FP8 run of the same plan;
+    a caption's "tp4 pp4" fills the degrees its rows leave out, and a row's own column wins."""
+    name = "Llama 3.1 70b BF16 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64)"
+    row = {"model": name, "gpus": 64, "global_batch_size": 128, "seq_length": 8192,
+           "step_time_s": 14.66}
+    doc = _table([row], source="NVIDIA DGX Cloud Benchmarking v25.02 (NeMo 24.12)",
+                 hardware="DGX H100, 8x H100 80GB SXM per node, 8x 400 Gb/s InfiniBand",
+                 conventions="seconds per step")
+    (run,), _ = published_tables.load_table(doc, "x", corpus=published_accuracy.load_runs())
+    assert run["id"] != "nemo2407-llama-3-70b-64"
+    assert run["training"]["precision"] == "bf16"
+    assert {k: run["plan"][k] for k in ("tp", "pp", "cp", "vpp", "dp", "micro_batch_size")} == {
+        "tp": 4, "pp": 4, "cp": 2, "vpp": 5, "dp": 2, "micro_batch_size": 1}
+    fp8 = published_tables.load_table(
+        _table([{**row, "model": name.replace("BF16", "FP8")}], source=doc["source"],
+               hardware=doc["hardware"]), "x", corpus=[])[0][0]
+    assert fp8["training"]["precision"] == "fp8"
+    captioned = {**ROW, "tp": 2}
+    del captioned["pp"]
+    (run,), _ = published_tables.load_table(
+        _table([captioned], source="Example et al. 2024, Table 3 (tp4 pp4)"), "x", corpus=[])
+    assert (run["plan"]["tp"], run["plan"]["pp"], run["plan"]["dp"]) == (2, 4, 8)
+
+
 def test_a_token_budget_runs_whole_sequences_per_data_parallel_rank():
     """OPT-175B's "2M" tokens of 2,048 over 124 data-parallel ranks are 1,024 sequences, which
     124 ranks cannot share: each runs its whole share, 8 (metaseq's (2M // 124) // 2048), so
