@@ -174,8 +174,8 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
                            "seqlen_t"),
             "global_batch_size": ("batch_size", "gbs", "global_batch", "globalbatchsize"),
             "params_billion": ("model_size", "parameters", "params", "numparams",
-                               "num_params"),
-            "micro_batch_size": ("mbs", "microbatchsize", "micro_batch"),
+                               "num_params", "parameters_billion", "params_b"),
+            "micro_batch_size": ("mbs", "microbatchsize", "micro_batch", "microbatch_size"),
             # A batch in tokens (Llama 3's "Tokens/Batch", llm-foundry's "GlobalBatchSize
             # (T)") and one data-parallel rank's batch (Llama 3's "Batch size/DP").
             "global_batch_tokens": ("tokens_batch", "tokens_per_batch", "batch_tokens",
@@ -183,8 +183,10 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
                                     "global_batch_size_tokens", "tokens_per_step"),
             "batch_per_dp": ("batch_size_dp", "batch_size_per_dp", "batch_per_dp_rank",
                              "local_batch_size", "per_dp_batch_size"),
-            "num_layers": ("layers", "n_layers", "number_of_layers"),
-            "hidden_size": ("hidden", "d_model"),
+            "num_layers": ("layers", "n_layers", "number_of_layers", "of_layers"),
+            "hidden_size": ("hidden", "d_model", "hidden_dim", "model_dim"),
+            "num_kv_heads": ("kv_heads", "num_key_value_heads", "query_groups",
+                             "num_query_groups"),
             "num_attention_heads": ("heads", "n_heads", "num_heads", "attention_heads",
                                     "number_of_attention_heads"),
             # Megatron-LM's README prints "Tensor MP size", "Pipeline MP size" and
@@ -195,9 +197,11 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
                    "pipeline_model_parallel_size"),
             "dp": ("data_parallel", "dp_size", "data_parallel_size"),
             "cp": ("context_parallel", "cp_size", "context_parallel_size"),
-            "ep": ("expert_parallel", "ep_size", "expert_model_parallel_size"),
+            "ep": ("expert_parallel", "ep_size", "expert_model_parallel_size",
+                   "expert_parallel_size"),
             "etp": ("expert_tensor_parallel", "etp_size", "expert_tensor_parallel_size"),
-            "vpp": ("virtual_stages", "virtual_pipeline_stages", "vp"),
+            "vpp": ("virtual_stages", "virtual_pipeline_stages", "vp", "virtual_pipeline_size",
+                    "virtual_pipeline_model_parallel_size"),
             "step_time_s": ("iteration_time_s", "seconds_per_step", "step_time",
                             "iteration_time", "seconds_per_iteration", "time_per_step_s",
                             "elapsed_time_per_iteration_s", "step_time_sec",
@@ -219,7 +223,11 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
                                # the FlashAttention-2 paper's "TFLOPs/s/GPU", "TFLOP/s/GPU",
                                # a log's "TFLOPs" (Megatron-LM's and BLOOM's, per GPU)
                                "tflops_s_gpu", "tflop_s_gpu", "tflops_per_gpu_s",
-                               "teraflops_per_gpu", "model_tflops_per_gpu", "tflops"),
+                               "teraflops_per_gpu", "model_tflops_per_gpu", "tflops",
+                               # SC'21's "Achieved teraFLOP/s per GPU"
+                               "achieved_teraflop_s_per_gpu", "achieved_tflop_s_per_gpu",
+                               "achieved_tflops_per_gpu", "achieved_tflops",
+                               "throughput_per_gpu_tflop_s"),
             "mfu": ("bf16_mfu", "fp8_mfu", "model_flops_utilization", "mfu_pct",
                     "mfu_percent")}
 

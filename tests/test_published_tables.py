@@ -1529,6 +1529,12 @@ def test_degree_headers_as_frameworks_name_them(header, key):
     ("TFLOPs", 149.77, "tflops_per_gpu", 149.77),           # BLOOM's log line
     ("BF16 MFU", "43%", "mfu", 43.0),                       # Llama 3's Table 4
     ("Model FLOPs Utilization", 0.41, "mfu", 0.41),
+    ("Achieved teraFLOP/s per GPU", 138, "tflops_per_gpu", 138),   # SC'21's Table 2
+    ("Microbatch size", 2, "micro_batch_size", 2),
+    ("Parameters (billion)", 175, "params_billion", 175),
+    ("Expert-parallel size", 8, "ep", 8), ("Virtual pipeline size", 4, "vpp", 4),
+    ("# of layers", 96, "num_layers", 96), ("Hidden dim", 12288, "hidden_size", 12288),
+    ("KV heads", 8, "num_kv_heads", 8),
     ("Tokens/s", "1.2M", "tokens_per_s", 1.2e6),
 ])
 def test_throughput_headers_as_pages_and_logs_print_them(header, value, key, expected):
