@@ -183,6 +183,9 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
                                     "global_batch_size_tokens", "tokens_per_step"),
             "batch_per_dp": ("batch_size_dp", "batch_size_per_dp", "batch_per_dp_rank",
                              "local_batch_size", "per_dp_batch_size"),
+            # Gradient accumulation ("GA", llm-foundry's "GradAccum").
+            "grad_accum": ("ga", "gradaccum", "gradient_accumulation_steps",
+                           "gradient_accumulation", "accumulation_steps", "gas"),
             "num_layers": ("layers", "n_layers", "number_of_layers", "of_layers"),
             "hidden_size": ("hidden", "d_model", "hidden_dim", "model_dim"),
             "num_kv_heads": ("kv_heads", "num_key_value_heads", "query_groups",
@@ -293,7 +296,8 @@ _CHECKPOINTING = ("activation_checkpointing", "activation_checkpoint", "checkpoi
                   "act_ckpt", "activation_recomputation")
 # Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".
 _NUMERIC = (*_DEGREES, "micro_batch_size", "gpus", "seq_length", "global_batch_size",
-            "global_batch_tokens", "batch_per_dp", "params_billion", "mfu", "step_time_ms", *_DIRECT_METRICS,
+            "global_batch_tokens", "batch_per_dp", "grad_accum", "params_billion", "mfu",
+            "step_time_ms", *_DIRECT_METRICS,
             *_TFLOPS_KEYS)
 _NOT_APPLICABLE = re.compile(r"(?i)|n/?a|-+|—|none|null")
 
@@ -301,8 +305,9 @@ _NOT_APPLICABLE = re.compile(r"(?i)|n/?a|-+|—|none|null")
 # Degrees and batches written into a row's words, its model's name or the table's caption
 # (DGX Cloud Benchmarking's "Llama 3.1 8b BF16 (TP=1, PP=1, CP=2, MBS=1, GA=32)", "tp4 pp4",
 # "EP: 8"): the keys a row leaves out.
-_DEGREE_WORDS = re.compile(r"\b(tp|pp|cp|ep|etp|vpp|vp|dp|mbs|gbs)\s*[=:]?\s*(\d+)\b", re.I)
-_DEGREE_KEYS = {"vp": "vpp", "mbs": "micro_batch_size", "gbs": "global_batch_size"}
+_DEGREE_WORDS = re.compile(r"\b(tp|pp|cp|ep|etp|vpp|vp|dp|mbs|gbs|ga)\s*[=:]?\s*(\d+)\b", re.I)
+_DEGREE_KEYS = {"vp": "vpp", "mbs": "micro_batch_size", "gbs": "global_batch_size",
+                "ga": "grad_accum"}
 
 
 # A precision printed in a model's name ("Llama 3.1 70b BF16 (TP=4, ...)", "Qwen3_30B_a3B FP8").
@@ -331,6 +336,17 @@ def _degrees_named(*texts: object) -> dict:
     return out
 
 
+def _dp_of(row: dict) -> int | None:
+    """The row's data-parallel ranks: its own, else its GPUs over tp x pp x cp where they
+    divide; None where neither is a positive whole number."""
+    ranks = row.get("dp")
+    if ranks is None and isinstance(row.get("gpus"), int):
+        rest = math.prod(row.get(k) or 1 for k in ("tp", "pp", "cp")
+                         if isinstance(row.get(k) or 1, int))
+        ranks = row["gpus"] // rest if rest and row["gpus"] % rest == 0 else None
+    return ranks if isinstance(ranks, int) and not isinstance(ranks, bool) and ranks > 0 else None
+
+
 def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     row = _canonical(row)
     named = _degrees_named(rules.row_words(row), row.get("model"),
@@ -342,6 +358,13 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     if "global_batch_size" not in row and per_dp is not None and row.get("dp") is not None:
         # One data-parallel rank's sequences times the ranks (Llama 3's "Batch size/DP").
         row["global_batch_size"] = _require_int(row, "batch_per_dp") * _require_int(row, "dp")
+    ranks = _dp_of(row)
+    if ("global_batch_size" not in row and tokens is None and ranks is not None
+            and row.get("grad_accum") is not None and row.get("micro_batch_size") is not None):
+        # Accumulation steps times the micro-batch times the data-parallel ranks ("MBS=1,
+        # GA=64" at DP 2: 128 sequences).
+        row["global_batch_size"] = (_require_int(row, "grad_accum")
+                                    * _require_int(row, "micro_batch_size") * ranks)
     if "global_batch_size" not in row and tokens is not None:
         # A batch given in tokens (Llama 2 and 3's "4M tokens"): sequences of seq_length.
         seq = _require_int(row, "seq_length")
@@ -354,13 +377,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         # (OPT's "2M" over 124 ranks: 1,024 sequences) runs each rank's whole share, as a
         # launcher derives a per-rank batch from it (metaseq's opt_baselines.py:
         # (2M // data-parallel ranks) // 2048 = 8 a rank, 992 sequences).
-        ranks = row.get("dp")
-        if ranks is None and isinstance(row.get("gpus"), int):
-            rest = math.prod(row.get(k) or 1 for k in ("tp", "pp", "cp")
-                             if isinstance(row.get(k) or 1, int))
-            ranks = row["gpus"] // rest if rest and row["gpus"] % rest == 0 else None
-        if (isinstance(ranks, int) and not isinstance(ranks, bool) and ranks > 0
-                and row["global_batch_size"] % ranks
+        if (ranks is not None and row["global_batch_size"] % ranks
                 and row["global_batch_size"] >= ranks):
             whole = row["global_batch_size"] // ranks * ranks
             rounded = (f"global batch {whole} sequences: {tokens} tokens are "

@@ -1041,6 +1041,10 @@ def test_degrees_and_precision_written_into_a_model_name_or_caption():
     assert run["training"]["precision"] == "bf16"
     assert {k: run["plan"][k] for k in ("tp", "pp", "cp", "vpp", "dp", "micro_batch_size")} == {
         "tp": 4, "pp": 4, "cp": 2, "vpp": 5, "dp": 2, "micro_batch_size": 1}
+    # Without its batch column the batch is GA x MBS x DP: 64 x 1 x 2.
+    unbatched = {k: v for k, v in row.items() if k != "global_batch_size"}
+    (run,), _ = published_tables.load_table({**doc, "rows": [unbatched]}, "x", corpus=[])
+    assert run["training"]["global_batch_size"] == 128
     fp8 = published_tables.load_table(
         _table([{**row, "model": name.replace("BF16", "FP8")}], source=doc["source"],
                hardware=doc["hardware"]), "x", corpus=[])[0][0]
@@ -1534,7 +1538,7 @@ def test_degree_headers_as_frameworks_name_them(header, key):
     ("Parameters (billion)", 175, "params_billion", 175),
     ("Expert-parallel size", 8, "ep", 8), ("Virtual pipeline size", 4, "vpp", 4),
     ("# of layers", 96, "num_layers", 96), ("Hidden dim", 12288, "hidden_size", 12288),
-    ("KV heads", 8, "num_kv_heads", 8),
+    ("KV heads", 8, "num_kv_heads", 8), ("GradAccum", 4, "grad_accum", 4),   # llm-foundry's
     ("Tokens/s", "1.2M", "tokens_per_s", 1.2e6),
 ])
 def test_throughput_headers_as_pages_and_logs_print_them(header, value, key, expected):
