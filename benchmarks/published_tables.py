@@ -305,7 +305,8 @@ _NOT_APPLICABLE = re.compile(r"(?i)|n/?a|-+|—|none|null")
 # Degrees and batches written into a row's words, its model's name or the table's caption
 # (DGX Cloud Benchmarking's "Llama 3.1 8b BF16 (TP=1, PP=1, CP=2, MBS=1, GA=32)", "tp4 pp4",
 # "EP: 8"): the keys a row leaves out.
-_DEGREE_WORDS = re.compile(r"\b(tp|pp|cp|ep|etp|vpp|vp|dp|mbs|gbs|ga)\s*[=:]?\s*(\d+)\b", re.I)
+_DEGREE_WORDS = re.compile(r"\b(tp|pp|cp|ep|etp|vpp|vp|dp|mbs|gbs|ga)\s*[=:]?\s*(\d+)\b"
+                           r"(?!\s*[-–]\s*\d)", re.I)       # not a citation's "pp 12-24"
 _DEGREE_KEYS = {"vp": "vpp", "mbs": "micro_batch_size", "gbs": "global_batch_size",
                 "ga": "grad_accum"}
 

@@ -1054,6 +1054,8 @@ def test_degrees_and_precision_written_into_a_model_name_or_caption():
     (run,), _ = published_tables.load_table(
         _table([captioned], source="Example et al. 2024, Table 3 (tp4 pp4)"), "x", corpus=[])
     assert (run["plan"]["tp"], run["plan"]["pp"], run["plan"]["dp"]) == (2, 4, 8)
+    # A citation's page range is no pipeline.
+    assert published_tables._degrees_named("Proc. VLDB 16(12), pp 3848-3860") == {}
 
 
 def test_a_token_budget_runs_whole_sequences_per_data_parallel_rank():
