@@ -143,9 +143,10 @@ _TFLOPS_KEYS = ("tflops_per_gpu_published", "tflops_per_gpu")
 
 def load_table(doc: dict, name: str, corpus: list[dict]) -> tuple[list[dict], list[dict]]:
     """(runs, {"id", "reason"} of the rows that cannot become one) of a table document
-    (module docstring); ``name`` names its source and prefixes its ids; ``corpus`` holds the
-    runs a row may be (``published_accuracy.load_runs()``). Raises ValueError when the
-    document has no rows at all."""
+    (module docstring): rows as objects, or as lists of cells under the document's
+    ``columns``; ``name`` names its source and prefixes its ids; ``corpus`` holds the runs a
+    row may be (``published_accuracy.load_runs()``). Raises ValueError when the document has
+    no rows at all."""
     rows = doc.get("rows")
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{name}: 'rows' must be a non-empty list of runs")
@@ -153,11 +154,18 @@ def load_table(doc: dict, name: str, corpus: list[dict]) -> tuple[list[dict], li
     for r in corpus:
         if (key := _match_key(r)) is not None:
             index.setdefault(key, []).append(r)
+    columns = doc.get("columns")
     runs, skipped = [], []
     for i, row in enumerate(rows):
         try:
+            if isinstance(row, list) and isinstance(columns, list):
+                # A table given as its header and its rows of cells, as printed.
+                if len(row) != len(columns):
+                    raise ValueError(f"a row of {len(row)} cells under {len(columns)} columns")
+                row = dict(zip((str(c) for c in columns), row, strict=True))
             if not isinstance(row, dict):
-                raise ValueError("a row must be an object")
+                raise ValueError("a row must be an object (or a list of cells under the "
+                                 "table's 'columns')")
             runs.append(_row_run(doc, row, name, i, index))
         except (KeyError, TypeError, ValueError) as exc:
             skipped.append({"id": f"{name} rows[{i}]", "reason": f"{type(exc).__name__}: {exc}"})

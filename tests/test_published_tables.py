@@ -1058,6 +1058,19 @@ def test_degrees_and_precision_written_into_a_model_name_or_caption():
     assert published_tables._degrees_named("Proc. VLDB 16(12), pp 3848-3860") == {}
 
 
+def test_a_table_given_as_its_header_and_rows_of_cells():
+    """A table transcribed as printed, a header ("columns") and rows of cells, replays as the
+    same rows given as objects; a row with a cell too many or too few is listed with why."""
+    columns = list(ROW)
+    doc = _table([[ROW[c] for c in columns], [ROW[c] for c in columns][:-1]], columns=columns)
+    runs, skipped = published_tables.load_table(doc, "x", corpus=[])
+    (same,), _ = published_tables.load_table(_table([ROW]), "x", corpus=[])
+    assert [r["plan"] for r in runs] == [same["plan"]]
+    assert runs[0]["measured"] == same["measured"]
+    assert skipped == [{"id": "x rows[1]", "reason": f"ValueError: a row of {len(columns) - 1} "
+                        f"cells under {len(columns)} columns"}]
+
+
 def test_a_token_budget_runs_whole_sequences_per_data_parallel_rank():
     """OPT-175B's "2M" tokens of 2,048 over 124 data-parallel ranks are 1,024 sequences, which
     124 ranks cannot share: each runs its whole share, 8 (metaseq's (2M // 124) // 2048), so
