@@ -51,8 +51,9 @@ def load_runs(path: Path = DATA) -> list[dict]:
 
 def load_data(path: Path) -> tuple[list[dict], list[dict]]:
     """(runs, {"id", "reason"} of entries that cannot become one) of a corpus file
-    (``{"runs": [...]}``, this directory's format) or of a published table
-    (``{"source", "hardware", "conventions", "rows": [...]}``: ``published_tables``).
+    (``{"runs": [...]}``, this directory's format), of a published table
+    (``{"source", "hardware", "conventions", "rows": [...]}``: ``published_tables``) or of
+    several (a list of tables, or ``{"tables": [...]}``).
     Raises ValueError (with the file's name and what is wrong) for anything else."""
     try:
         doc = json.loads(path.read_text())
@@ -67,8 +68,22 @@ def load_data(path: Path) -> tuple[list[dict], list[dict]]:
             return published_tables.load_table(doc, path.stem, load_runs())
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
+    # Several tables in one file: a list of them, or an object holding them under "tables".
+    tables = doc.get("tables") if isinstance(doc, dict) else doc
+    if isinstance(tables, list) and tables and all(
+            isinstance(t, dict) and "rows" in t for t in tables):
+        corpus = load_runs()
+        runs, skipped = [], []
+        for i, table in enumerate(tables):
+            try:
+                got, bad = published_tables.load_table(table, f"{path.stem}-{i}", corpus)
+            except ValueError as exc:
+                raise ValueError(f"{path}: tables[{i}]: {exc}") from None
+            runs += got
+            skipped += bad
+        return runs, skipped
     raise ValueError(f"{path}: expected an object with 'runs' (a corpus) or 'rows' (a "
-                     "published table)")
+                     "published table), or a list of tables")
 
 
 def candidates(run: dict) -> list[dict]:

@@ -178,6 +178,24 @@ def test_the_benchmark_refuses_a_file_that_is_neither_a_corpus_nor_a_table(tmp_p
     assert all(x["reason"] == "a run must be an object" for x in skipped)
 
 
+def test_several_tables_in_one_file(tmp_path):
+    """A list of tables, or an object holding them under "tables", replays every table's rows,
+    each table's ids apart; a table without rows among them fails the file, naming it."""
+    sc21 = json.loads(TABLE.read_text())
+    out = tmp_path / "acc.json"
+    for i, doc in enumerate(([sc21, _table([ROW])], {"tables": [sc21, _table([ROW])]})):
+        path = tmp_path / f"many{i}.json"
+        path.write_text(json.dumps(doc))
+        assert published_accuracy.main(["--data", str(path), "--json", str(out)]) == 0
+        result = json.loads(out.read_text())
+        assert len(result["rows"]) == 11 and result["skipped"] == []
+        assert result["summary"]["fit"]["rows"] == 10 and result["summary"]["all"]["rows"] == 11
+    path = tmp_path / "hollow.json"
+    path.write_text(json.dumps([sc21, {"rows": []}]))
+    with pytest.raises(ValueError, match=r"tables\[1\]: .*'rows' must be a non-empty list"):
+        published_accuracy.load_data(path)
+
+
 def test_bad_rows_are_listed_beside_the_scored_ones(tmp_path, capsys):
     path = tmp_path / "table.json"
     path.write_text(json.dumps(_table([ROW, {**ROW, "gpus": 60}])))
