@@ -672,13 +672,16 @@ def _preset_named(name: str) -> str | None:
 def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     gpus = _require_int(row, "gpus")
     given = row.get("cluster") or doc.get("cluster")
-    if given:
+    if isinstance(given, dict):
         cluster = dict(given)
         return cluster, cluster.get("preset")
     # The row's hardware, GPU and system columns (llm-foundry's "GPU": "a100_40gb",
-    # Megatron-Bridge's "System": "DGX-GB200"), then the table's.
-    hardware = " ".join(str(v) for v in (*(row.get(k) for k in _HARDWARE_COLUMNS),
-                                         doc.get("hardware")) if isinstance(v, str))
+    # Megatron-Bridge's "System": "DGX-GB200"), then the table's; a cluster named in words
+    # ("DGX A100") and a hardware description given as fields ({"gpu": "H100 SXM", ...})
+    # read as the same text.
+    hardware = " ".join(_words_of(v) for v in (
+        given, *(row.get(k) for k in _HARDWARE_COLUMNS),
+        *(doc.get(k) for k in _HARDWARE_COLUMNS)))
     text = hardware.lower().replace("_", " ")
     pcie = re.search(r"\b([ahv]\d00|h800|a800)\b[^,;]*?\b(pcie|nvl)\b", text)
     if pcie:
@@ -711,6 +714,16 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
         if network:
             cluster["inter_node"] = network
     return cluster, preset
+
+
+def _words_of(value: object) -> str:
+    """A hardware field as text: a string as it is, an object's keys and values in order
+    (``{"gpu": "H100 SXM", "network": "8 x 400 Gb/s InfiniBand"}``), else nothing."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_words_of(v)}" for k, v in value.items())
+    return ""
 
 
 def _network(hardware: str, preset: object) -> dict | None:

@@ -1144,6 +1144,22 @@ def test_a_rows_own_hardware_column(column, value, preset):
         assert run["cluster"]["gpu"] == "a100-40gb"
 
 
+@pytest.mark.parametrize(("doc", "cluster"), [
+    ({"hardware": {"gpu": "H100 80GB SXM", "network": "8 x 400 Gb/s InfiniBand"}},
+     {"preset": "dgx-h100", "num_nodes": 8, "inter_node": {
+         "kind": "infiniband", "bandwidth_gb_per_s": 400.0, "latency_us": 5.0,
+         "nics_per_node": 8}}),
+    ({"hardware": "", "cluster": "DGX A100"}, {"preset": "dgx-a100", "num_nodes": 8}),
+    ({"hardware": "", "gpu": "A100 40GB"},
+     {"preset": "dgx-a100", "num_nodes": 8, "gpu": "a100-40gb"}),
+])
+def test_hardware_given_as_fields_or_a_cluster_named_in_words(doc, cluster):
+    """A table's hardware given as fields, a cluster named in words, or a table-level GPU
+    field read as the hardware text does."""
+    (run,), skipped = published_tables.load_table(_table([ROW], **doc), "x", corpus=[])
+    assert skipped == [] and run["cluster"] == cluster
+
+
 def test_mpt_presets_are_llm_foundrys_configurations():
     """The MPT presets are llm-foundry's pretrain yamls (d_model, n_heads, n_layers, a 4x GELU
     MLP, 50,368 tokens, tied): within 0.2% of the parameter counts its benchmark tables print
