@@ -175,6 +175,7 @@ def load_table(doc: dict, name: str, corpus: list[dict]) -> tuple[list[dict], li
 # Other names tables give the same columns (first the name this module reads).
 _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "of_gpus",
                      "n_gpus"),
+            "nodes": ("num_nodes", "number_of_nodes", "node_count", "of_nodes", "n_nodes"),
             # llm-foundry's benchmark tables print "SeqLen (T)", "MicroBatchSize",
             # "GlobalBatchSize", "Throughput (S/s)", "Throughput (T/s)",
             # "Throughput (T/s/GPU)" and "NumParams".
@@ -303,7 +304,7 @@ _RATES = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
 _CHECKPOINTING = ("activation_checkpointing", "activation_checkpoint", "checkpoint_activations",
                   "act_ckpt", "activation_recomputation")
 # Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".
-_NUMERIC = (*_DEGREES, "micro_batch_size", "gpus", "seq_length", "global_batch_size",
+_NUMERIC = (*_DEGREES, "micro_batch_size", "gpus", "nodes", "seq_length", "global_batch_size",
             "global_batch_tokens", "batch_per_dp", "grad_accum", "params_billion", "mfu",
             "step_time_ms", *_DIRECT_METRICS,
             *_TFLOPS_KEYS)
@@ -358,6 +359,15 @@ def _dp_of(row: dict) -> int | None:
 
 def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     row = _canonical(row)
+    if row.get("gpus") is None and row.get("nodes") is not None:
+        # A count of nodes (NeMo Megatron's tables): GPUs at the GPUs a node of the hardware
+        # holds (16 on a DGX-2, 4 on a GB200/GB300 compute tray, else 8).
+        text = " ".join(_words_of(v) for v in (row.get("cluster"), doc.get("cluster"),
+                                               *(row.get(k) for k in _HARDWARE_COLUMNS),
+                                               *(doc.get(k) for k in _HARDWARE_COLUMNS)))
+        per_node = (16 if re.search(r"dgx-?2", text.lower())
+                    else 4 if re.search(r"gb[23]00", text.lower()) else 8)
+        row["gpus"] = _require_int(row, "nodes") * per_node
     named = _degrees_named(rules.row_words(row), row.get("model"),
                            *(doc.get(k) for k in ("table", "caption", "source")))
     row.update({k: v for k, v in named.items() if row.get(k) is None})

@@ -1160,6 +1160,19 @@ def test_hardware_given_as_fields_or_a_cluster_named_in_words(doc, cluster):
     assert skipped == [] and run["cluster"] == cluster
 
 
+@pytest.mark.parametrize(("hardware", "nodes", "gpus"), [
+    ("DGX A100, 8x A100 80GB", 16, 128), ("DGX-2, 16x V100 32GB", 4, 64),
+    ("GB200 NVL72", 8, 32), ("DGX H100", 2, 16),
+])
+def test_a_count_of_nodes(hardware, nodes, gpus):
+    """A table that counts nodes (NeMo Megatron's "Nodes") runs the GPUs a node of its
+    hardware holds: 8, 16 on a DGX-2, 4 on a GB200 compute tray."""
+    row = {k: v for k, v in ROW.items() if k != "gpus"}
+    (run,), skipped = published_tables.load_table(
+        _table([{**row, "tp": 1, "Nodes": nodes}], hardware=hardware), "x", corpus=[])
+    assert skipped == [] and run["plan"]["dp"] == gpus
+
+
 def test_mpt_presets_are_llm_foundrys_configurations():
     """The MPT presets are llm-foundry's pretrain yamls (d_model, n_heads, n_layers, a 4x GELU
     MLP, 50,368 tokens, tied): within 0.2% of the parameter counts its benchmark tables print
