@@ -244,6 +244,14 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
                     "mfu_percent")}
 
 
+def _plain(name: str) -> str:
+    """A header in its plainest words: seconds as s, teraFLOPs as tflop, "per" dropped."""
+    words = [{"seconds": "s", "second": "s", "secs": "s", "sec": "s", "teraflops": "tflop",
+              "teraflop": "tflop", "tflops": "tflop"}.get(w, w)
+             for w in re.split(r"_+", name) if w and w != "per"]
+    return "_".join(words)
+
+
 def _canonical(row: dict) -> dict:
     """The row under this module's column names: a header as a page prints it ("Seq Length",
     "#-GPUs", "VP", "Tokens / sec / GPU") in lower case with its other characters as single
@@ -256,6 +264,12 @@ def _canonical(row: dict) -> dict:
         for alias in names:
             if key not in out and alias in out:
                 out[key] = out.pop(alias)
+    # A header no name above matches, read once more in its plainest words ("Throughput
+    # (samples/sec)", "Tokens per second per GPU", "TeraFLOPs per GPU").
+    for header in [h for h in out if h not in _KNOWN]:
+        key = _PLAIN_NAMES.get(_plain(header))
+        if key is not None and key not in out:
+            out[key] = out.pop(header)
     for key in _NUMERIC:
         if isinstance(out.get(key), str):
             text = out[key].strip().replace(",", "")
@@ -301,6 +315,9 @@ def _canonical(row: dict) -> dict:
 
 
 _RATES = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
+# Every name this module reads a column by, and each in its plainest words (``_plain``).
+_KNOWN = {*_ALIASES, *(a for names in _ALIASES.values() for a in names)}
+_PLAIN_NAMES = {_plain(n): key for key, names in _ALIASES.items() for n in (key, *names)}
 _CHECKPOINTING = ("activation_checkpointing", "activation_checkpoint", "checkpoint_activations",
                   "act_ckpt", "activation_recomputation")
 # Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".

@@ -1601,6 +1601,11 @@ def test_degree_headers_as_frameworks_name_them(header, key):
     ("Expert-parallel size", 8, "ep", 8), ("Virtual pipeline size", 4, "vpp", 4),
     ("# of layers", 96, "num_layers", 96), ("Hidden dim", 12288, "hidden_size", 12288),
     ("KV heads", 8, "num_kv_heads", 8), ("GradAccum", 4, "grad_accum", 4),   # llm-foundry's
+    # Headers no listed name matches, read in their plainest words.
+    ("Throughput (samples/sec)", 12.5, "samples_per_s", 12.5),
+    ("Tokens per second per GPU", 3100, "tokens_per_s_per_gpu", 3100),
+    ("TeraFLOPs per GPU", 150, "tflops_per_gpu", 150),
+    ("Step time (secs)", 9.5, "step_time_s", 9.5),
     ("Tokens/s", "1.2M", "tokens_per_s", 1.2e6),
 ])
 def test_throughput_headers_as_pages_and_logs_print_them(header, value, key, expected):
