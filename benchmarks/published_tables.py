@@ -456,8 +456,9 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         assumed.append(f"the model's vocabulary and MLP (not printed): the {shape_preset} "
                        "preset's, of the same layers, width and heads")
     assumed += row.get("_assumed", [])
+    layers = model["num_layers"]
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words,
-                             layers=int(model["num_layers"]))
+                             layers=layers if isinstance(layers, int) else None)
     if plan.get("zero_stage") == 3 and year is not None and year <= 2021:
         implied, said = rules.zero3_of_2021(model, training["precision"])
         given = {*(doc.get("training") or {}), *(row.get("training") or {}),
