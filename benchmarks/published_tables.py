@@ -388,6 +388,10 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     named = _degrees_named(rules.row_words(row), row.get("model"),
                            *(doc.get(k) for k in ("table", "caption", "source")))
     row.update({k: v for k, v in named.items() if row.get(k) is None})
+    if row.get("gpus") is None and row.get("dp") is not None:
+        # No GPU count, every degree given: their product.
+        row["gpus"] = math.prod(_require_int(row, k) for k in ("tp", "pp", "dp", "cp")
+                                if row.get(k) is not None)
     tokens = next((row[k] for k in ("global_batch_tokens", "batch_tokens", "tokens_per_step")
                    if row.get(k) is not None), None)
     per_dp = row.get("batch_per_dp")

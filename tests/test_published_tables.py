@@ -1173,6 +1173,16 @@ def test_a_count_of_nodes(hardware, nodes, gpus):
     assert skipped == [] and run["plan"]["dp"] == gpus
 
 
+def test_a_row_of_degrees_without_its_gpu_count():
+    """A row that gives every degree but not the GPUs runs on their product."""
+    row = {k: v for k, v in ROW.items() if k != "gpus"}
+    (run,), skipped = published_tables.load_table(_table([{**row, "dp": 16, "pp": 2}]), "x",
+                                                  corpus=[])
+    assert skipped == [] and run["cluster"]["num_nodes"] == 8       # 2 x 2 x 16 = 64 GPUs
+    _, skipped = published_tables.load_table(_table([row]), "x", corpus=[])
+    assert "'gpus' must be a positive integer" in skipped[0]["reason"]
+
+
 def test_mpt_presets_are_llm_foundrys_configurations():
     """The MPT presets are llm-foundry's pretrain yamls (d_model, n_heads, n_layers, a 4x GELU
     MLP, 50,368 tokens, tied): within 0.2% of the parameter counts its benchmark tables print
