@@ -661,7 +661,7 @@ def _model(row: dict, text: str = "") -> dict:
             raise ValueError(f"{key!r} is missing (the model's shape; or name a model the "
                              f"planner has a preset for: {', '.join(ModelSpec.preset_names())})")
     if "vocab_size" not in model:
-        # A shape printed without its vocabulary (MegaScale's "175B": 96 layers of 12,288, 96
+        # A shape printed without its vocabulary (a "175B" of 96 layers of 12,288 and 96
         # heads): the rest from the first preset of that shape (GPT-3 175B's), where one is.
         shape = ("num_layers", "hidden_size", "num_attention_heads")
         same = next((p for p in ModelSpec.preset_names()

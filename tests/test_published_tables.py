@@ -63,6 +63,37 @@ def test_the_sc21_table_replays_as_the_corpus_runs_it_holds(tmp_path, capsys):
     assert result["summary"]["held_out"]["median_abs_error_pct"] == pytest.approx(2.26, abs=0.01)
 
 
+@pytest.mark.parametrize(("name", "expected"), [
+    # rows the corpus does not hold, built from the rules alone: (id prefix, error %)
+    ("llm_foundry_mpt_h100", [("llm_foundry_mpt_h100-0-70b", -3.8), ("llm_foundry_mpt_h100-1-70b", -5.7),
+                              ("llm_foundry_mpt_h100-2-30b", -1.2), ("llm_foundry_mpt_h100-3-30b", -3.3)]),
+    # a corpus run of NeMo 24.07 in FP8 has the 64-GPU row's plan; this one is BF16 and built
+    ("dgxc_llama31_70b", [("dgxc_llama31_70b-0-llama-3.1-70b-bf16", -9.2),
+                          ("dgxc_llama31_70b-1-llama-3.1-70b-bf16", -8.6)]),
+    # rows the corpus holds, found as printed and replayed as it encodes them
+    ("llama3_herd_table4", [("llama3-405b-8192-seq8192", 6.0), ("llama3-405b-16384-seq8192", 5.0),
+                            ("llama3-405b-16384-seq131072", 6.0)]),
+    ("nemotron4_340b_table2", [("nemotron4-340b-1536", -5.8), ("nemotron4-340b-3072", -6.0),
+                               ("nemotron4-340b-6144", -4.0)]),
+    ("megascale_table2_megatron", [("megascale-megatron-175b-256", -2.2),
+                                   ("megascale-megatron-175b-1024", 7.4)]),
+    ("opt_175b", [("opt-175b-production", 1.3)]),
+])
+def test_tables_as_their_sources_print_them(name, expected, tmp_path):
+    """The tables in benchmarks/data/tables, transcribed as their sources print them (headers,
+    cells, the plan written into a model's name, a batch per rank or in tokens), replay with
+    no row refused: the README's figures for them."""
+    out = tmp_path / "acc.json"
+    path = TABLE.parent / f"{name}.json"
+    assert published_accuracy.main(["--data", str(path), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["skipped"] == []
+    assert len(result["rows"]) == len(expected)
+    for row, (prefix, want) in zip(result["rows"], expected, strict=True):
+        assert row["id"].startswith(prefix) and round(row["error_pct"], 1) == want, row["id"]
+        assert row["split"] == "held_out"
+
+
 def test_a_row_outside_the_corpus_is_built_from_the_table_alone():
     """Without the corpus to match, the same table gives the same requests: 2021 software
     (from "SC'21"), full recompute (from the conventions), the DGX A100 network the hardware
@@ -1112,8 +1143,8 @@ def test_a_token_budget_runs_whole_sequences_per_data_parallel_rank():
 
 
 def test_a_shape_printed_without_its_vocabulary_takes_a_presets_of_that_shape():
-    """A row that prints 96 layers of 12,288 and 96 heads but no vocabulary (MegaScale's
-    "175B") takes the rest from the first preset of that shape, GPT-3 175B's, and says so; a
+    """A row that prints 96 layers of 12,288 and 96 heads but no vocabulary (a "175B" in
+    GPT-3's shape) takes the rest from the first preset of that shape, GPT-3 175B's, and says so; a
     shape no preset has still names the missing field."""
     row = {"model": "175B", "num_layers": 96, "hidden_size": 12288, "num_attention_heads": 96,
            "seq_length": 2048, "global_batch_size": 768, "gpus": 256, "tp": 8, "pp": 8,
