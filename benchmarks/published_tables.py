@@ -368,22 +368,23 @@ def _dp_of(row: dict) -> int | None:
     divide; None where neither is a positive whole number."""
     ranks = row.get("dp")
     if ranks is None and isinstance(row.get("gpus"), int):
-        rest = math.prod(row.get(k) or 1 for k in ("tp", "pp", "cp")
-                         if isinstance(row.get(k) or 1, int))
-        ranks = row["gpus"] // rest if rest and row["gpus"] % rest == 0 else None
+        degrees = {k: row[k] for k in ("tp", "pp", "cp") if isinstance(row.get(k), int)}
+        try:
+            ranks = _derived_dp(degrees, row["gpus"])
+        except (ValueError, ZeroDivisionError):
+            return None
     return ranks if isinstance(ranks, int) and not isinstance(ranks, bool) and ranks > 0 else None
 
 
 def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     row = _canonical(row)
+    notes: list[str] = []                  # what the row's figures were read as
     if row.get("gpus") is None and row.get("nodes") is not None:
         # A count of nodes (NeMo Megatron's tables): GPUs at the GPUs a node of the hardware
         # holds (16 on a DGX-2, 4 on a GB200/GB300 compute tray, else 8).
-        text = " ".join(_words_of(v) for v in (row.get("cluster"), doc.get("cluster"),
-                                               *(row.get(k) for k in _HARDWARE_COLUMNS),
-                                               *(doc.get(k) for k in _HARDWARE_COLUMNS)))
-        per_node = (16 if re.search(r"dgx-?2", text.lower())
-                    else 4 if re.search(r"gb[23]00", text.lower()) else 8)
+        text = _hardware_text(doc, row).lower()
+        per_node = (16 if re.search(r"dgx-?2", text)
+                    else 4 if re.search(r"gb[23]00", text) else 8)
         row["gpus"] = _require_int(row, "nodes") * per_node
     named = _degrees_named(rules.row_words(row), row.get("model"),
                            *(doc.get(k) for k in ("table", "caption", "source")))
@@ -424,7 +425,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
                        f"{row['global_batch_size']} of {seq}, each of the {ranks} data-parallel "
                        f"ranks taking its whole share")
             row["global_batch_size"] = whole
-            row.setdefault("_assumed", []).append(rounded)
+            notes.append(rounded)
     text = " ".join(str(doc.get(k, "")) for k in ("source", "citation", "hardware"))
     conventions = str(row.get("flops_convention") or doc.get("conventions") or "")
     model = _model(row, text)
@@ -447,7 +448,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         run = copy.deepcopy(found)
         run["measured"] = _with_mfu_step(measured, run["cluster"], gpus)
         run["assumed"] = ([f"the corpus's run {found['id']}: its settings and split, the "
-                           "table's figure"] + row.get("_assumed", [])
+                           "table's figure"] + notes
                           + list(found.get("assumed", [])))
         # The split the row or the table gives, as for any other row, else the corpus run's.
         run["split"] = row.get("split", doc.get("split", found["split"]))
@@ -459,7 +460,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     if shape_preset:
         assumed.append(f"the model's vocabulary and MLP (not printed): the {shape_preset} "
                        "preset's, of the same layers, width and heads")
-    assumed += row.get("_assumed", [])
+    assumed += notes
     layers = model["num_layers"]
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words,
                              layers=layers if isinstance(layers, int) else None)
@@ -707,13 +708,7 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     if isinstance(given, dict):
         cluster = dict(given)
         return cluster, cluster.get("preset")
-    # The row's hardware, GPU and system columns (llm-foundry's "GPU": "a100_40gb",
-    # Megatron-Bridge's "System": "DGX-GB200"), then the table's; a cluster named in words
-    # ("DGX A100") and a hardware description given as fields ({"gpu": "H100 SXM", ...})
-    # read as the same text.
-    hardware = " ".join(_words_of(v) for v in (
-        given, *(row.get(k) for k in _HARDWARE_COLUMNS),
-        *(doc.get(k) for k in _HARDWARE_COLUMNS)))
+    hardware = _hardware_text(doc, row)
     text = hardware.lower().replace("_", " ")
     pcie = re.search(r"\b([ahv]\d00|h800|a800)\b[^,;]*?\b(pcie|nvl)\b", text)
     if pcie:
@@ -746,6 +741,16 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
         if network:
             cluster["inter_node"] = network
     return cluster, preset
+
+
+def _hardware_text(doc: dict, row: dict) -> str:
+    """What the row, then the table, say of the hardware: a cluster named in words ("DGX
+    A100"), the hardware, GPU and system columns (llm-foundry's "GPU": "a100_40gb",
+    Megatron-Bridge's "System": "DGX-GB200"), a description given as fields ({"gpu": "H100
+    SXM", ...}) read as text."""
+    given = row.get("cluster") or doc.get("cluster")
+    return " ".join(_words_of(v) for v in (given, *(row.get(k) for k in _HARDWARE_COLUMNS),
+                                           *(doc.get(k) for k in _HARDWARE_COLUMNS)))
 
 
 def _words_of(value: object) -> str:
