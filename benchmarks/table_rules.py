@@ -178,9 +178,8 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
         said.append("llm-foundry's MPT: loss_fn 'fused_crossentropy' by default "
                     "(llmfoundry/models/mpt/modeling_mpt.py): a fused loss")
         # Undated, as its README's tables are, or dated before the script's switch: 'triton'.
-        switched = ((year is not None or bool(arxiv_dates(t)))
-                    and not dated_before(t, year, _LLM_FOUNDRY_FLASH_FROM))
-        if _gpu_has_kernel(cluster, "flash_triton") and not switched:
+        if (_gpu_has_kernel(cluster, "flash_triton")
+                and not dated_from(t, year, _LLM_FOUNDRY_FLASH_FROM)):
             out["attention_kernel"] = "flash_triton"
             said.append("llm-foundry's benchmark script ran MPT's attn_impl 'triton' (scripts/"
                         "train/benchmarking/submit_benchmarks.py's default until 7f0fdae66, "
@@ -191,8 +190,8 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                         "script's default from 2024-03-26, and no Triton kernel rates on this "
                         "GPU), the flash-attn package its 'gpu' extra pins at v2: "
                         "FlashAttention-2")
-        mode = re.search(r"\b(pure|default)\b", (words if words.strip() else text).lower())
-        if mode and mode[1] == "pure" and precision in ("bf16", "fp16"):
+        pure = re.search(r"\bpure\b", (words if words.strip() else text).lower())
+        if pure and precision in ("bf16", "fp16"):
             out["grad_dtype"] = precision
             said.append(f"Composer's FSDP mixed precision PURE reduces in the training dtype "
                         f"(get_mixed_precision: param, reduce and buffer dtypes all "
@@ -353,8 +352,8 @@ def year(text: str) -> int | None:
 
 def megatron_lm_defaults(text: str, year: int | None) -> bool:
     """Whether the (lower-case) text names Megatron-LM, not NVIDIA's recipes or Megatron-Core,
-    in a source dated before April 2024 (its arXiv number's month, else its year, 2023):
-    Megatron-LM's own defaults then left FlashAttention off (``--use-flash-attn`` opt-in from
+    in a source dated before April 2024 (``dated_before``: its arXiv number's month, else a
+    year before 2024): Megatron-LM's own defaults then left FlashAttention off (``--use-flash-attn`` opt-in from
     2022-12-08, d693034ecf; ``--transformer-impl`` 'local' until 2024-04-02, e7b74a4b7e, when
     Transformer Engine's fused attention became the default), dropout at 0.1
     (``--hidden-dropout``, ``--attention-dropout``) and the distributed optimizer and the
@@ -364,10 +363,7 @@ def megatron_lm_defaults(text: str, year: int | None) -> bool:
         return False
     if nvidia_recipes(text, year):
         return False
-    dated = arxiv_dates(text)
-    if dated:
-        return max(dated) < (2024, 4)
-    return year == 2023
+    return dated_before(text, year, (2024, 4))
 
 
 # When each trainer on DeepSpeed's engine gained Megatron-LM's sequence parallelism
@@ -375,7 +371,7 @@ def megatron_lm_defaults(text: str, year: int | None) -> bool:
 # merge of upstream Megatron-LM on 2023-07-04 (9e72d571); EleutherAI's GPT-NeoX on 2024-08-23
 # ("Megatron-LM style Sequence Parallel (#1257)", 8b43196f); BigScience's fork, which trained
 # BLOOM, never had it (megatron/arguments.py at its last commit, 2023-12-07).
-_SEQUENCE_PARALLEL_FROM = ((re.compile(r"bigscience"), None),
+_SEQUENCE_PARALLEL_FROM = ((_BIGSCIENCE, None),
                            (re.compile(r"gpt-neox"), (2024, 8)),
                            (re.compile(r"deepspeed"), (2023, 7)))
 
@@ -401,6 +397,12 @@ def dated_before(text: str, year: int | None, since: tuple[int, int]) -> bool:
     undecided: not before)."""
     dated = arxiv_dates(text)
     return (max(dated) < since) if dated else (year is not None and year < since[0])
+
+
+def dated_from(text: str, year: int | None, since: tuple[int, int]) -> bool:
+    """Whether the text's source is dated at or after ``since`` (``dated_before``'s dates;
+    an undated source is neither)."""
+    return (year is not None or bool(arxiv_dates(text))) and not dated_before(text, year, since)
 
 
 def zero3_of_2021(model: dict, precision: str) -> tuple[dict, list[str]]:
