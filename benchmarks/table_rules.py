@@ -353,8 +353,9 @@ def year(text: str) -> int | None:
 def megatron_lm_defaults(text: str, year: int | None) -> bool:
     """Whether the (lower-case) text names Megatron-LM, not NVIDIA's recipes or Megatron-Core,
     in a source dated before April 2024 (``dated_before``: its arXiv number's month, else a
-    year before 2024): Megatron-LM's own defaults then left FlashAttention off (``--use-flash-attn`` opt-in from
-    2022-12-08, d693034ecf; ``--transformer-impl`` 'local' until 2024-04-02, e7b74a4b7e, when
+    year before 2024): Megatron-LM's own defaults then left FlashAttention off
+    (``--use-flash-attn`` opt-in from 2022-12-08, d693034ecf; ``--transformer-impl`` 'local'
+    until 2024-04-02, e7b74a4b7e, when
     Transformer Engine's fused attention became the default), dropout at 0.1
     (``--hidden-dropout``, ``--attention-dropout``) and the distributed optimizer and the
     gradient overlap opt-in (``--use-distributed-optimizer``, ``--overlap-grad-reduce``):
