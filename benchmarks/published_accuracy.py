@@ -491,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
                  for src in sorted({r["source"] for r in rows})}
     taus = sweep_taus(rows)
     print()
-    matched = [r for r in runs if str((r.get("assumed") or [""])[0]).startswith("the corpus's run")]
+    matched = [r for r in runs if r.get("table_row_of")]
     if matched:
         fit = sum(r.get("split") == "fit" for r in matched)
         print(f"{len(matched)} of the table's rows are corpus runs, replayed as the corpus "

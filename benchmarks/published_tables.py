@@ -446,6 +446,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         _given_precision(doc, row))
     if found is not None:
         run = copy.deepcopy(found)
+        run["table_row_of"] = found["id"]         # the corpus run this table row is
         run["measured"] = _with_mfu_step(measured, run["cluster"], gpus)
         run["assumed"] = ([f"the corpus's run {found['id']}: its settings and split, the "
                            "table's figure"] + notes

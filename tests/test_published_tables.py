@@ -42,6 +42,9 @@ def test_the_sc21_table_replays_as_the_corpus_runs_it_holds(tmp_path, capsys):
     out = tmp_path / "acc.json"
     assert published_accuracy.main(["--data", str(TABLE), "--json", str(out)]) == 0
     assert "10 of the table's rows are corpus runs" in capsys.readouterr().out
+    rows, _ = published_tables.load_table(json.loads(TABLE.read_text()), "t1",
+                                          published_accuracy.load_runs())
+    assert [r["table_row_of"] for r in rows] == [r["id"] for r in rows]
     result = json.loads(out.read_text())
     assert result["skipped"] == []
     assert len(result["rows"]) == 10
