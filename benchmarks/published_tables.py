@@ -15,8 +15,11 @@ listed under the run's ``assumed``:
 - GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
   ``hardware`` text names (A100 40/80 GB, H100, H200, H800, B200, B300, GB200, GB300) on its
   DGX, HGX or NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the
-  per-node network the text gives as ``N x R Gb/s`` (or Gbps, or G), over RoCE or Ethernet
-  where the text names them and InfiniBand otherwise;
+  per-node network the text gives as ``N x R Gb/s`` (or Gbps, or G; a single rate is one NIC's
+  unless the text calls it the node's or it is faster than the preset's NICs), over RoCE or
+  Ethernet where the text names them and InfiniBand otherwise;
+- a model named only by its size ("7b") under a table that names llm-foundry (MPT's) or IBM's
+  fms-fsdp (its Llama 2 variants); a batch smaller than the data-parallel ranks is each rank's;
 - software of the time: a source dated before 2023 (its arXiv number, else a year, a venue's
   'YY or a release's YY.MM in its text: ``table_rules.year``) ran without FlashAttention,
   with dropout, fp32 gradients and no gradient or parameter overlap (Megatron-LM's defaults
@@ -54,7 +57,11 @@ listed under the run's ``assumed``:
   inputs a layer into TP with a blocking all-reduce; FSDP (PyTorch's or FairScale's, as
   OPT-175B's metaseq ran it; torchtitan's and llm-foundry's have their own settings)
   reduce-scatters each module's gradients beside the rest of the backward, in the 16-bit
-  compute dtype, whatever the date; llm-foundry's MPT runs its fused loss, the Triton
+  compute dtype, whatever the date; IBM's fms-fsdp runs uncompiled unless the row names
+  torch.compile (eager RMSNorm, rotary and SwiGLU, K and V expanded, SDPA's FlashAttention-2,
+  an eager loss), its "selective" checkpointing every n-th block whole (n = 2, 3, 4 tuned);
+  a row that names HSDP or hybrid sharding shards over a node's data-parallel ranks and
+  replicates over the nodes (``table_rules.hybrid_shard``); llm-foundry's MPT runs its fused loss, the Triton
   FlashAttention its benchmark script ran until March 2024 where the GPU has that kernel's
   rates, else FlashAttention-2, and reduces in bf16 under Composer's PURE mixed precision;
 - the attention a row's words (else the table's) name, where they name exactly one:
@@ -245,10 +252,11 @@ _ALIASES = {"gpus": ("num_gpus", "gpu_count", "world_size", "number_of_gpus", "o
 
 
 def _plain(name: str) -> str:
-    """A header in its plainest words: seconds as s, teraFLOPs as tflop, "per" dropped."""
+    """A header in its plainest words: seconds as s, teraFLOPs as tflop, "per" and
+    "training" dropped (IBM fms-fsdp's "Training Throughput tokens/sec/GPU")."""
     words = [{"seconds": "s", "second": "s", "secs": "s", "sec": "s", "teraflops": "tflop",
               "teraflop": "tflop", "tflops": "tflop"}.get(w, w)
-             for w in re.split(r"_+", name) if w and w != "per"]
+             for w in re.split(r"_+", name) if w and w not in ("per", "training")]
     return "_".join(words)
 
 
@@ -289,6 +297,11 @@ def _canonical(row: dict) -> dict:
                 size = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([mbt])", text.lower())
                 if size:
                     out[key] = float(size[1]) * {"m": 1e-3, "b": 1.0, "t": 1e3}[size[2]]
+                    # A table whose only model column is its size, with no shape (IBM
+                    # fms-fsdp's "Model Size": "7b"), names its model by it (``_model``).
+                    if not any(k in out for k in ("model", "name", "num_layers",
+                                                  "hidden_size")):
+                        out["model"] = text
                 else:
                     del out[key]
             elif re.fullmatch(r"\d+", text):
@@ -297,14 +310,19 @@ def _canonical(row: dict) -> dict:
                 out[key] = float(text)
     # An activation checkpointing column (llm-foundry's "Activation Checkpointing": True or
     # False, each block checkpointed whole or none) where the row gives no recompute mode.
-    flag = next((out.pop(k) for k in _CHECKPOINTING if k in out), None)
-    if "recompute" not in out and flag is not None:
-        said = str(flag).strip().lower()
+    column = next((k for k in _CHECKPOINTING if k in out), None)
+    if "recompute" not in out and column is not None:
+        said = str(out[column]).strip().lower()
         mode = {"true": "full", "yes": "full", "on": "full", "full": "full", "1": "full",
                 "false": "none", "no": "none", "off": "none", "none": "none", "0": "none",
                 "selective": "selective"}.get(said)
         if mode:
             out["recompute"] = mode
+            del out[column]
+        # Else its words ("No AC", "Selective AC") stay among the row's, which name the mode
+        # (``table_rules.recompute``, read with the framework's meaning of it in ``_plan``).
+    elif column is not None:
+        del out[column]
     size = out.get("params_billion")
     if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 1e5:
         out["params_billion"] = size / 1e9      # a count of parameters, not of billions
@@ -400,6 +418,14 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         # One data-parallel rank's sequences times the ranks (Llama 3's "Batch size/DP").
         row["global_batch_size"] = _require_int(row, "batch_per_dp") * _require_int(row, "dp")
     ranks = _dp_of(row)
+    if (isinstance(row.get("global_batch_size"), int) and ranks is not None
+            and 0 < row["global_batch_size"] < ranks):
+        # Fewer sequences than data-parallel ranks cannot be a step's batch: it is each
+        # rank's (IBM's fms-fsdp table's "Batch Size" of 2 on 128 GPUs).
+        notes.append(f"global batch {row['global_batch_size'] * ranks}: a batch of "
+                     f"{row['global_batch_size']} cannot split over {ranks} data-parallel "
+                     f"ranks, so it is each rank's")
+        row["global_batch_size"] *= ranks
     if ("global_batch_size" not in row and tokens is None and ranks is not None
             and row.get("grad_accum") is not None and row.get("micro_batch_size") is not None):
         # Accumulation steps times the micro-batch times the data-parallel ranks ("MBS=1,
@@ -465,6 +491,12 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
     layers = model["num_layers"]
     plan, tune, more = _plan(row, degrees, year, conventions + " " + text, words,
                              layers=layers if isinstance(layers, int) else None)
+    if plan.get("zero_stage") == 3 and "dp_replicate" not in plan:
+        replicas, why = rules.hybrid_shard(
+            words, ClusterSpec.model_validate(cluster).gpus_per_node, plan)
+        if replicas:
+            plan["dp_replicate"] = replicas
+            more.append(why)
     if plan.get("zero_stage") == 3 and year is not None and year <= 2021:
         implied, said = rules.zero3_of_2021(model, training["precision"])
         given = {*(doc.get("training") or {}), *(row.get("training") or {}),
@@ -560,7 +592,8 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
     tuned."""
     plan: dict = {**degrees, **{k: row[k] for k in ("micro_batch_size", "zero_stage",
                                                     "sequence_parallel", "recompute",
-                                                    "recompute_num_layers") if k in row}}
+                                                    "recompute_num_layers", "dp_replicate")
+                                if k in row}}
     plan.update(row.get("plan") or {})
     tune: dict = {}
     assumed = []
@@ -581,7 +614,15 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
         assumed.append("micro_batch_size: not published; the fastest that fits of 1, 2, 4, 8")
     if "recompute" not in plan:
         named = rules.recompute(words) or rules.recompute(text)
-        if named:
+        if named == "selective" and rules.selective_blocks(f"{text} {words}") and layers:
+            # Selective checkpointing as whole blocks, every n-th (IBM's fms-fsdp), n not
+            # printed: the fastest that fits of every 2nd, 3rd and 4th block.
+            plan["recompute"] = "full"
+            tune["recompute_num_layers"] = sorted({layers // n for n in (2, 3, 4)})
+            assumed.append("recompute: 'selective' as fms-fsdp's every n-th block fully "
+                           "recomputed (fms_fsdp/policies/ac_handler.py), n not published; the "
+                           "fastest that fits of every 2nd, 3rd and 4th block")
+        elif named:
             plan["recompute"] = named
         else:
             tune["recompute"] = ["none", "selective", "full"]
@@ -638,22 +679,37 @@ def _token_count(tokens: object, seq: int) -> object:
 # A source that prints MPT's configurations by their size alone (llm-foundry's benchmark
 # tables: "7b", "760m").
 _MPT_SOURCE = re.compile(r"llm[- ]?foundry|mosaic ?ml|\bmpt\b")
+# IBM's fms-fsdp names its Llama 2 variants by size (fms_fsdp/utils/config_utils.py
+# get_model_config: "7b", "13b", "34b", "70b", the foundation-model-stack's LLaMAConfig with
+# Llama 2's 32,000-token vocabulary); its 34b, Llama 2's unreleased 34B, has no preset.
+_FMS_SOURCE = re.compile(r"fms[- ]fsdp|foundation[- ]model[- ]stack")
+_FMS_SIZES: dict[str, str | dict] = {
+    "7b": "llama2-7b", "13b": "llama2-13b", "70b": "llama2-70b",
+    "34b": {"name": "llama2-34b (fms)", "num_layers": 48, "hidden_size": 8192,
+            "num_attention_heads": 64, "num_kv_heads": 8, "ffn_hidden_size": 22016,
+            "ffn_type": "swiglu", "vocab_size": 32000}}
 
 
 def _model(row: dict, text: str = "") -> dict:
     """The row's model: its shape fields (and a ``model`` object's), over the planner's preset
     of the name it gives where the row leaves the shape out (``_preset_named``; a size alone,
     "7b", in a table whose ``text`` names llm-foundry, MosaicML or MPT is that MPT
-    configuration, ``mpt-7b``)."""
+    configuration, ``mpt-7b``, and in one that names IBM's fms-fsdp that Llama 2 variant of
+    its ``_FMS_SIZES``)."""
     model = {k: row[k] for k in ModelSpec.model_fields if k in row}
     if isinstance(row.get("model"), dict):
         model.update(row["model"])
     elif "name" not in model:
         model["name"] = str(row.get("model") or "model")
     name = str(model.get("name", ""))
-    if re.fullmatch(r"\s*\d+(?:\.\d+)?\s*[mb]\s*", name.lower()) and _MPT_SOURCE.search(
-            text.lower()):
-        name = f"mpt-{name.strip().lower().replace(' ', '')}"
+    size = name.strip().lower().replace(" ", "")
+    if re.fullmatch(r"\d+(?:\.\d+)?[mb]", size) and _MPT_SOURCE.search(text.lower()):
+        name = f"mpt-{size}"
+    elif size in _FMS_SIZES and _FMS_SOURCE.search(text.lower()):
+        variant = _FMS_SIZES[size]
+        if isinstance(variant, dict):
+            return {**variant, **model, "name": variant["name"]}
+        name = variant
     preset = _preset_named(name)
     if preset and not all(k in model for k in ("num_layers", "hidden_size")):
         model = {**ModelSpec.from_preset(preset).model_dump(mode="json", exclude_none=True),
@@ -769,7 +825,8 @@ def _network(hardware: str, preset: object) -> dict | None:
     (or Gbps, Gbit/s, G) is N NICs of R; a single rate is the node's total where the text says
     so ("per node", "per instance", "aggregate", "total") or names AWS's EFA, whose instance
     pages give the total (p4d 400 Gbps, p5 3,200 Gbps), and otherwise one NIC's rate, as many
-    NICs as the preset has ("200 Gb/s HDR InfiniBand"). The rate's unit is matched with its
+    NICs as the preset has ("200 Gb/s HDR InfiniBand"), unless it is faster than the preset's
+    NICs, when it is the node's total too. The rate's unit is matched with its
     case, Gb (bits), never GB (bytes: an NVLink figure). Over RoCE where the text names it or
     EFA (AWS's RDMA over its own SRD transport, RoCE's class), Ethernet where it names Ethernet
     or TCP (GPUDirect-TCPX) and not InfiniBand, else InfiniBand. None where it gives no rate."""
@@ -787,7 +844,12 @@ def _network(hardware: str, preset: object) -> dict | None:
             return None
         rate = int(single[1])
         count = getattr(preset, "nics_per_node", None) or 8
-        if re.search(r"per (?:node|instance|server|host)|aggregate|total|\befa", lower):
+        preset_total = getattr(preset, "bandwidth_gb_per_s", None)
+        # A rate above the preset's own NICs' is no NIC of that node (IBM's "H100 96 GPUs
+        # with 800 Gbps", "A100 ... 400Gbps" beside a DGX's 400 and 200 Gb/s adapters).
+        faster = bool(preset_total) and rate > preset_total * 8 / count
+        if faster or re.search(r"per (?:node|instance|server|host)|aggregate|total|\befa",
+                               lower):
             total = rate / 8
         else:
             total = count * rate / 8

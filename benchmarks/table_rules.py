@@ -1,8 +1,8 @@
 """What a published table's words and date imply for the runs it prints (``published_tables``):
 the year of its software, the framework it names and what that framework runs (Megatron-LM's
-own defaults before April 2024, DeepSpeed's ZeRO-3 of 2021), its MoE settings, its TP overlap,
-its ZeRO stage, its precision and fp8 recipe, its attention kernel, its pipeline schedule, its
-recompute mode.
+own defaults before April 2024, DeepSpeed's ZeRO-3 of 2021, IBM's fms-fsdp), its MoE settings,
+its TP overlap, its ZeRO stage and hybrid sharding, its precision and fp8 recipe, its attention
+kernel, its pipeline schedule, its recompute mode.
 Each rule cites the framework code or the page it reads; ``published_tables``'s docstring
 lists them in the order a row is built."""
 
@@ -71,6 +71,16 @@ _OWN_FSDP = re.compile(r"torchtitan|llm[- ]foundry|mosaicml")
 # attention, and Composer's FSDP mixed-precision modes.
 _LLM_FOUNDRY = re.compile(r"llm[- ]?foundry|mosaic ?ml")
 _LLM_FOUNDRY_FLASH_FROM = (2024, 4)
+# IBM's fms-fsdp (github.com/foundation-model-stack/fms-fsdp): PyTorch's FSDP over the
+# foundation-model-stack's Llama, uncompiled unless the row or the table names torch.compile
+# (scripts/train.sh use_torch_compile=False; its README's tables were redone compiled on
+# 2024-05-09): the RMSNorm as eager ops (fms/modules/layernorm.py LayerNormParameterized:
+# pow(2).mean, rsqrt, two products), rotary embeddings as fp32 eager ops
+# (fms/modules/positions.py), SwiGLU as two kernels (fms/modules/feedforward.py
+# GatedLinearUnit), grouped K and V expanded to every head before F.scaled_dot_product_attention
+# (fms/modules/attention.py), the loss torch.nn.CrossEntropyLoss over the logits
+# (fms_fsdp/utils/train_utils.py); torch.compile there wraps the model, not the loss.
+_FMS = re.compile(r"fms[- ]fsdp|foundation[- ]model[- ]stack")
 _NVIDIA_RECIPES = re.compile(r"(?<![a-z])nemo(?![a-z])|megatron[- ]bridge|dgx cloud benchmarking|"
                              r"dgxc-benchmarking")
 
@@ -173,6 +183,18 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                     "PyTorch's SDPA (FlashAttention-2 where the GPU has its rates); "
                     + ("torch.compile: fused elementwise kernels and loss" if compiled else
                        "no torch.compile named: eager elementwise kernels and loss"))
+    if _FMS.search(t):
+        named = (words if words.strip() else text).lower()
+        compiled = bool(_COMPILED.search(named)) and not _NOT_COMPILED.search(named)
+        out.update({"eager_elementwise": not compiled, "norm_fusion": compiled,
+                    "repeat_kv": True, "loss_implementation": "eager"})
+        if _gpu_has_kernel(cluster):
+            out["attention_kernel"] = "flash2"
+        said.append("IBM's fms-fsdp: K and V expanded to every head, attention through "
+                    "PyTorch's SDPA (FlashAttention-2 where the GPU has its rates), an eager "
+                    "loss; " + ("torch.compile: fused elementwise kernels and RMSNorm"
+                                if compiled else "no torch.compile named: eager elementwise "
+                                "kernels and the foundation-model-stack's eager RMSNorm"))
     if _LLM_FOUNDRY.search(t):
         out["loss_implementation"] = "fused"
         said.append("llm-foundry's MPT: loss_fn 'fused_crossentropy' by default "
@@ -312,6 +334,35 @@ def zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
     if nvidia_recipes(t, year):
         return 1, "NVIDIA's recipes run the distributed optimizer"
     return 0, ""
+
+
+def selective_blocks(text: str) -> bool:
+    """Whether the text names a framework whose "selective" activation checkpointing wraps
+    whole blocks, every n-th (IBM's fms-fsdp: fms_fsdp/policies/ac_handler.py
+    apply_fsdp_checkpointing checkpoints each block whose count is a multiple of n), rather
+    than Megatron-LM's attention-only recompute."""
+    return bool(_FMS.search(text.lower()))
+
+
+_HYBRID_SHARD = re.compile(r"\bhsdp\b|hybrid[ _-]?shard")
+
+
+def hybrid_shard(words: str, gpus_per_node: int, degrees: dict) -> tuple[int | None, str]:
+    """(replicas, why) of a sharded row whose words name hybrid sharding ("HSDP",
+    "HYBRID_SHARD"): PyTorch FSDP's HYBRID_SHARD shards within a node and replicates across
+    nodes (torch.distributed.fsdp.ShardingStrategy: "Apply FULL_SHARD within a node, and
+    replicate parameters across nodes"), so the data-parallel ranks of a node form a shard
+    group and the nodes its replicas; (None, "") where they do not name it, or the ranks do
+    not split so."""
+    if not _HYBRID_SHARD.search(words.lower()):
+        return None, ""
+    per_node = gpus_per_node // (degrees.get("tp", 1) * degrees.get("cp", 1))
+    dp = degrees.get("dp", 1)
+    if per_node < 1 or dp <= per_node or dp % per_node:
+        return None, ""
+    return dp // per_node, (f"dp_replicate {dp // per_node}: hybrid sharding, as the row "
+                            f"names it (FSDP's HYBRID_SHARD: shards within a node of "
+                            f"{per_node} data-parallel ranks, replicas across the nodes)")
 
 
 # A venue's two-digit year ("SC'21", "NSDI '24", "MLSys’23").

@@ -60,7 +60,13 @@ from tests.cost_history import (  # noqa: E402
 # NVFP4 runs (precision 'fp4': three fit rows of 26.04 that set the NVFP4 share, one held out)
 # joined last (README, 'MXFP8' and 'NVFP4'); every figure but the headline's replays the corpus
 # without them.
-CORPUS = published_accuracy.load_runs()
+# MLPerf Training v4.0's and v4.1's GPT-3 175B submissions and IBM's fms-fsdp table joined
+# after them all (README, 'MLPerf v4.0 and v4.1, and IBM's FSDP table'): the figures of every
+# earlier state replay the corpus without them (CORPUS); EVERY_RUN is the corpus today.
+V4_SOURCES = ("mlperf-training-v4.0", "mlperf-training-v4.1", "fms-fsdp")
+EVERY_RUN = published_accuracy.load_runs()
+CORPUS = [r for r in EVERY_RUN if r["source"] not in V4_SOURCES]
+V4_RUNS = [r for r in EVERY_RUN if r["source"] in V4_SOURCES]
 MXFP8 = {r["id"] for r in CORPUS if r["training"].get("fp8_recipe") == "mxfp8"
          or r["training"]["precision"] == "fp4"}
 TODAY = [r for r in CORPUS if r["id"] not in MXFP8]
@@ -187,7 +193,7 @@ def test_corpus_holds_published_moe_runs_all_held_out():
     assert any(r["plan"].get("etp", 1) > 1 for r in moe)
 
 
-@pytest.mark.parametrize("run", ALL_RUNS, ids=[r["id"] for r in ALL_RUNS])
+@pytest.mark.parametrize("run", ALL_RUNS + V4_RUNS, ids=[r["id"] for r in ALL_RUNS + V4_RUNS])
 def test_every_published_configuration_is_accepted_by_estimate(run):
     est, _ = published_accuracy.predict_run(run)
     cluster = published_accuracy.ClusterSpec.model_validate(run["cluster"])
@@ -201,12 +207,12 @@ def test_benchmark_writes_the_contract_summary(tmp_path, capsys):
     out = tmp_path / "acc.json"
     assert published_accuracy.main(["--json", str(out)]) == 0
     result = json.loads(out.read_text())
-    assert len(result["rows"]) == len(CORPUS)
+    assert len(result["rows"]) == len(EVERY_RUN)
     assert result["summary"]["moe"]["rows"] == sum(r["moe"] for r in result["rows"]) >= 10
     for split in ("fit", "held_out"):
         s = result["summary"][split]
         assert {"rows", "sources", "median_abs_error_pct", "max_abs_error_pct"} <= set(s)
-        assert s["rows"] == sum(r["split"] == split for r in CORPUS)
+        assert s["rows"] == sum(r["split"] == split for r in EVERY_RUN)
     assert all(-1 <= t["kendall_tau"] <= 1 for t in result["sweeps"].values())
     assert any(g["reference"] == "sc21-t2-mtnlg-530b-ptdp-2240" for g in result["same_plan"])
     # Every run that ran but that the model puts over memory is listed, with its footprint.
@@ -1160,29 +1166,93 @@ def _dense_source_median(rows: list[dict]) -> float:
     return round(published_accuracy.summarize(dense)["source_median_abs_error_pct"], 1)
 
 
+def test_the_headline_is_the_readmes_with_mlperf_v4_and_ibms_fsdp_table():
+    """README's accuracy table as the benchmark prints it today (README, 'MLPerf v4.0 and
+    v4.1, and IBM's FSDP table', the latest change): 789 runs from 41 sources; held out 743
+    from 38 at 8.1%, max 144.7%, signed +6.0%, 9.0% each source once; dense 709 from 28 at
+    7.9% (6.0% each source once), max 68.2%, signed +6.0%; MoE and fit unchanged; 54 of 85
+    held-out sweeps at tau 0.8 or more; without the layout sweeps 342 runs at 7.5% (dense 308
+    at 6.8%)."""
+    assert (len(V4_RUNS), len({r["source"] for r in V4_RUNS})) == (14, 3)
+    assert all(r["split"] == "held_out" for r in V4_RUNS)
+    _assert_headline(EVERY_RUN, (789, 41, 38),
+                     {"held out": (743, 8.1, 144.7, 6.0), "dense": (709, 7.9, 68.2, 6.0)},
+                     9.0, {"held out": (342, 7.5, 144.7, 1.1), "dense": (308, 6.8, 54.2, 0.9)},
+                     (54, 85))
+
+
+def _assert_headline(runs: list[dict], counts: tuple[int, int, int], today: dict[str, tuple],
+                     each_source_once: float, without_layouts: dict[str, tuple],
+                     taus: tuple[int, int]) -> None:
+    """The README's headline of ``runs`` replayed: their count, their sources' and the
+    held-out sources' (``counts``), the held-out and dense (runs, median, max, signed)
+    ``today`` gives, the MoE and fit splits' (34 at 14.9%, 46 at 2.9% from 5 sources,
+    unchanged since the MXFP8 and NVFP4 runs), the held-out median each source once, dense
+    6.0% each source once, the same without Hagemann et al.'s layouts, and the held-out sweeps
+    at tau 0.8 or more of all."""
+    rows = published_accuracy.evaluate_runs(runs)
+    held_sources = published_accuracy.summarize([r for r in rows if r["split"] == "held_out"])
+    fit = published_accuracy.summarize([r for r in rows if r["split"] == "fit"])
+    assert (len(runs), len({r["source"] for r in runs}), held_sources["sources"],
+            fit["sources"]) == (*counts, 5)
+    settled = {"moe": (34, 14.9, 144.7, 9.9), "fit": (46, 2.9, 19.5, -1.6)}
+    assert _figures(rows) == ({**today, **settled}, each_source_once)
+    assert _dense_source_median(rows) == 6.0
+    assert _headline([], [x for x in rows if x["id"] not in LAYOUTS]) == {
+        **without_layouts, **settled}
+    held = [t["kendall_tau"] for t in published_accuracy.sweep_taus(rows).values()
+            if t["split"] == "held_out"]
+    assert (sum(t >= 0.8 for t in held), len(held)) == taus
+
+
+def test_mlperf_v4_and_ibms_fsdp_rows_as_the_readme_quotes_them():
+    """README, 'MLPerf v4.0 and v4.1, and IBM's FSDP table': the 14 rows joined held out,
+    encoded from their sources before the model was run on them. MLPerf's GPT-3 175B within
+    0.1% at 10,752 and 11,616 H100 and 10.5-14.2% too slow at 256 and 512 H100 and 64 B200
+    (64 to 128 micro-batches a step); IBM fms-fsdp's Llama 2 7B to 70B from +15.4% (7B on
+    H100) to -7.9% (70B on A100); the step times the logs and the table give."""
+    rows = {r["id"]: r for r in published_accuracy.evaluate_runs(V4_RUNS)}
+    assert {k: (round(r["measured_step_s"], 4), round(r["error_pct"], 1))
+            for k, r in rows.items()} == {
+        "mlperf40-gpt3-175b-h100-512": (10.9822, -10.5),
+        "mlperf40-gpt3-175b-h100-10752": (0.9207, 0.1),
+        "mlperf40-gpt3-175b-h100-11616": (0.9214, 0.1),
+        "mlperf41-gpt3-175b-h100-256": (18.4073, -14.2),
+        "mlperf41-gpt3-175b-h100-512": (9.5403, -12.3),
+        "mlperf41-gpt3-175b-b200-64": (36.2548, -11.0),
+        "fms-fsdp-a100-llama2-7b-128": (2.2141, 8.3),
+        "fms-fsdp-a100-llama2-13b-128": (4.5511, 4.2),
+        "fms-fsdp-a100-llama2-34b-128": (11.7029, -2.6),
+        "fms-fsdp-a100-llama2-70b-128": (22.1405, -7.9),
+        "fms-fsdp-h100-llama2-7b-96": (1.0923, 15.4),
+        "fms-fsdp-h100-llama2-13b-96": (2.1558, 8.4),
+        "fms-fsdp-h100-llama2-34b-96": (5.2852, -0.5),
+        "fms-fsdp-h100-llama2-70b-96": (10.24, -2.6)}
+    # Each MLPerf row's step is mlperf_logs' median over its submission's three logs.
+    import mlperf_logs
+    assert all(r["measured"]["step_time_s"] == r["measured"]["value"] for r in V4_RUNS
+               if r["source"].startswith("mlperf"))
+    # An fms-fsdp row's step is its 2 x 4,096 tokens a GPU over the published rate.
+    fms = {r["id"]: r for r in V4_RUNS if r["source"] == "fms-fsdp"}
+    assert all(r["measured"]["step_time_s"] == round(2 * 4096 / r["measured"]["value"], 4)
+               for r in fms.values())
+    assert mlperf_logs.WARMUP_BLOCKS == 1
+
+
 def test_the_headline_is_the_readmes_with_the_mxfp8_and_nvfp4_runs():
-    """README's accuracy table as the benchmark prints it today, Megatron-Bridge's MXFP8 and
-    NVFP4 runs in (README, 'MXFP8' and 'NVFP4', the latest changes): 775 runs from 38 sources;
+    """README's accuracy table as the benchmark printed it before MLPerf v4.0's and v4.1's and
+    IBM's fms-fsdp runs joined, Megatron-Bridge's MXFP8 and NVFP4 runs in (README, 'MXFP8'
+    and 'NVFP4', changes before): 775 runs from 38 sources;
     held out 729 at 8.1%, max 144.7%, signed +6.2%, 9.2% each source once (8.9% before the
     NVFP4 row: Megatron-Bridge's source median moves up); dense 695 at 7.9% (6.0% each source
     once), max 68.2%, signed +6.1%; MoE unchanged; fit 46 runs from 5 sources at 2.9%, max
     19.5% (GB300's NVFP4 fit row, as pessimistic as its other rows); 53 of 84 sweeps at tau
     0.8 or more; without the layout sweeps 328 runs at 7.5% (dense 294 at 6.8%)."""
-    assert (len(CORPUS), len({r["source"] for r in CORPUS})) == (775, 38)
     assert len(MXFP8) == 12
-    rows = published_accuracy.evaluate_runs(CORPUS)
-    assert _figures(rows) == ({"held out": (729, 8.1, 144.7, 6.2), "dense": (695, 7.9, 68.2, 6.1),
-                               "moe": (34, 14.9, 144.7, 9.9), "fit": (46, 2.9, 19.5, -1.6)},
-                              9.2)
-    assert _dense_source_median(rows) == 6.0
-    fit = published_accuracy.summarize([r for r in rows if r["split"] == "fit"])
-    assert fit["sources"] == 5
-    assert _headline([], [x for x in rows if x["id"] not in LAYOUTS]) == {
-        "held out": (328, 7.5, 144.7, 1.2), "dense": (294, 6.8, 54.2, 1.0),
-        "moe": (34, 14.9, 144.7, 9.9), "fit": (46, 2.9, 19.5, -1.6)}
-    held = [t["kendall_tau"] for t in published_accuracy.sweep_taus(rows).values()
-            if t["split"] == "held_out"]
-    assert (sum(t >= 0.8 for t in held), len(held)) == (53, 84)
+    _assert_headline(CORPUS, (775, 38, 35),
+                     {"held out": (729, 8.1, 144.7, 6.2), "dense": (695, 7.9, 68.2, 6.1)},
+                     9.2, {"held out": (328, 7.5, 144.7, 1.2), "dense": (294, 6.8, 54.2, 1.0)},
+                     (53, 84))
 
 
 def test_the_headline_figures_are_the_readmes():
@@ -2691,7 +2761,7 @@ def test_mlperf_rows_are_held_out_and_replayed_as_the_readme_says():
     assert (after["dgxc-benchmarking-25.02"][2], after["megatron-bridge-perf"][2]) == (-8.1, -7.7)
     assert (before["megatron-lm-readme"][2], after["megatron-lm-readme"][2]) == (-0.8, 2.9)
     text = " ".join((ROOT / "README.md").read_text().split())
-    assert "holds 775 published training runs from 38 sources" in text
+    assert "holds 789 published training runs from 41 sources" in text
     assert "| held out | 8 | 2.9% | -2.9% |" in text
 
 
@@ -2727,8 +2797,8 @@ def test_mlperf_logs_give_the_step_time_the_corpus_quotes(tmp_path):
                                  f'{{"train_step_timing": {t}}}}}' for t in steps]) + "\n"
     parsed = mlperf_logs.parse_log(log([2.0, 1.5, 1.2, 1.0, 1.3, 1.1]))
     assert parsed == {"global_batch_size": 2688, "gradient_accumulation_steps": 8,
-                      "submission_platform": "1344xND_H100_v5", "steps": 6,
-                      "median_step_s": 1.1}
+                      "submission_platform": "1344xND_H100_v5", "timing": "train_step_timing",
+                      "steps": 6, "median_step_s": 1.1}
     for i, tail in enumerate(([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], [1.5, 1.4, 1.6])):
         (tmp_path / f"result_{i}.txt").write_text(log([9.0, 9.0, 9.0] + tail))
     assert mlperf_logs.submission(tmp_path)["step_time_s"] == 1.5
@@ -2738,6 +2808,49 @@ def test_mlperf_logs_give_the_step_time_the_corpus_quotes(tmp_path):
     empty.mkdir()
     assert mlperf_logs.main([str(empty)]) == 2
     assert mlperf_logs.WARMUP == 3      # the "first 3" of the corpus's quotes
+
+
+def test_mlperf_logs_time_the_training_blocks_where_no_step_timer_is_logged(tmp_path):
+    """``benchmarks/mlperf_logs.py`` on logs of MLPerf v4.0 and later, which log no
+    ``train_step_timing``: each block_start/block_stop pair (same first_epoch_num) trained
+    epoch_count tokens, here 32,000 = 4 steps of a batch of 8 sequences of 1,000 tokens.
+    Blocks of 4.8, 4.0, 4.4 and 4.2 s (evaluation between them, outside the blocks): the first
+    dropped as warm-up, the step time is the median of 1.0, 1.1 and 1.05 s = 1.05 s. A block
+    that is not a whole number of steps (30,000 tokens), or too few blocks, is a clear
+    error."""
+    import mlperf_logs
+
+    def event(t_ms: int, kind: str, first: int, count: int = 32_000) -> str:
+        edge = "INTERVAL_START" if kind == "start" else "INTERVAL_END"
+        return (f':::MLLOG {{"namespace": "", "time_ms": {t_ms}, "event_type": "{edge}", '
+                f'"key": "block_{kind}", "value": null, "metadata": {{"file": "x.py", '
+                f'"lineno": 1, "first_epoch_num": {first}, "epoch_count": {count}}}}}')
+
+    def log(durations_s: list[float], count: int = 32_000) -> str:
+        lines = [':::MLLOG {"key": "global_batch_size", "value": 8, "metadata": {}}',
+                 ':::MLLOG {"key": "max_sequence_length", "value": 1000, "metadata": {}}',
+                 ':::MLLOG {"key": "gradient_accumulation_steps", "value": 2, "metadata": {}}',
+                 ':::MLLOG {"key": "submission_platform", "value": "64xNVIDIA DGX H100"}']
+        t = 1_000_000
+        for i, d in enumerate(durations_s):
+            lines.append(event(t, "start", i * count, count))
+            t += round(d * 1000)
+            lines.append(event(t, "stop", i * count, count))
+            t += 30_000                                  # evaluation, outside the blocks
+        return "\n".join(lines) + "\n"
+
+    assert mlperf_logs.block_step_times(log([4.8, 4.0]), 8, 1000) == [1.2, 1.0]
+    parsed = mlperf_logs.parse_log(log([4.8, 4.0, 4.4, 4.2]))
+    assert parsed == {"global_batch_size": 8, "gradient_accumulation_steps": 2,
+                      "submission_platform": "64xNVIDIA DGX H100", "timing": "blocks",
+                      "steps": 4, "median_step_s": pytest.approx(1.05)}
+    for i, tail in enumerate(([4.0, 4.0], [8.0, 8.0], [6.0, 6.0])):
+        (tmp_path / f"result_{i}.txt").write_text(log([40.0] + tail))
+    assert mlperf_logs.submission(tmp_path)["step_time_s"] == 1.5
+    with pytest.raises(ValueError, match="whole number of steps"):
+        mlperf_logs.parse_log(log([4.0, 4.0], count=30_000))
+    with pytest.raises(ValueError, match="warm-up block"):
+        mlperf_logs.parse_log(log([4.0]))
 
 
 def test_fp8_weight_gathers_move_the_marked_runs_as_the_readme_says():
