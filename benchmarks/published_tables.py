@@ -14,7 +14,8 @@ listed under the run's ``assumed``:
   ``_ALIASES``); model fields by the planner's ModelSpec names;
 - GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
   ``hardware`` text names (A100 40/80 GB, H100, H200, H800, B200, B300, GB200, GB300) on its
-  DGX, HGX or NVL72 preset, or V100 (16/32 GB) on its DGX-2 or DGX-1 preset, with the
+  DGX, HGX or NVL72 preset, V100 (16/32 GB) on its DGX-2 or DGX-1 preset, or AMD's MI300X and
+  MI325X on their 8-GPU nodes and MI250X (Frontier, LUMI-G) as one GPU a GCD, with the
   per-node network the text gives as ``N x R Gb/s`` (or Gbps, or G; a single rate is one NIC's
   unless the text calls it the node's or it is faster than the preset's NICs), over RoCE or
   Ethernet where the text names them and InfiniBand otherwise;
@@ -110,6 +111,9 @@ from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 
 # The GPU a hardware description names, most specific first: (pattern, cluster preset, GPU).
 _HARDWARE = [
+    (r"mi325x", "mi325x-8", None),
+    (r"mi300x", "mi300x-8", None),
+    (r"mi250x|frontier|lumi-g", "hpe-cray-ex235a", None),     # one GPU a GCD
     (r"gb300", "gb300-nvl72", None),
     (r"gb200", "gb200-nvl72", None),
     (r"\bb300", "dgx-b300", None),
@@ -126,7 +130,8 @@ _HARDWARE = [
 _FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "hgx-a800": "a800",
            "dgx-h100": "h100",
            "dgx-h200": "h200", "hgx-h800": "h800", "dgx-b200": "b200", "dgx-b300": "b300",
-           "gb200-nvl72": "gb200", "gb300-nvl72": "gb300"}
+           "gb200-nvl72": "gb200", "gb300-nvl72": "gb300", "hpe-cray-ex235a": "mi250x",
+           "mi300x-8": "mi300x", "mi325x-8": "mi325x"}
 _GPUS_PER_NODE = {"dgx-2": 16, "gb200-nvl72": 72, "gb300-nvl72": 72}
 _HARDWARE_COLUMNS = ("hardware", "gpu", "system", "platform", "accelerator", "gpu_type")
 
@@ -778,7 +783,8 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
     found = next((x for x in _HARDWARE if re.search(x[0], text)), None)
     if found is None:
         raise ValueError("'hardware' names no GPU the planner has a preset for (V100, A100, "
-                         "A800, H100, H200, H800, B200, B300, GB200, GB300); give 'cluster' as "
+                         "A800, H100, H200, H800, B200, B300, GB200, GB300, MI250X, MI300X, "
+                         "MI325X); give 'cluster' as "
                          "a cluster spec")
     _, preset, gpu = found
     if preset == "dgx-1" and re.search(r"dgx-?2", text):
@@ -793,7 +799,7 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
         cluster = {"preset": preset, "num_nodes": gpus // per_node}
     if gpu:
         cluster["gpu"] = gpu
-    if preset.startswith(("dgx", "hgx")):
+    if preset.startswith(("dgx", "hgx", "mi3", "hpe")):
         network = _network(hardware, ClusterSpec.model_validate({"preset": preset}).inter_node)
         if network:
             cluster["inter_node"] = network
@@ -828,10 +834,11 @@ def _network(hardware: str, preset: object) -> dict | None:
     NICs as the preset has ("200 Gb/s HDR InfiniBand"), unless it is faster than the preset's
     NICs, when it is the node's total too. The rate's unit is matched with its
     case, Gb (bits), never GB (bytes: an NVLink figure). Over RoCE where the text names it or
-    EFA (AWS's RDMA over its own SRD transport, RoCE's class), Ethernet where it names Ethernet
+    EFA (AWS's RDMA over its own SRD transport, RoCE's class) or HPE Slingshot (RDMA over its
+    own Ethernet), Ethernet where it names Ethernet
     or TCP (GPUDirect-TCPX) and not InfiniBand, else InfiniBand. None where it gives no rate."""
     lower = hardware.lower()
-    kind = "roce" if re.search(r"\broce|\befa", lower) else (
+    kind = "roce" if re.search(r"\broce|\befa|slingshot", lower) else (
         "ethernet" if re.search(r"ethernet|tcpx?o?\b", lower) and "infiniband" not in lower
         else "infiniband")
     nics = re.search(r"(\d+)\s*[x×]\s*(\d+)\s*(?:Gb/s|Gbps|Gbit/s|G\b|gb/s|gbps)", hardware)

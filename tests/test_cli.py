@@ -36,11 +36,12 @@ def test_presets_json_lists_every_preset():
     assert {"llama3-405b", "gpt3-175b", "llama2-7b"} <= set(body["models"])
     assert set(body["gpus"]) == {"v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "a800-80gb",
                                  "h100-sxm", "h200-sxm", "h800-sxm", "b200-sxm", "gb200",
-                                 "b300-sxm", "gb300", "cpu"}
+                                 "b300-sxm", "gb300", "mi250x-gcd", "mi300x", "mi325x",
+                                 "cpu"}
     assert set(body["clusters"]) == {"dgx-1", "dgx-2", "dgx-a100", "hgx-a800", "dgx-h100",
                                      "dgx-h200", "hgx-h800",
                                      "dgx-b200", "gb200-nvl72", "dgx-b300", "gb300-nvl72",
-                                     "local-cpu"}
+                                     "hpe-cray-ex235a", "mi300x-8", "mi325x-8", "local-cpu"}
     assert runner.invoke(app, ["presets"]).exit_code == 0
     # Which GPUs run the Blackwell recipes: an fp4 peak (NVFP4) and block-scaled fp8 (MXFP8).
     gb300, h100 = body["gpus"]["gb300"], body["gpus"]["h100-sxm"]

@@ -1168,7 +1168,7 @@ def _dense_source_median(rows: list[dict]) -> float:
 
 def test_the_headline_is_the_readmes_with_mlperf_v4_and_ibms_fsdp_table():
     """README's accuracy table as the benchmark prints it today (README, 'MLPerf v4.0 and
-    v4.1, and IBM's FSDP table', the latest change): 789 runs from 41 sources; held out 743
+    v4.1, and IBM's FSDP table', the change before): 789 runs from 41 sources; held out 743
     from 38 at 8.1%, max 144.7%, signed +6.0%, 9.0% each source once; dense 709 from 28 at
     7.9% (6.0% each source once), max 68.2%, signed +6.0%; MoE and fit unchanged; 54 of 85
     held-out sweeps at tau 0.8 or more; without the layout sweeps 342 runs at 7.5% (dense 308

@@ -43,6 +43,13 @@ PARAMS_ROUNDING = 0.01e9       # the steps' parameters, to 0.01 B
 NO_FLASH_ATTENTION = ("v100",)
 # Points of MFU above that best before a plan is flagged (the issue's "within 3 points").
 MFU_MARGIN = 0.03
+# GPU families no published run of the corpus ran on: their sustained rates are derived from
+# datasheets and a matmul benchmark (planner/specs/gpu.py), never fitted or tested there; the
+# one published run found on them (Llama 3 8B on 64 MI250X GCDs, torchtitan's FSDP2,
+# github.com/eminorhan/frontier-torchtitan) measured this much slower than predicted
+# (``tests/test_amd.py``).
+DERIVED_ONLY = ("mi250x", "mi300x", "mi325x")
+DERIVED_ONLY_CHECK = ("mi250x", 28)
 
 # Fine-grained mixture of experts: the published runs of models with at least this many
 # routed experts, (runs, least, median, most) of measured / predicted - 1 in percent, and how
@@ -147,6 +154,14 @@ def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, m
             "memory-efficient kernel, costed at a rate no benchmark gives "
             f"({cluster.gpu.attention_efficiency:.2f} of the peak); set training.flash_attention "
             "false to cost unfused attention (Megatron-LM's fused softmax) instead")
+    if family in DERIVED_ONLY:
+        checked, slower = DERIVED_ONLY_CHECK
+        out.append(
+            f"no published run on {family.upper()} is in the accuracy corpus: its rates are "
+            "derived from the datasheet and a matmul benchmark, not fitted or tested (the one "
+            f"published run found, on {checked.upper()}, measured {slower}% slower than "
+            "predicted); anchor the model on a measured step of your stack (planner "
+            "calibrate anchor) before trusting the step time")
     best = best_dense_mfu(family, precision_group(training), model.num_params)
     if best is not None and not model.is_moe and mfu > best[0] + MFU_MARGIN:
         mfu_best, run_id, runs = best

@@ -98,15 +98,21 @@ class LinkSpec(PresetSpec):
 
 def _dgx_nodes(name: str, gpu: str, nvlink_gb_per_s: float, network_gb_per_s: float,
                gpus: int = 8, nics: int | None = None, intra_kind: str = "nvswitch",
-               nvls: float | None = None, **more: Any) -> dict[str, Any]:
+               nvls: float | None = None, intra_efficiency: float | None = None,
+               inter_kind: str = "infiniband", **more: Any) -> dict[str, Any]:
     """A preset of NVLink nodes on InfiniBand: NVLink per GPU and direction (through NVSwitch,
     or GPU to GPU where ``intra_kind`` is "nvlink"), the network per node and direction (all
     NICs together; one a GPU unless ``nics`` says otherwise), and NVLink SHARP's all_reduce
-    bus bandwidth over the ring's where the switches have it (``NVLS_BUSBW_RATIO``)."""
+    bus bandwidth over the ring's where the switches have it (``NVLS_BUSBW_RATIO``); AMD's
+    nodes the same with their Infinity Fabric as GPU-to-GPU links, its measured share where
+    one is published (``intra_efficiency``), and their network's kind."""
+    intra = {"kind": intra_kind, "bandwidth_gb_per_s": nvlink_gb_per_s, "latency_us": 1.0,
+             "nvls_busbw_ratio": nvls}
+    if intra_efficiency is not None:
+        intra["efficiency"] = intra_efficiency
     return {"name": name, "num_nodes": 1, "gpus_per_node": gpus, "gpu": gpu, **more,
-            "intra_node": {"kind": intra_kind, "bandwidth_gb_per_s": nvlink_gb_per_s,
-                           "latency_us": 1.0, "nvls_busbw_ratio": nvls},
-            "inter_node": {"kind": "infiniband", "bandwidth_gb_per_s": network_gb_per_s,
+            "intra_node": intra,
+            "inter_node": {"kind": inter_kind, "bandwidth_gb_per_s": network_gb_per_s,
                            "latency_us": 5.0, "nics_per_node": nics or gpus}}
 
 
@@ -154,6 +160,24 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
     "gb300-nvl72": _dgx_nodes("gb300-nvl72", "gb300", 900, 72 * 100, gpus=72,
                               gpus_per_host=4, host_link_gb_per_s=225,
                               nvls=NVLS_BUSBW_RATIO["blackwell"]),
+    # AMD Instinct nodes, their Infinity Fabric costed as GPU-to-GPU links ("nvlink" kind):
+    # HPE Cray EX235a (Frontier's and LUMI-G's node): 4 MI250X, 8 GCDs, each a GPU; the two
+    # GCDs of a module share 200 GB/s each way and GCDs of different modules 50-100 GB/s
+    # ("GCDs on different MI250X ... ranges from 50-100 GB/s", OLCF's Frontier user guide), so
+    # a ring over the 8 crosses 50 GB/s links: 50 a GCD (TP of 2 within a module is faster
+    # than this uniform link says); "[4x] HPE Slingshot 200 Gbps (25 GB/s) NICs providing a
+    # node-injection bandwidth of 800 Gbps (100 GB/s)" (the same guide), Slingshot's RDMA
+    # Ethernet costed as RoCE.
+    "hpe-cray-ex235a": _dgx_nodes("hpe-cray-ex235a", "mi250x-gcd", 50, 100, nics=4,
+                                  intra_kind="nvlink", inter_kind="roce"),
+    # 8 MI300X (or MI325X) in a full mesh, each "connected to its seven peer GPUs via xGMI
+    # links", "448 GB/s (7x64 GB/s)" a GPU, where RCCL's 8-GPU all_reduce reaches 315-319 GB/s
+    # bus bandwidth at 1-16 GiB (ROCm blog 'mi300x-rccl-xgmi', RCCL 2.22.3): 0.71 of it; the
+    # network of Azure's ND MI300X v5, "8x400 Gigabit NDR" InfiniBand.
+    "mi300x-8": _dgx_nodes("mi300x-8", "mi300x", 448, 400, intra_kind="nvlink",
+                           intra_efficiency=0.71),
+    "mi325x-8": _dgx_nodes("mi325x-8", "mi325x", 448, 400, intra_kind="nvlink",
+                           intra_efficiency=0.71),
     # This development machine: 4 gloo ranks over loopback TCP. Alpha and bandwidth are the
     # order of magnitude measured with gloo on a 2-core VM (research/collectives.md section 5:
     # all_reduce alpha 0.3-0.6 ms, busbw 0.6-0.9 GB/s); calibration refines them.

@@ -18,6 +18,16 @@ Preset numbers are the vendors' datasheet figures for dense (not 2:4 sparse) mat
 - B300 SXM 288 GB (DGX B300, Blackwell Ultra): 2,250 bf16/fp16, 4,500 fp8, 1,125 tf32, 80
   fp32 (the same table, DGX B300 datasheet); 288 GB (2.3 TB over 8 GPUs) at 8,000 GB/s; 160
   SMs (Blackwell Ultra enables all 160 of its two dies: 20,480 CUDA cores, 128 a SM).
+- AMD Instinct MI250X, one GCD (``mi250x-gcd``): a module holds two graphics compute dies and
+  PyTorch, RCCL and Slurm see each as one GPU ("8 GCDs as 8 separate GPUs, each having 64
+  GB", OLCF's Frontier user guide), so a preset is one GCD: half the module's 383 bf16/fp16
+  and 47.9 fp32 TFLOP/s ("383TFLOPS is reported for 2 GCDs", stas00/ml-engineering
+  compute/accelerator/README.md), no tf32 or fp8; 64 GB of HBM2e at half the module's 3.28
+  TB/s; 110 compute units (220 a module, ROCm's GPU specifications), which stand for SMs.
+- AMD Instinct MI300X: 1,307.4 bf16/fp16, 2,614.9 fp8, 653.7 tf32 and 163.4 fp32 matrix
+  TFLOP/s, 5.3 TB/s (ROCm's MI300 architecture page); 192 GB of HBM3, 304 compute units.
+  MI325X: the same compute ("MI325X is the same compute as MI300X", stas00/ml-engineering),
+  256 GB of HBM3e at 6.0 TB/s.
 - GB300 (one Blackwell Ultra GPU of a GB300 NVL72 rack): 2,500 bf16/fp16, 5,000 fp8, 1,250
   tf32, 80 fp32 (the same table); 288 GB and 8,000 GB/s (20.7 TB and 576 TB/s over 72 GPUs,
   GB300 NVL72 specifications); B300's 160 SMs.
@@ -42,7 +52,12 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   published figure: it is taken as B300's share of its own peak, 0.60 and 0.64 (the other
   reading, B300's scaled down as GB200's is B200's, gives 0.56 and 0.61 and GB300's runs 4-5
   points slower still). Their held-out Megatron-Bridge runs test that derivation; GB300's
-  land 13-21% slow (the README's Blackwell section). Ordinary shapes lose
+  land 13-21% slow (the README's Blackwell section). AMD's are derived the same way
+  (``_amd``), with no published run to test them: maximum achievable bf16 matmul FLOPS of
+  147.0 of 191.5 on one MI250X GCD (0.768; ROCm 6.2, the table's version of 2025-08, commit
+  e695968 removed it), 668.4 on MI300X and 784.9 on MI325X (1000 W) of 1,307.4 (0.511 and
+  0.600; PyTorch tunable ops on, ROCm 6.3 and 6.2.4) times H100's 0.760: 0.58, 0.39, 0.46;
+  no fp8 figure is published, so fp8 takes the bf16 share, as on H100. Ordinary shapes lose
   more to tile and wave quantisation (``sm_count``: 108 on A100, 132 on H100/H200, 148 on
   B200/GB200, 160 on B300/GB300, 80 on V100).
 - V100 has no fit run and no maximum-achievable figure either; its rates are derived from
@@ -92,11 +107,13 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   GB200 too (the same kernel on the same SMs; its exponential units, the forward's bottleneck,
   scale with the clock as its tensor peak does), and for B300 and GB300, whose doubled
   exponential rate ("2x attention performance") no published kernel figure yet quantifies.
+  AMD's fused attention (Composable Kernel's FlashAttention on ROCm) has no published rate
+  found; it is taken at the share of the GEMM rate cuDNN's attention has on H100, 0.50 / 0.61.
 - ``hbm_efficiency``: streaming kernels' share of the HBM bandwidth (RRZE-HPC/gpu-benches
   gpu-stream: A100 80GB 1776-1894 of 2039 GB/s, 0.87, the mean of its scale and triad kernels,
   the load-and-store streams elementwise training kernels run, 1737 and 1794; V100 the same
   mean, 809 and 788 of 900, 0.89; H100 about 0.90; B200 and GB200: no
-  published stream figure was found, H100's 0.90 is assumed, as for B300 and GB300).
+  published stream figure was found, H100's 0.90 is assumed, as for B300, GB300 and AMD's).
 - ``attention_kernels``: named fused attention kernels older or other software runs
   (``TrainingSpec.attention_kernel``), each pass (forward, backward) as its long-sequence
   fraction of the 16-bit peak (causal, head dim 128) and the keys at which it runs at half
@@ -189,6 +206,33 @@ def _blackwell(name: str, memory_gib: float, bf16: float, sms: int, matmul: floa
             "attention_efficiency": 0.50, "hbm_efficiency": 0.90}
 
 
+# H100's sustained bf16 GEMM rate over its maximum achievable one (module docstring): what a
+# training step keeps of a GPU's best-shaped GEMM burst, applied to GPUs without a fit run.
+SUSTAINED_OVER_ACHIEVABLE = 0.760
+# cuDNN's fused attention rate over the sustained GEMM rate on H100 (0.50 / 0.61), for GPUs
+# whose attention kernel has no published rate.
+ATTENTION_OVER_MATMUL = 0.50 / 0.61
+
+
+def _amd(name: str, memory_gib: float, bandwidth_gb_per_s: float, peaks: dict[str, float],
+         compute_units: int, achievable_bf16: float) -> dict[str, Any]:
+    """An AMD Instinct preset (module docstring): its datasheet peaks and memory, its compute
+    units as the GEMM tiles' SMs, the sustained GEMM share of the bf16 peak derived from its
+    maximum achievable matmul FLOPS (``achievable_bf16`` of the bf16 peak) as H100's sustained
+    share is of its own, fp8 at the same share, fused attention at H100's share of the GEMM
+    rate, and H100's HBM efficiency."""
+    matmul = round(achievable_bf16 / peaks["bf16"] * SUSTAINED_OVER_ACHIEVABLE, 2)
+    return {"name": name, "memory_gib": memory_gib,
+            "memory_bandwidth_gb_per_s": bandwidth_gb_per_s, "peak_tflops": peaks,
+            "sm_count": compute_units, "matmul_efficiency": matmul,
+            "fp8_matmul_efficiency": matmul if "fp8" in peaks else None,
+            "attention_efficiency": round(matmul * ATTENTION_OVER_MATMUL, 2),
+            "hbm_efficiency": 0.90}
+
+
+_MI300X_PEAKS = {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9}
+
+
 def _v100(name: str, memory_gib: float) -> dict[str, Any]:
     """A V100 SXM2 preset (module docstring): 125 TFLOP/s fp16, 15.7 fp32, 900 GB/s of HBM2,
     80 SMs, the rates derived from benchmarks beside an A100."""
@@ -235,6 +279,10 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
     "gb200": _blackwell("gb200", 186, 2500, 148, 0.55, 0.62, 10000),
     "b300-sxm": _blackwell("b300-sxm", 288, 2250, 160, 0.60, 0.64, 15000),
     "gb300": _blackwell("gb300", 288, 2500, 160, 0.60, 0.64, 15000),
+    "mi250x-gcd": _amd("mi250x-gcd", 64, 1638.4, {"fp32": 23.95, "bf16": 191.5, "fp16": 191.5},
+                       110, 147.0),
+    "mi300x": _amd("mi300x", 192, 5300, _MI300X_PEAKS, 304, 668.4),
+    "mi325x": _amd("mi325x", 256, 6000, _MI300X_PEAKS, 304, 784.9),
     "cpu": {
         "name": "cpu", "memory_gib": 8, "memory_bandwidth_gb_per_s": 20,
         "peak_tflops": {"fp32": 0.1, "bf16": 0.05, "fp16": 0.05},
