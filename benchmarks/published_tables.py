@@ -62,9 +62,10 @@ listed under the run's ``assumed``:
   torch.compile (eager RMSNorm, rotary and SwiGLU, K and V expanded, SDPA's FlashAttention-2,
   an eager loss), its "selective" checkpointing every n-th block whole (n = 2, 3, 4 tuned);
   a row that names HSDP or hybrid sharding shards over a node's data-parallel ranks and
-  replicates over the nodes (``table_rules.hybrid_shard``); llm-foundry's MPT runs its fused loss, the Triton
-  FlashAttention its benchmark script ran until March 2024 where the GPU has that kernel's
-  rates, else FlashAttention-2, and reduces in bf16 under Composer's PURE mixed precision;
+  replicates over the nodes (``table_rules.hybrid_shard``); llm-foundry's MPT runs its fused
+  loss, the Triton FlashAttention its benchmark script ran until March 2024 where the GPU has
+  that kernel's rates, else FlashAttention-2, and reduces in bf16 under Composer's PURE mixed
+  precision;
 - the attention a row's words (else the table's) name, where they name exactly one:
   FlashAttention-2, v1 (FlashAttention unqualified where FlashAttention-2 is named too or
   before 2023), Triton's, Megatron's fused softmax, or none ("Without FlashAttention",
@@ -123,6 +124,7 @@ _HARDWARE = [
     (r"h100", "dgx-h100", None),
     (r"a800", "hgx-a800", None),
     (r"a100[^,;]*?\b40\s*g(?:i?b)?\b", "dgx-a100", "a100-40gb"),    # "40GB", GLM's "(40G)"
+    (r"\b40\s*g(?:i?b)?\s+a100", "dgx-a100", "a100-40gb"),    # BloombergGPT's "40GB A100"
     (r"a100", "dgx-a100", None),
     (r"v100[^,;]*?\b16\s*g(?:i?b)?\b", "dgx-1", "v100-16gb"),
     (r"v100", "dgx-1", None),          # a DGX-2 where the text names one (``_cluster``)

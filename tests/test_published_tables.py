@@ -1239,6 +1239,7 @@ def test_a_shape_printed_without_its_vocabulary_takes_a_presets_of_that_shape():
 @pytest.mark.parametrize(("column", "value", "preset"), [
     ("System", "DGX-GB200", "gb200-nvl72"), ("GPU", "a100_40gb", "dgx-a100"),
     ("Hardware", "96 DGX-A100 (40G) servers", "dgx-a100"),      # GLM-130B's wording
+    ("Hardware", "8 NVIDIA 40GB A100 GPUs", "dgx-a100"),          # BloombergGPT's
     ("Platform", "DGX-B200", "dgx-b200"), ("Accelerator", "H100 80GB SXM", "dgx-h100"),
 ])
 def test_a_rows_own_hardware_column(column, value, preset):
