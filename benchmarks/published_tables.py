@@ -62,10 +62,11 @@ listed under the run's ``assumed``:
   torch.compile (eager RMSNorm, rotary and SwiGLU, K and V expanded, SDPA's FlashAttention-2,
   an eager loss), its "selective" checkpointing every n-th block whole (n = 2, 3, 4 tuned);
   a row that names HSDP or hybrid sharding shards over a node's data-parallel ranks and
-  replicates over the nodes (``table_rules.hybrid_shard``); llm-foundry's MPT runs its fused
-  loss, the Triton FlashAttention its benchmark script ran until March 2024 where the GPU has
-  that kernel's rates, else FlashAttention-2, and reduces in bf16 under Composer's PURE mixed
-  precision;
+  replicates over the nodes, one that gives its shard group ("sharded across 128 GPUs",
+  MiCS's shard size) over that many (``table_rules.hybrid_shard``); llm-foundry's MPT runs
+  its fused loss, the Triton FlashAttention its benchmark script ran until March 2024 where
+  the GPU has that kernel's rates, else FlashAttention-2, and reduces in bf16 under
+  Composer's PURE mixed precision;
 - the attention a row's words (else the table's) name, where they name exactly one:
   FlashAttention-2, v1 (FlashAttention unqualified where FlashAttention-2 is named too or
   before 2023), Triton's, Megatron's fused softmax, or none ("Without FlashAttention",
@@ -500,7 +501,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
                              layers=layers if isinstance(layers, int) else None)
     if plan.get("zero_stage") == 3 and "dp_replicate" not in plan:
         replicas, why = rules.hybrid_shard(
-            words, ClusterSpec.model_validate(cluster).gpus_per_node, plan)
+            words, ClusterSpec.model_validate(cluster).gpus_per_node, plan, text)
         if replicas:
             plan["dp_replicate"] = replicas
             more.append(why)

@@ -345,19 +345,34 @@ def selective_blocks(text: str) -> bool:
 
 
 _HYBRID_SHARD = re.compile(r"\bhsdp\b|hybrid[ _-]?shard")
+# A shard group's size in words: BloombergGPT's "We shard a model across 128 GPUs, and we have
+# 4 copies of the model" (arXiv 2303.17564, section 3.4, ZeRO-3 in SageMaker's MiCS), "sharded
+# over 64 GPUs", MiCS's "mics_shard_size 128".
+_SHARD_SIZE = re.compile(r"shard(?:ed|s|ing)?\s+(?:(?:a|the)\s+model\s+)?(?:across|over)\s+"
+                         r"(\d+)\s+(?:gpus|ranks|devices)|mics[_ ]shard[_ ]size\D{0,3}(\d+)")
 
 
-def hybrid_shard(words: str, gpus_per_node: int, degrees: dict) -> tuple[int | None, str]:
+def hybrid_shard(words: str, gpus_per_node: int, degrees: dict,
+                 text: str = "") -> tuple[int | None, str]:
     """(replicas, why) of a sharded row whose words name hybrid sharding ("HSDP",
     "HYBRID_SHARD"): PyTorch FSDP's HYBRID_SHARD shards within a node and replicates across
     nodes (torch.distributed.fsdp.ShardingStrategy: "Apply FULL_SHARD within a node, and
     replicate parameters across nodes"), so the data-parallel ranks of a node form a shard
-    group and the nodes its replicas; (None, "") where they do not name it, or the ranks do
-    not split so."""
+    group and the nodes its replicas; or whose words (else the table's ``text``) give the
+    shard group's size ("sharded across 128 GPUs", MiCS's shard size): the data-parallel ranks
+    over it. (None, "") where they name neither, or the ranks do not split so."""
+    dp = degrees.get("dp", 1)
+    for source in (words.lower(), text.lower()):
+        size = _SHARD_SIZE.search(source)
+        if size:
+            group = int(size[1] or size[2])
+            if 0 < group < dp and dp % group == 0:
+                return dp // group, (f"dp_replicate {dp // group}: shard groups of {group} "
+                                     f"GPUs, as the text gives them ({size[0]!r})")
+            return None, ""
     if not _HYBRID_SHARD.search(words.lower()):
         return None, ""
     per_node = gpus_per_node // (degrees.get("tp", 1) * degrees.get("cp", 1))
-    dp = degrees.get("dp", 1)
     if per_node < 1 or dp <= per_node or dp % per_node:
         return None, ""
     return dp // per_node, (f"dp_replicate {dp // per_node}: hybrid sharding, as the row "

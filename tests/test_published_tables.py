@@ -153,6 +153,24 @@ def test_fms_fsdp_compiled_where_the_row_names_it_and_hsdp_only_where_it_splits(
     assert TrainingSpec.model_validate(four["training"]).eager_elementwise is True
 
 
+@pytest.mark.parametrize(("notes", "text", "replicas"), [
+    # BloombergGPT's words (arXiv 2303.17564, section 3.4): 512 GPUs in 4 copies of 128.
+    ("ZeRO stage 3 (MiCS), we shard a model across 128 GPUs", "", 4),
+    ("ZeRO-3", "MiCS with mics_shard_size 64", 8),
+    ("ZeRO-3, sharded over 512 GPUs", "", None),        # one group: no replicas
+    ("ZeRO-3, sharded across 96 GPUs", "", None),       # 512 do not split into groups of 96
+    ("ZeRO-3", "", None),
+])
+def test_a_shard_group_given_in_words(notes, text, replicas):
+    """A sharded row whose words (else the table's) give its shard group's size shards over
+    that many GPUs and replicates over the groups (dp_replicate)."""
+    row = {**ROW, "gpus": 512, "tp": 1, "global_batch_size": 2048, "notes": notes}
+    (run,), skipped = published_tables.load_table(_table([row], source=f"Example {text}"),
+                                                  "x", corpus=[])
+    assert skipped == [] and run["plan"]["zero_stage"] == 3
+    assert run["plan"].get("dp_replicate") == replicas
+
+
 def test_a_row_outside_the_corpus_is_built_from_the_table_alone():
     """Without the corpus to match, the same table gives the same requests: 2021 software
     (from "SC'21"), full recompute (from the conventions), the DGX A100 network the hardware
