@@ -60,7 +60,9 @@ listed under the run's ``assumed``:
   reduce-scatters each module's gradients beside the rest of the backward, in the 16-bit
   compute dtype, whatever the date; IBM's fms-fsdp runs uncompiled unless the row names
   torch.compile (eager RMSNorm, rotary and SwiGLU, K and V expanded, SDPA's FlashAttention-2,
-  an eager loss), its "selective" checkpointing every n-th block whole (n = 2, 3, 4 tuned);
+  an eager loss), its "selective" checkpointing every n-th block whole (n = 1-4 tuned); a
+  "Compile" column of Y or N names torch.compile or not, and a row that names it is no corpus
+  run that ran uncompiled;
   a row that names HSDP or hybrid sharding shards over a node's data-parallel ranks and
   replicates over the nodes, one that gives its shard group ("sharded across 128 GPUs",
   MiCS's shard size) over that many (``table_rules.hybrid_shard``); llm-foundry's MPT runs
@@ -331,6 +333,17 @@ def _canonical(row: dict) -> dict:
         # (``table_rules.recompute``, read with the framework's meaning of it in ``_plan``).
     elif column is not None:
         del out[column]
+    # A compile column (IBM fms-fsdp's "Compile": Y or N) said in the words the framework
+    # rules read (``table_rules.framework``: "torch.compile", "no torch.compile").
+    compiled = next((k for k in _COMPILE_COLUMNS if k in out), None)
+    if compiled is not None:
+        said = str(out.pop(compiled)).strip()
+        out["compile_words"] = {"y": "torch.compile", "yes": "torch.compile",
+                                "true": "torch.compile", "on": "torch.compile",
+                                "1": "torch.compile", "n": "no torch.compile",
+                                "no": "no torch.compile", "false": "no torch.compile",
+                                "off": "no torch.compile", "0": "no torch.compile"}.get(
+                                    said.lower(), said)     # else its own words
     size = out.get("params_billion")
     if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 1e5:
         out["params_billion"] = size / 1e9      # a count of parameters, not of billions
@@ -344,6 +357,7 @@ _RATES = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
 # Every name this module reads a column by, and each in its plainest words (``_plain``).
 _KNOWN = {*_ALIASES, *(a for names in _ALIASES.values() for a in names)}
 _PLAIN_NAMES = {_plain(n): key for key, names in _ALIASES.items() for n in (key, *names)}
+_COMPILE_COLUMNS = ("compile", "torch_compile", "compiled")
 _CHECKPOINTING = ("activation_checkpointing", "activation_checkpoint", "checkpoint_activations",
                   "act_ckpt", "activation_recomputation")
 # Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".
@@ -477,7 +491,7 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         _family(cluster, preset), model["num_layers"], model["hidden_size"],
         model["num_attention_heads"], model.get("vocab_size"), seq, batch, gpus,
         [degrees.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep")]]), []),
-        _given_precision(doc, row))
+        _given_precision(doc, row), rules.compile_named(rules.row_words(row)))
     if found is not None:
         run = copy.deepcopy(found)
         run["table_row_of"] = found["id"]         # the corpus run this table row is
@@ -624,12 +638,12 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
         named = rules.recompute(words) or rules.recompute(text)
         if named == "selective" and rules.selective_blocks(f"{text} {words}") and layers:
             # Selective checkpointing as whole blocks, every n-th (IBM's fms-fsdp), n not
-            # printed: the fastest that fits of every 2nd, 3rd and 4th block.
+            # printed: the fastest that fits of every block, every 2nd, 3rd and 4th.
             plan["recompute"] = "full"
-            tune["recompute_num_layers"] = sorted({layers // n for n in (2, 3, 4)})
+            tune["recompute_num_layers"] = sorted({layers // n for n in (1, 2, 3, 4)})
             assumed.append("recompute: 'selective' as fms-fsdp's every n-th block fully "
                            "recomputed (fms_fsdp/policies/ac_handler.py), n not published; the "
-                           "fastest that fits of every 2nd, 3rd and 4th block")
+                           "fastest that fits of every block, every 2nd, 3rd and 4th")
         elif named:
             plan["recompute"] = named
         else:
@@ -968,10 +982,14 @@ def _vocab(v: object) -> int:
     return v
 
 
-def _corpus_run(runs: list[dict], given: object) -> dict | None:
+def _corpus_run(runs: list[dict], given: object, compiled: bool | None = None) -> dict | None:
     """The corpus run a row is, of those with its model, batch, GPUs and degrees: where the row
     (or its table) gives a precision, the one in that precision (and fp8 recipe, where named:
-    one plan in bf16 and fp8, or in FP8-CS and FP8-MX, is two runs); else the last."""
+    one plan in bf16 and fp8, or in FP8-CS and FP8-MX, is two runs); never, for a row that
+    names torch.compile (``compiled``), one that ran uncompiled (IBM fms-fsdp's compiled table
+    reran its uncompiled table's plans); else the last."""
+    if compiled:
+        runs = [r for r in runs if not r["training"].get("eager_elementwise")]
     if isinstance(given, str):
         precision, recipe = rules.printed_precision(given)
         runs = [r for r in runs if r["training"].get("precision", "bf16") == precision

@@ -96,6 +96,15 @@ _NOT_COMPILED = re.compile(r"\b(?:no|without|w/o|disabled?)\s+(?:torch\.)?compil
                            r"|\bcompiled?\b\s*[:=]?\s*(?:off|false|disabled|no)\b|\buncompiled\b")
 
 
+def compile_named(words: str) -> bool | None:
+    """Whether a row's words say torch.compile ran (True), say it did not (False), or say
+    nothing of it (None)."""
+    w = words.lower()
+    if _NOT_COMPILED.search(w):
+        return False
+    return True if _COMPILED.search(w) else None
+
+
 # A row's columns that name the run rather than describe how it ran.
 _NAMING = ("id", "source", "sweep", "split", "model", "precision", "hardware", "recompute")
 
@@ -172,7 +181,7 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                     + ("the fused RMSNorm kernel named" if fused_norm else "eager RMSNorm"))
     if "torchtitan" in t:
         named = (words if words.strip() else text).lower()
-        compiled = bool(_COMPILED.search(named)) and not _NOT_COMPILED.search(named)
+        compiled = compile_named(named) is True
         out.update(FRAMEWORK_TRAINING["torchtitan"])
         out.update({"loss_implementation": "fused" if compiled else "eager",
                     "eager_elementwise": not compiled, "selective_recompute": "per_op"})
@@ -185,7 +194,7 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                        "no torch.compile named: eager elementwise kernels and loss"))
     if _FMS.search(t):
         named = (words if words.strip() else text).lower()
-        compiled = bool(_COMPILED.search(named)) and not _NOT_COMPILED.search(named)
+        compiled = compile_named(named) is True
         out.update({"eager_elementwise": not compiled, "norm_fusion": compiled,
                     "repeat_kv": True, "loss_implementation": "eager"})
         if _gpu_has_kernel(cluster):
@@ -339,8 +348,9 @@ def zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
 def selective_blocks(text: str) -> bool:
     """Whether the text names a framework whose "selective" activation checkpointing wraps
     whole blocks, every n-th (IBM's fms-fsdp: fms_fsdp/policies/ac_handler.py
-    apply_fsdp_checkpointing checkpoints each block whose count is a multiple of n), rather
-    than Megatron-LM's attention-only recompute."""
+    apply_fsdp_checkpointing checkpoints each block whose count is a multiple of n, its
+    config's selective_checkpointing, 1 by default: every block), rather than Megatron-LM's
+    attention-only recompute."""
     return bool(_FMS.search(text.lower()))
 
 

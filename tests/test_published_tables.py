@@ -86,6 +86,12 @@ def test_the_sc21_table_replays_as_the_corpus_runs_it_holds(tmp_path, capsys):
                          ("fms-fsdp-a100-llama2-34b", -2.6), ("fms-fsdp-a100-llama2-70b", -7.9),
                          ("fms-fsdp-h100-llama2-7b", 15.4), ("fms-fsdp-h100-llama2-13b", 8.4),
                          ("fms-fsdp-h100-llama2-34b", -0.5), ("fms-fsdp-h100-llama2-70b", -2.6)]),
+    # its compiled table of May 2024: the same plans, so not the corpus's uncompiled runs, built
+    ("fms_fsdp_llama2_compiled", [
+        ("fms_fsdp_llama2_compiled-0-0-7b", -1.7), ("fms_fsdp_llama2_compiled-0-1-13b", 2.2),
+        ("fms_fsdp_llama2_compiled-0-2-llama2-34b", 0.2), ("fms_fsdp_llama2_compiled-0-3-70b", -11.5),
+        ("fms_fsdp_llama2_compiled-1-0-7b", 4.1), ("fms_fsdp_llama2_compiled-1-1-13b", 2.6),
+        ("fms_fsdp_llama2_compiled-1-2-llama2-34b", 4.0), ("fms_fsdp_llama2_compiled-1-3-70b", -5.5)]),
 ])
 def test_tables_as_their_sources_print_them(name, expected, tmp_path):
     """The tables in benchmarks/data/tables, transcribed as their sources print them (headers,
@@ -107,7 +113,7 @@ def test_ibms_fsdp_table_built_from_the_rules_alone():
     corpus: its models by size (the Llama 2 variants of fms_fsdp/utils/config_utils.py, 34b
     with no preset), a "Batch Size" of 2 on 128 GPUs read as each rank's, "HSDP" as shards of
     a node's 8 ranks replicated over the 16 nodes, "Selective AC" as fms-fsdp's every n-th
-    block tuned over n = 2, 3, 4, the rates above a DGX's NICs as each node's total (400 and
+    block tuned over n = 1 to 4, the rates above a DGX's NICs as each node's total (400 and
     800 Gb/s: 50 and 100 GB/s), and fms-fsdp's uncompiled software; the errors of the
     hand-encoded runs but the 13B's, whose checkpointed share the table does not print."""
     doc = json.loads((TABLE.parent / "fms_fsdp_llama2.json").read_text())
@@ -127,7 +133,7 @@ def test_ibms_fsdp_table_built_from_the_rules_alone():
             t.overlap_grad_reduce) == (True, False, True, "flash2", "bf16", True)
     thirteen, _ = built["fms0-1-13b"]
     assert thirteen["plan"]["recompute"] == "full" and "dp_replicate" not in thirteen["plan"]
-    assert thirteen["tune"]["recompute_num_layers"] == [10, 13, 20]
+    assert thirteen["tune"]["recompute_num_layers"] == [10, 13, 20, 40]
     big, _ = built["fms1-2-llama2-34b-fms"]
     assert (big["model"]["num_layers"], big["model"]["num_kv_heads"],
             big["cluster"]["inter_node"]["bandwidth_gb_per_s"]) == (48, 8, 100)
@@ -135,6 +141,22 @@ def test_ibms_fsdp_table_built_from_the_rules_alone():
         "fms0-0-7b": 8.3, "fms0-1-13b": 11.4, "fms0-2-llama2-34b-fms": -2.6, "fms0-3-70b": -7.9,
         "fms1-0-7b": 15.4, "fms1-1-13b": 16.0, "fms1-2-llama2-34b-fms": -0.5,
         "fms1-3-70b": -2.6}
+
+
+def test_a_compile_column_and_a_compiled_row_is_no_uncompiled_corpus_run():
+    """A "Compile" column's Y or N names torch.compile or not; IBM's compiled table reran its
+    uncompiled table's plans, and its rows are built by the rules (compiled), not replayed as
+    the corpus's uncompiled runs of those plans; its N rows are."""
+    doc = json.loads((TABLE.parent / "fms_fsdp_llama2_compiled.json").read_text())["tables"][0]
+    corpus = published_accuracy.load_runs()
+    runs, skipped = published_tables.load_table(doc, "c", corpus=corpus)
+    assert skipped == [] and not any("table_row_of" in r for r in runs)
+    assert all(TrainingSpec.model_validate(r["training"]).eager_elementwise is False
+               for r in runs)
+    uncompiled = {**doc, "rows": [row[:2] + ["N"] + row[3:] for row in doc["rows"]]}
+    runs, _ = published_tables.load_table(uncompiled, "u", corpus=corpus)
+    assert [r["table_row_of"] for r in runs] == [
+        f"fms-fsdp-a100-llama2-{m}-128" for m in ("7b", "13b", "34b", "70b")]
 
 
 def test_fms_fsdp_compiled_where_the_row_names_it_and_hsdp_only_where_it_splits():
