@@ -323,9 +323,9 @@ def _canonical(row: dict) -> dict:
     column = next((k for k in _CHECKPOINTING if k in out), None)
     if "recompute" not in out and column is not None:
         said = str(out[column]).strip().lower()
-        mode = {"true": "full", "yes": "full", "on": "full", "full": "full", "1": "full",
-                "false": "none", "no": "none", "off": "none", "none": "none", "0": "none",
-                "selective": "selective"}.get(said)
+        flag = _flag(said)
+        mode = ("full" if flag else "none") if flag is not None else (
+            said if said in ("full", "none", "selective") else None)
         if mode:
             out["recompute"] = mode
             del out[column]
@@ -338,12 +338,9 @@ def _canonical(row: dict) -> dict:
     compiled = next((k for k in _COMPILE_COLUMNS if k in out), None)
     if compiled is not None:
         said = str(out.pop(compiled)).strip()
-        out["compile_words"] = {"y": "torch.compile", "yes": "torch.compile",
-                                "true": "torch.compile", "on": "torch.compile",
-                                "1": "torch.compile", "n": "no torch.compile",
-                                "no": "no torch.compile", "false": "no torch.compile",
-                                "off": "no torch.compile", "0": "no torch.compile"}.get(
-                                    said.lower(), said)     # else its own words
+        flag = _flag(said)
+        out["compile_words"] = said if flag is None else (      # else its own words
+            "torch.compile" if flag else "no torch.compile")
     size = out.get("params_billion")
     if isinstance(size, (int, float)) and not isinstance(size, bool) and size > 1e5:
         out["params_billion"] = size / 1e9      # a count of parameters, not of billions
@@ -358,6 +355,14 @@ _RATES = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
 _KNOWN = {*_ALIASES, *(a for names in _ALIASES.values() for a in names)}
 _PLAIN_NAMES = {_plain(n): key for key, names in _ALIASES.items() for n in (key, *names)}
 _COMPILE_COLUMNS = ("compile", "torch_compile", "compiled")
+
+
+def _flag(said: str) -> bool | None:
+    """A yes/no cell ("Y", "True", "on", "1"; "N", "False", "off", "0") as a flag; None for
+    anything else."""
+    said = said.strip().lower()
+    return True if said in ("y", "yes", "true", "on", "1") else (
+        False if said in ("n", "no", "false", "off", "0") else None)
 _CHECKPOINTING = ("activation_checkpointing", "activation_checkpoint", "checkpoint_activations",
                   "act_ckpt", "activation_recomputation")
 # Columns that hold numbers, which a page may print as text ("1,071", "8") or leave "n/a".
@@ -636,7 +641,7 @@ def _plan(row: dict, degrees: dict, year: int | None, text: str, words: str = ""
         assumed.append("micro_batch_size: not published; the fastest that fits of 1, 2, 4, 8")
     if "recompute" not in plan:
         named = rules.recompute(words) or rules.recompute(text)
-        if named == "selective" and rules.selective_blocks(f"{text} {words}") and layers:
+        if named == "selective" and rules.names_fms(f"{text} {words}") and layers:
             # Selective checkpointing as whole blocks, every n-th (IBM's fms-fsdp), n not
             # printed: the fastest that fits of every block, every 2nd, 3rd and 4th.
             plan["recompute"] = "full"
@@ -704,7 +709,6 @@ _MPT_SOURCE = re.compile(r"llm[- ]?foundry|mosaic ?ml|\bmpt\b")
 # IBM's fms-fsdp names its Llama 2 variants by size (fms_fsdp/utils/config_utils.py
 # get_model_config: "7b", "13b", "34b", "70b", the foundation-model-stack's LLaMAConfig with
 # Llama 2's 32,000-token vocabulary); its 34b, Llama 2's unreleased 34B, has no preset.
-_FMS_SOURCE = re.compile(r"fms[- ]fsdp|foundation[- ]model[- ]stack")
 _FMS_SIZES: dict[str, str | dict] = {
     "7b": "llama2-7b", "13b": "llama2-13b", "70b": "llama2-70b",
     "34b": {"name": "llama2-34b (fms)", "num_layers": 48, "hidden_size": 8192,
@@ -727,7 +731,7 @@ def _model(row: dict, text: str = "") -> dict:
     size = name.strip().lower().replace(" ", "")
     if re.fullmatch(r"\d+(?:\.\d+)?[mb]", size) and _MPT_SOURCE.search(text.lower()):
         name = f"mpt-{size}"
-    elif size in _FMS_SIZES and _FMS_SOURCE.search(text.lower()):
+    elif size in _FMS_SIZES and rules.names_fms(text):
         variant = _FMS_SIZES[size]
         if isinstance(variant, dict):
             return {**variant, **model, "name": variant["name"]}
@@ -816,7 +820,7 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
         cluster = {"preset": preset, "num_nodes": gpus // per_node}
     if gpu:
         cluster["gpu"] = gpu
-    if preset.startswith(("dgx", "hgx", "mi3", "hpe")):
+    if not preset.endswith("-nvl72"):    # an NVL72 rack's network is its trays', not a node's
         network = _network(hardware, ClusterSpec.model_validate({"preset": preset}).inter_node)
         if network:
             cluster["inter_node"] = network

@@ -105,6 +105,21 @@ def compile_named(words: str) -> bool | None:
     return True if _COMPILED.search(w) else None
 
 
+def _compiled(words: str, text: str) -> bool:
+    """Whether torch.compile ran: as the row says where it says how it ran (a caption naming
+    the techniques its rows compare names them for none in particular), else the table."""
+    return compile_named(words if words.strip() else text) is True
+
+
+def names_fms(text: str) -> bool:
+    """Whether the text names IBM's fms-fsdp (``_FMS``), whose "selective" activation
+    checkpointing wraps whole blocks, every n-th (fms_fsdp/policies/ac_handler.py
+    apply_fsdp_checkpointing checkpoints each block whose count is a multiple of n, its
+    config's selective_checkpointing, 1 by default: every block), rather than Megatron-LM's
+    attention-only recompute, and whose models go by size (config_utils.py)."""
+    return bool(_FMS.search(text.lower()))
+
+
 # A row's columns that name the run rather than describe how it ran.
 _NAMING = ("id", "source", "sweep", "split", "model", "precision", "hardware", "recompute")
 
@@ -180,8 +195,7 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                     "blocking; no dropout; "
                     + ("the fused RMSNorm kernel named" if fused_norm else "eager RMSNorm"))
     if "torchtitan" in t:
-        named = (words if words.strip() else text).lower()
-        compiled = compile_named(named) is True
+        compiled = _compiled(words, text)
         out.update(FRAMEWORK_TRAINING["torchtitan"])
         out.update({"loss_implementation": "fused" if compiled else "eager",
                     "eager_elementwise": not compiled, "selective_recompute": "per_op"})
@@ -193,8 +207,7 @@ def framework(text: str, words: str, year: int | None, cluster: dict,
                     + ("torch.compile: fused elementwise kernels and loss" if compiled else
                        "no torch.compile named: eager elementwise kernels and loss"))
     if _FMS.search(t):
-        named = (words if words.strip() else text).lower()
-        compiled = compile_named(named) is True
+        compiled = _compiled(words, text)
         out.update({"eager_elementwise": not compiled, "norm_fusion": compiled,
                     "repeat_kv": True, "loss_implementation": "eager"})
         if _gpu_has_kernel(cluster):
@@ -343,15 +356,6 @@ def zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:
     if nvidia_recipes(t, year):
         return 1, "NVIDIA's recipes run the distributed optimizer"
     return 0, ""
-
-
-def selective_blocks(text: str) -> bool:
-    """Whether the text names a framework whose "selective" activation checkpointing wraps
-    whole blocks, every n-th (IBM's fms-fsdp: fms_fsdp/policies/ac_handler.py
-    apply_fsdp_checkpointing checkpoints each block whose count is a multiple of n, its
-    config's selective_checkpointing, 1 by default: every block), rather than Megatron-LM's
-    attention-only recompute."""
-    return bool(_FMS.search(text.lower()))
 
 
 _HYBRID_SHARD = re.compile(r"\bhsdp\b|hybrid[ _-]?shard")
