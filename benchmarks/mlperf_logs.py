@@ -64,14 +64,15 @@ def parse_log(text: str, warmup: int = WARMUP, warmup_blocks: int = WARMUP_BLOCK
     and its median step (s)."""
     steps = [float(x) for x in re.findall(r'"train_step_timing": ([0-9.eE+-]+)', text)]
     gbs, ga = _value(text, "global_batch_size"), _value(text, "gradient_accumulation_steps")
-    head = {"global_batch_size": int(gbs) if gbs else None,
-            "gradient_accumulation_steps": int(ga) if ga else None,
+    head = {"global_batch_size": int(gbs) if gbs and gbs.isdigit() else None,
+            "gradient_accumulation_steps": int(ga) if ga and ga.isdigit() else None,
             "submission_platform": _value(text, "submission_platform")}
     if not steps and '"block_start"' in text:
         seq = _value(text, "max_sequence_length")
-        if not gbs or not seq:
-            raise ValueError("block timing needs the log's global_batch_size and "
-                             "max_sequence_length")
+        if not (gbs and seq and gbs.isdigit() and seq.isdigit() and int(gbs) and int(seq)):
+            raise ValueError(f"block timing needs the log's global_batch_size and "
+                             f"max_sequence_length as positive whole numbers (got {gbs!r}, "
+                             f"{seq!r})")
         blocks = block_step_times(text, int(gbs), int(seq))
         if len(blocks) <= warmup_blocks:
             raise ValueError(f"{len(blocks)} training blocks, not more than the "

@@ -2851,6 +2851,13 @@ def test_mlperf_logs_time_the_training_blocks_where_no_step_timer_is_logged(tmp_
         mlperf_logs.parse_log(log([4.0, 4.0], count=30_000))
     with pytest.raises(ValueError, match="warm-up block"):
         mlperf_logs.parse_log(log([4.0]))
+    # A log whose batch is 0 or not a number is a clear error (exit 2), not a traceback.
+    for bad in ("0", "2048.5"):
+        (tmp_path / "result_0.txt").write_text(log([4.0, 4.0]).replace(
+            '"global_batch_size", "value": 8', f'"global_batch_size", "value": {bad}'))
+        with pytest.raises(ValueError, match="positive whole numbers"):
+            mlperf_logs.parse_log((tmp_path / "result_0.txt").read_text())
+        assert mlperf_logs.main([str(tmp_path)]) == 2
 
 
 def test_fp8_weight_gathers_move_the_marked_runs_as_the_readme_says():
