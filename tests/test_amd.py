@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from planner.cost import estimate
-from planner.cost.caveats import DERIVED_ONLY_CHECK
+from planner.cost.caveats import DERIVED_ONLY, DERIVED_ONLY_CHECK
+from planner.search import PlanRequest, plan
 from planner.specs import ClusterSpec, GPUSpec, ModelSpec, ParallelPlan, TrainingSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -117,3 +118,24 @@ def test_an_mi300x_plan_is_searched_and_estimated():
                     zero3).fits_in_memory
     assert not estimate(model, ClusterSpec.from_preset("dgx-h100", num_nodes=1),
                         TrainingSpec(global_batch_size=8, seq_length=8192), zero3).fits_in_memory
+
+
+def test_the_derived_only_families_are_those_no_corpus_run_ran_on():
+    """caveats.DERIVED_ONLY is what the corpus says: no published run on those GPU families."""
+    families = {ClusterSpec.model_validate(r["cluster"]).gpu.name.split("-")[0]
+                for r in published_accuracy.load_runs()}
+    assert set(DERIVED_ONLY) == {GPUSpec.from_preset(n).name.split("-")[0]
+                                 for n in ("mi250x-gcd", "mi300x", "mi325x")}
+    assert not families & set(DERIVED_ONLY)
+
+
+def test_the_search_on_128_mi300x():
+    """The closing note's search: Llama 3 70B, 512 sequences of 8,192 on 16 MI300X nodes,
+    picks dp 64 x tp 2 with ZeRO-2 at 35% MFU, using 171 of its 192 GB, caveat attached."""
+    request = PlanRequest.model_validate({
+        "model": {"preset": "llama3-70b"}, "cluster": {"preset": "mi300x-8", "num_nodes": 16},
+        "training": {"global_batch_size": 512, "seq_length": 8192}})
+    best = plan(request).plans[0]
+    assert (best.dp, best.tp, best.pp, best.zero_stage) == (64, 2, 1, 2)
+    assert round(best.mfu, 2) == 0.35 and 160 < best.memory_per_gpu_gib < 180
+    assert any("no published run on MI300X" in c for c in best.caveats)
