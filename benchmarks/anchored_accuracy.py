@@ -12,9 +12,13 @@ and nothing else is fitted: the corpus, the default constants and the other runs
 left out (listed). ``--every-anchor`` anchors each source on every one of its runs in turn
 (interpolated on a grid of speeds); ``--two-anchors`` on two runs, its smallest and its largest,
 fitting the network's speed too as ``planner calibrate anchor`` would (``fit_speeds``).
+``--per-gpu`` anchors each source once per GPU it ran on, as the service keeps anchors: per
+stored cluster (``POST /v1/clusters/{id}/calibrations``), so a team's H100 anchor never speaks
+for its A100 or Blackwell runs; a source's runs on a GPU it ran only once on have nothing
+left to score there and are left out (listed as ``source @ gpu``).
 
     python benchmarks/anchored_accuracy.py [--json results.json] [--source SOURCE ...]
-        [--every-anchor] [--two-anchors]
+        [--every-anchor] [--two-anchors] [--per-gpu]
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import published_accuracy as pa  # noqa: E402
 
 from planner.calibration.anchor import SCALE_HIGH, SCALE_LOW, fit_speeds, scale_for  # noqa: E402
+from planner.specs import ClusterSpec  # noqa: E402
 from planner.validation.compare import kendall_tau  # noqa: E402
 
 
@@ -42,12 +47,18 @@ def anchor_of(runs: list[dict], rows: list[dict], largest: bool = False) -> dict
     return next(r for r in runs if r["id"] == chosen["id"])
 
 
-def held_out_sources(runs: list[dict]) -> dict[str, list[dict]]:
-    """The held-out runs, by source."""
+def gpu_of(run: dict) -> str:
+    """The GPU a run ran on (its cluster's, preset or spelled out)."""
+    return ClusterSpec.model_validate(run["cluster"]).gpu.name
+
+
+def held_out_sources(runs: list[dict], per_gpu: bool = False) -> dict[str, list[dict]]:
+    """The held-out runs, by source (with ``per_gpu``, by source and GPU: 'source @ gpu')."""
     by_source: dict[str, list[dict]] = {}
     for run in runs:
         if run["split"] == "held_out":
-            by_source.setdefault(run["source"], []).append(run)
+            key = f"{run['source']} @ {gpu_of(run)}" if per_gpu else run["source"]
+            by_source.setdefault(key, []).append(run)
     return by_source
 
 
@@ -70,7 +81,7 @@ def anchored_source(runs: list[dict]) -> dict | None:
                "sweep": r["sweep"], "measured_step_s": r["measured_step_s"],
                "error_pct": r["error_pct"], "anchored_error_pct": after[r["id"]]["error_pct"]}
               for r in rows if r["id"] in after]
-    return {"source": runs[0]["source"], "anchor": anchor["id"],
+    return {"source": runs[0]["source"], "gpu": gpu_of(anchor), "anchor": anchor["id"],
             "anchor_gpus": next(r["gpus"] for r in rows if r["id"] == anchor["id"]),
             "compute_scale": scale, "at_range_end": scale in (SCALE_LOW, SCALE_HIGH),
             "runs": scored}
@@ -118,15 +129,17 @@ def two_anchored_source(runs: list[dict]) -> dict | None:
     for name, eff in fits.items():
         for r in pa.replay(others, eff)[0]:
             scored[r["id"]][f"{name}_error_pct"] = r["error_pct"]
-    return {"source": runs[0]["source"], "anchors": [x["id"] for x in anchors],
+    return {"source": runs[0]["source"], "gpu": gpu_of(anchors[0]),
+            "anchors": [x["id"] for x in anchors],
             "own_scales": [round(x, 4) for x in own], "fits": fits, "note": note,
             "runs": list(scored.values())}
 
 
-def two_anchored(runs: list[dict]) -> dict:
-    """Every held-out source with three runs or more, anchored on two; the summaries."""
-    sources = [s for s in (two_anchored_source(g) for g in held_out_sources(runs).values())
-               if s]
+def two_anchored(runs: list[dict], per_gpu: bool = False) -> dict:
+    """Every held-out source (with ``per_gpu``, source and GPU) with three runs or more,
+    anchored on two; the summaries."""
+    sources = [s for s in (two_anchored_source(g)
+                           for g in held_out_sources(runs, per_gpu).values()) if s]
     scored = [r for s in sources for r in s["runs"]]
     out = {}
     for key in ("model", "kernels", "kernels_and_network", "auto"):
@@ -206,11 +219,13 @@ def summary(scored: list[dict], key: str) -> dict:
             "median_signed_error_pct": round(statistics.median(r[key] for r in scored), 2)}
 
 
-def anchored(runs: list[dict], every: bool = False) -> dict:
-    """Every held-out source with two runs or more, anchored; the summaries before and after;
-    with ``every``, each source's median |error| with every one of its runs as the anchor."""
+def anchored(runs: list[dict], every: bool = False, per_gpu: bool = False) -> dict:
+    """Every held-out source (with ``per_gpu``, every source on each GPU it ran on) with two
+    runs or more, anchored; the summaries before and after (each source once: a source
+    anchored per GPU still counts once); with ``every``, each group's median |error| with every
+    one of its runs as the anchor."""
     sources, single = [], []
-    for name, group in held_out_sources(runs).items():
+    for name, group in held_out_sources(runs, per_gpu).items():
         result = anchored_source(group)
         if result is None:
             single.append(name)
@@ -231,6 +246,11 @@ def anchored(runs: list[dict], every: bool = False) -> dict:
     return out
 
 
+def group_label(group: dict, per_gpu: bool) -> str:
+    """A group's name in the tables: its source, and with ``per_gpu`` its GPU."""
+    return f"{group['source']} @ {group['gpu']}" if per_gpu else group["source"]
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(abs(v) for v in values)
 
@@ -244,14 +264,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--two-anchors", action="store_true", help="Also anchor each source on "
                     "two runs (its smallest and its largest), fitting the kernels' speed alone "
                     "and with the network's.")
+    ap.add_argument("--per-gpu", action="store_true", help="Anchor each source once per GPU "
+                    "it ran on, as the service keeps one anchor per stored cluster.")
     args = ap.parse_args(argv)
     runs = pa.load_runs()
     if args.source:
         runs = [r for r in runs if r["source"] in args.source]
-    out = anchored(runs, args.every_anchor)
+    out = anchored(runs, args.every_anchor, args.per_gpu)
+
+    def name_of(group: dict) -> str:
+        return group_label(group, args.per_gpu)
+
     print(f"{'source':34} {'runs':>4} {'anchor GPUs':>11} {'scale':>7} "
           f"{'model |err|':>11} {'anchored':>9}" + ("  every anchor" if args.every_anchor else ""))
-    for s in sorted(out["sources"], key=lambda s: s["source"]):
+    for s in sorted(out["sources"], key=name_of):
         before = _median([r["error_pct"] for r in s["runs"]])
         after = _median([r["anchored_error_pct"] for r in s["runs"]])
         end = " (range end)" if s["at_range_end"] else ""
@@ -259,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.every_anchor:
             lo, hi = s["every_anchor_range_pct"]
             every = f"  {s['every_anchor_median_abs_error_pct']:5.1f}% ({lo:.1f}-{hi:.1f})"
-        print(f"{s['source'][:34]:34} {len(s['runs']):4d} {s['anchor_gpus']:11d} "
+        print(f"{name_of(s)[:34]:34} {len(s['runs']):4d} {s['anchor_gpus']:11d} "
               f"{s['compute_scale']:7.3f} {before:10.1f}% {after:8.1f}%{every}{end}")
     print()
     for label, key in (("model as it stands", "model"), ("anchored on one run", "anchored")):
@@ -274,18 +300,18 @@ def main(argv: list[str] | None = None) -> int:
     if out["left_out"]:
         print(f"left out (one run, nothing to score): {', '.join(out['left_out'])}")
     if args.two_anchors:
-        two = two_anchored(runs)
+        two = two_anchored(runs, args.per_gpu)
         out["two_anchors"] = two
         print()
         print(f"{'two anchors: source':34} {'runs':>4} {'kernels':>8} {'network':>8} "
               f"{'model':>7} {'kernels':>8} {'both':>7} {'auto':>7}")
-        for s in sorted(two["sources"], key=lambda s: s["source"]):
+        for s in sorted(two["sources"], key=name_of):
             both = {"network_scale": 1.0, **s["fits"]["kernels_and_network"]}
             cols = [_median([r[k] for r in s["runs"]]) for k in (
                 "error_pct", "kernels_error_pct", "kernels_and_network_error_pct",
                 "auto_error_pct")]
             picked = " (auto: network)" if "network_scale" in s["fits"]["auto"] else ""
-            print(f"{s['source'][:34]:34} {len(s['runs']):4d} {both['compute_scale']:8.3f} "
+            print(f"{name_of(s)[:34]:34} {len(s['runs']):4d} {both['compute_scale']:8.3f} "
                   f"{both['network_scale']:8.3f} {cols[0]:6.1f}% {cols[1]:7.1f}% "
                   f"{cols[2]:6.1f}% {cols[3]:6.1f}%"
                   + (" (network not fitted)" if s["note"] else picked))

@@ -280,6 +280,36 @@ def test_the_corpus_anchored_on_each_sources_smallest_run():
     hag = by["hagemann-2311.05610"]["runs"]
     assert anchored_accuracy.summary(hag, "anchored_error_pct")["median_abs_error_pct"] > (
         anchored_accuracy.summary(hag, "error_pct")["median_abs_error_pct"])
+
+
+def test_the_corpus_anchored_per_gpu_as_the_service_keeps_anchors():
+    """The README's per-cluster figures: each held-out source anchored once per GPU model it
+    ran on twice or more (the service keeps one anchor per stored cluster), on its run on
+    the fewest GPUs there, and scored on its others there."""
+    runs = published_accuracy.load_runs()
+    out = anchored_accuracy.anchored(runs, per_gpu=True)
+    model, anchored = out["summary"]["model"], out["summary"]["anchored"]
+    assert (model["rows"], model["sources"], model["source_median_abs_error_pct"]) == (
+        694, 32, 8.6)
+    assert (anchored["median_abs_error_pct"], anchored["source_median_abs_error_pct"]) == (
+        7.66, 4.73)
+    groups = {anchored_accuracy.group_label(s, True): s for s in out["sources"]}
+    # No anchor crosses GPU models: IBM's table anchored on its own A100 and H100 runs, and
+    # Megatron-Bridge's GB300 runs on a GB300 run, not on the B200 one the source starts on.
+    assert {s["gpu"] for s in groups.values() if s["source"] == "fms-fsdp"} == {
+        "a100-80gb", "h100-sxm"}
+    for s in groups.values():
+        by_id = {r["id"]: r for r in runs}
+        assert {anchored_accuracy.gpu_of(by_id[r["id"]]) for r in s["runs"]} == {s["gpu"]}
+        assert anchored_accuracy.gpu_of(by_id[s["anchor"]]) == s["gpu"]
+    gb300 = groups["megatron-bridge-perf @ gb300"]["runs"]
+    assert [anchored_accuracy.summary(gb300, k)["median_abs_error_pct"]
+            for k in ("error_pct", "anchored_error_pct")] == [19.6, 4.99]
+    # A source on one GPU is anchored as before.
+    one = anchored_accuracy.anchored(
+        [r for r in runs if r["source"] == "nous-torchtitan-deepep"], per_gpu=True)
+    assert one["sources"][0]["compute_scale"] == 0.7292
+    assert "gpt-neox-20b @ a100-40gb" in out["left_out"]
     # The band an anchored estimate carries is these runs' measured / anchored prediction,
     # each source weighing the same, as the class bands are.
     scored = [r for s in out["sources"] for r in s["runs"]]
@@ -290,8 +320,14 @@ def test_the_corpus_anchored_on_each_sources_smallest_run():
     # Narrower than the same runs' unanchored band.
     low0, _, high0 = published_accuracy.source_weighted_quantiles(
         [1 + r["error_pct"] / 100 for r in scored], [r["source"] for r in scored])
-    assert (round(low0, 3), round(high0, 3)) == (0.895, 1.307)
+    assert (round(low0, 3), round(high0, 3)) == (0.898, 1.307)
     assert high - low < 0.7 * (high0 - low0)
+    # Two runs a GPU (the first on the fewest GPUs, the last on the most).
+    two = anchored_accuracy.two_anchored(runs, per_gpu=True)
+    got = {k: (v["rows"], v["sources"], v["median_abs_error_pct"],
+               v["source_median_abs_error_pct"]) for k, v in two["summary"].items()}
+    assert got == {"model": (653, 27, 8.07, 5.96), "kernels": (653, 27, 5.71, 3.38),
+                   "kernels_and_network": (653, 27, 4.85, 3.65), "auto": (653, 27, 4.87, 3.58)}
 
 
 def test_an_anchored_estimate_carries_the_anchored_band():

@@ -525,7 +525,7 @@ async function showDetail(index) {
   const band = p.step_time_band;
   // An anchored request (efficiency.compute_scale fitted to a measured run) has its own band.
   const kind = band && band.model_class === "anchored"
-    ? "runs predicted from another run of their stack"
+    ? "runs predicted from another run of their stack on their GPU"
     : band && `${band.model_class.replaceAll("_", "-").replace("moe", "MoE")} runs`;
   if (band) why.push(`8 in 10 of the ${band.runs} held-out published ${kind} ` +
                      `(${band.sources} sources, each weighing the same) ` +

@@ -101,7 +101,7 @@ def print_caveats(console: Console, est: PlanEstimate) -> None:
     where published runs do not back the prediction (``PlanEstimate.caveats``)."""
     band = est.step_time_band
     if band is not None:
-        kind = ("runs predicted from another run of their stack"
+        kind = ("runs predicted from another run of their stack on their GPU"
                 if band.model_class == "anchored"
                 else band.model_class.replace("_", "-").replace("moe", "MoE") + " runs")
         console.print(f"published runs: 8 in 10 of the {band.runs} held-out {kind} (from "
