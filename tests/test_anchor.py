@@ -346,8 +346,8 @@ def test_an_anchored_estimate_carries_the_anchored_band():
     res = CliRunner().invoke(app, ["estimate", "-"], input=json.dumps(
         {**BASE, "efficiency": {"compute_scale": 1.1}}))
     assert res.exit_code == 0, res.output
-    assert (f"8 in 10 of the {runs} held-out runs predicted from another run of their stack"
-            in " ".join(res.stdout.split()))
+    assert (f"8 in 10 of the {runs} held-out runs predicted from another run of their stack "
+            "on their GPU" in " ".join(res.stdout.split()))
     # The search's plans carry it too.
     req = PlanRequest.model_validate({**{k: v for k, v in BASE.items() if k != "plan"},
                                       "efficiency": {"compute_scale": 1.1},

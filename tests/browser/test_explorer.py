@@ -329,7 +329,8 @@ def test_an_anchored_request_shows_the_anchored_track_record(page):
     page.wait_for_selector("#detail-why:has-text('another run of their stack')")
     why = page.inner_text("#detail-why")
     assert (f"8 in 10 of the {runs} held-out published runs predicted from another run of "
-            f"their stack ({sources} sources, each weighing the same) would have measured"
+            f"their stack on their GPU ({sources} sources, each weighing the same) would have "
+            "measured"
             ) in why
     assert "(speeds from anchor cal-lab)" in why
 
