@@ -145,7 +145,7 @@ def two_anchored(runs: list[dict], per_gpu: bool = False) -> dict:
     for key in ("model", "kernels", "kernels_and_network", "auto"):
         col = f"{key}_error_pct" if key != "model" else "error_pct"
         out[key] = {**summary(scored, col), **sweep_order(scored, col)}
-    return {"summary": out, "sources": sources}
+    return {"summary": out, "per_gpu": per_gpu, "sources": sources}
 
 
 def sweep_order(scored: list[dict], key: str) -> dict:
@@ -239,7 +239,7 @@ def anchored(runs: list[dict], every: bool = False, per_gpu: bool = False) -> di
     scored = [r for s in sources for r in s["runs"]]
     out = {"summary": {"model": summary(scored, "error_pct"),
                        "anchored": summary(scored, "anchored_error_pct")},
-           "sources": sources, "left_out": sorted(single)}
+           "per_gpu": per_gpu, "sources": sources, "left_out": sorted(single)}
     if every:
         out["summary"]["every_anchor_source_median_abs_error_pct"] = round(statistics.median(
             s["every_anchor_median_abs_error_pct"] for s in sources), 2)

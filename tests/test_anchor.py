@@ -288,6 +288,7 @@ def test_the_corpus_anchored_per_gpu_as_the_service_keeps_anchors():
     the fewest GPUs there, and scored on its others there."""
     runs = published_accuracy.load_runs()
     out = anchored_accuracy.anchored(runs, per_gpu=True)
+    assert out["per_gpu"] is True
     model, anchored = out["summary"]["model"], out["summary"]["anchored"]
     assert (model["rows"], model["sources"], model["source_median_abs_error_pct"]) == (
         694, 32, 8.6)
