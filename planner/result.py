@@ -142,6 +142,9 @@ class StepTimeBand(BaseModel):
                              "anchors the model on a measured run (efficiency.compute_scale "
                              "other than 1): then the runs are those of every class, each "
                              "predicted from another run of its source.")
+    gpu: str | None = Field(None, description="The GPU family (a100, h100) whose held-out runs "
+                            "of the class set the band, where at least five sources ran the "
+                            "class on it; null: the class's runs on every GPU.")
     runs: int = Field(description="Held-out published runs of the class behind the band.")
     sources: int = Field(description="The sources of those runs; each weighs the same.")
     low_s: float = Field(description="Step time times the 10th percentile of their measured / "

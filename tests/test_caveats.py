@@ -10,11 +10,13 @@ import pytest
 
 from planner.cost import estimate
 from planner.cost.caveats import (
+    BAND_MIN_SOURCES,
     BEST_DENSE_MFU,
     FINE_GRAINED_ERRORS,
     FINE_GRAINED_EXPERTS,
     FINE_GRAINED_SLOWER,
     MEASURED_OVER_PREDICTED,
+    MEASURED_OVER_PREDICTED_BY_GPU,
     best_dense_mfu,
     model_class,
     precision_group,
@@ -125,6 +127,31 @@ def test_step_time_bands_are_the_held_out_corpus_deciles(replayed):
         assert 0.7 <= inside <= 0.9, (cls, inside)
 
 
+def test_per_gpu_bands_are_the_held_out_corpus_deciles_where_enough_sources_ran(replayed):
+    """MEASURED_OVER_PREDICTED_BY_GPU is the same deciles per class and GPU family, for every
+    (class, family) that at least BAND_MIN_SOURCES sources ran, and for no other."""
+    ratios: dict[tuple[str, str], list[tuple[float, str]]] = {}
+    for run, row in replayed:
+        if row["split"] == "held_out":
+            key = (model_class(ModelSpec.model_validate(run["model"])), _gpu_family(run))
+            ratios.setdefault(key, []).append(
+                (row["measured_step_s"] / row["predicted_step_s"], run["source"]))
+    expected = {}
+    for key, pairs in ratios.items():
+        values, sources = [v for v, _ in pairs], [s for _, s in pairs]
+        if len(set(sources)) >= BAND_MIN_SOURCES:
+            low, median, high = published_accuracy.source_weighted_quantiles(values, sources)
+            expected[key] = (len(values), len(set(sources)), round(low, 3), round(median, 3),
+                             round(high, 3))
+    assert MEASURED_OVER_PREDICTED_BY_GPU == expected
+    # The families the model errs on in opposite directions: A100 slower than predicted at the
+    # median, H100 faster, and each narrower than the pooled dense band.
+    a100, h100 = (MEASURED_OVER_PREDICTED_BY_GPU[("dense", f)] for f in ("a100", "h100"))
+    pooled = MEASURED_OVER_PREDICTED["dense"]
+    assert a100[3] > 1 > h100[3]
+    assert a100[4] - a100[2] < pooled[4] - pooled[2] and h100[4] - h100[2] < pooled[4] - pooled[2]
+
+
 def test_the_fine_grained_band_before_the_pure_bf16_encoding():
     """README, 'Pure bf16' (costed then with one micro-batch's reduction window): costing NeMo
     AutoModel's two MoE runs without their fp32 master copy moved the fine-grained band's low
@@ -163,35 +190,51 @@ def test_source_weighted_quantiles_worked_by_hand():
 
 
 def test_the_readme_quotes_the_bands():
-    """The README's paragraph on step_time_band states each class's runs, sources and deciles."""
+    """The README's paragraph on step_time_band states each class's runs, sources and deciles,
+    and those of each class and GPU family with a band of its own."""
     text = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
-    for cls, words in (("dense", "dense runs"), ("moe", "coarse MoE runs"),
-                       ("fine_grained_moe", "fine-grained MoE runs")):
+    words = {"dense": "dense runs", "moe": "coarse MoE runs",
+             "fine_grained_moe": "fine-grained MoE runs"}
+    for cls, name in words.items():
         runs, sources, low, median, high = MEASURED_OVER_PREDICTED[cls]
-        assert f"{runs} {words} from {sources} sources" in text, cls
+        assert f"{runs} {name} from {sources} sources" in text, cls
         assert f"between {low:.3f} and {high:.3f}" in text and f"median {median:.3f}" in text, cls
+    for (cls, family), (runs, sources, low, median, high) in (
+            MEASURED_OVER_PREDICTED_BY_GPU.items()):
+        assert (f"{runs} {words[cls]} on {family.upper()} from {sources} sources between "
+                f"{low:.3f} and {high:.3f} (median {median:.3f})") in text, (cls, family)
 
 
 def test_an_estimate_carries_its_class_band():
-    """The band is the prediction times the class's deciles; a dense model's spans it (runs
-    measured both faster and slower), and so does a coarse MoE model's (the Mixtral runs
-    measured faster than predicted, DGX Cloud's Grok-1 in fp8 slower)."""
+    """The band is the prediction times the deciles of its class on its GPU family where that
+    has a band (a dense model on H100 or A100), else of its class on every GPU (a coarse MoE
+    model on H100, a dense one on B200); each spans the prediction (runs measured both faster
+    and slower: for coarse MoE the Mixtral runs faster, DGX Cloud's Grok-1 in fp8 slower)."""
     train = TrainingSpec(global_batch_size=256, seq_length=4096, moe_load_imbalance=1.0)
     h100 = ClusterSpec.from_preset("dgx-h100", num_nodes=2)
-    dense = estimate(ModelSpec.from_preset("llama3-8b"), h100, train, ParallelPlan(dp=16))
+    llama = ModelSpec.from_preset("llama3-8b")
+    dense = estimate(llama, h100, train, ParallelPlan(dp=16))
+    a100 = estimate(llama, ClusterSpec.from_preset("dgx-a100", num_nodes=2), train,
+                    ParallelPlan(dp=16))
+    b200 = estimate(llama, ClusterSpec.from_preset("dgx-b200", num_nodes=2), train,
+                    ParallelPlan(dp=16))
     coarse = estimate(ModelSpec.from_preset("mixtral-8x7b"), h100, train,
                       ParallelPlan(dp=4, tp=4, ep=4, zero_stage=1, sequence_parallel=True))
-    for est, cls in ((dense, "dense"), (coarse, "moe")):
-        runs, sources, low, median, high = MEASURED_OVER_PREDICTED[cls]
+    for est, cls, family in ((dense, "dense", "h100"), (a100, "dense", "a100"),
+                             (b200, "dense", None), (coarse, "moe", None)):
+        runs, sources, low, median, high = (MEASURED_OVER_PREDICTED_BY_GPU[(cls, family)]
+                                            if family else MEASURED_OVER_PREDICTED[cls])
         band = est.step_time_band
         assert band is not None and band.model_class == cls and band.runs == runs
-        assert band.sources == sources
+        assert (band.sources, band.gpu) == (sources, family)
         assert (band.low_s, band.median_s, band.high_s) == pytest.approx(
             (est.step_time_s * low, est.step_time_s * median, est.step_time_s * high))
-    assert dense.step_time_band.low_s < dense.step_time_s < dense.step_time_band.high_s
-    assert coarse.step_time_band.low_s < coarse.step_time_s < coarse.step_time_band.high_s
-    assert step_time_band(ModelSpec.from_preset("llama3-8b"), 2.0)["high_s"] == pytest.approx(
+        assert band.low_s < est.step_time_s < band.high_s
+    assert ("dense", "b200") not in MEASURED_OVER_PREDICTED_BY_GPU
+    assert step_time_band(llama, 2.0)["high_s"] == pytest.approx(
         2.0 * MEASURED_OVER_PREDICTED["dense"][4])
+    assert step_time_band(llama, 2.0, family="h100")["high_s"] == pytest.approx(
+        2.0 * MEASURED_OVER_PREDICTED_BY_GPU[("dense", "h100")][4])
 
 
 def _keeps_activations(plan: ParallelPlan) -> bool:

@@ -526,7 +526,8 @@ async function showDetail(index) {
   // An anchored request (efficiency.compute_scale fitted to a measured run) has its own band.
   const kind = band && band.model_class === "anchored"
     ? "runs predicted from another run of their stack on their GPU"
-    : band && `${band.model_class.replaceAll("_", "-").replace("moe", "MoE")} runs`;
+    : band && `${band.model_class.replaceAll("_", "-").replace("moe", "MoE")} runs` +
+      (band.gpu ? ` on ${band.gpu.toUpperCase()}` : "");
   if (band) why.push(`8 in 10 of the ${band.runs} held-out published ${kind} ` +
                      `(${band.sources} sources, each weighing the same) ` +
                      `would have measured ${fmt(band.low_s)} to ${fmt(band.high_s)} s` +

@@ -103,7 +103,8 @@ def print_caveats(console: Console, est: PlanEstimate) -> None:
     if band is not None:
         kind = ("runs predicted from another run of their stack on their GPU"
                 if band.model_class == "anchored"
-                else band.model_class.replace("_", "-").replace("moe", "MoE") + " runs")
+                else band.model_class.replace("_", "-").replace("moe", "MoE") + " runs"
+                + (f" on {band.gpu.upper()}" if band.gpu else ""))
         console.print(f"published runs: 8 in 10 of the {band.runs} held-out {kind} (from "
                       f"{band.sources} sources, each weighing the same) would have measured "
                       f"{_fmt_s(band.low_s)} to {_fmt_s(band.high_s)} given this prediction "

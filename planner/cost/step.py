@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from planner.calibration.model import CalibrationIn
 from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
-from planner.cost.caveats import caveats, step_time_band
+from planner.cost.caveats import caveats, gpu_family, step_time_band
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB, stage_layer_counts
 from planner.cost.pipeline import chunk_times, simulate
@@ -192,7 +192,8 @@ def to_estimate(
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
     notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess)
     anchor = efficiency if efficiency is not None and efficiency.anchored else None
-    band = StepTimeBand.model_validate({**step_time_band(model, step, anchor is not None),
+    band = StepTimeBand.model_validate({**step_time_band(model, step, anchor is not None,
+                                                        gpu_family(cluster)),
                                         "anchor": anchor and anchor.anchor})
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(

@@ -9,7 +9,7 @@ import pytest
 
 from planner.cost.caveats import (
     ANCHORED_MEASURED_OVER_PREDICTED,
-    MEASURED_OVER_PREDICTED,
+    MEASURED_OVER_PREDICTED_BY_GPU,
     best_dense_mfu,
 )
 from planner.specs import ModelSpec
@@ -309,9 +309,9 @@ def test_a_plan_above_every_published_run_shows_its_caveat(page):
     assert "Caveat: predicted MFU" in note and run_id in note
     # The model's track record on dense runs, scaled to this plan's step time.
     why = page.inner_text("#detail-why")
-    runs, sources = MEASURED_OVER_PREDICTED["dense"][:2]
-    assert (f"8 in 10 of the {runs} held-out published dense runs ({sources} sources, each "
-            "weighing the same) would have measured") in why
+    runs, sources = MEASURED_OVER_PREDICTED_BY_GPU[("dense", "a100")][:2]
+    assert (f"8 in 10 of the {runs} held-out published dense runs on A100 ({sources} sources, "
+            "each weighing the same) would have measured") in why
 
 
 def test_an_anchored_request_shows_the_anchored_track_record(page):
