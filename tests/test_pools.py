@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from planner.cost import estimate
+from planner.cost.caveats import MEASURED_OVER_PREDICTED
 from planner.cost.batch import PlanArrays
 from planner.cost.mixed import best_layers, mixed_cost
 from planner.cost.tables import cost_tables
@@ -142,6 +143,16 @@ def test_the_search_over_pools_is_the_brute_force_optimum_within_its_gap():
     # Stages on the faster GPUs hold more layers per GPU of the stage.
     per = {s.gpu: s.layers for s in p.stages}
     assert per["h100-sxm"] >= per["a100-80gb"]
+    # No published run spans GPU families, so such a plan carries its class's band on every
+    # GPU; a plan on one pool, that pool's family's.
+    runs, sources, low, _, high = MEASURED_OVER_PREDICTED["dense"]
+    band = p.step_time_band
+    assert (band.gpu, band.runs, band.sources) == (None, runs, sources)
+    assert (band.low_s, band.high_s) == pytest.approx((p.step_time_s * low, p.step_time_s * high))
+    for q in res.plans:
+        families = {s.gpu.split("-")[0] for s in q.stages}
+        if len(families) == 1:
+            assert q.step_time_band.gpu == families.pop()
 
 
 @pytest.mark.parametrize("seed", range(4))
