@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from planner.cost import estimate
-from planner.cost.caveats import MEASURED_OVER_PREDICTED
 from planner.cost.batch import PlanArrays
+from planner.cost.caveats import MEASURED_OVER_PREDICTED
 from planner.cost.mixed import best_layers, mixed_cost
 from planner.cost.tables import cost_tables
 from planner.errors import PlannerInputError
