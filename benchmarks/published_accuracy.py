@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 
 from planner.cost import EfficiencyModel, estimate
+from planner.cost.caveats import gpu_family
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec, plan_violations
 from planner.validation.compare import kendall_tau
 
@@ -199,6 +200,7 @@ def evaluate_runs(runs: list[dict], eff_overrides: dict | None = None) -> list[d
         rows.append({
             "id": run["id"], "source": run["source"], "split": run["split"],
             "sweep": run.get("sweep"), "gpus": est.gpus_used,
+            "gpu_family": gpu_family(ClusterSpec.model_validate(run["cluster"])),
             "tokens": run["training"]["global_batch_size"] * run["training"]["seq_length"],
             "plan": {k: getattr(est, k) for k in ("dp", "tp", "pp", "cp", "ep", "etp", "vpp",
                                                   "micro_batch_size", "recompute",
@@ -487,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     summary["held_out_dense"] = summarize([r for r in rows
                                            if r["split"] == "held_out" and not r["moe"]])
     summary["moe"] = summarize([r for r in rows if r["moe"]])
+    # Held-out runs per GPU family: the model errs one way on A100 and the other on H100.
+    summary["held_out_by_gpu"] = {
+        fam: summarize([r for r in rows if r["split"] == "held_out" and r["gpu_family"] == fam])
+        for fam in sorted({r["gpu_family"] for r in rows if r["split"] == "held_out"})}
     by_source = {src: summarize([r for r in rows if r["source"] == src])
                  for src in sorted({r["source"] for r in rows})}
     taus = sweep_taus(rows)
@@ -504,6 +510,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{x['median_abs_error_pct']:.1f}%, max {x['max_abs_error_pct']:.1f}% "
                   f"(median signed {x['median_signed_error_pct']:+.1f}%; each source once: "
                   f"{x['source_median_abs_error_pct']:.1f}%)")
+    if summary["held_out_by_gpu"]:
+        print("\nheld out, per GPU family:")
+        for fam, x in summary["held_out_by_gpu"].items():
+            print(f"  {fam:<8}{x['rows']:>4} runs from {x['sources']:>2} sources: median |error| "
+                  f"{x['median_abs_error_pct']:>5.1f}%, each source once "
+                  f"{x['source_median_abs_error_pct']:>5.1f}%, median signed "
+                  f"{x['median_signed_error_pct']:>+6.1f}%")
     print("\nper source:")
     for src, x in by_source.items():
         print(f"  {src:<24}{x['rows']:>4} runs  median |error| {x['median_abs_error_pct']:>5.1f}%"

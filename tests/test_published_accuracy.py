@@ -222,7 +222,16 @@ def test_benchmark_writes_the_contract_summary(tmp_path, capsys):
     # The constants were fitted on the fit split: a change to the model that moves it away
     # shows up here (the held-out figures are reported, not asserted).
     assert result["summary"]["fit"]["median_abs_error_pct"] <= 5.0
-    assert "held_out" in capsys.readouterr().out
+    # Per GPU family: every held-out run in one family, and the model optimistic on A100 and
+    # pessimistic on H100 at the median (README, 'Estimate one plan', the per-GPU bands).
+    by_gpu = result["summary"]["held_out_by_gpu"]
+    assert sum(x["rows"] for x in by_gpu.values()) == result["summary"]["held_out"]["rows"]
+    assert {r["gpu_family"] for r in result["rows"]} >= {"a100", "h100", "b200", "gb300"}
+    assert (by_gpu["a100"]["rows"], by_gpu["h100"]["rows"]) == (551, 160)
+    assert by_gpu["a100"]["median_signed_error_pct"] > 5 > 0 > by_gpu["h100"][
+        "median_signed_error_pct"]
+    out = capsys.readouterr().out
+    assert "held_out" in out and "held out, per GPU family:" in out
 
 
 def test_a_run_the_planner_refuses_is_reported_and_the_others_still_scored(tmp_path, capsys):
