@@ -339,6 +339,18 @@ def test_an_a100_plan_above_every_published_run_says_so():
     best, run_id, _ = best_dense_mfu("a100", "16-bit", est.parameters.total)
     assert est.mfu > best + 0.03
     assert run_id in note and f"{100 * est.mfu:.1f}%" in note
+    # With the model's track record there: the MFU at the A100 dense band's median.
+    median = MEASURED_OVER_PREDICTED_BY_GPU[("dense", "a100")][3]
+    assert (f"held-out dense A100 runs measured a median {median:.3f} times the predicted "
+            f"step, which puts it at {100 * est.mfu / median:.1f}%") in note
+    # A family without a band of its own (V100: one source) flags the MFU without it.
+    v100 = estimate(ModelSpec.from_preset("llama3-8b"), ClusterSpec.from_preset("dgx-2",
+                                                                               num_nodes=4),
+                    TrainingSpec(global_batch_size=256, seq_length=2048, precision="fp16",
+                                 flash_attention=False),
+                    ParallelPlan(dp=8, tp=8, zero_stage=1))
+    (note,) = [c for c in v100.caveats if "MFU" in c]
+    assert note.endswith("read it as an upper bound") and "V100" in note
 
 
 def test_fine_grained_moe_is_flagged_and_coarse_moe_is_not():

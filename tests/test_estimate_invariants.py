@@ -29,7 +29,7 @@ from planner.specs.model import _MODEL_PRESETS
 EFF = EfficiencyModel()
 MODELS = sorted(_MODEL_PRESETS)
 # Every GPU node preset (the development VM's loopback cluster has no GPU rates to check).
-NODES = sorted(name for name in _CLUSTER_PRESETS if name != "cpu")
+NODES = sorted(name for name in _CLUSTER_PRESETS if name != "local-cpu")
 POW2 = st.sampled_from([1, 2, 4, 8])
 
 

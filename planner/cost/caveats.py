@@ -186,11 +186,15 @@ def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, m
     best = best_dense_mfu(family, precision_group(training), model.num_params)
     if best is not None and not model.is_moe and mfu > best[0] + MFU_MARGIN:
         mfu_best, run_id, runs = best
+        band = MEASURED_OVER_PREDICTED_BY_GPU.get(("dense", family))
+        typical = (f" (held-out dense {family.upper()} runs measured a median {band[3]:.3f} "
+                   f"times the predicted step, which puts it at {100 * mfu / band[3]:.1f}%)"
+                   if band else "")
         out.append(
             f"predicted MFU {100 * mfu:.1f}% is {100 * (mfu - mfu_best):.1f} points above the "
             f"best of {runs} published dense {family.upper()} {precision_group(training)} "
             f"runs for a model this large ({100 * mfu_best:.1f}%, {run_id}): no "
-            "published run confirms it; read it as an upper bound")
+            f"published run confirms it; read it as an upper bound{typical}")
     if model.is_moe and model.experts >= FINE_GRAINED_EXPERTS:
         n, lo, med, hi = FINE_GRAINED_ERRORS
         faster = (f"; the other {n - FINE_GRAINED_SLOWER} up to {-lo}% faster"
