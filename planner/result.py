@@ -141,7 +141,7 @@ class StepTimeBand(BaseModel):
                              "fine_grained_moe (128 or more); 'anchored' where the request "
                              "anchors the model on a measured run (efficiency.compute_scale "
                              "other than 1): then the runs are those of every class, each "
-                             "predicted from another run of its source.")
+                             "predicted from another run of its source on the same GPU.")
     gpu: str | None = Field(None, description="The GPU family (a100, h100) whose held-out runs "
                             "of the class set the band, where at least five sources ran the "
                             "class on it; null: the class's runs on every GPU.")
