@@ -166,10 +166,13 @@ def on_allocation(est: PlanEstimate, cluster: ClusterSpec, part: UniformSlice) -
 def to_estimate(
     ev: Evaluation, model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec,
     plan: ParallelPlan, *, rank: int | None = None, efficiency: EfficiencyModel | None = None,
+    mixed_gpus: bool = False,
 ) -> PlanEstimate:
     """The public shape of one evaluated plan; ``efficiency``: the request's, whose speeds,
     where fitted to measured runs (``efficiency.anchored``), set the band, which then names
-    the anchor they came from (``efficiency.anchor``)."""
+    the anchor they came from (``efficiency.anchor``); ``mixed_gpus``: the plan's stages run on
+    GPUs of different families (a pipeline over pools), which no published run did, so its
+    band is its class's on every GPU rather than ``cluster``'s family's."""
     gpus = plan.world_size
     step = ev.step_time_s
     tflops = ev.model_flops / step / gpus / 1e12
@@ -192,8 +195,8 @@ def to_estimate(
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
     notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess)
     anchor = efficiency if efficiency is not None and efficiency.anchored else None
-    band = StepTimeBand.model_validate({**step_time_band(model, step, anchor is not None,
-                                                        gpu_family(cluster)),
+    family = None if mixed_gpus else gpu_family(cluster)
+    band = StepTimeBand.model_validate({**step_time_band(model, step, anchor is not None, family),
                                         "anchor": anchor and anchor.anchor})
     placement = Placement(nnodes=lay.nnodes, nproc_per_node=lay.nproc_per_node)
     return PlanEstimate(

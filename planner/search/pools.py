@@ -30,20 +30,13 @@ from collections.abc import Callable
 import numpy as np
 
 from planner.cost.batch import PlanArrays
-from planner.cost.caveats import gpu_family, step_time_band
+from planner.cost.caveats import gpu_family
 from planner.cost.memory import GIB
 from planner.cost.mixed import MixedCost, best_layers, mixed_cost, stage_terms
 from planner.cost.step import evaluate, to_estimate
 from planner.cost.tables import cost_tables
 from planner.errors import PlannerInputError
-from planner.result import (
-    MemoryBreakdown,
-    NodePlacement,
-    Placement,
-    PlanEstimate,
-    StagePool,
-    StepTimeBand,
-)
+from planner.result import MemoryBreakdown, NodePlacement, Placement, PlanEstimate, StagePool
 from planner.revision import revision
 from planner.search.plan_request import PlanRequest
 from planner.search.plan_result import PlanResult, SearchStats
@@ -265,8 +258,8 @@ def _estimate(req: PlanRequest, row: PlanArrays, sp: tuple[int, ...], layers: np
     b = mc.bottleneck_pool
     ev = evaluate(req.model, pools[b], req.training, plan, req.efficiency, tables[b])
     ev.step_time_s, ev.breakdown = mc.step_time_s, dict(mc.breakdown)
-    est = to_estimate(ev, req.model, pools[b], req.training, plan,
-                      efficiency=req.efficiency)
+    est = to_estimate(ev, req.model, pools[b], req.training, plan, efficiency=req.efficiency,
+                      mixed_gpus=len({gpu_family(pools[j]) for j in sp}) > 1)
     caps = np.array([pools[j].gpu.memory_bytes for j in sp])
     w = int(np.argmax(mc.stage_memory / caps))
     parts = mc.memory_parts[sp[w]]
@@ -279,13 +272,7 @@ def _estimate(req: PlanRequest, row: PlanArrays, sp: tuple[int, ...], layers: np
     for j in dict.fromkeys(sp):
         nodes += [NodePlacement(index=offsets[j] + n, local_gpus=list(range(gpn)))
                   for n in range(pools[j].num_nodes)]
-    band = est.step_time_band
-    if band is not None and band.gpu and len({gpu_family(pools[j]) for j in sp}) > 1:
-        # No published run spans GPU families: the class's band on every GPU.
-        band = StepTimeBand.model_validate({**step_time_band(req.model, est.step_time_s),
-                                            "anchor": band.anchor})
     return est.model_copy(update={
-        "step_time_band": band,
         "mfu": est.tflops_per_gpu * 1e12 * est.gpus_used / peak,
         "memory_per_gpu_gib": total, "memory_capacity_gib": pools[sp[w]].gpu.memory_gib,
         "fits_in_memory": bool((mc.stage_memory <= caps).all()),
