@@ -18,6 +18,7 @@ from planner.cost.caveats import (
     MEASURED_OVER_PREDICTED,
     MEASURED_OVER_PREDICTED_BY_GPU,
     best_dense_mfu,
+    gpu_family,
     model_class,
     precision_group,
     step_time_band,
@@ -37,7 +38,7 @@ def replayed():
 
 
 def _gpu_family(run: dict) -> str:
-    return ClusterSpec.model_validate(run["cluster"]).gpu.name.split("-")[0]
+    return gpu_family(ClusterSpec.model_validate(run["cluster"]))
 
 
 def test_best_measured_mfu_per_gpu_and_size_is_the_corpus_best(replayed):

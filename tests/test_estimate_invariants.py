@@ -23,13 +23,11 @@ from hypothesis import strategies as st
 
 from planner.cost import EfficiencyModel, estimate
 from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec, plan_violations
-from planner.specs.cluster import _CLUSTER_PRESETS
-from planner.specs.model import _MODEL_PRESETS
 
 EFF = EfficiencyModel()
-MODELS = sorted(_MODEL_PRESETS)
+MODELS = sorted(ModelSpec.preset_names())
 # Every GPU node preset (the development VM's loopback cluster has no GPU rates to check).
-NODES = sorted(name for name in _CLUSTER_PRESETS if name != "local-cpu")
+NODES = sorted(name for name in ClusterSpec.preset_names() if name != "local-cpu")
 POW2 = st.sampled_from([1, 2, 4, 8])
 
 
