@@ -153,6 +153,11 @@ def test_the_search_over_pools_is_the_brute_force_optimum_within_its_gap():
         families = {s.gpu.split("-")[0] for s in q.stages}
         if len(families) == 1:
             assert q.step_time_band.gpu == families.pop()
+    # This request's best plans all span both pools; a search on one pool alone gives that
+    # pool's family's band.
+    for pool in req.cluster.pools:
+        alone = plan(req.model_copy(update={"cluster": pool})).plans[0]
+        assert alone.step_time_band.gpu == pool.gpu.name.split("-")[0]
 
 
 @pytest.mark.parametrize("seed", range(4))
