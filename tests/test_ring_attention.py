@@ -141,3 +141,36 @@ def test_the_merges_are_costed_with_the_exchanges_whatever_the_attention_kernel(
         torch = cost_tables(LLAMA8B, NODE, base.model_copy(update={"ring_attention": "torch"}),
                             EFF).layer(1, 4, 1, 0, 0, 8)
         assert torch.work.fwd_s > te.work.fwd_s and torch.cp_fwd != te.cp_fwd
+
+
+def _te_ring_bytes(e: float, e_kv: float, n: int) -> tuple[float, float]:
+    """Transformer Engine's ring's own memory-bound bytes a layer and micro-batch, the mean
+    over its n ranks (ring.py's docstring, which the model does not cost yet)."""
+    return (4 * e + 4.5 * e * (n - 1) + 8 * e_kv,
+            4 * e + 4.5 * e * (n - 1) + (9 * n + 7) * e_kv)
+
+
+def test_transformer_engines_uncosted_ring_work_is_sized_as_the_docstring_says():
+    # By hand at cp 2, E = E_kv = 1,000. Forward, rank 0: K,V concatenated (8 E_kv), step 0's
+    # output taken (4 E), step 1's second query half merged (3 E); rank 1 the same with step
+    # 1 whole (6 E): mean 8 E_kv + 8.5 E. Backward, rank 0: K,V copied (8 E_kv), dQ half
+    # copied (2 E) then half copied and half added (5 E), dK,dV copied (8 E_kv) then half
+    # added and half copied (10 E_kv); rank 1: 8 E_kv, dQ copied (4 E) then added (6 E),
+    # dK,dV half copied (4 E_kv) then added (12 E_kv): mean 8.5 E + 25 E_kv.
+    assert _te_ring_bytes(1000, 1000, 2) == (16_500, 33_500)
+    # Llama 3 8B at 8,192 tokens over cp 2 on one DGX H100: 4,096 local tokens, Q of 4,096
+    # and K of 1,024 a token; about 1% of the layer's forward and backward.
+    training = TrainingSpec(global_batch_size=8, seq_length=8192)
+    layer = cost_tables(LLAMA8B, NODE, training, EFF).layer(1, 2, 1, 0, 0, 8)
+    km = kernel_model(NODE.gpu, training, EFF)
+    share = km.memory(sum(_te_ring_bytes(4096 * 4096, 4096 * 1024, 2)), kernels=0) / (
+        layer.fwd + layer.bwd)
+    assert round(share, 3) == 0.011
+    # Llama 3 8B at 128K tokens over cp 32 on 4 nodes, full recompute (the forward twice), 32
+    # layers, 8 micro-batches: about 4% of the step.
+    cluster = ClusterSpec.from_preset("dgx-h100", num_nodes=4)
+    long = TrainingSpec(global_batch_size=8, seq_length=131072)
+    plan = ParallelPlan(dp=1, cp=32, micro_batch_size=1, zero_stage=1, recompute="full")
+    fwd, bwd = _te_ring_bytes(4096 * 4096, 4096 * 1024, 32)
+    extra = kernel_model(cluster.gpu, long, EFF).memory(2 * fwd + bwd, kernels=0) * 32 * 8
+    assert round(extra / estimate(LLAMA8B, cluster, long, plan).step_time_s, 2) == 0.04

@@ -50,8 +50,26 @@ Backward, cp steps:
 So, per layer: forward 12 E + (cp - 1)(32.5 E + 8 E_kv) bytes in 7 kernels a step; backward
 E (10 + 11.5 cp) + E_kv (40 + 31 (cp - 1) + 16 cp) bytes in 8 kernels a step, each op as
 written, a kernel of its own (that a compiled block fuses any of them is not assumed).
-Transformer Engine's ring (``te``) merges the partial outputs inside its attention kernels'
-epilogue and exchanges K,V at their own head count in 16 bits (``tables.cp_uses``).
+Transformer Engine's ring (``te``) exchanges K,V at their own head count in 16 bits
+(``tables.cp_uses``). Its own memory-bound work is NOT costed yet. Read in
+``AttnFuncWithCPAndKVP2P`` (transformer_engine/pytorch/attention/dot_product_attention/
+context_parallel.py, TE main at d0067d0; Megatron's 'sbhd' layout, causal, load-balanced,
+16-bit, not fp8), it is:
+- forward: K and V concatenated into the first send buffer (``torch.cat``: 8 E_kv bytes), and
+  after the steps, on the layer's stream, each step's output merged into the result
+  (``flash_attn_fwd_out_correction_init``: read 2 E, write 2 E; then
+  ``out.add_(out_per_step * exp(...))``: 6 E, or 3 E for a step that attended with half the
+  queries); the softmax statistics' merges run on its second stream beside the next step's
+  attention;
+- backward: K and V copied into the first exchange buffer (8 E_kv) and each step's dQ, dK and
+  dV copied or added into the accumulated (dQ) or received (dK, dV) buffers, whole or one half
+  (a copy 4 bytes an element, an add 6).
+Averaged over the ring's n ranks (the branches differ by rank): forward 4 E + 4.5 E (n - 1) +
+8 E_kv, backward 4 E + 4.5 E (n - 1) + (9 n + 7) E_kv bytes a layer and micro-batch. That is
+about 1% of a Llama 3 8B layer at 8,192 tokens over cp 2 on H100, and 4% of the step of Llama
+3 8B at 128K tokens over cp 32 (``tests/test_ring_attention.py`` works both); costing it moves
+every context-parallel prediction of NVIDIA's recipes, which the model already predicts too
+slow (README, "What the model leaves out").
 """
 
 from __future__ import annotations
