@@ -4,8 +4,9 @@ The accuracy tests pin the README's figures with plain asserts, so a change to t
 fails them one assert at a time: each round of the suite shows the first figure of each test
 that moved, and a test with six figures takes six rounds. This rewrites the named test modules'
 asserts into checks that record what they found and go on, runs the named tests once, and
-prints every assert that did not hold: the test, the line, the assert, and for an equality the
-value got beside the value pinned.
+prints every assert that did not hold: the test (and the helper the assert sits in, where it is
+not the test itself), the line, the assert, and for an equality the value got beside the value
+pinned.
 
     python tests/moved_figures.py tests/test_anchor.py \\
         tests/test_published_accuracy.py::test_the_headline_figures_are_the_readmes [-- -n 2]
@@ -35,16 +36,19 @@ def _moved_check(ok, test, line, text, got=None, want=None):
     if ok:
         return
     import json as _json, os as _os
+    running = _os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0].split("::")[-1]
     with open(_os.environ["MOVED_FIGURES_OUT"], "a") as _f:
-        _f.write(_json.dumps({"test": test, "line": line, "assert": text,
-                              "got": repr(got)[:2000], "want": repr(want)[:2000]}) + "\\n")
+        _f.write(_json.dumps({"test": running or test, "function": test, "line": line,
+                              "assert": text, "got": repr(got)[:2000],
+                              "want": repr(want)[:2000]}) + "\\n")
 '''
 
 
 class _Soften(ast.NodeTransformer):
     """Each ``assert a == b`` becomes: evaluate both sides once, record them when they differ;
     any other ``assert x``: record when x is false or raises. The enclosing function's name
-    and the original line go with each record."""
+    and the original line go with each record, and the running test's name
+    (``PYTEST_CURRENT_TEST``) where pytest runs it."""
 
     def __init__(self) -> None:
         self.function = "<module>"
@@ -136,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         status = run(specs, pytest_args, out)
         rows = report(out)
     for row in rows:
-        print(f"{row['test']} line {row['line']}: {row['assert']}")
+        where = row["test"] if row["function"] == row["test"] else (
+            f"{row['test']} ({row['function']})")
+        print(f"{where} line {row['line']}: {row['assert']}")
         if row["got"] != "None" or row["want"] != "None":
             print(f"    got  {row['got']}\n    pinned {row['want']}")
     print(f"{len(rows)} assert(s) did not hold")

@@ -20,12 +20,21 @@ def test_pinned():
     assert got["held out"] < 8.0, "the target"
     assert 1 / 0 == 1
     assert (got["held out"], 743) == (8.1, 743)
+
+
+def _shared(value):
+    assert value == 743
+
+
+def test_through_a_helper():
+    _shared(744)
 '''
 
 
 def test_the_rewritten_asserts_record_and_go_on(tmp_path, monkeypatch):
     out = tmp_path / "moved.jsonl"
     monkeypatch.setenv(moved_figures.ENV_OUT, str(out))
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")   # run outside pytest: named by the function
     namespace: dict = {}
     exec(compile(moved_figures.soften(SAMPLE), "sample", "exec"), namespace)
     namespace["test_pinned"]()          # no assert stops it
@@ -48,6 +57,9 @@ def test_one_run_lists_every_moved_figure_and_removes_its_copies(tmp_path, capsy
     assert status == 1
     assert "test_pinned line 11: got['held out'] == 8.1" in printed
     assert "got  8.2\n    pinned 8.1" in printed and "4 assert(s) did not hold" in printed
+    # An assert in a helper is listed under the test that ran it.
+    assert moved_figures.main([str(module)]) == 1
+    assert "test_through_a_helper (_shared) line 19: value == 743" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test_sample_figures.py"]
     # A module whose asserts all hold: nothing listed, pytest's status.
     held = tmp_path / "test_held_figures.py"
