@@ -67,9 +67,9 @@ context_parallel.py, TE main at d0067d0; Megatron's 'sbhd' layout, causal, load-
 Averaged over the ring's n ranks (the branches differ by rank): forward 4 E + 4.5 E (n - 1) +
 8 E_kv, backward 4 E + 4.5 E (n - 1) + (9 n + 7) E_kv bytes a layer and micro-batch. That is
 about 1% of a Llama 3 8B layer at 8,192 tokens over cp 2 on H100, and 4% of the step of Llama
-3 8B at 128K tokens over cp 32 (``tests/test_ring_attention.py`` works both); costing it moves
-every context-parallel prediction of NVIDIA's recipes, which the model already predicts too
-slow (README, "What the model leaves out").
+3 8B at 128K tokens over cp 32 (``tests/test_ring_attention.py`` works both); costing it
+lengthens every context-parallel prediction of NVIDIA's recipes, most of which the model
+already predicts too slow on H100 (README, "What the model leaves out, sized").
 """
 
 from __future__ import annotations
