@@ -11,6 +11,8 @@ until this table is updated.
 
 from __future__ import annotations
 
+from typing import cast
+
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 
 # The best model-FLOPs utilisation measured by published dense runs, per GPU family and
@@ -186,10 +188,12 @@ def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, m
     best = best_dense_mfu(family, precision_group(training), model.num_params)
     if best is not None and not model.is_moe and mfu > best[0] + MFU_MARGIN:
         mfu_best, run_id, runs = best
-        band = MEASURED_OVER_PREDICTED_BY_GPU.get(("dense", family))
-        typical = (f" (held-out dense {family.upper()} runs measured a median {band[3]:.3f} "
-                   f"times the predicted step, which puts it at {100 * mfu / band[3]:.1f}%)"
-                   if band else "")
+        # The family's own band where it has one (``step_time_band`` decides), as a factor.
+        band = step_time_band(model, 1.0, family=family)
+        ratio = cast(float, band["median_s"])
+        typical = (f" (held-out dense {family.upper()} runs measured a median {ratio:.3f} "
+                   f"times the predicted step, which puts it at {100 * mfu / ratio:.1f}%)"
+                   if band["gpu"] else "")
         out.append(
             f"predicted MFU {100 * mfu:.1f}% is {100 * (mfu - mfu_best):.1f} points above the "
             f"best of {runs} published dense {family.upper()} {precision_group(training)} "
