@@ -158,6 +158,17 @@ def test_transformer_engines_uncosted_ring_work_is_sized_as_the_docstring_says()
     # added and half copied (10 E_kv); rank 1: 8 E_kv, dQ copied (4 E) then added (6 E),
     # dK,dV half copied (4 E_kv) then added (12 E_kv): mean 8.5 E + 25 E_kv.
     assert _te_ring_bytes(1000, 1000, 2) == (16_500, 33_500)
+    # The closed form beyond cp 2, branch by branch at cp 4 (step i, rank r, j = 3 - r).
+    # Forward outputs: rank r merges r steps whole (6 E) and 3 - r halves (3 E) after step
+    # 0's 4 E: 13, 16, 19, 22 E, mean 17.5 E. Backward dQ: rank 0 half-copies, half-adds
+    # twice, then half-copies and half-adds (2 + 3 + 3 + 5); rank 1 2 + 3 + 5 + 6; rank 2
+    # 2 + 5 + 6 + 6; rank 3 copies, then adds three times (4 + 6 + 6 + 6): 13, 16, 19, 22 E,
+    # mean 17.5 E. dK,dV: rank 0 copies, adds twice, then half-adds and half-copies
+    # (8 + 12 + 12 + 10); rank 1 8 + 12 + 6 + 12; rank 2 8 + 6 + 6 + 12; rank 3 half-copies,
+    # half-adds twice, then adds (4 + 6 + 6 + 12): 42, 38, 32, 28 E_kv, mean 35, plus the
+    # 8 E_kv copy of K,V (and the forward's concatenation, 8 E_kv).
+    assert _te_ring_bytes(1000, 0, 4) == (17_500, 17_500)
+    assert _te_ring_bytes(0, 1000, 4) == (8_000, 43_000)
     # Llama 3 8B at 8,192 tokens over cp 2 on one DGX H100: 4,096 local tokens, Q of 4,096
     # and K of 1,024 a token; about 1% of the layer's forward and backward.
     training = TrainingSpec(global_batch_size=8, seq_length=8192)
