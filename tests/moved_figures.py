@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -93,23 +94,38 @@ def soften(source: str) -> str:
 
 def run(specs: list[str], pytest_args: list[str], out: Path) -> int:
     """Rewrite the modules ``specs`` name, run their tests into ``out`` (JSON lines), remove the
-    copies, and return pytest's exit status."""
+    copies, and return pytest's exit status (2 where a spec names no test module, 124 where
+    the run outlasts ``TIMEOUT_S``, its process group then killed)."""
+    sources = {}
+    for spec in specs:
+        src = (ROOT / spec.partition("::")[0]).resolve()
+        if not src.is_file() or src.suffix != ".py":
+            print(f"moved_figures: {spec}: no such test module", file=sys.stderr)
+            return 2
+        sources[spec] = src
     copies: dict[Path, Path] = {}
-    targets = []
+    proc = None
     try:
-        for spec in specs:
-            path, _, rest = spec.partition("::")
-            src = (ROOT / path).resolve()
+        targets = []
+        for spec, src in sources.items():
             if src not in copies:
-                copy = src.with_name(f"_moved_{src.stem}.py")
-                copy.write_text(soften(src.read_text()))
-                copies[src] = copy
+                copies[src] = src.with_name(f"_moved_{src.stem}.py")
+                copies[src].write_text(soften(src.read_text()))
+            rest = spec.partition("::")[2]
             targets.append(str(copies[src]) + (f"::{rest}" if rest else ""))
         env = {**os.environ, ENV_OUT: str(out)}
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *targets,
                *pytest_args]
-        return subprocess.run(cmd, cwd=ROOT, env=env, timeout=TIMEOUT_S, check=False).returncode
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+        try:
+            return proc.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            print(f"moved_figures: the run outlasted {TIMEOUT_S} s", file=sys.stderr)
+            return 124
     finally:
+        if proc is not None and proc.poll() is None:     # timed out or interrupted
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         for copy in copies.values():
             copy.unlink(missing_ok=True)
 
@@ -138,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "moved.jsonl"
         status = run(specs, pytest_args, out)
+        if status != 0 and not out.exists():     # refused, timed out, or pytest's own error
+            return status
         rows = report(out)
     for row in rows:
         where = row["test"] if row["function"] == row["test"] else (

@@ -66,3 +66,19 @@ def test_one_run_lists_every_moved_figure_and_removes_its_copies(tmp_path, capsy
     held.write_text("def test_ok():\n    assert 1 + 1 == 2\n")
     assert moved_figures.main([str(held)]) == 0
     assert "0 assert(s) did not hold" in capsys.readouterr().out
+
+
+def test_a_spec_that_names_no_test_module_is_refused(tmp_path, capsys):
+    missing = tmp_path / "test_missing.py"
+    assert moved_figures.main([f"{missing}::test_x"]) == 2
+    assert "no such test module" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_past_its_timeout_is_killed_with_its_children(tmp_path, monkeypatch, capsys):
+    module = tmp_path / "test_slow_figures.py"
+    module.write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
+    monkeypatch.setattr(moved_figures, "TIMEOUT_S", 3)
+    assert moved_figures.main([str(module)]) == 124
+    assert "outlasted 3 s" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test_slow_figures.py"]
