@@ -555,8 +555,8 @@ def test_the_gpu_outlasts_the_hosts_wait_at_each_dispatch_on_the_qwen3_runs():
     """README ('What the model leaves out, sized'): a fine-grained MoE block issues about 80
     kernels forward in bf16 (about 210 with fp8 current scaling) after the host waits for the
     token counts, 0.4 ms (1.05 ms) of host time at 5 us a launch; the model gives the GPU
-    1.8 ms (bf16) and
-    2.5 ms (fp8) for a layer's forward in Megatron-Bridge's Qwen3-30B-A3B runs on 16 H100
+    1.8 ms (bf16) and 2.5 ms (fp8) for a layer's forward in Megatron-Bridge's Qwen3-30B-A3B
+    runs on 16 H100
     (ep 16, one 4,096-token sequence a micro-batch), so the wait does not make them
     host-bound."""
     from benchmarks.published_accuracy import load_runs
