@@ -492,6 +492,21 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
                         "async_op=True after the input-gradient GEMM and waits after the "
                         "weight-gradient GEMM, as Megatron-Core does (the flag true)"),
     },
+    "tp_comm_overlap": {
+        "megatron": _s("partial", "--tp-comm-overlap", f"{MEGATRON} megatron/training/arguments.py, "
+                       "megatron/training/initialize.py",
+                       "Transformer Engine's userbuffers (training.tp_comm_overlap); refused "
+                       "without --sequence-parallel ('Tensor parallel communication/GEMM overlap "
+                       "can happen only when sequence parallelism is enabled')"),
+        "torchtitan": _s("partial", "parallelism.enable_async_tensor_parallel = true",
+                         f"{TITAN} torchtitan/models/llama3/infra/parallelize.py",
+                         "AsyncTP through symmetric memory; refused without torch.compile "
+                         "('Async TP requires torch.compile')"),
+        "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/module_inject/layers.py",
+                        "AutoTP's tp_overlap_comm issues the backward's input-gradient "
+                        "all-reduce asynchronously; nothing pipelines the collectives with the "
+                        "GEMMs"),
+    },
     "mixed_precision_without_sharding": {
         "megatron": _s("yes", "--bf16 / --fp16", f"{MEGATRON} megatron/training/arguments.py",
                        "16-bit training whatever the parallelism"),
@@ -757,6 +772,16 @@ def _rules():
          "each layer's input (training.distribute_saved_activations with tensor parallelism "
          "and no sequence parallelism)",
          lambda c: c["dsa"] & (c["rec"] == 2) & (c["tp"] > 1) & (c["sp"] == 0)),
+        ("megatron", "tp_comm_overlap", "TP communication overlap without sequence "
+         "parallelism (training.tp_comm_overlap: --tp-comm-overlap asserts --sequence-parallel)",
+         lambda c: c["tp_overlap"] & (c["tp"] > 1) & (c["sp"] == 0)),
+        ("torchtitan", "tp_comm_overlap", "AsyncTP without torch.compile "
+         "(training.tp_comm_overlap with training.eager_elementwise: 'Async TP requires "
+         "torch.compile')",
+         lambda c: c["tp_overlap"] & (c["tp"] > 1) & c["eager"]),
+        ("deepspeed", "tp_comm_overlap", "TP collectives pipelined with the GEMMs "
+         "(training.tp_comm_overlap: AutoTP has no such overlap)",
+         lambda c: c["tp_overlap"] & (c["tp"] > 1)),
         ("torchtitan", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("deepspeed", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("megatron", "eager_elementwise", "torchtitan's eager elementwise kernels "
@@ -1203,6 +1228,7 @@ def rules_context(plans, m, even, training, group=None, moe: bool = False, mtp: 
             "upcast": np.full(len(plans), training.microbatch_grad_upcast),
             "pipelined_fsdp": pipelined_fsdp(plans),
             "async_ar": np.full(len(plans), training.async_tensor_model_parallel_allreduce),
+            "tp_overlap": np.full(len(plans), training.tp_comm_overlap),
             "col_inputs": np.full(len(plans), training.tp_column_parallel_inputs),
             "low_states": training.optimizer_state_dtype != "fp32",
             "per_op": np.full(len(plans), training.selective_recompute == "per_op"),

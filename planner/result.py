@@ -38,7 +38,8 @@ class MemoryBreakdown(BaseModel):
     optimizer_gib: float
     activations_gib: float
     zero_buffers_gib: float
-    reserved_gib: float = Field(description="CUDA context, workspaces and fragmentation.")
+    reserved_gib: float = Field(description="CUDA context, workspaces, Transformer Engine's "
+                                "userbuffers (training.tp_comm_overlap) and fragmentation.")
     total_gib: float
 
 

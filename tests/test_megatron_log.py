@@ -211,13 +211,24 @@ def test_cli_reads_logs_and_pipes_them_into_the_anchor(tmp_path):
 
 
 def test_settings_costed_otherwise_are_said():
-    text = swap(swap(LOG.read_text(), "gradient_accumulation_fusion", "False"),
-                "tp_comm_overlap", "True")
+    text = swap(LOG.read_text(), "gradient_accumulation_fusion", "False")
     run, notes = anchor_run(text, {"preset": "dgx-h100"})
-    assert [n.split(" ")[0] for n in notes] == ["--no-gradient-accumulation-fusion:",
-                                                "--tp-comm-overlap"]
+    assert [n.split(" ")[0] for n in notes] == ["--no-gradient-accumulation-fusion:"]
     same, _ = anchor_run(LOG.read_text(), {"preset": "dgx-h100"})
     assert run == same                    # the request itself is the same
+
+
+def test_tp_comm_overlap_is_read_into_the_training_not_said():
+    """--tp-comm-overlap (the log's tp 2 with sequence parallelism) is the training's
+    tp_comm_overlap, which the planner costs (cost/tp_overlap.py); nothing else changes."""
+    same, _ = anchor_run(LOG.read_text(), {"preset": "dgx-h100"})
+    run, notes = anchor_run(swap(LOG.read_text(), "tp_comm_overlap", "True"),
+                            {"preset": "dgx-h100"})
+    assert not any("tp-comm-overlap" in n for n in notes)
+    assert (same["training"]["tp_comm_overlap"], run["training"]["tp_comm_overlap"]) == (
+        False, True)
+    assert run["plan"]["sequence_parallel"] and run["plan"]["tp"] == 2
+    assert {**run, "training": {**run["training"], "tp_comm_overlap": False}} == same
 
 
 def test_junk_in_any_argument_read_is_a_named_error_never_a_crash(monkeypatch):

@@ -288,7 +288,10 @@ def _training(a: _Args) -> dict:
         "grad_dtype": "bf16" if a.flag("grad_reduce_in_bf16") else "fp32",
         "overlap_grad_reduce": a.flag("overlap_grad_reduce"),
         "overlap_param_gather": a.flag("overlap_param_gather"),
-        "overlap_p2p_comm": a.get("overlap_p2p_comm", True) is True}
+        "overlap_p2p_comm": a.get("overlap_p2p_comm", True) is True,
+        # Transformer Engine's userbuffers (planner.cost.tp_overlap); Megatron-LM runs it only
+        # with sequence parallelism, as the planner costs it.
+        "tp_comm_overlap": a.flag("tp_comm_overlap")}
     if precision == "fp8":
         recipe = a.word("fp8_recipe", "delayed")
         if recipe not in FP8_RECIPES:
@@ -507,10 +510,6 @@ def _unmodelled(a: _Args) -> list[str]:
         notes.append("--no-gradient-accumulation-fusion: each micro-batch's weight gradients "
                      "are added into the fp32 ones by a kernel of their own, which the request "
                      "costs fused into the GEMMs")
-    if a.flag("tp_comm_overlap") and a.count("tensor_model_parallel_size", 1) > 1:
-        notes.append("--tp-comm-overlap hides tensor-parallel collectives under the GEMMs; the "
-                     "request costs them unhidden (set efficiency.tp_comm_overlap where you know "
-                     "the share hidden)")
     if (a.get("recompute_granularity") == "full" and a.get("recompute_method") == "uniform"
             and a.count("recompute_num_layers", 1) > 1):
         notes.append(f"--recompute-method uniform over groups of {a.get('recompute_num_layers')}"

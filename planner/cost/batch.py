@@ -74,6 +74,7 @@ from planner.cost.memory import (
 )
 from planner.cost.pipeline import exchanges, makespan
 from planner.cost.tables import RECOMPUTE, CostTables
+from planner.cost.tp_overlap import userbuffer_bytes
 from planner.specs import ParallelPlan
 from planner.specs.layout import Layout, default_layout
 from planner.specs.placement import group_span, launch_layout
@@ -603,7 +604,10 @@ def _compose(plans: PlanArrays, tables: CostTables,
     acts = (held * stored * inflight
             + np.maximum(np.where((_col(rec) == 2) & (Lx > 0), _col(working), 0.0),
                          last * _col(head_mem)))
-    reserved = eff.memory_reserve_gib * GIB + eff.memory_fragmentation * acts
+    # Transformer Engine's userbuffers under tp_comm_overlap (tp_overlap.py), beside the reserve.
+    ub = userbuffer_bytes(tables.model, tables.training, plans.tp, plans.sp, plans.mbs, plans.cp,
+                          npn)
+    reserved = eff.memory_reserve_gib * GIB + _col(ub) + eff.memory_fragmentation * acts
     total = weights + grads + optim + zero_buf + acts + reserved
     total = np.where(present, total, -np.inf)
     pk = np.argmax(total, axis=1)
@@ -625,7 +629,7 @@ def _compose(plans: PlanArrays, tables: CostTables,
         frag = 1 + eff.memory_fragmentation
         fixed = np.where(present, states - L * per_layer_state, 0.0)
         rec_work = np.where(rec == 2, working, 0.0)
-        reserve = eff.memory_reserve_gib * GIB
+        reserve = eff.memory_reserve_gib * GIB + ub
         base = reserve + rec_work * frag
         terms = {"state": per_layer_state[:, 0], "act": stored[:, 0] * frag,
                  "mem_first": (fixed * first).sum(axis=1) + base,

@@ -39,6 +39,11 @@ Sources of the defaults (measured micro-benchmarks, except the two marked fitted
 - ``network_scale`` 1: likewise, the bandwidth the stack's collectives reach across nodes
   against the cluster spec's (fewer NICs than the spec, a congested fabric, a framework's
   slow reduction), which two or more measured steps with different traffic set.
+- ``tp_comm_overlap`` 0.8 where ``TrainingSpec.tp_comm_overlap`` runs the overlap
+  (``TP_COMM_OVERLAP_SHARE``): no micro-benchmark isolates the share of the blocking TP
+  collectives that Transformer Engine's userbuffers or torchtitan's AsyncTP hide, so it is the
+  value the published-run corpus gives the runs that used them (``benchmarks/table_rules.py``
+  ``overlap``: NVIDIA's recipes of 2023 on and the runs that name AsyncTP), not fitted.
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_ATTENTION_HALF_SEQ = 500.0
+# The share of the blocking TP collectives hidden where training.tp_comm_overlap runs the
+# overlap and efficiency.tp_comm_overlap does not say (the module's sources).
+TP_COMM_OVERLAP_SHARE = 0.8
 
 
 class EfficiencyModel(BaseModel):
@@ -95,9 +103,14 @@ class EfficiencyModel(BaseModel):
         100.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
         "GPU waits for, us."
     )
-    tp_comm_overlap: float = Field(
-        0.0, ge=0, le=1, description="Fraction of forward TP collectives hidden under GEMMs (0: "
-        "Megatron default; ~0.5-0.8 with Transformer Engine's tp-comm-overlap)."
+    tp_comm_overlap: float | None = Field(
+        None, ge=0, le=1, description="Share of TP's blocking collectives (the forward's, and "
+        "with sequence parallelism the backward's output-gradient gathers) hidden under the "
+        "GEMMs. Default: 0.8 where training.tp_comm_overlap runs the overlap (on "
+        "sequence-parallel plans whose TP group sits inside a node), else 0. A value set "
+        "here is that share on every TP plan, whatever training.tp_comm_overlap says (as "
+        "before that setting existed); the launch files turn the overlap on only with the "
+        "setting."
     )
     memory_reserve_gib: float = Field(
         1.5, ge=0, le=1e4,

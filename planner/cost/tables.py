@@ -71,6 +71,7 @@ from planner.cost.memory import expert_stage_params, stage_params
 from planner.cost.reuse import backward_gathers, layer_matrices
 from planner.cost.ring import received_kv_width, torch_ring_exchange_bytes, uses_torch_ring
 from planner.cost.routing import unit_hit_probability
+from planner.cost.tp_overlap import tp_overlap_share
 from planner.cost.ulysses import a2a_tensor_elems, cp_split, uses_a2a
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout
@@ -267,7 +268,7 @@ class CostTables:
             return hit
         lw = self.work(tp, cp, mbs, rec, sp, ep, etp)
         k = self.eff.overlap_slowdown
-        ov = self.eff.tp_comm_overlap
+        ov = tp_overlap_share(self.training, self.eff, bool(sp), tp, npn)
         tp_f = tp_b = cp_f = cp_b = 0.0
         if tp > 1:
             uses = self.tp_uses(tp, cp, mbs, rec, sp, npn)

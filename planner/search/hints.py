@@ -2,7 +2,7 @@
 under the request's training settings, and some of those settings move the best plan more
 than any degree does.
 
-MoE token dispatch is the one checked today. Under ``moe_dispatcher`` 'alltoall' without
+MoE token dispatch is one of the settings checked. Under ``moe_dispatcher`` 'alltoall' without
 ``moe_a2a_overlap`` the EP all-to-alls sit on the critical path with one copy per routed
 expert, so expert parallelism is costly and the search often prefers ZeRO-3 with every expert
 on every GPU. Megatron-LM's recipes for fine-grained MoE run the flex dispatcher with DeepEP
@@ -21,7 +21,7 @@ A DeepSpeed search of a MoE model is told of the other way DeepSpeed runs its ex
 (``_deepspeed_experts``): AutoEP's expert parallelism with grouped GEMMs, or every expert on
 every GPU in a loop; one ``moe_expert_gemm`` admits only one of them.
 
-Context parallelism is the other. Transformer Engine runs it as a ring (``ring_attention``
+Context parallelism is another. Transformer Engine runs it as a ring (``ring_attention``
 'te', Megatron-LM's default ``--cp-comm-type p2p``), as DeepSpeed-Ulysses' all-to-all
 (``a2a``, ``planner.cost.ulysses``) or as both (``a2a+p2p``: all-to-alls over
 ``cp_a2a_size`` consecutive CP ranks, the ring over the groups): the ring hides its K,V
@@ -38,6 +38,11 @@ exposes that much, or where the all-to-all's head rule keeps cp below what the s
 allows (``explain.a2a_cp_limit``: grouped-query K,V heads split over tp and cp run out
 first); one on the hierarchy, of the ring and the all-to-all where its answer exposes that
 much.
+
+Tensor parallelism's collectives are the last: where the best plan exposes at least
+``MIN_GAIN`` of its step in them and the request neither runs ``tp_comm_overlap`` nor sets the
+share it hides, the search is run again with it (``planner.cost.tp_overlap``: Megatron-LM's
+``--tp-comm-overlap``, torchtitan's AsyncTP), for frameworks that have it.
 """
 
 from __future__ import annotations
@@ -180,6 +185,28 @@ def _context_parallel(req: PlanRequest, result: PlanResult
             *_hierarchies(req, " and ".join(why) + "; ")]
 
 
+def _tp_overlap(req: PlanRequest, result: PlanResult) -> list[tuple[dict[str, Any], str]] | None:
+    """TP communication overlap (``training.tp_comm_overlap``), to search where the best plan
+    exposes at least ``MIN_GAIN`` of its step in TP collectives (what the overlap can take
+    away at most), the request neither runs it nor sets the share it hides
+    (``efficiency.tp_comm_overlap``), and its framework has it (torchtitan's under
+    torch.compile only)."""
+    t, framework = req.training, req.search.framework
+    best = result.plans[0]
+    if (t.tp_comm_overlap or req.efficiency.tp_comm_overlap is not None
+            or best.breakdown["tp_comm"] < MIN_GAIN * best.step_time_s):
+        return None
+    if framework not in (None, ANY_FRAMEWORK) and (
+            CAPABILITIES["tp_comm_overlap"][framework].status == "no"
+            or (framework == "torchtitan" and t.eager_elementwise)):
+        return None
+    return [({"tp_comm_overlap": True},
+             "tensor parallelism's all-gathers and reduce-scatters sit on the critical path; "
+             "Megatron-LM --tp-comm-overlap (Transformer Engine's userbuffers, with sequence "
+             "parallelism) or torchtitan's AsyncTP (under torch.compile) pipelines them with "
+             "the GEMMs inside a node")]
+
+
 def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[SettingsHint]:
     """Hints for the request whose search returned ``result``; ``search`` is the plan search,
     run again under each change of settings for its best plan only, within what is left of
@@ -191,7 +218,7 @@ def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[Setting
     spent = result.search.solve_ms
     dispatch, experts = _moe_dispatch(req), _deepspeed_experts(req)
     for options in ([dispatch] if dispatch else [], [experts] if experts else [],
-                    _context_parallel(req, result) or []):
+                    _context_parallel(req, result) or [], _tp_overlap(req, result) or []):
         # One hint per question: the fastest of its alternatives.
         found = None
         for changes, reason in options:

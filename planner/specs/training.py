@@ -342,6 +342,16 @@ class TrainingSpec(BaseModel):
         "gather_from_sequence_parallel_region, whose backward reduce-scatters); True: "
         "Megatron-LM's re-gather beside the dgrad GEMM and reduce-scatter beside the wgrad "
         "GEMM.")
+    tp_comm_overlap: bool = Field(
+        False, description="The run pipelines tensor parallelism's all-gathers and "
+        "reduce-scatters with the GEMMs that consume or produce them: Megatron-LM "
+        "--tp-comm-overlap (Transformer Engine's userbuffers; megatron/training/arguments.py "
+        "refuses it without --sequence-parallel) or torchtitan's "
+        "parallelism.enable_async_tensor_parallel ('Async TP requires torch.compile', "
+        "torchtitan/models/llama3/infra/parallelize.py); DeepSpeed has none. Costed on "
+        "sequence-parallel plans whose TP group sits inside a node: efficiency.tp_comm_overlap "
+        "of the collectives that would block (default 0.8) hidden under the GEMMs, and "
+        "Transformer Engine's userbuffers in memory (planner/cost/tp_overlap.py).")
     tp_column_parallel_inputs: int = Field(
         2, ge=1, le=16, description="Without sequence parallelism: the column-parallel "
         "linears of a transformer layer that each bring their input into the TP region on "

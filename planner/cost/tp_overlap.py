@@ -1,0 +1,69 @@
+"""Tensor parallelism's communication overlap (``TrainingSpec.tp_comm_overlap``): how much of
+a layer's TP collectives it hides, and the memory its buffers take.
+
+Megatron-LM's ``--tp-comm-overlap`` hands the sequence-parallel all-gathers and reduce-scatters
+to Transformer Engine's userbuffers, which split each into chunks pipelined with the GEMM that
+consumes or produces it (ring exchange for the QKV and fc1 gathers, a pipelined reduce-scatter
+for the projection and fc2 outputs, bulk overlap in the backward). Megatron-LM refuses it
+without ``--sequence-parallel`` (megatron/training/arguments.py: "Tensor parallel
+communication/GEMM overlap can happen only when sequence parallelism is enabled"), and the
+userbuffers address the TP ranks' memory directly, over one NVLink domain (Transformer
+Engine's ``initialize_ub``: CUDA multicast, or CUDA IPC with ``UB_SKIPMC=1``). torchtitan's
+AsyncTP (``parallelism.enable_async_tensor_parallel``) micro-pipelines the same collectives
+through symmetric memory, under torch.compile only. So the overlap is costed on
+sequence-parallel plans whose TP group sits inside a node: ``tp_overlap_share`` of the
+collectives that would block (the forward's, and the backward's output-gradient gathers)
+hidden under the layer's GEMMs, which run ``overlap_slowdown`` slower beside them; the rest,
+and every other plan's, stays exposed as ``tables.CostTables.layer`` costs it.
+
+Memory (``userbuffer_bytes``): ``initialize_ub`` registers one buffer per overlapped GEMM of
+its default methods, 4 ring-exchange (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad), 2
+pipelined (proj_fprop, fc2_fprop) and 4 bulk (qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad), each
+of Megatron-LM's shape ``[(seq_length * micro_batch_size) // context_parallel_size,
+hidden_size]`` (megatron/training/initialize.py ``_initialize_tp_communicators``); the
+all-gather buffers (qkv_fprop, qkv_dgrad, proj_dgrad, fc1_fprop, fc1_dgrad, fc2_dgrad) hold
+fp8 under an fp8 recipe, the others the 16-bit activations (TransformerEngine
+transformer_engine/pytorch/module/base.py, ``layers_all_gather_overlap``). torchtitan's
+symmetric-memory workspace is one buffer of its largest gather, reused, so the ten buffers are
+an upper bound there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.cost.efficiency import TP_COMM_OVERLAP_SHARE, EfficiencyModel
+from planner.specs import ModelSpec, TrainingSpec
+
+# Transformer Engine's userbuffers (module docstring): all-gather and other buffers.
+GATHER_BUFFERS = 6
+OTHER_BUFFERS = 4
+
+
+def tp_overlap_share(training: TrainingSpec, eff: EfficiencyModel, sp: bool, tp: int,
+                     npn: int) -> float:
+    """The share of a layer's blocking TP collectives hidden under its GEMMs for a plan of
+    ``tp`` ranks, with sequence parallelism or not (``sp``), placed ``npn`` ranks a node:
+    ``efficiency.tp_comm_overlap`` where set (any TP plan, as before the training setting
+    existed); else, where ``training.tp_comm_overlap`` runs the overlap, 0.8
+    (``TP_COMM_OVERLAP_SHARE``) on sequence-parallel plans whose TP group sits inside a node
+    and 0 on the others; else 0."""
+    if eff.tp_comm_overlap is not None:
+        return eff.tp_comm_overlap
+    if training.tp_comm_overlap and sp and tp <= npn:
+        return TP_COMM_OVERLAP_SHARE
+    return 0.0
+
+
+def userbuffer_bytes(model: ModelSpec, training: TrainingSpec, tp, sp, mbs, cp, npn):
+    """Bytes of Transformer Engine's userbuffers on each GPU (module docstring) for plans of
+    ``tp`` ranks with sequence parallelism ``sp`` (0/1), micro-batch ``mbs`` and ``cp``
+    context-parallel ranks placed ``npn`` a node (scalars or arrays): 0 where the overlap
+    does not run (``training.tp_comm_overlap`` off, tp 1, no sequence parallelism, or a TP
+    group across nodes)."""
+    tp, sp, mbs, cp, npn = (np.asarray(x) for x in (tp, sp, mbs, cp, npn))
+    on = training.tp_comm_overlap & (tp > 1) & (sp > 0) & (tp <= npn)
+    elems = (training.seq_length * mbs // cp) * model.hidden_size
+    act = training.activation_bytes
+    gather = 1 if training.precision in ("fp8", "fp4") else act
+    return np.where(on, elems * (GATHER_BUFFERS * gather + OTHER_BUFFERS * act), 0.0)
