@@ -13,12 +13,14 @@ Fragmented allocations: 64 DGX H100 nodes with 2-8 GPUs free each (a fixed draw)
 uniform slice searched (``planner.search.allocation``). Pools: 32 DGX H100 and 32 DGX A100
 nodes, each pool alone and pipelines over both (``planner.search.pools``).
 
-MoE: what a settings hint costs (``planner.search.hints``). ``plan`` against ``answer`` (what
-the CLI and the service run: the search, then, for a MoE request without DeepEP or EP overlap,
-the search again with them) for Mixtral 8x7B, Qwen3-30B-A3B, Qwen3-235B-A22B and DeepSeek-V3
-on DGX H100 nodes, bf16, 4,096-token sequences, default settings; and the first ``answer`` of
-each, which builds its plan spaces and cost tables (a process that has answered requests on
-the same GPU keeps some of what they computed: the GEMM times of ``KernelModel.gemm``).
+What a settings hint costs (``planner.search.hints``). ``plan`` against ``answer`` (what the
+CLI and the service run: the search, then, for a MoE request without DeepEP or EP overlap, or
+a request whose best plan exposes 5% of its step in TP collectives without TP communication
+overlap, the search again with them) for Mixtral 8x7B, Qwen3-30B-A3B, Qwen3-235B-A22B and
+DeepSeek-V3 on DGX H100 nodes, bf16, 4,096-token sequences, default settings, and for the dense
+``DENSE_HINT_CASES``; and the first ``answer`` of each, which builds its plan spaces and cost
+tables (a process that has answered requests on the same GPU keeps some of what they
+computed: the GEMM times of ``KernelModel.gemm``).
 
     python benchmarks/search_speed.py [--reps 15] [--json results.json] [--interleaved]
 """
@@ -136,18 +138,27 @@ MOE_CASES = [("mixtral-8x7b", 32, 256), ("qwen3-30b-a3b", 16, 1024), ("qwen3-235
              ("deepseek-v3", 1024, 8192)]
 
 
-def run_moe(model: str, gpus: int, gbs: int, reps: int) -> dict:
-    """Warm latency of ``plan`` and of ``answer`` for one MoE request, and its hint."""
+# Dense requests whose answer may carry the TP communication overlap hint: the search cases'
+# Llama 3 70B (whose best plans expose 7-8% of their step in TP collectives at 64 and 1,024
+# GPUs, 2% at 16,384) and GPT-3 175B on 64 H100 (the winners table's).
+DENSE_HINT_CASES = [("llama3-70b", 64, 1024, 8192), ("llama3-70b", 1024, 1024, 8192),
+                    ("llama3-70b", 16384, 2048, 8192), ("gpt3-175b", 64, 1536, 2048)]
+
+
+def run_answer(model: str, gpus: int, gbs: int, reps: int, seq: int = 4096) -> dict:
+    """Warm latency of ``plan`` and of ``answer`` for one request (bf16 on DGX H100 nodes,
+    ``gbs`` sequences of ``seq`` tokens), and its hints."""
     req = PlanRequest.model_validate({
         "model": {"preset": model}, "cluster": {"preset": "dgx-h100", "num_nodes": gpus // 8},
-        "training": {"global_batch_size": gbs, "seq_length": 4096, "precision": "bf16"},
+        "training": {"global_batch_size": gbs, "seq_length": seq, "precision": "bf16"},
         "search": {"top_k": 5, "time_limit_ms": 60_000}})
     cold_ms, res = timed(answer, req)                     # cold tables, both trainings
     plans = [timed(plan, req)[0] for _ in range(reps)]
     answers = [timed(answer, req)[0] for _ in range(reps)]
     return {"model": model, "gpus": gpus, "answer_cold_ms": round(cold_ms, 1),
             "plan_p50_ms": round(pct(plans, 50), 1), "answer_p50_ms": round(pct(answers, 50), 1),
-            "hint_faster_pct": [round(h.faster_pct, 1) for h in res.settings_hints]}
+            "hint_faster_pct": [round(h.faster_pct, 1) for h in res.settings_hints],
+            "hints": [sorted(h.changes) for h in res.settings_hints]}
 
 
 def print_requests(title: str, gpus: str, rows: list[dict], best) -> None:
@@ -188,16 +199,21 @@ def main(argv: list[str] | None = None) -> int:
     print_requests("pools", "GPUs", pools,
                    lambda b: f"dp{b.get('dp')} tp{b.get('tp')} pp{b.get('pp')} "
                              f"cp{b.get('cp')}: {b.get('stages')}")
-    moe = [run_moe(m, g, b, reps) for m, g, b in MOE_CASES]
-    print(f"\n{'MoE':<16}{'GPUs':>6}{'answer cold':>13}{'plan p50':>10}{'answer p50':>12}  hint")
-    for r in moe:
-        hint = ", ".join(f"{x}% faster" for x in r["hint_faster_pct"]) or "-"
-        print(f"{r['model']:<16}{r['gpus']:>6}{r['answer_cold_ms']:>13.0f}"
-              f"{r['plan_p50_ms']:>10.0f}{r['answer_p50_ms']:>12.0f}  {hint}")
+    moe = [run_answer(m, g, b, reps) for m, g, b in MOE_CASES]
+    dense = [run_answer(m, g, b, reps, seq) for m, g, b, seq in DENSE_HINT_CASES]
+    for title, answered in (("MoE", moe), ("dense", dense)):
+        print(f"\n{title:<16}{'GPUs':>6}{'answer cold':>13}{'plan p50':>10}{'answer p50':>12}"
+              "  hint")
+        for r in answered:
+            hint = ", ".join(f"{'+'.join(c)} {x}% faster"
+                             for c, x in zip(r["hints"], r["hint_faster_pct"], strict=True))
+            print(f"{r['model']:<16}{r['gpus']:>6}{r['answer_cold_ms']:>13.0f}"
+                  f"{r['plan_p50_ms']:>10.0f}{r['answer_p50_ms']:>12.0f}  {hint or '-'}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"rows": rows, "fragmented": frag, "pools": pools,
-                                         "moe": moe, "reps": args.reps}, indent=1))
+                                         "moe": moe, "dense_answers": dense,
+                                         "reps": args.reps}, indent=1))
     return 0
 
 
