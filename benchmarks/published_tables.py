@@ -50,8 +50,8 @@ listed under the run's ``assumed``:
   where the row says nothing, the table) names torch.compile; NVIDIA's published NeMo,
   Megatron-Bridge and DGX Cloud Benchmarking runs of 2023 on reduce bf16 gradients, overlap
   their TP communication (as does a text that names AsyncTP or TP communication overlap:
-  ``efficiency.tp_comm_overlap`` 0.8, the corpus's value) and from 2025 gather fp8 weights in
-  fp8 training, Megatron-Bridge's with Transformer Engine's fused loss; Aleph Alpha's
+  ``training.tp_comm_overlap``, its share hidden at the default 0.8) and from 2025 gather fp8
+  weights in fp8 training, Megatron-Bridge's with Transformer Engine's fused loss; Aleph Alpha's
   trainer (Hagemann et al.'s) reduces bf16 gradients whole in fp32 after the backward, runs
   eager elementwise kernels (and RMSNorm unless the RMS kernel is named), gathers the logits
   for an fp32 loss, reruns the head under checkpointing and brings three column-parallel
@@ -524,14 +524,15 @@ def _row_run(doc: dict, row: dict, name: str, i: int, index: dict) -> dict:
         if replicas:
             plan["dp_replicate"] = replicas
             more.append(why)
+    given = {*(doc.get("training") or {}), *(row.get("training") or {}),
+             *(k for k in TrainingSpec.model_fields if k in row)}
     if plan.get("zero_stage") == 3 and year is not None and year <= 2021:
         implied, said = rules.zero3_of_2021(model, training["precision"])
-        given = {*(doc.get("training") or {}), *(row.get("training") or {}),
-                 *(k for k in TrainingSpec.model_fields if k in row)}
         training.update({k: v for k, v in implied.items() if k not in given})
         more += said
-    efficiency, said = rules.overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
-    efficiency.update({**(doc.get("efficiency") or {}), **(row.get("efficiency") or {})})
+    implied, said = rules.overlap(f"{text} {conventions}", words, year, degrees.get("tp", 1))
+    training.update({k: v for k, v in implied.items() if k not in given})
+    efficiency = {**(doc.get("efficiency") or {}), **(row.get("efficiency") or {})}
     return {"id": str(row.get("id") or f"{name}-{i}-{_slug(model['name'])}"),
             "source": str(row.get("source") or name),
             "citation": str(doc.get("source", "")),

@@ -196,7 +196,7 @@ def run(model: str, gpu: str, gpus: int, tp_overlap: bool = False) -> dict:
         # With ``tp_overlap``, the same search with TP communication overlap
         # (training.tp_comm_overlap), which NVIDIA's recipes run.
         over = plan(req.model_copy(update={"training": req.training.model_copy(
-            update={"tp_comm_overlap": True})})) if tp_overlap else None
+            update={"tp_comm_overlap": "te"})})) if tp_overlap else None
         if over is not None and over.plans:
             q = over.plans[0]
             row["tp_overlap"] = {"plan": plan_label(q), "mfu": round(q.mfu, 3),

@@ -294,14 +294,10 @@ def moe(text: str, words: str, year: int | None) -> tuple[dict, list[str]]:
     return out, ([f"MoE settings the text names or NVIDIA's recipes run: {out}"] if out else [])
 
 
-# The share of the TP collectives hidden under GEMMs the corpus gives Transformer Engine's
-# tp-comm-overlap (userbuffers) and torchtitan's AsyncTP (``EfficiencyModel.tp_comm_overlap``).
-_TP_OVERLAP = 0.8
-
-
 def overlap(text: str, words: str, year: int | None, tp: int) -> tuple[dict, list[str]]:
-    """(efficiency overrides, what was assumed): tensor-parallel communication overlap where
-    the row runs TP and NVIDIA's performance recipes of 2023 on ran it (their TP
+    """(training settings, what was assumed): tensor-parallel communication overlap
+    (``training.tp_comm_overlap``, costed at ``efficiency.tp_comm_overlap``'s default share,
+    0.8) where the row runs TP and NVIDIA's performance recipes of 2023 on ran it (their TP
     configurations set tp_comm_overlap, the userbuffers overlap: NeMo's
     MegatronCommOverlapCallback, Megatron-Bridge's comm_overlap, DGX Cloud Benchmarking's
     ub_tp_comm_overlap) or the text names AsyncTP (torchtitan's) or TP communication
@@ -313,9 +309,10 @@ def overlap(text: str, words: str, year: int | None, tp: int) -> tuple[dict, lis
     recipes = nvidia_recipes(t, year)
     if not (named or recipes):
         return {}, []
-    return {"tp_comm_overlap": _TP_OVERLAP}, [
+    kind = "async_tp" if named and "async" in named.group(0) else "te"
+    return {"tp_comm_overlap": kind}, [
         f"TP communication overlap ({'as the text names it' if named else 'NVIDIA recipes'}"
-        f"): efficiency.tp_comm_overlap {_TP_OVERLAP}, the corpus's value for it"]
+        f"): training.tp_comm_overlap '{kind}', the share hidden at its default 0.8"]
 
 
 def zero(text: str, words: str, year: int | None, pp: int) -> tuple[int, str]:

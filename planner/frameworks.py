@@ -495,13 +495,15 @@ f"{MEGATRON} megatron/core/transformer/transformer_config.py"),
     "tp_comm_overlap": {
         "megatron": _s("partial", "--tp-comm-overlap", f"{MEGATRON} megatron/training/arguments.py, "
                        "megatron/training/initialize.py",
-                       "Transformer Engine's userbuffers (training.tp_comm_overlap); refused "
-                       "without --sequence-parallel ('Tensor parallel communication/GEMM overlap "
-                       "can happen only when sequence parallelism is enabled')"),
+                       "Transformer Engine's userbuffers (training.tp_comm_overlap 'te'); "
+                       "refused without --sequence-parallel ('Tensor parallel "
+                       "communication/GEMM overlap can happen only when sequence parallelism "
+                       "is enabled')"),
         "torchtitan": _s("partial", "parallelism.enable_async_tensor_parallel = true",
                          f"{TITAN} torchtitan/models/llama3/infra/parallelize.py",
-                         "AsyncTP through symmetric memory; refused without torch.compile "
-                         "('Async TP requires torch.compile')"),
+                         "AsyncTP through symmetric memory (training.tp_comm_overlap "
+                         "'async_tp'); refused without torch.compile ('Async TP requires "
+                         "torch.compile')"),
         "deepspeed": _s("no", "", f"{DEEPSPEED} deepspeed/module_inject/layers.py",
                         "AutoTP's tp_overlap_comm issues the backward's input-gradient "
                         "all-reduce asynchronously; nothing pipelines the collectives with the "
@@ -773,15 +775,22 @@ def _rules():
          "and no sequence parallelism)",
          lambda c: c["dsa"] & (c["rec"] == 2) & (c["tp"] > 1) & (c["sp"] == 0)),
         ("megatron", "tp_comm_overlap", "TP communication overlap without sequence "
-         "parallelism (training.tp_comm_overlap: --tp-comm-overlap asserts --sequence-parallel)",
-         lambda c: c["tp_overlap"] & (c["tp"] > 1) & (c["sp"] == 0)),
+         "parallelism (training.tp_comm_overlap 'te': --tp-comm-overlap asserts "
+         "--sequence-parallel)",
+         lambda c: (c["tp_overlap"] == "te") & (c["tp"] > 1) & (c["sp"] == 0)),
+        ("megatron", "tp_comm_overlap", "PyTorch's AsyncTP (training.tp_comm_overlap "
+         "'async_tp': Megatron-LM overlaps through Transformer Engine's userbuffers, 'te')",
+         lambda c: (c["tp_overlap"] == "async_tp") & (c["tp"] > 1)),
         ("torchtitan", "tp_comm_overlap", "AsyncTP without torch.compile "
-         "(training.tp_comm_overlap with training.eager_elementwise: 'Async TP requires "
-         "torch.compile')",
-         lambda c: c["tp_overlap"] & (c["tp"] > 1) & c["eager"]),
+         "(training.tp_comm_overlap 'async_tp' with training.eager_elementwise: 'Async TP "
+         "requires torch.compile')",
+         lambda c: (c["tp_overlap"] == "async_tp") & (c["tp"] > 1) & c["eager"]),
+        ("torchtitan", "tp_comm_overlap", "Transformer Engine's userbuffers "
+         "(training.tp_comm_overlap 'te': torchtitan overlaps through AsyncTP, 'async_tp')",
+         lambda c: (c["tp_overlap"] == "te") & (c["tp"] > 1)),
         ("deepspeed", "tp_comm_overlap", "TP collectives pipelined with the GEMMs "
          "(training.tp_comm_overlap: AutoTP has no such overlap)",
-         lambda c: c["tp_overlap"] & (c["tp"] > 1)),
+         lambda c: (c["tp_overlap"] != "none") & (c["tp"] > 1)),
         ("torchtitan", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("deepspeed", "cpu_offload", offload, lambda c: c["off"] > 0),
         ("megatron", "eager_elementwise", "torchtitan's eager elementwise kernels "

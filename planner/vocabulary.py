@@ -31,6 +31,10 @@ ATTENTION_KERNELS: tuple[AttentionKernel, ...] = get_args(AttentionKernel)
 # cp_comm_type "a2a").
 RingAttention = Literal["te", "torch", "torch_allgather", "a2a", "a2a+p2p"]
 RING_ATTENTIONS: tuple[RingAttention, ...] = get_args(RingAttention)
+# Tensor parallelism's communication overlap (planner/cost/tp_overlap.py): none, Transformer
+# Engine's userbuffers (Megatron-LM --tp-comm-overlap), or PyTorch's micro-pipelined TP on
+# symmetric memory (torchtitan's AsyncTP).
+TpCommOverlap = Literal["none", "te", "async_tp"]
 # How a MoE layer copies its tokens around the experts: Megatron-Core's fused permutation,
 # torchtitan's eager one, DeepSpeed's AutoEP layer (planner/cost/moe_routing.py).
 MoeRouting = Literal["fused", "torchtitan", "autoep"]

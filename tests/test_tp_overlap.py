@@ -9,6 +9,7 @@ import tomllib
 from planner.cost import EfficiencyModel, estimate
 from planner.cost.tables import cost_tables, overlapped
 from planner.cost.tp_overlap import tp_overlap_share, userbuffer_bytes
+from planner.errors import PlannerInputError
 from planner.frameworks import reasons_by_framework
 from planner.launch import with_launch
 from planner.search import PlanRequest, answer, plan
@@ -21,7 +22,7 @@ def _training(**kw):
 
 
 def test_the_share_hidden_follows_the_setting_and_where_the_plan_can_run_it():
-    on, off = _training(tp_comm_overlap=True), _training()
+    on, off = _training(tp_comm_overlap="te"), _training()
     none = EfficiencyModel()
     # Sequence parallelism with the TP group inside a node (8 a node): the default share.
     assert tp_overlap_share(on, none, True, 4, 8) == 0.8
@@ -43,7 +44,7 @@ def test_a_layers_tp_time_is_the_exposed_fifth_and_the_hidden_rest_slowed():
     model, cluster = ModelSpec.from_preset("llama3-70b"), ClusterSpec.from_preset("dgx-h100")
     eff = EfficiencyModel()
     plain = cost_tables(model, cluster, _training(), eff)
-    over = cost_tables(model, cluster, _training(tp_comm_overlap=True), eff)
+    over = cost_tables(model, cluster, _training(tp_comm_overlap="te"), eff)
     legacy = cost_tables(model, cluster, _training(), EfficiencyModel(tp_comm_overlap=0.8))
     a, b, c = (t.layer(4, 1, 1, 0, 1, 8) for t in (plain, over, legacy))
     uses = {u.cost.op: u.cost.time_s for u in plain.tp_uses(4, 1, 1, 0, 1, 8)}
@@ -60,19 +61,31 @@ def test_a_layers_tp_time_is_the_exposed_fifth_and_the_hidden_rest_slowed():
         plain.layer(4, 1, 1, 0, 0, 8).tp_fwd)
 
 
-def test_userbuffers_worked_by_hand():
-    """Ten buffers of [seq * mbs / cp, hidden]: six all-gather buffers and four others, all
-    bf16, or the gathers' in fp8 under an fp8 recipe."""
+def test_the_buffers_worked_by_hand():
+    """Transformer Engine's: ten buffers of [seq * mbs / cp, hidden], six all-gather buffers
+    and four others, all bf16, or the gathers' in fp8 under an fp8 recipe. PyTorch's AsyncTP:
+    one workspace of two shards, 2 x [seq * mbs / (cp * tp), hidden]."""
     model = ModelSpec.from_preset("llama3-70b")                  # hidden 8192
-    on = _training(tp_comm_overlap=True)
+    on = _training(tp_comm_overlap="te")
     # 8,192 tokens over cp 2 = 4,096 rows of 8,192: 33,554,432 elements x 20 bytes.
     assert userbuffer_bytes(model, on, 4, 1, 1, 2, 8) == 671_088_640       # 0.625 GiB
-    fp8 = _training(tp_comm_overlap=True, precision="fp8")
+    fp8 = _training(tp_comm_overlap="te", precision="fp8")
     assert userbuffer_bytes(model, fp8, 4, 1, 1, 2, 8) == 33_554_432 * 14
     # Micro-batch 2 doubles them; none at tp 1, without SP, across nodes, or without the setting.
     assert userbuffer_bytes(model, on, 4, 1, 2, 2, 8) == 2 * 671_088_640
     assert [float(userbuffer_bytes(model, t, tp, sp, 1, 1, 8)) for t, tp, sp in (
         (on, 1, 1), (on, 4, 0), (on, 16, 1), (_training(), 4, 1))] == [0.0] * 4
+    # AsyncTP at tp 4: 2 x 1,024 rows of 8,192 in bf16, a tenth of a GiB less than a fortieth.
+    symm = _training(tp_comm_overlap="async_tp")
+    assert userbuffer_bytes(model, symm, 4, 1, 1, 2, 8) == 2 * 1024 * 8192 * 2
+    assert userbuffer_bytes(model, symm, 4, 1, 16, 2, 8) == 16 * 2 * 1024 * 8192 * 2
+
+
+def test_true_and_false_read_as_megatron_lms_flag():
+    assert (_training(tp_comm_overlap=True).tp_comm_overlap,
+            _training(tp_comm_overlap=False).tp_comm_overlap) == ("te", "none")
+    with pytest.raises(ValueError, match="tp_comm_overlap"):
+        _training(tp_comm_overlap="userbuffers")
 
 
 def _estimate(plan, **training):
@@ -86,7 +99,7 @@ PLAN = ParallelPlan(dp=2, tp=4, pp=4, cp=2, vpp=5, sequence_parallel=True, zero_
 
 
 def test_the_estimate_holds_the_buffers_and_hides_the_collectives():
-    off, on = _estimate(PLAN), _estimate(PLAN, tp_comm_overlap=True)
+    off, on = _estimate(PLAN), _estimate(PLAN, tp_comm_overlap="te")
     assert on.memory.stage == off.memory.stage
     assert on.memory.reserved_gib - off.memory.reserved_gib == pytest.approx(0.625, abs=1e-9)
     assert on.memory_per_gpu_gib - off.memory_per_gpu_gib == pytest.approx(0.625, abs=1e-9)
@@ -95,7 +108,7 @@ def test_the_estimate_holds_the_buffers_and_hides_the_collectives():
 
 
 def test_the_flags_turn_it_on_where_the_plan_runs():
-    on, off = _estimate(PLAN, tp_comm_overlap=True), _estimate(PLAN)
+    on, off = _estimate(PLAN, tp_comm_overlap="te"), _estimate(PLAN)
     args = on.launch.megatron_args
     assert args[args.index("--sequence-parallel") + 1] == "--tp-comm-overlap"
     assert "--tp-comm-overlap" not in off.launch.megatron_args
@@ -103,8 +116,8 @@ def test_the_flags_turn_it_on_where_the_plan_runs():
     # torchtitan's AsyncTP, compiled: the dp1 tp8 plan it runs (one node, FSDP over cp 1).
     titan = ParallelPlan(dp=8, tp=8, sequence_parallel=True, zero_stage=3)
     kw = {"zero3_per_parameter": True, "async_tensor_model_parallel_allreduce": False}
-    est = _estimate(titan, tp_comm_overlap=True, **kw)
-    assert "torchtitan" in est.frameworks
+    est = _estimate(titan, tp_comm_overlap="async_tp", **kw)
+    assert est.frameworks == ["torchtitan"]
     cfg = tomllib.loads(est.launch.torchtitan_toml)
     assert cfg["parallelism"]["enable_async_tensor_parallel"] is True
     assert "model" in cfg["compile"]["components"]
@@ -113,17 +126,20 @@ def test_the_flags_turn_it_on_where_the_plan_runs():
 
 
 def test_frameworks_that_cannot_run_it_say_why():
-    def reasons(plan, **training):
-        t = TrainingSpec(global_batch_size=512, seq_length=8192, tp_comm_overlap=True,
+    def reasons(plan, overlap="te", **training):
+        t = TrainingSpec(global_batch_size=512, seq_length=8192, tp_comm_overlap=overlap,
                          **training)
         return reasons_by_framework(plan, 512 // (plan.dp * plan.micro_batch_size), True, t)
 
     no_sp = reasons(PLAN.model_copy(update={"sequence_parallel": False}))
     assert any("--tp-comm-overlap asserts --sequence-parallel" in r for r in no_sp["megatron"])
     assert any("AutoTP has no such overlap" in r for r in no_sp["deepspeed"])
-    eager = reasons(ParallelPlan(dp=8, tp=8, sequence_parallel=True, zero_stage=3),
-                    eager_elementwise=True)
+    titan = ParallelPlan(dp=8, tp=8, sequence_parallel=True, zero_stage=3)
+    eager = reasons(titan, "async_tp", eager_elementwise=True)
     assert any("Async TP requires torch.compile" in r for r in eager["torchtitan"])
+    # Each framework runs its own overlap only.
+    assert any("Transformer Engine's userbuffers" in r for r in reasons(titan)["torchtitan"])
+    assert any("PyTorch's AsyncTP" in r for r in reasons(PLAN, "async_tp")["megatron"])
     # tp 1 runs anywhere the rest of it does: the setting asks nothing of it.
     dp_only = reasons(ParallelPlan(dp=64, zero_stage=1))
     assert not any("tp_comm_overlap" in r for rs in dp_only.values() for r in rs)
@@ -144,10 +160,10 @@ def test_a_request_that_exposes_tp_collectives_is_told_of_the_overlap():
     best = result.plans[0]
     assert best.breakdown["tp_comm"] >= MIN_GAIN * best.step_time_s
     (hint,) = result.settings_hints
-    assert hint.changes == {"tp_comm_overlap": True} and "--tp-comm-overlap" in hint.reason
+    assert hint.changes == {"tp_comm_overlap": "te"} and "--tp-comm-overlap" in hint.reason
     assert hint.faster_pct >= 100 * MIN_GAIN
     again = plan(req.model_copy(update={"training": req.training.model_copy(
-        update={"tp_comm_overlap": True})}))
+        update={"tp_comm_overlap": "te"})}))
     assert again.plans[0].step_time_s == pytest.approx(hint.step_time_s)
     assert {k: getattr(again.plans[0], k) for k in hint.plan} == hint.plan
     # The README's figures: tp4 pp16 at 45.4% MFU, tp8 pp8 at 48.4%, 6% faster.
@@ -158,7 +174,7 @@ def test_a_request_that_exposes_tp_collectives_is_told_of_the_overlap():
 def test_no_overlap_hint_where_it_runs_its_share_is_set_or_the_framework_has_none():
     on = _gpt3(framework="megatron")
     on = on.model_copy(update={"training": on.training.model_copy(
-        update={"tp_comm_overlap": True})})
+        update={"tp_comm_overlap": "te"})})
     set_share = _gpt3(framework="megatron").model_copy(
         update={"efficiency": EfficiencyModel(tp_comm_overlap=0.5)})
     for req in (on, set_share, _gpt3(framework="deepspeed")):
@@ -167,6 +183,21 @@ def test_no_overlap_hint_where_it_runs_its_share_is_set_or_the_framework_has_non
     eager = eager.model_copy(update={"training": eager.training.model_copy(
         update={"eager_elementwise": True})})
     assert not any("tp_comm_overlap" in h.changes for h in answer(eager).settings_hints)
+
+
+def test_a_torchtitan_request_is_told_of_asynctp():
+    """torchtitan's search (its own TP: DTensor's, blocking) is searched again with AsyncTP,
+    its overlap, never Megatron-LM's; whether that comes to MIN_GAIN is the search's."""
+    from planner.search.hints import _tp_overlap
+
+    req = _gpt3(framework="torchtitan")
+    result = plan(req)
+    best = result.plans[0]
+    exposed = best.breakdown["tp_comm"] >= MIN_GAIN * best.step_time_s
+    options = _tp_overlap(req, result)
+    assert (options is not None) == exposed
+    if options:
+        assert [c for c, _ in options] == [{"tp_comm_overlap": "async_tp"}]
 
 
 def test_the_h100_winners_with_the_overlap_are_the_readmes():
@@ -198,3 +229,28 @@ def test_the_h100_winners_with_the_overlap_are_the_readmes():
     # Against the references (54.85% and 59.99%): 3.4 to 10.7 points under, from 5.9 to 10.8.
     gaps = [round(100 * (r["tp_overlap"]["mfu"] - r["reference_mfu"]), 1) for r in got.values()]
     assert (max(gaps), min(gaps)) == (-3.4, -10.7)
+
+
+def test_a_torchtitan_config_with_asynctp_reads_back_to_the_same_prediction():
+    """The artifact's enable_async_tensor_parallel = true reads back (`planner calibrate
+    torchtitan-run`) as training.tp_comm_overlap 'async_tp', the same prediction; uncompiled
+    it is refused by name, as torchtitan refuses it."""
+    from planner.calibration.torchtitan_run import anchor_run
+    from tests.test_torchtitan_run import read_back, titan_log
+
+    model, cluster = ModelSpec.from_preset("llama3-70b"), ClusterSpec.from_preset(
+        "dgx-h100", num_nodes=8)
+    training = TrainingSpec(global_batch_size=512, seq_length=8192, tp_comm_overlap="async_tp",
+                            zero3_per_parameter=True, async_tensor_model_parallel_allreduce=False,
+                            loss_implementation="fused")
+    titan = ParallelPlan(dp=8, tp=8, sequence_parallel=True, zero_stage=3)
+    est = with_launch(estimate(model, cluster, training, titan), model, cluster, training)
+    run, got, _ = read_back(est, model, cluster, training)
+    assert run["training"]["tp_comm_overlap"] == "async_tp"
+    assert (got.step_time_s, got.memory_per_gpu_gib) == (est.step_time_s, est.memory_per_gpu_gib)
+    eager = est.launch.torchtitan_toml.replace('components = ["model", "loss"]',
+                                               'components = ["loss"]')
+    assert eager != est.launch.torchtitan_toml
+    with pytest.raises(PlannerInputError, match="Async TP requires torch.compile"):
+        anchor_run(eager, titan_log(est, training, [1000, 1000]),
+                   cluster.model_dump(mode="json"), model.model_dump(mode="json"))

@@ -129,6 +129,8 @@ function formRequestFromFields() {
   // training.cp_a2a_size): sent only when chosen, so the service's defaults stand otherwise.
   if ($("#ring_attention").value !== "") training.ring_attention = $("#ring_attention").value;
   if (num("#cp_a2a_size") !== undefined) training.cp_a2a_size = num("#cp_a2a_size");
+  // TP communication overlap (training.tp_comm_overlap), likewise only when chosen.
+  if ($("#tp_comm_overlap").value !== "") training.tp_comm_overlap = $("#tp_comm_overlap").value;
   const req = {
     model: { preset: $("#model").value },
     cluster: { preset: $("#cluster").value, num_nodes: num("#num_nodes") },

@@ -291,7 +291,7 @@ def _training(a: _Args) -> dict:
         "overlap_p2p_comm": a.get("overlap_p2p_comm", True) is True,
         # Transformer Engine's userbuffers (planner.cost.tp_overlap); Megatron-LM runs it only
         # with sequence parallelism, as the planner costs it.
-        "tp_comm_overlap": a.flag("tp_comm_overlap")}
+        "tp_comm_overlap": "te" if a.flag("tp_comm_overlap") else "none"}
     if precision == "fp8":
         recipe = a.word("fp8_recipe", "delayed")
         if recipe not in FP8_RECIPES:

@@ -187,10 +187,6 @@ def _plan(cfg: dict, degrees: dict[str, int], layers: int, moe: bool) -> dict:
     if not moe and ep * etp > 1:
         raise PlannerInputError("config.parallelism.expert_parallel_degree", "expert "
                                 "parallelism for a model without routed experts")
-    if par.get("enable_async_tensor_parallel") is True and tp > 1:
-        raise PlannerInputError("config.parallelism.enable_async_tensor_parallel", "async "
-                                "tensor parallelism overlaps what the request costs as "
-                                "DTensor's blocking collectives")
     dp = rep * shard
     reshard = par.get("fsdp_reshard_after_forward", "default")
     if shard == 1 and cp == 1:
@@ -382,6 +378,13 @@ def _training(cfg: dict, plan: dict, moe: bool) -> dict:
         t["recompute_early_stop"] = ac.get("early_stop", False) is True
     if plan["tp"] > 1:
         t["async_tensor_model_parallel_allreduce"] = False
+        if _section(cfg, "parallelism").get("enable_async_tensor_parallel") is True:
+            if t["eager_elementwise"]:
+                raise PlannerInputError("config.parallelism.enable_async_tensor_parallel",
+                                        "async tensor parallelism without the model compiled "
+                                        "(torchtitan refuses it: 'Async TP requires "
+                                        "torch.compile')")
+            t["tp_comm_overlap"] = "async_tp"      # PyTorch's micro-pipelined TP
     if moe:
         # torchtitan's experts run one grouped GEMM (MoEArgs.use_grouped_mm, true by default);
         # its expert-parallel backend is PyTorch's all-to-all or DeepEP's kernels.

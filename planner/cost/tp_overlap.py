@@ -23,9 +23,13 @@ of Megatron-LM's shape ``[(seq_length * micro_batch_size) // context_parallel_si
 hidden_size]`` (megatron/training/initialize.py ``_initialize_tp_communicators``); the
 all-gather buffers (qkv_fprop, qkv_dgrad, proj_dgrad, fc1_fprop, fc1_dgrad, fc2_dgrad) hold
 fp8 under an fp8 recipe, the others the 16-bit activations (TransformerEngine
-transformer_engine/pytorch/module/base.py, ``layers_all_gather_overlap``). torchtitan's
-symmetric-memory workspace is one buffer of its largest gather, reused, so the ten buffers are
-an upper bound there.
+transformer_engine/pytorch/module/base.py, ``layers_all_gather_overlap``). torchtitan's AsyncTP
+allocates one symmetric-memory workspace for the TP group (``get_symm_mem_workspace``, reused
+by every fused op and grown to the largest request; torch/distributed/_symmetric_memory/
+__init__.py): a rank's shard of the gathered input (``_pipelined_all_gather_and_consume``) or
+two of its output chunks, double-buffered (``_pipelined_produce_and_all2all``, the
+matmul-reduce-scatter), so ``2 * (seq_length * micro_batch_size) // (cp * tp) * hidden_size``
+16-bit elements (``training.tp_comm_overlap`` 'async_tp', against 'te').
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from planner.specs import ModelSpec, TrainingSpec
 # Transformer Engine's userbuffers (module docstring): all-gather and other buffers.
 GATHER_BUFFERS = 6
 OTHER_BUFFERS = 4
+# torchtitan's AsyncTP workspace, in a rank's shards of the activations.
+SYMMETRIC_SHARDS = 2
 
 
 def tp_overlap_share(training: TrainingSpec, eff: EfficiencyModel, sp: bool, tp: int,
@@ -50,20 +56,23 @@ def tp_overlap_share(training: TrainingSpec, eff: EfficiencyModel, sp: bool, tp:
     and 0 on the others; else 0."""
     if eff.tp_comm_overlap is not None:
         return eff.tp_comm_overlap
-    if training.tp_comm_overlap and sp and tp <= npn:
+    if training.tp_comm_overlap != "none" and sp and tp <= npn:
         return TP_COMM_OVERLAP_SHARE
     return 0.0
 
 
 def userbuffer_bytes(model: ModelSpec, training: TrainingSpec, tp, sp, mbs, cp, npn):
-    """Bytes of Transformer Engine's userbuffers on each GPU (module docstring) for plans of
-    ``tp`` ranks with sequence parallelism ``sp`` (0/1), micro-batch ``mbs`` and ``cp``
-    context-parallel ranks placed ``npn`` a node (scalars or arrays): 0 where the overlap
-    does not run (``training.tp_comm_overlap`` off, tp 1, no sequence parallelism, or a TP
-    group across nodes)."""
+    """Bytes of the overlap's buffers on each GPU (module docstring) for plans of ``tp`` ranks
+    with sequence parallelism ``sp`` (0/1), micro-batch ``mbs`` and ``cp`` context-parallel
+    ranks placed ``npn`` a node (scalars or arrays): Transformer Engine's ten userbuffers
+    ('te'), or PyTorch's symmetric-memory workspace ('async_tp'); 0 where the overlap does not
+    run (``training.tp_comm_overlap`` 'none', tp 1, no sequence parallelism, or a TP group
+    across nodes)."""
     tp, sp, mbs, cp, npn = (np.asarray(x) for x in (tp, sp, mbs, cp, npn))
-    on = training.tp_comm_overlap & (tp > 1) & (sp > 0) & (tp <= npn)
+    on = (training.tp_comm_overlap != "none") & (tp > 1) & (sp > 0) & (tp <= npn)
     elems = (training.seq_length * mbs // cp) * model.hidden_size
     act = training.activation_bytes
+    if training.tp_comm_overlap == "async_tp":
+        return np.where(on, SYMMETRIC_SHARDS * elems // np.maximum(tp, 1) * act, 0.0)
     gather = 1 if training.precision in ("fp8", "fp4") else act
     return np.where(on, elems * (GATHER_BUFFERS * gather + OTHER_BUFFERS * act), 0.0)

@@ -11,7 +11,7 @@ at d98e8a6): ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size`
 layout (``--decoder-first/last-pipeline-num-layers``, ``--account-for-embedding-in-pipeline-split``
 and ``--account-for-loss-in-pipeline-split``, or ``--pipeline-model-parallel-layout`` for
 anything else), ``--sequence-parallel`` (with ``--tp-comm-overlap`` where
-``TrainingSpec.tp_comm_overlap`` runs it), ``--recompute-granularity`` and
+``TrainingSpec.tp_comm_overlap`` is 'te'), ``--recompute-granularity`` and
 ``--recompute-method`` (with ``--distribute-saved-activations`` where the plan keeps 1/tp of
 each checkpointed input), ``--use-distributed-optimizer`` (ZeRO-1) and Megatron-FSDP
 (``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads|optim_grads_params``,
@@ -104,7 +104,7 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
              "--global-batch-size", str(t.global_batch_size)]
     if p.sequence_parallel:
         args += ["--sequence-parallel"]
-        if t.tp_comm_overlap:      # Transformer Engine's userbuffers (cost/tp_overlap.py)
+        if t.tp_comm_overlap == "te":      # Transformer Engine's userbuffers (tp_overlap.py)
             args += ["--tp-comm-overlap"]
     if p.recompute == "selective":
         args += ["--recompute-granularity", "selective"]

@@ -193,18 +193,21 @@ def _tp_overlap(req: PlanRequest, result: PlanResult) -> list[tuple[dict[str, An
     torch.compile only)."""
     t, framework = req.training, req.search.framework
     best = result.plans[0]
-    if (t.tp_comm_overlap or req.efficiency.tp_comm_overlap is not None
+    if (t.tp_comm_overlap != "none" or req.efficiency.tp_comm_overlap is not None
             or best.breakdown["tp_comm"] < MIN_GAIN * best.step_time_s):
         return None
-    if framework not in (None, ANY_FRAMEWORK) and (
-            CAPABILITIES["tp_comm_overlap"][framework].status == "no"
-            or (framework == "torchtitan" and t.eager_elementwise)):
+    why = "tensor parallelism's all-gathers and reduce-scatters sit on the critical path; "
+    if framework == "torchtitan":
+        if t.eager_elementwise:
+            return None
+        return [({"tp_comm_overlap": "async_tp"}, why + "torchtitan's AsyncTP "
+                 "(parallelism.enable_async_tensor_parallel, under torch.compile) pipelines "
+                 "them with the GEMMs inside a node")]
+    if framework not in (None, ANY_FRAMEWORK, "megatron"):
         return None
-    return [({"tp_comm_overlap": True},
-             "tensor parallelism's all-gathers and reduce-scatters sit on the critical path; "
-             "Megatron-LM --tp-comm-overlap (Transformer Engine's userbuffers, with sequence "
-             "parallelism) or torchtitan's AsyncTP (under torch.compile) pipelines them with "
-             "the GEMMs inside a node")]
+    return [({"tp_comm_overlap": "te"}, why + "Megatron-LM --tp-comm-overlap (Transformer "
+             "Engine's userbuffers, with sequence parallelism) pipelines them with the GEMMs "
+             "inside a node")]
 
 
 def settings_hints(req: PlanRequest, result: PlanResult, search) -> list[SettingsHint]:

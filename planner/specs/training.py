@@ -22,6 +22,7 @@ from planner.vocabulary import (
     RecomputeModule,
     RingAttention,
     SelectiveRecompute,
+    TpCommOverlap,
 )
 
 Optimizer = Literal["adam", "adamw", "sgd"]
@@ -342,16 +343,18 @@ class TrainingSpec(BaseModel):
         "gather_from_sequence_parallel_region, whose backward reduce-scatters); True: "
         "Megatron-LM's re-gather beside the dgrad GEMM and reduce-scatter beside the wgrad "
         "GEMM.")
-    tp_comm_overlap: bool = Field(
-        False, description="The run pipelines tensor parallelism's all-gathers and "
-        "reduce-scatters with the GEMMs that consume or produce them: Megatron-LM "
-        "--tp-comm-overlap (Transformer Engine's userbuffers; megatron/training/arguments.py "
-        "refuses it without --sequence-parallel) or torchtitan's "
-        "parallelism.enable_async_tensor_parallel ('Async TP requires torch.compile', "
-        "torchtitan/models/llama3/infra/parallelize.py); DeepSpeed has none. Costed on "
-        "sequence-parallel plans whose TP group sits inside a node: efficiency.tp_comm_overlap "
-        "of the collectives that would block (default 0.8) hidden under the GEMMs, and "
-        "Transformer Engine's userbuffers in memory (planner/cost/tp_overlap.py).")
+    tp_comm_overlap: TpCommOverlap = Field(
+        "none", description="Whether and how the run pipelines tensor parallelism's "
+        "all-gathers and reduce-scatters with the GEMMs that consume or produce them: 'te', "
+        "Megatron-LM --tp-comm-overlap (Transformer Engine's userbuffers; "
+        "megatron/training/arguments.py refuses it without --sequence-parallel); 'async_tp', "
+        "torchtitan's parallelism.enable_async_tensor_parallel (PyTorch's micro-pipelined TP "
+        "on symmetric memory; 'Async TP requires torch.compile', "
+        "torchtitan/models/llama3/infra/parallelize.py); 'none'. true and false read as 'te' "
+        "and 'none'. DeepSpeed has neither. Costed on sequence-parallel plans whose TP group "
+        "sits inside a node: efficiency.tp_comm_overlap of the collectives that would block "
+        "(default 0.8) hidden under the GEMMs, and the overlap's buffers in memory "
+        "(planner/cost/tp_overlap.py).")
     tp_column_parallel_inputs: int = Field(
         2, ge=1, le=16, description="Without sequence parallelism: the column-parallel "
         "linears of a transformer layer that each bring their input into the TP region on "
@@ -420,6 +423,12 @@ class TrainingSpec(BaseModel):
         "amax, scale and cast, 3 kernels; blockwise: 1); a for-loop over the experts "
         "(torchtitan use_grouped_mm = false) launches alike. 'grouped': one grouped-GEMM "
         "kernel for all local experts (torchtitan's torch._grouped_mm, the default).")
+
+    @field_validator("tp_comm_overlap", mode="before")
+    @classmethod
+    def _overlap_as_a_flag(cls, v: object) -> object:
+        """true / false: Megatron-LM's flag (Transformer Engine's userbuffers) or none."""
+        return {True: "te", False: "none"}.get(v, v) if isinstance(v, bool) else v
 
     @field_validator("recompute_modules")
     @classmethod

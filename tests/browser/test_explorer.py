@@ -489,3 +489,25 @@ def test_hierarchical_context_parallelism_asked_in_the_page(page):
     err.wait_for()
     assert "needs cp_a2a_size" in err.inner_text()
     assert page.get_attribute("#cp_a2a_size", "aria-invalid") == "true"
+
+
+def test_tp_communication_overlap_asked_in_the_page(page):
+    """GPT-3 175B on 8 DGX H100 nodes: the answer's settings hint names TP communication
+    overlap; asked for in the form (training.tp_comm_overlap 'te'), the best plan is the
+    hint's tp 8 and no hint is left."""
+    open_explorer(page)
+    page.select_option("#model", "gpt3-175b")
+    page.select_option("#cluster", "dgx-h100")
+    for key, value in (("num_nodes", "8"), ("global_batch_size", "1536"),
+                       ("seq_length", "2048"), ("top_k", "1")):
+        page.fill(f"#{key}", value)
+    page.click("#plan-button")
+    page.wait_for_selector("#settings-hints li")
+    assert "tp_comm_overlap = \"te\"" in page.inner_text("#settings-hints")
+    page.select_option("#tp_comm_overlap", "te")
+    page.click("#plan-button")
+    # The answer replaces the hints and the table together (showResult).
+    page.wait_for_selector("#settings-hints li", state="detached")
+    heads = [t.strip() for t in page.locator("#plans-table thead th").all_inner_texts()]
+    cells = page.locator("#plans-table tbody tr").first.locator("th, td").all_inner_texts()
+    assert cells[heads.index("TP")] == "8"
