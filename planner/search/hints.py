@@ -187,10 +187,11 @@ def _context_parallel(req: PlanRequest, result: PlanResult
 
 def _tp_overlap(req: PlanRequest, result: PlanResult) -> list[tuple[dict[str, Any], str]] | None:
     """TP communication overlap (``training.tp_comm_overlap``), to search where the best plan
-    exposes at least ``MIN_GAIN`` of its step in TP collectives (what the overlap can take
-    away at most), the request neither runs it nor sets the share it hides
-    (``efficiency.tp_comm_overlap``), and its framework has it (torchtitan's under
-    torch.compile only)."""
+    exposes at least ``MIN_GAIN`` of its step in TP collectives (below that the overlap cannot
+    make that plan ``MIN_GAIN`` faster, and the answer's latency is not doubled for a plan of
+    other degrees that might be), the request neither runs it nor sets the share it hides
+    (``efficiency.tp_comm_overlap``), and its framework has it: Megatron-LM's kind for
+    Megatron-LM or any framework, AsyncTP for torchtitan under torch.compile."""
     t, framework = req.training, req.search.framework
     best = result.plans[0]
     if (t.tp_comm_overlap != "none" or req.efficiency.tp_comm_overlap is not None
