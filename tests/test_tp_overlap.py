@@ -254,3 +254,21 @@ def test_a_torchtitan_config_with_asynctp_reads_back_to_the_same_prediction():
     with pytest.raises(PlannerInputError, match="Async TP requires torch.compile"):
         anchor_run(eager, titan_log(est, training, [1000, 1000]),
                    cluster.model_dump(mode="json"), model.model_dump(mode="json"))
+
+
+def test_userbuffers_without_multicast_launch_with_cuda_ipc():
+    """Transformer Engine binds the userbuffers with CUDA multicast (an NVSwitch of Hopper or
+    later); on DGX A100 nodes initialize_ub asserts UB_SKIPMC=1, which the launch sets, in
+    its env and the scheduler scripts. H100 nodes, and plans without the overlap, get none."""
+    def launched(preset, **training):
+        model, cluster = ModelSpec.from_preset("llama3-70b"), ClusterSpec.from_preset(
+            preset, num_nodes=8)
+        t = TrainingSpec(global_batch_size=512, seq_length=8192, **training)
+        return with_launch(estimate(model, cluster, t, PLAN), model, cluster, t).launch
+
+    a100 = launched("dgx-a100", tp_comm_overlap="te")
+    assert a100.env.get("UB_SKIPMC") == "1"
+    assert "export UB_SKIPMC=1" in a100.slurm_sbatch
+    assert "name: UB_SKIPMC" in a100.kubernetes
+    for launch in (launched("dgx-h100", tp_comm_overlap="te"), launched("dgx-a100")):
+        assert "UB_SKIPMC" not in launch.env and "UB_SKIPMC" not in launch.slurm_sbatch

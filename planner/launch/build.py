@@ -107,7 +107,7 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
         megatron_args=margs, torchtitan_toml=toml, deepspeed_config=ds,
         launcher_framework=launcher,
         torchrun=torchrun_argv(ctx.shape, program) if program else None,
-        env=dict(ctx.nccl_env),
+        env=dict((*ctx.nccl_env, *ctx.overlap_env)),
         slurm_sbatch=(sbatch_script(ctx.shape, program)
                       if program and "sbatch" not in withheld else None),
         kubernetes=(kubernetes_manifest(ctx.shape, program, annotations)

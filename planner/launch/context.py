@@ -84,7 +84,7 @@ class LaunchContext:
                    f"step {p.step_time_s:.3f} s, {p.memory_per_gpu_gib:.1f} GiB per GPU.")
         return LaunchShape(self.nnodes, self.nproc_per_node, self.job_name, self.time_limit,
                            self.image, self.rdzv_port, comment, self.hosts,
-                           (*DEFAULT_ENV, *self.nccl_env))
+                           (*DEFAULT_ENV, *self.nccl_env, *self.overlap_env))
 
     @property
     def nccl_env(self) -> tuple[tuple[str, str], ...]:
@@ -95,5 +95,17 @@ class LaunchContext:
         c = self.cluster
         if c.nvls_capable and c.nvls_ratio is None:
             return (("NCCL_NVLS_ENABLE", "0"),)
+        return ()
+
+    @property
+    def overlap_env(self) -> tuple[tuple[str, str], ...]:
+        """Transformer Engine's userbuffers (``training.tp_comm_overlap`` 'te') bind the TP
+        ranks' buffers with CUDA multicast, which needs an NVSwitch of Hopper or later
+        (``ClusterSpec.nvls_capable``); elsewhere ``initialize_ub`` asserts ``UB_SKIPMC=1``
+        ("Launch app with UB_SKIPMC=1 to try CUDA IPC instead",
+        transformer_engine/pytorch/module/base.py), which the launch sets."""
+        if (self.training.tp_comm_overlap == "te" and self.plan.tp > 1
+                and not self.cluster.nvls_capable):
+            return (("UB_SKIPMC", "1"),)
         return ()
 
