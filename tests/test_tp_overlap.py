@@ -272,3 +272,17 @@ def test_userbuffers_without_multicast_launch_with_cuda_ipc():
     assert "name: UB_SKIPMC" in a100.kubernetes
     for launch in (launched("dgx-h100", tp_comm_overlap="te"), launched("dgx-a100")):
         assert "UB_SKIPMC" not in launch.env and "UB_SKIPMC" not in launch.slurm_sbatch
+
+
+def test_the_openapi_example_runs_the_overlap_on_megatron():
+    from api.routes.examples import ESTIMATE_EXAMPLES
+    from planner.request import EstimateRequest
+
+    req = EstimateRequest.model_validate(
+        ESTIMATE_EXAMPLES["llama3-70b te tp-comm-overlap"]["value"])
+    est = with_launch(estimate(req.model, req.cluster, req.training, req.plan), req.model,
+                      req.cluster, req.training)
+    assert est.frameworks == ["megatron"] and "--tp-comm-overlap" in est.launch.megatron_args
+    plain = estimate(req.model, req.cluster, req.training.model_copy(
+        update={"tp_comm_overlap": "none"}), req.plan)
+    assert est.step_time_s < plain.step_time_s

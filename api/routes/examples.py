@@ -110,6 +110,17 @@ ESTIMATE_EXAMPLES = {
                      "recompute": "selective", "zero_stage": 1, "sequence_parallel": True},
         },
     },
+    "llama3-70b te tp-comm-overlap": {
+        "summary": "Llama 3 70B as NVIDIA's recipe runs it on 8 DGX H100 nodes (tp4 pp4 cp2 "
+                   "vpp5) with Megatron-LM's --tp-comm-overlap",
+        "value": {
+            "model": {"preset": "llama3-70b"},
+            "cluster": {"preset": "dgx-h100", "num_nodes": 8},
+            "training": {"global_batch_size": 512, "seq_length": 8192, "tp_comm_overlap": "te"},
+            "plan": {"dp": 2, "tp": 4, "pp": 4, "cp": 2, "vpp": 5, "micro_batch_size": 1,
+                     "zero_stage": 1, "sequence_parallel": True},
+        },
+    },
     "llama3-8b hsdp": {
         "summary": "Llama 3 8B on 128 DGX H100 nodes: ZeRO-3 sharded over 16 replicas of 64 "
                    "ranks (hybrid sharding, HSDP)",
