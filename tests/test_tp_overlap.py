@@ -286,3 +286,77 @@ def test_the_openapi_example_runs_the_overlap_on_megatron():
     plain = estimate(req.model, req.cluster, req.training.model_copy(
         update={"tp_comm_overlap": "none"}), req.plan)
     assert est.step_time_s < plain.step_time_s
+
+
+def test_the_probe_runs_the_hidden_share_beside_the_compute():
+    """The probe's layer (planner/probe/step_worker.py): with the pattern's tp_overlap 0.75
+    of the forward's four TP calls, three start before the compute and are waited for after
+    it, the fourth runs after it; without the overlap all four run after the compute."""
+    import contextlib
+
+    from planner.probe.step_worker import ProbeStep
+
+    def ran(share):
+        calls = []
+
+        class Comms:
+            def launch(self, component, op, nbytes, kind):
+                calls.append(("launch", op))
+                return None
+
+            def collective(self, component, op, nbytes, kind):
+                calls.append(("blocking", op))
+
+        class Rec:
+            def span(self, name):
+                calls.append(("span", name)) if name == "tp_comm wait" else None
+                return contextlib.nullcontext()
+
+        step = ProbeStep.__new__(ProbeStep)
+        step.pat = {"zero3": [], "recompute": "none", "tp_overlap": share,
+                    "tp_fwd": [["all_gather", 1024, 2], ["reduce_scatter", 1024, 2]],
+                    "tp_bwd": [], "cp_fwd": [], "cp_bwd": []}
+        step.comms, step.rec, step.share = Comms(), Rec(), 0.0
+        step.k = type("K", (), {"layer": [], "layer_s": 0.0})()
+        step.compute = lambda kernels, seconds, times: calls.append(("compute", times))
+        step.layer("F", 0)
+        return calls
+
+    assert ran(0.75) == [("launch", "all_gather"), ("launch", "all_gather"),
+                         ("launch", "reduce_scatter"), ("compute", 1),
+                         ("span", "tp_comm wait"), ("blocking", "reduce_scatter")]
+    assert ran(0.0) == [("compute", 1), ("span", "tp_comm wait"),
+                        ("blocking", "all_gather"), ("blocking", "all_gather"),
+                        ("blocking", "reduce_scatter"), ("blocking", "reduce_scatter")]
+
+
+def test_the_pattern_carries_the_share_the_step_model_hides():
+    from planner.cost.tables import CostTables
+    from planner.validation.pattern import step_pattern
+
+    model, cluster = ModelSpec.from_preset("llama3-70b"), ClusterSpec.from_preset(
+        "dgx-h100", num_nodes=8)
+    for overlap, p, share in (("te", PLAN, 0.8), ("none", PLAN, 0.0),
+                              ("te", PLAN.model_copy(update={"sequence_parallel": False}), 0.0)):
+        t = TrainingSpec(global_batch_size=512, seq_length=8192, tp_comm_overlap=overlap)
+        est = estimate(model, cluster, t, p)
+        assert step_pattern(est, CostTables(model, cluster, t, EfficiencyModel()))[
+            "tp_overlap"] == share
+
+
+@pytest.mark.slow
+def test_a_plan_with_the_overlap_runs_on_two_gloo_ranks():
+    """tp 2 with sequence parallelism on 2 gloo ranks, TP communication overlap on: the probe
+    runs the plan and measures its TP calls, started beside the compute."""
+    from planner.probe.validate import validate
+    from tests.test_validation import TINY
+
+    req = {**TINY, "cluster": {"preset": "local-cpu", "gpus_per_node": 2},
+           "training": {**TINY["training"], "tp_comm_overlap": "te"},
+           "search": {**TINY["search"], "tp": 2, "pp": 1, "dp": 1, "top_k": 1,
+                      "sequence_parallel": True}}
+    res = validate(PlanRequest.model_validate(req), nproc=2, top_k=1, steps=1, timeout_s=90)
+    (p,) = res.plans
+    assert p.plan["tp"] == 2 and p.plan["sequence_parallel"], p.note
+    assert p.measured["breakdown"]["tp_comm"] > 0 and p.predicted["breakdown"]["tp_comm"] > 0
+    assert {s.op for s in res.samples if s.group_size == 2} >= {"all_gather", "reduce_scatter"}

@@ -5,9 +5,11 @@ Groups are built in Megatron-LM's order (tp innermost, then cp, dp, pp). Each st
 previous stage's activations and sends its own on, a backward the same for gradients; every
 layer runs its compute (the linear GEMMs and the attention core's batched GEMMs with the
 plan's per-GPU shapes; backward twice the forward, plus the forward again under full
-recompute), its TP collectives and its context-parallel ring exchanges with the plan's message
-sizes, and ZeRO-3's gathers (the next layer's prefetched while this one computes) and
-gradient reduce-scatters (asynchronous); after the micro-batches, the data-parallel buckets.
+recompute), its TP collectives (the share that TP communication overlap hides started before
+the compute and waited for after it, the rest after it) and its context-parallel ring
+exchanges with the plan's message sizes, and ZeRO-3's gathers (the next layer's prefetched
+while this one computes) and gradient reduce-scatters (asynchronous); after the
+micro-batches, the data-parallel buckets.
 
 Compute: first a micro-benchmark times every GEMM shape of the plan (the device's achieved
 matmul rate on these shapes). ``gemm`` then runs the GEMMs in the step, so overlap with
@@ -349,6 +351,12 @@ class ProbeStep:
         if pat["zero3"]:   # the layer's weights (forward, and again for backward)
             self.gathered_weights(prefetch_next)
         times = 1 if kind == "F" else (3 if pat["recompute"] == "full" else 2)
+        # TP communication overlap (pattern "tp_overlap"): that share of the layer's TP calls
+        # runs beside its compute, started before it and waited for after; the rest after it.
+        tp_ops = [(op, nbytes) for op, nbytes, calls in
+                  (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]) for _ in range(calls)]
+        beside = round(pat.get("tp_overlap", 0.0) * len(tp_ops))
+        works = [comms.launch("tp_comm", op, nbytes, "tp") for op, nbytes in tp_ops[:beside]]
         if moe:
             self.compute(self.k.moe, self.k.moe_s, times)
             for op, nbytes, calls, group_kind in (pat["ep_fwd"] if kind == "F"
@@ -357,9 +365,12 @@ class ProbeStep:
                     comms.collective("ep_comm", op, nbytes, group_kind)
         else:
             self.compute(self.k.layer, self.k.layer_s, times)
-        for op, nbytes, calls in (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]):
-            for _ in range(calls):
-                comms.collective("tp_comm", op, nbytes, "tp")
+        with self.rec.span("tp_comm wait"):
+            for work in works:
+                if work is not None:
+                    work.wait()
+        for op, nbytes in tp_ops[beside:]:
+            comms.collective("tp_comm", op, nbytes, "tp")
         for entry in (pat.get("cp_fwd", []) if kind == "F" else pat.get("cp_bwd", [])):
             # [bytes, calls]: ring steps; [op, bytes, calls]: all-to-all context parallelism;
             # [op, bytes, calls, group]: the hierarchy's all-to-alls ("cpa") and ring ("cpr").

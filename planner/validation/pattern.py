@@ -27,6 +27,7 @@ from planner.cost.layers import (
 from planner.cost.memory import stage_layer_counts
 from planner.cost.ring import uses_torch_ring
 from planner.cost.tables import RECOMPUTE, CostTables
+from planner.cost.tp_overlap import tp_overlap_share
 from planner.cost.ulysses import cp_split, uses_a2a
 from planner.result import PlanEstimate
 from planner.specs.layout import explicit_layout
@@ -69,6 +70,8 @@ class StepPattern(TypedDict):
     elementwise: int                        # elements of the memory-bound work per layer
     tp_fwd: list[list]
     tp_bwd: list[list]
+    tp_overlap: float                       # share of a layer's TP calls run beside its
+                                            # compute (training.tp_comm_overlap)
     cp_fwd: list[list]                      # [bytes, calls] ring steps over "cp", [op,
     cp_bwd: list[list]                      # bytes, calls] all-to-alls over "cp", or either
                                             # with its group ("cpa", "cpr": the hierarchy)
@@ -202,5 +205,7 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         "head_gemm": [T, max(1, model.vocab_size // est.tp), model.hidden_size],
         "head_bwd_passes": 3 if est.recompute == "full" and training.recompute_head else 2,
         "tp_fwd": tp_fwd, "tp_bwd": tp_bwd, "cp_fwd": cp_fwd, "cp_bwd": cp_bwd,
+        "tp_overlap": tp_overlap_share(training, tables.eff, est.sequence_parallel, est.tp,
+                                       npn) if est.tp > 1 else 0.0,
         "zero3": zero3, "dp_ops": dp_ops, "pp_bytes": pp_bytes,
     }
