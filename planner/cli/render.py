@@ -77,7 +77,7 @@ def memory_table(est: PlanEstimate) -> Table:
     for name, val in (("weights", m.weights_gib), ("gradients", m.gradients_gib),
                       ("optimizer states", m.optimizer_gib), ("activations", m.activations_gib),
                       ("ZeRO-3 buffers", m.zero_buffers_gib),
-                      ("reserve + fragmentation", m.reserved_gib)):
+                      ("reserve, TP overlap buffers, fragmentation", m.reserved_gib)):
         t.add_row(name, f"{val:.2f}")
     t.add_row("[bold]total[/]", f"[bold]{m.total_gib:.2f}[/]")
     return t
