@@ -12,8 +12,9 @@ Engine's ``initialize_ub``: CUDA multicast, or CUDA IPC with ``UB_SKIPMC=1``). t
 AsyncTP (``parallelism.enable_async_tensor_parallel``) micro-pipelines the same collectives
 through symmetric memory, under torch.compile only. So the overlap is costed on
 sequence-parallel plans whose TP group sits inside a node: ``tp_overlap_share`` of the
-collectives that would block (the forward's, and the backward's output-gradient gathers)
-hidden under the layer's GEMMs, which run ``overlap_slowdown`` slower beside them; the rest,
+collectives that would block (the forward's, and where TP's backward runs as Megatron-Core's,
+``training.async_tensor_model_parallel_allreduce``, its output-gradient gathers) hidden under
+the layer's GEMMs, which run ``overlap_slowdown`` slower beside them; the rest,
 and every other plan's, stays exposed as ``tables.CostTables.layer`` costs it.
 
 Memory (``userbuffer_bytes``): ``initialize_ub`` registers one buffer per overlapped GEMM of
