@@ -288,15 +288,15 @@ def test_the_openapi_example_runs_the_overlap_on_megatron():
     assert est.step_time_s < plain.step_time_s
 
 
-def test_the_probe_runs_the_hidden_share_beside_the_compute():
-    """The probe's layer (planner/probe/step_worker.py): with the pattern's tp_overlap 0.75
-    of the forward's four TP calls, three start before the compute and are waited for after
-    it, the fourth runs after it; without the overlap all four run after the compute."""
+def test_the_probe_runs_the_hidden_calls_beside_the_compute():
+    """The probe's layer (planner/probe/step_worker.py): the pattern's tp_beside calls, per op
+    the first so many of the pass's, start before the compute and are waited for after it;
+    the rest run after it."""
     import contextlib
 
     from planner.probe.step_worker import ProbeStep
 
-    def ran(share):
+    def ran(beside):
         calls = []
 
         class Comms:
@@ -313,7 +313,7 @@ def test_the_probe_runs_the_hidden_share_beside_the_compute():
                 return contextlib.nullcontext()
 
         step = ProbeStep.__new__(ProbeStep)
-        step.pat = {"zero3": [], "recompute": "none", "tp_overlap": share,
+        step.pat = {"zero3": [], "recompute": "none", "tp_beside": {"F": beside, "B": {}},
                     "tp_fwd": [["all_gather", 1024, 2], ["reduce_scatter", 1024, 2]],
                     "tp_bwd": [], "cp_fwd": [], "cp_bwd": []}
         step.comms, step.rec, step.share = Comms(), Rec(), 0.0
@@ -322,26 +322,48 @@ def test_the_probe_runs_the_hidden_share_beside_the_compute():
         step.layer("F", 0)
         return calls
 
-    assert ran(0.75) == [("launch", "all_gather"), ("launch", "all_gather"),
-                         ("launch", "reduce_scatter"), ("compute", 1),
-                         ("span", "tp_comm wait"), ("blocking", "reduce_scatter")]
-    assert ran(0.0) == [("compute", 1), ("span", "tp_comm wait"),
-                        ("blocking", "all_gather"), ("blocking", "all_gather"),
-                        ("blocking", "reduce_scatter"), ("blocking", "reduce_scatter")]
+    assert ran({"all_gather": 2, "reduce_scatter": 1}) == [
+        ("launch", "all_gather"), ("launch", "all_gather"), ("launch", "reduce_scatter"),
+        ("compute", 1), ("span", "tp_comm wait"), ("blocking", "reduce_scatter")]
+    assert ran({}) == [("compute", 1), ("span", "tp_comm wait"),
+                       ("blocking", "all_gather"), ("blocking", "all_gather"),
+                       ("blocking", "reduce_scatter"), ("blocking", "reduce_scatter")]
 
 
-def test_the_pattern_carries_the_share_the_step_model_hides():
+def test_the_pattern_runs_beside_the_compute_what_the_step_model_hides():
+    """tp_beside worked by hand for Llama 3 70B at tp 4 (pattern.tp_beside). With sequence
+    parallelism and Megatron-Core's backward: the two input re-gathers and the two
+    reduce-scatters beside the backward's GEMMs, and with the overlap 0.8 of the four forward
+    calls (3) and of the two output-gradient gathers (2); under full recompute 0.8 of the
+    repeated forward's four too. Without sequence parallelism the two input gradients'
+    all-reduces, and the overlap nothing. DTensor's blocking backward: none but the overlap's
+    share of the forward."""
     from planner.cost.tables import CostTables
     from planner.validation.pattern import step_pattern
 
     model, cluster = ModelSpec.from_preset("llama3-70b"), ClusterSpec.from_preset(
         "dgx-h100", num_nodes=8)
-    for overlap, p, share in (("te", PLAN, 0.8), ("none", PLAN, 0.0),
-                              ("te", PLAN.model_copy(update={"sequence_parallel": False}), 0.0)):
-        t = TrainingSpec(global_batch_size=512, seq_length=8192, tp_comm_overlap=overlap)
+
+    def beside(p, **kw):
+        t = TrainingSpec(global_batch_size=512, seq_length=8192, **kw)
         est = estimate(model, cluster, t, p)
-        assert step_pattern(est, CostTables(model, cluster, t, EfficiencyModel()))[
-            "tp_overlap"] == share
+        return step_pattern(est, CostTables(model, cluster, t, EfficiencyModel()))["tp_beside"]
+
+    def ag_rs(gathers, scatters):
+        return {"all_gather": gathers, "reduce_scatter": scatters}
+
+    assert beside(PLAN) == {"F": ag_rs(0, 0), "B": ag_rs(2, 2)}
+    assert beside(PLAN, tp_comm_overlap="te") == {"F": ag_rs(2, 1), "B": ag_rs(4, 2)}
+    full = PLAN.model_copy(update={"recompute": "full"})
+    assert beside(full, tp_comm_overlap="te") == {"F": ag_rs(2, 1), "B": ag_rs(6, 3)}
+    no_sp = PLAN.model_copy(update={"sequence_parallel": False})
+    assert beside(no_sp, tp_comm_overlap="te") == {"F": {"all_reduce": 0},
+                                                   "B": {"all_reduce": 2}}
+    blocking = {"async_tensor_model_parallel_allreduce": False, "zero3_per_parameter": True}
+    titan = ParallelPlan(dp=8, tp=8, sequence_parallel=True, zero_stage=3)
+    assert beside(titan, tp_comm_overlap="async_tp", **blocking) == {
+        "F": ag_rs(2, 1), "B": ag_rs(0, 0)}
+    assert beside(ParallelPlan(dp=64, zero_stage=1)) == {"F": {}, "B": {}}
 
 
 @pytest.mark.slow

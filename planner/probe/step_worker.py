@@ -5,8 +5,9 @@ Groups are built in Megatron-LM's order (tp innermost, then cp, dp, pp). Each st
 previous stage's activations and sends its own on, a backward the same for gradients; every
 layer runs its compute (the linear GEMMs and the attention core's batched GEMMs with the
 plan's per-GPU shapes; backward twice the forward, plus the forward again under full
-recompute), its TP collectives (the share that TP communication overlap hides started before
-the compute and waited for after it, the rest after it) and its context-parallel ring
+recompute), its TP collectives (those the step model hides beside the GEMMs, Megatron-Core's
+backward ones and the share TP communication overlap hides, started before the compute and
+waited for after it; the rest after it) and its context-parallel ring
 exchanges with the plan's message sizes, and ZeRO-3's gathers (the next layer's prefetched
 while this one computes) and gradient reduce-scatters (asynchronous); after the
 micro-batches, the data-parallel buckets.
@@ -351,12 +352,17 @@ class ProbeStep:
         if pat["zero3"]:   # the layer's weights (forward, and again for backward)
             self.gathered_weights(prefetch_next)
         times = 1 if kind == "F" else (3 if pat["recompute"] == "full" else 2)
-        # TP communication overlap (pattern "tp_overlap"): that share of the layer's TP calls
-        # runs beside its compute, started before it and waited for after; the rest after it.
+        # The TP calls the step model hides (pattern "tp_beside": per op, the first so many of
+        # the pass's) start before the compute and are waited for after it; the rest after it.
         tp_ops = [(op, nbytes) for op, nbytes, calls in
                   (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]) for _ in range(calls)]
-        beside = round(pat.get("tp_overlap", 0.0) * len(tp_ops))
-        works = [comms.launch("tp_comm", op, nbytes, "tp") for op, nbytes in tp_ops[:beside]]
+        left = dict(pat.get("tp_beside", {}).get(kind, {}))
+        beside: list[tuple[str, float]] = []
+        after: list[tuple[str, float]] = []
+        for op, nbytes in tp_ops:
+            (beside if left.get(op, 0) > 0 else after).append((op, nbytes))
+            left[op] = left.get(op, 0) - 1
+        works = [comms.launch("tp_comm", op, nbytes, "tp") for op, nbytes in beside]
         if moe:
             self.compute(self.k.moe, self.k.moe_s, times)
             for op, nbytes, calls, group_kind in (pat["ep_fwd"] if kind == "F"
@@ -369,7 +375,7 @@ class ProbeStep:
             for work in works:
                 if work is not None:
                     work.wait()
-        for op, nbytes in tp_ops[beside:]:
+        for op, nbytes in after:
             comms.collective("tp_comm", op, nbytes, "tp")
         for entry in (pat.get("cp_fwd", []) if kind == "F" else pat.get("cp_bwd", [])):
             # [bytes, calls]: ring steps; [op, bytes, calls]: all-to-all context parallelism;

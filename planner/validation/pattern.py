@@ -15,6 +15,7 @@ run the dense MLP. The routed experts' gradients reduce over the expert data par
 
 from __future__ import annotations
 
+import math
 from typing import TypedDict
 
 from planner.cost.layers import (
@@ -70,8 +71,8 @@ class StepPattern(TypedDict):
     elementwise: int                        # elements of the memory-bound work per layer
     tp_fwd: list[list]
     tp_bwd: list[list]
-    tp_overlap: float                       # share of a layer's TP calls run beside its
-                                            # compute (training.tp_comm_overlap)
+    tp_beside: dict[str, dict[str, int]]    # per pass ("F", "B"), per op: a layer's TP
+                                            # calls run beside its compute (``tp_beside``)
     cp_fwd: list[list]                      # [bytes, calls] ring steps over "cp", [op,
     cp_bwd: list[list]                      # bytes, calls] all-to-alls over "cp", or either
                                             # with its group ("cpa", "cpr": the hierarchy)
@@ -81,6 +82,41 @@ class StepPattern(TypedDict):
     zero3: list[list]
     dp_ops: list[list]
     pp_bytes: float                         # activation bytes of one stage-boundary send
+
+
+def tp_beside(tables: CostTables, est: PlanEstimate, npn: int) -> dict[str, dict[str, int]]:
+    """Per pass, per op: how many of a layer's TP calls run beside its compute, as the step
+    model hides them (``CostTables.layer``), in whole calls. The share that TP communication
+    overlap hides (``tp_overlap.tp_overlap_share``) of the forward's, and of the recomputed
+    forward's again in the backward; with Megatron-Core's backward
+    (``training.async_tensor_model_parallel_allreduce``), with sequence parallelism the input
+    re-gathers beside the dgrad GEMMs, the input-gradient reduce-scatters beside the wgrad
+    GEMMs and that share of the output-gradient gathers, without it the input gradients'
+    all-reduces beside the wgrad GEMMs."""
+    t, sp = tables.training, est.sequence_parallel
+    if est.tp == 1:
+        return {"F": {}, "B": {}}
+    ov = tp_overlap_share(t, tables.eff, sp, est.tp, npn)
+    rec = RECOMPUTE.index(est.recompute)
+    again = 2 if est.recompute == "full" else tables.mlp_recomputed(rec)   # forward repeats
+    async_bwd = t.async_tensor_model_parallel_allreduce
+    if not sp:
+        inputs = t.tp_column_parallel_inputs if async_bwd else 0
+        return {"F": {"all_reduce": round(2 * ov)},
+                "B": {"all_reduce": inputs + round(again * ov)}}
+
+    def split(n_gathers: float, n_scatters: float) -> tuple[int, int]:
+        """The share ``ov`` of so many gathers and reduce-scatters, in whole calls, the
+        gathers first."""
+        total = round(ov * (n_gathers + n_scatters))
+        gathers = min(total, math.ceil(n_gathers))
+        return gathers, total - gathers
+
+    fwd = split(2, 2)
+    bwd = split(again + (2 if async_bwd else 0), again)
+    return {"F": {"all_gather": fwd[0], "reduce_scatter": fwd[1]},
+            "B": {"all_gather": bwd[0] + (2 if async_bwd else 0),
+                  "reduce_scatter": bwd[1] + (2 if async_bwd else 0)}}
 
 
 def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
@@ -205,7 +241,6 @@ def step_pattern(est: PlanEstimate, tables: CostTables) -> StepPattern:
         "head_gemm": [T, max(1, model.vocab_size // est.tp), model.hidden_size],
         "head_bwd_passes": 3 if est.recompute == "full" and training.recompute_head else 2,
         "tp_fwd": tp_fwd, "tp_bwd": tp_bwd, "cp_fwd": cp_fwd, "cp_bwd": cp_bwd,
-        "tp_overlap": tp_overlap_share(training, tables.eff, est.sequence_parallel, est.tp,
-                                       npn) if est.tp > 1 else 0.0,
+        "tp_beside": tp_beside(tables, est, npn),
         "zero3": zero3, "dp_ops": dp_ops, "pp_bytes": pp_bytes,
     }
