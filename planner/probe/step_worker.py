@@ -5,9 +5,8 @@ Groups are built in Megatron-LM's order (tp innermost, then cp, dp, pp). Each st
 previous stage's activations and sends its own on, a backward the same for gradients; every
 layer runs its compute (the linear GEMMs and the attention core's batched GEMMs with the
 plan's per-GPU shapes; backward twice the forward, plus the forward again under full
-recompute), its TP collectives (those the step model hides beside the GEMMs, Megatron-Core's
-backward ones and the share TP communication overlap hides, started before the compute and
-waited for after it; the rest after it) and its context-parallel ring
+recompute), its TP collectives (the share TP communication overlap hides started before the
+compute and waited for after it, the rest after it) and its context-parallel ring
 exchanges with the plan's message sizes, and ZeRO-3's gathers (the next layer's prefetched
 while this one computes) and gradient reduce-scatters (asynchronous); after the
 micro-batches, the data-parallel buckets.
@@ -352,8 +351,9 @@ class ProbeStep:
         if pat["zero3"]:   # the layer's weights (forward, and again for backward)
             self.gathered_weights(prefetch_next)
         times = 1 if kind == "F" else (3 if pat["recompute"] == "full" else 2)
-        # The TP calls the step model hides (pattern "tp_beside": per op, the first so many of
-        # the pass's) start before the compute and are waited for after it; the rest after it.
+        # The TP calls TP communication overlap hides (pattern "tp_beside": per op, the first so
+        # many of the pass's) start before the compute and are waited for after it; the rest
+        # after it.
         tp_ops = [(op, nbytes) for op, nbytes, calls in
                   (pat["tp_fwd"] if kind == "F" else pat["tp_bwd"]) for _ in range(calls)]
         left = dict(pat.get("tp_beside", {}).get(kind, {}))
