@@ -380,3 +380,24 @@ def test_a_plan_with_the_overlap_runs_on_two_gloo_ranks():
     assert p.plan["tp"] == 2 and p.plan["sequence_parallel"], p.note
     assert p.measured["breakdown"]["tp_comm"] > 0 and p.predicted["breakdown"]["tp_comm"] > 0
     assert {s.op for s in res.samples if s.group_size == 2} >= {"all_gather", "reduce_scatter"}
+
+
+def test_a_tp_group_across_nvlink_domains_launches_as_predicted_without_the_overlap():
+    """GPT-3 175B at tp 16 over two DGX H100 nodes: Transformer Engine's userbuffers need one
+    NVLink domain, so the step model hides nothing (the same step and memory as without the
+    setting) and the launch leaves --tp-comm-overlap off, saying why; the same check
+    (tp_overlap.overlap_runs) decides both."""
+    model, cluster = ModelSpec.from_preset("gpt3-175b"), ClusterSpec.from_preset(
+        "dgx-h100", num_nodes=8)
+    wide = ParallelPlan(dp=1, tp=16, pp=4, sequence_parallel=True, micro_batch_size=1)
+
+    def launched(overlap):
+        t = TrainingSpec(global_batch_size=512, seq_length=2048, tp_comm_overlap=overlap)
+        return with_launch(estimate(model, cluster, t, wide), model, cluster, t)
+
+    on, off = launched("te"), launched("none")
+    assert (on.step_time_s, on.memory_per_gpu_gib) == (off.step_time_s, off.memory_per_gpu_gib)
+    assert on.frameworks == ["megatron"]
+    assert "--tp-comm-overlap" not in on.launch.megatron_args and not on.launch.env
+    assert any("--tp-comm-overlap left off, as predicted" in n for n in on.launch.notes)
+    assert not any("tp-comm-overlap" in n for n in off.launch.notes)

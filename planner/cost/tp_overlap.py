@@ -47,6 +47,15 @@ OTHER_BUFFERS = 4
 SYMMETRIC_SHARDS = 2
 
 
+def overlap_runs(training: TrainingSpec, tp, sp, npn):
+    """Whether ``training.tp_comm_overlap`` runs on plans of ``tp`` ranks with sequence
+    parallelism ``sp`` placed ``npn`` ranks a node (scalars or arrays): a kind asked for, TP,
+    sequence parallelism, and the TP group inside one node's NVLink domain. What the step
+    model costs and what the launch files turn on (``LaunchContext.tp_overlap``)."""
+    tp = np.asarray(tp)
+    return (training.tp_comm_overlap != "none") & (tp > 1) & (np.asarray(sp) > 0) & (tp <= npn)
+
+
 def tp_overlap_share(training: TrainingSpec, eff: EfficiencyModel, sp: bool, tp: int,
                      npn: int) -> float:
     """The share of a layer's blocking TP collectives hidden under its GEMMs for a plan of
@@ -57,7 +66,7 @@ def tp_overlap_share(training: TrainingSpec, eff: EfficiencyModel, sp: bool, tp:
     and 0 on the others; else 0."""
     if eff.tp_comm_overlap is not None:
         return eff.tp_comm_overlap
-    if training.tp_comm_overlap != "none" and sp and tp <= npn:
+    if overlap_runs(training, tp, sp, npn):
         return TP_COMM_OVERLAP_SHARE
     return 0.0
 
@@ -69,8 +78,8 @@ def userbuffer_bytes(model: ModelSpec, training: TrainingSpec, tp, sp, mbs, cp, 
     ('te'), or PyTorch's symmetric-memory workspace ('async_tp'); 0 where the overlap does not
     run (``training.tp_comm_overlap`` 'none', tp 1, no sequence parallelism, or a TP group
     across nodes)."""
-    tp, sp, mbs, cp, npn = (np.asarray(x) for x in (tp, sp, mbs, cp, npn))
-    on = (training.tp_comm_overlap != "none") & (tp > 1) & (sp > 0) & (tp <= npn)
+    tp, mbs, cp = (np.asarray(x) for x in (tp, mbs, cp))
+    on = overlap_runs(training, tp, sp, npn)
     elems = (training.seq_length * mbs // cp) * model.hidden_size
     act = training.activation_bytes
     if training.tp_comm_overlap == "async_tp":

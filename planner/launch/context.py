@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cost.tp_overlap import overlap_runs
 from planner.result import PlanEstimate
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 from planner.specs.layout import Layout, explicit_layout
@@ -98,14 +99,31 @@ class LaunchContext:
         return ()
 
     @property
+    def nvlink_ranks(self) -> int:
+        """Ranks a node's NVLink domain holds, as the step model places them
+        (``CostTables.npn``: the node's GPUs, a rack's on NVL72), or on a fragmented
+        allocation the ranks each node runs."""
+        if self.hosts:
+            return self.nproc_per_node
+        return launch_layout(self.plan.gpus_used, self.cluster.gpus_per_node).nproc_per_node
+
+    @property
+    def tp_overlap(self) -> str:
+        """The TP communication overlap the prediction costed (``tp_overlap.overlap_runs``):
+        ``training.tp_comm_overlap`` where the plan runs it, else 'none' (a TP group across
+        NVLink domains, or no sequence parallelism)."""
+        t, p = self.training, self.plan
+        runs = overlap_runs(t, p.tp, p.sequence_parallel, self.nvlink_ranks)
+        return t.tp_comm_overlap if runs else "none"
+
+    @property
     def overlap_env(self) -> tuple[tuple[str, str], ...]:
         """Transformer Engine's userbuffers (``training.tp_comm_overlap`` 'te') bind the TP
         ranks' buffers with CUDA multicast, which needs an NVSwitch of Hopper or later
         (``ClusterSpec.nvls_capable``); elsewhere ``initialize_ub`` asserts ``UB_SKIPMC=1``
         ("Launch app with UB_SKIPMC=1 to try CUDA IPC instead",
         transformer_engine/pytorch/module/base.py), which the launch sets."""
-        if (self.training.tp_comm_overlap == "te" and self.plan.tp > 1
-                and not self.cluster.nvls_capable):
+        if self.tp_overlap == "te" and not self.cluster.nvls_capable:
             return (("UB_SKIPMC", "1"),)
         return ()
 

@@ -104,8 +104,11 @@ def megatron_args(ctx: LaunchContext) -> tuple[list[str], list[str]]:
              "--global-batch-size", str(t.global_batch_size)]
     if p.sequence_parallel:
         args += ["--sequence-parallel"]
-        if t.tp_comm_overlap == "te":      # Transformer Engine's userbuffers (tp_overlap.py)
+        if ctx.tp_overlap == "te":      # Transformer Engine's userbuffers (tp_overlap.py)
             args += ["--tp-comm-overlap"]
+        elif t.tp_comm_overlap == "te" and p.tp > 1:
+            notes.append("--tp-comm-overlap left off, as predicted: the TP group spans NVLink "
+                         "domains, where Transformer Engine's userbuffers do not run")
     if p.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
         if t.recompute_modules != ("core_attn",):

@@ -98,7 +98,7 @@ def torchtitan_toml(ctx: LaunchContext) -> tuple[str, list[str]]:
     if p.tp > 1:
         # AsyncTP (training.tp_comm_overlap 'async_tp'), which needs the model compiled: the
         # planner refuses it for torchtitan with eager kernels (planner.frameworks).
-        parallelism["enable_async_tensor_parallel"] = ctx.training.tp_comm_overlap == "async_tp"
+        parallelism["enable_async_tensor_parallel"] = ctx.tp_overlap == "async_tp"
     if p.cp > 1:
         # What v0.2.2's training runs whatever this key says (it never applies it): PyTorch's
         # default rotation, the K,V all-gather (training.ring_attention 'torch_allgather').
