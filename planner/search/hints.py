@@ -86,7 +86,8 @@ class SettingsHint(BaseModel):
 
 
 # The capability (``planner.frameworks.CAPABILITIES``) each changed setting needs.
-_NEEDS = {"moe_dispatcher": "moe_deepep_dispatch", "moe_a2a_overlap": "moe_a2a_overlap"}
+_NEEDS = {"moe_dispatcher": "moe_deepep_dispatch", "moe_a2a_overlap": "moe_a2a_overlap",
+          "tp_comm_overlap": "tp_comm_overlap"}
 
 
 def _runs(framework: str | None, setting: str) -> bool:
@@ -197,15 +198,14 @@ def _tp_overlap(req: PlanRequest, result: PlanResult) -> list[tuple[dict[str, An
     if (t.tp_comm_overlap != "none" or req.efficiency.tp_comm_overlap is not None
             or best.breakdown["tp_comm"] < MIN_GAIN * best.step_time_s):
         return None
+    if not _runs(framework, "tp_comm_overlap") or (framework == "torchtitan"
+                                                    and t.eager_elementwise):
+        return None
     why = "tensor parallelism's all-gathers and reduce-scatters sit on the critical path; "
     if framework == "torchtitan":
-        if t.eager_elementwise:
-            return None
         return [({"tp_comm_overlap": "async_tp"}, why + "torchtitan's AsyncTP "
                  "(parallelism.enable_async_tensor_parallel, under torch.compile) pipelines "
                  "them with the GEMMs inside a node")]
-    if framework not in (None, ANY_FRAMEWORK, "megatron"):
-        return None
     return [({"tp_comm_overlap": "te"}, why + "Megatron-LM --tp-comm-overlap (Transformer "
              "Engine's userbuffers, with sequence parallelism) pipelines them with the GEMMs "
              "inside a node")]
