@@ -421,3 +421,20 @@ def test_a_tp_group_across_nvlink_domains_launches_as_predicted_without_the_over
     assert "--tp-comm-overlap" not in on.launch.megatron_args and not on.launch.env
     assert any("--tp-comm-overlap left off, as predicted" in n for n in on.launch.notes)
     assert not any("tp-comm-overlap" in n for n in off.launch.notes)
+
+
+def test_the_corpus_runs_with_the_overlap_carry_its_kind():
+    """README: the published-run corpus's 118 runs with TP communication overlap carry the
+    setting, 103 as NVIDIA's recipes run it ('te') and 15 torchtitan runs as AsyncTP, and none
+    the share alone."""
+    import collections
+    import json
+    from pathlib import Path
+
+    runs = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+                       / "published_runs.json").read_text())["runs"]
+    kinds = collections.Counter(r["training"].get("tp_comm_overlap", "none") for r in runs)
+    assert (kinds["te"], kinds["async_tp"]) == (103, 15)
+    assert not any("tp_comm_overlap" in (r.get("efficiency") or {}) for r in runs)
+    assert all(r["source"].startswith("torchtitan") for r in runs
+               if r["training"].get("tp_comm_overlap") == "async_tp")

@@ -105,8 +105,8 @@ class EfficiencyModel(BaseModel):
     )
     tp_comm_overlap: float | None = Field(
         None, ge=0, le=1, description="Share of TP's blocking collectives (the forward's, and "
-        "with sequence parallelism the backward's output-gradient gathers) hidden under the "
-        "GEMMs. Default: 0.8 where training.tp_comm_overlap runs the overlap (on "
+        "with sequence parallelism and Megatron-Core's backward its output-gradient gathers) "
+        "hidden under the GEMMs. Default: 0.8 where training.tp_comm_overlap runs the overlap (on "
         "sequence-parallel plans whose TP group sits inside a node), else 0. A value set "
         "here is that share on every TP plan, whatever training.tp_comm_overlap says (as "
         "before that setting existed); the launch files turn the overlap on only with the "

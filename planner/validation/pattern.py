@@ -92,8 +92,9 @@ def tp_beside(tables: CostTables, est: PlanEstimate, npn: int) -> dict[str, dict
     and sequence parallelism, its output-gradient gathers. Megatron-Core's own backward
     overlaps (the re-gathers beside the dgrad GEMMs, the reduce-scatters or all-reduces beside
     the wgrad GEMMs) run after the compute: the probe's compute is one span a pass, and run
-    beside all of it they hid more than the step model's window of those GEMMs (on
-    ``benchmarks/validation_accuracy.py`` the held-out step error went from 25% to 38-46%)."""
+    beside all of it they hid more than the step model's window of those GEMMs (commit
+    871cc39 ran them so: ``benchmarks/validation_accuracy.py`` put the held-out step error at
+    38-46% there, 25% at the commit before it, on one VM)."""
     t, sp = tables.training, est.sequence_parallel
     if est.tp == 1:
         return {"F": {}, "B": {}}
