@@ -17,7 +17,9 @@ single rate's change lowers it. ``planner/specs/gpu.py``'s presets and
 ``EfficiencyModel.microbatch_overhead_us`` / ``matmul_half_dim`` carry the constants kept (A100
 0.76, H100 0.61, H100 fp8 0.61, 100 us, 256), which this fit, searched jointly, no longer
 returns (README, "The protocol's fit, searched jointly"); the script prints their figures
-first.
+first. The Blackwell fp8 groups (B200, GB200, GB300) read only their own GPU's rates, so at
+the kept pair each lands where its own grid does: the presets' 0.65, 0.65 and 0.74
+(``tests/test_blackwell.py``).
 
     python benchmarks/fit_constants.py [--json fitted.json] [--grid] [--held-out]
 
@@ -43,11 +45,18 @@ from planner.cost.tables import cost_tables  # noqa: E402
 from planner.specs import ClusterSpec  # noqa: E402
 from planner.specs import gpu as gpu_specs  # noqa: E402
 
-# (GPU preset, precisions, field of the preset, burst upper bound)
+# (GPU preset, precisions, field of the preset, burst upper bound). A Blackwell GPU's fp8
+# group is its fp8 fit runs (MXFP8, which reads the fp8 rate through
+# ``gpu.block_scaled_rates``); its NVFP4 runs stay out, since NVFP4's share is solved from the
+# NVFP4 / MXFP8 pairs given the fp8 rate (``tests/test_nvfp4.py``). GB300 has no burst figure
+# of its own and is bounded by B300's share (the same die; ``planner/specs/gpu.py``).
 GROUPS = [
     ("a100-80gb", ("fp16", "bf16"), "matmul_efficiency", 0.869),
     ("h100-sxm", ("bf16",), "matmul_efficiency", 0.803),
     ("h100-sxm", ("fp8",), "fp8_matmul_efficiency", 0.709),
+    ("b200-sxm", ("fp8",), "fp8_matmul_efficiency", 0.763),
+    ("gb200", ("fp8",), "fp8_matmul_efficiency", 0.723),
+    ("gb300", ("fp8",), "fp8_matmul_efficiency", 0.745),
 ]
 GRID = [round(0.50 + 0.01 * i, 2) for i in range(40)]
 
@@ -111,9 +120,13 @@ def replay(runs: list[dict], result: dict) -> dict[str, dict]:
 
 
 def _set(preset: str, field: str, value: float) -> None:
-    """Give the preset (and its 40 GB twin, which shares the A100's rates) ``value`` and drop
-    the cost tables built with the previous one."""
-    gpu_specs._GPU_PRESETS[preset][field] = value
+    """Give the preset (and its 40 GB twin, which shares the A100's rates) ``value``, with a
+    Blackwell GPU's block-scaled rates, which follow its fp8 rate, and drop the cost tables
+    built with the previous one."""
+    rates = gpu_specs._GPU_PRESETS[preset]
+    if field == "fp8_matmul_efficiency" and "mxfp8_matmul_efficiency" in rates:
+        rates.update(gpu_specs.block_scaled_rates(value))
+    rates[field] = value
     if preset == "a100-80gb":
         gpu_specs._GPU_PRESETS["a100-40gb"][field] = value
     cost_tables.cache_clear()

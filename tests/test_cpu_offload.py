@@ -59,7 +59,7 @@ def test_the_recipes_forty_offloaded_layers_fit_and_thirty_eight_do_not():
     assert not e38.fits_in_memory and e39.fits_in_memory and e40.fits_in_memory
     assert (round(e39.memory_per_gpu_gib, 1), round(e40.memory_per_gpu_gib, 1)) == (183.1, 179.4)
     assert RACK.gpu.memory_gib == 186
-    assert (round(e40.breakdown["offload"], 2), round(e40.step_time_s, 2)) == (0.06, 7.48)
+    assert (round(e40.breakdown["offload"], 2), round(e40.step_time_s, 2)) == (0.1, 7.28)
     assert none.breakdown["offload"] == 0
 
 
@@ -115,7 +115,7 @@ def test_layers_and_host_link_are_checked(n, cluster, msg):
 
 def test_two_racks_search_returns_the_recipes_shape():
     """README: on two GB200 NVL72 racks, with idle GPUs allowed, the search's best is FSDP
-    over 128 GPUs with micro-batches of 2 and 39 layers offloaded, 2,108 TFLOP/s."""
+    over 128 GPUs with micro-batches of 2 and 39 layers offloaded, 2,167 TFLOP/s."""
     req = PlanRequest.model_validate({
         "model": {"preset": "llama3-70b"}, "cluster": {"preset": "gb200-nvl72", "num_nodes": 2},
         "training": TRAINING.model_dump(), "search": {"allow_idle_gpus": True, "top_k": 1}})
@@ -123,4 +123,4 @@ def test_two_racks_search_returns_the_recipes_shape():
     assert (best.gpus_used, best.dp, best.tp, best.pp, best.cp, best.zero_stage,
             best.micro_batch_size, best.recompute, best.cpu_offload_layers) == (
         128, 128, 1, 1, 1, 3, 2, "none", 39)
-    assert round(best.tflops_per_gpu) == 2108
+    assert round(best.tflops_per_gpu) == 2167

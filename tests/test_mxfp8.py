@@ -98,7 +98,7 @@ def test_the_share_is_what_the_published_pairs_leave_after_the_casts():
             mid = (lo + hi) / 2
             lo, hi = (lo, mid) if _pair_ratio(cs_id, mid) > mx_v / cs_v else (mid, hi)
         shares.append(round(mid, 3))
-    assert shares == [0.92, 0.914, 0.891, 0.914]
+    assert shares == [0.92, 0.914, 0.888, 0.907]
     assert round(statistics.median(shares), 2) == MXFP8_GEMM_SHARE == 0.91
     for preset in ("b200-sxm", "gb200", "b300-sxm", "gb300"):
         gpu = ClusterSpec.model_validate({"preset": "dgx-b200", "num_nodes": 1,
@@ -139,7 +139,7 @@ def test_pairs_the_share_was_not_set_on_are_predicted_within_a_point_or_so():
     cs["training"]["fp8_recipe"] = "tensorwise"
     ratio = (published_accuracy.predict_run(cs)[0].step_time_s
              / published_accuracy.predict_run(mx)[0].step_time_s)
-    assert round(949 / 1024, 3) == 0.927 and round(ratio, 3) == 0.934
+    assert round(949 / 1024, 3) == 0.927 and round(ratio, 3) == 0.937
 
 
 def test_gpus_without_block_scaled_tensor_cores_refuse_it():
@@ -247,21 +247,21 @@ def test_the_docs_example_plans_a_rack_in_mxfp8():
 
 
 def test_the_held_out_mxfp8_rows_miss_where_their_gpus_fp8_cs_rows_do():
-    """README, 'MXFP8': the four 26.x rows, GB200 within 7%, GB300 about 20% slower than
+    """README, 'MXFP8': the four 26.x rows, GB200 within 4%, GB300 about 11% slower than
     measured, as the FP8-CS rows of the same GPUs (README, 'Blackwell')."""
     ids = sorted(i for i, r in RUNS.items() if r["training"].get("fp8_recipe") == "mxfp8"
                  and r["split"] == "held_out")
     rows = {x["id"]: round(x["error_pct"], 1)
             for x in published_accuracy.evaluate_runs([RUNS[i] for i in ids])}
-    assert rows == {"bridge-gb200-llama-3-70b-64-mxfp8": -4.7,
-                    "bridge-gb200-llama-3.1-405b-256-mxfp8": -6.6,
-                    "bridge-gb300-llama-3-70b-64-mxfp8": -19.6,
-                    "bridge-gb300-llama-3.1-405b-256-mxfp8": -20.8}
+    assert rows == {"bridge-gb200-llama-3-70b-64-mxfp8": -1.4,
+                    "bridge-gb200-llama-3.1-405b-256-mxfp8": -3.4,
+                    "bridge-gb300-llama-3-70b-64-mxfp8": -11.1,
+                    "bridge-gb300-llama-3.1-405b-256-mxfp8": -11.3}
 
 
-def test_bridge_fp8_cs_rows_gathering_fp8_weights_move_at_most_0_7_points():
+def test_bridge_fp8_cs_rows_gathering_fp8_weights_move_at_most_0_9_points():
     """README, 'MXFP8': the 13 Megatron-Bridge FP8-CS Llama rows marked fp8_param_gather, as
-    the Bridge's current-scaling recipe sets it, each within 0.7 points of its figure before."""
+    the Bridge's current-scaling recipe sets it, each within 0.9 points of its figure before."""
     marked = [r for r in RUNS.values() if r["source"] == "megatron-bridge-perf"
               and r["training"].get("fp8_recipe") == "tensorwise"]
     assert len(marked) == 13 and all(r["training"]["fp8_param_gather"] for r in marked)
@@ -273,4 +273,4 @@ def test_bridge_fp8_cs_rows_gathering_fp8_weights_move_at_most_0_7_points():
     now = {x["id"]: x["error_pct"] for x in published_accuracy.evaluate_runs(marked)}
     then = {x["id"]: x["error_pct"] for x in published_accuracy.evaluate_runs(before)}
     moves = [abs(now[i] - then[i]) for i in now]
-    assert round(max(moves), 1) == 0.7 and sum(m > 0.05 for m in moves) >= 3
+    assert round(max(moves), 1) == 0.9 and sum(m > 0.05 for m in moves) >= 3

@@ -42,17 +42,25 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   H200 the same; H100 SXM fp8 1402.6 of 1979 = 0.709), which bounds the sustained value from
   above; the sustained values are the one fitted constant per GPU and precision, chosen on the
   ``fit`` runs of ``benchmarks/data/published_runs.json`` by ``benchmarks/fit_constants.py``
-  and never on its held-out runs. No fit run is on Blackwell, so B200's and GB200's sustained
-  values are *derived*, not fitted: their maximum achievable matmul FLOPS (the same table: B200
-  bf16 1745 of 2250 = 0.776, fp8 3432.5 of 4500 = 0.763; GB200 bf16 1822 of 2500 = 0.729, fp8
-  3615.6 of 5000 = 0.723) times the sustained / achievable ratio fitted on H100 for the same
-  precision (bf16 0.61 / 0.803 = 0.760, fp8 0.61 / 0.709 = 0.860; Hopper and Blackwell run the
-  same cuBLASLt and Transformer Engine generation): B200 0.59 bf16 and 0.66 fp8, GB200 0.55
-  and 0.62; B300 (1769 of 2250 = 0.786, 3353.3 of 4500 = 0.745) 0.60 and 0.64. GB300 has no
-  published figure: it is taken as B300's share of its own peak, 0.60 and 0.64 (the other
-  reading, B300's scaled down as GB200's is B200's, gives 0.56 and 0.61 and GB300's runs 4-5
-  points slower still). Their held-out Megatron-Bridge runs test that derivation; GB300's
-  land 13-21% slow (the README's Blackwell section). AMD's are derived the same way
+  and never on its held-out runs. Blackwell's fp8 rates are fitted the same way, on its four
+  fp8 fit runs (the MXFP8 runs that fit that recipe's share, below, which read the fp8 rate
+  through ``block_scaled_rates``), each bounded by its GPU's maximum achievable fp8 share (the
+  same table: B200 3432.5 of 4500 = 0.763, GB200 3615.6 of 5000 = 0.723; GB300 has no figure
+  of its own and takes B300's, 3353.3 of 4500 = 0.745, the same die): B200 0.65 (2 runs),
+  GB200 0.65 (1), GB300 0.74 (1, at its bound, where its fit run still measures 9.5% faster
+  than predicted). No Blackwell bf16 run is in the fit, so the bf16 rates are *derived*: each
+  GPU's maximum achievable matmul FLOPS (B200 1745 of 2250 = 0.776, GB200 1822 of 2500 =
+  0.729, B300 1769 of 2250 = 0.786) times the sustained / achievable ratio fitted on H100
+  (0.61 / 0.803 = 0.760; Hopper and Blackwell run the same cuBLASLt and Transformer Engine
+  generation): B200 0.59, GB200 0.55, B300 0.60, GB300 B300's 0.60. B300 has no fit run and
+  takes GB300's fitted fp8 share of its own peak, 0.74 (the same die, as GB300 took B300's
+  before): Megatron-Bridge's tables run Qwen3-30B-A3B on 8 B300 and 8 GB300 at one plan in
+  MXFP8, B300 at 0.90-0.97 of GB300's tokens a second (26.02.01 to 26.06), which the model
+  gives 0.96 with it and 0.91 with the derivation's 0.64 (``tests/test_blackwell.py``). Before
+  the fit B200, GB200, B300 and GB300 took that derivation in fp8 too (0.66, 0.62, 0.64 and
+  B300's 0.64), and GB300's held-out Megatron-Bridge runs measured 12-21% faster than
+  predicted, GB200's 7.5% faster to 4.3% slower (the README's Blackwell section). AMD's are
+  derived the same way
   (``_amd``), with no published run to test them: maximum achievable bf16 matmul FLOPS of
   147.0 of 191.5 on one MI250X GCD (0.768; ROCm 6.2, the table's version of 2025-08, commit
   e695968 removed it), 668.4 on MI300X and 784.9 on MI325X (1000 W) of 1,307.4 (0.511 and
@@ -80,7 +88,7 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   parentheses). With each recipe's quantisation costed (``cost.layers.CAST_BYTES``: MXFP8's one
   pass writes both directions and needs no amax, so its casts cost less than current
   scaling's), the share of the fp8 rate that gives each pair its measured ratio is 0.89-0.92,
-  median 0.914 (``tests/test_mxfp8.py`` solves it); the four MXFP8 rows are the ``fit`` runs
+  median 0.911 (``tests/test_mxfp8.py`` solves it); the four MXFP8 rows are the ``fit`` runs
   of this one constant. torchao's independent pair, Llama 3 8B on 8 B200 under torchtitan
   (mxfp8_cublas 9,969 against float8 tensorwise 10,417 tokens a second, ratio 0.957,
   torchao/prototype/mx_formats/README.md), is predicted at 0.945 with it (0.995 without).
@@ -89,13 +97,14 @@ Achieved rates (``planner.cost.kernels`` turns them into kernel times):
   peak: stas00/ml-engineering's table gives 10,000 TFLOP/s for B200 (its nvfp4 column, the DGX
   B200 datasheet) and GB200 (the GB200 NVL72 specification), 15,000 for B300 (nvfp4, the DGX
   B300 datasheet) and GB300 (the GB300 NVL72 specification: Blackwell Ultra's 1.5x dense fp4).
-  The rate is ``NVFP4_GEMM_SHARE`` = 0.90 of the GPU's fp8 share of its fp8 peak, again from
+  The rate is ``NVFP4_GEMM_SHARE`` = 0.95 of the GPU's fp8 share of its fp8 peak, again from
   published runs of one plan in both recipes: Megatron-Bridge 26.04's table runs Llama 3 70B
   on 64 GB300 and GB200 and Llama 3.1 405B on 256 GB200 in NVFP4 and MXFP8 at one plan each,
   NVFP4 1.56x, 1.28x and 1.43x faster; with both recipes' quantisation costed
-  (``cost.layers.CAST_BYTES``), the shares that give those ratios are 0.897, 0.856 and 1.016,
-  median 0.897 (``tests/test_nvfp4.py`` solves them); the three NVFP4 rows are the ``fit``
-  runs of this constant.
+  (``cost.layers.CAST_BYTES``) and the fp8 rates fitted above, the shares that give those
+  ratios are 0.948, 0.865 and 1.032, median 0.948 (``tests/test_nvfp4.py`` solves them; with
+  the fp8 rates derived before, 0.897, 0.856 and 1.016, median 0.90); the three NVFP4 rows
+  are the ``fit`` runs of this constant.
 - ``attention_efficiency``: fused attention forward + backward at long sequences, head dim 128,
   causal, as a fraction of the bf16 peak: A100 FlashAttention-2 194 TFLOP/s (0.62; the
   FlashAttention repository's benchmark figures); H100 cuDNN fused attention (what Transformer
@@ -188,21 +197,27 @@ MXFP8_GEMM_SHARE = 0.91
 # NVFP4 GEMMs' sustained share of the dense fp4 peak, as a share of per-tensor fp8's of its
 # peak on the same GPU (module docstring, ``fp4_matmul_efficiency``): what Megatron-Bridge's
 # published NVFP4 / MXFP8 runs of one plan leave once both recipes' quantisation is costed.
-NVFP4_GEMM_SHARE = 0.90
+NVFP4_GEMM_SHARE = 0.95
+
+
+def block_scaled_rates(fp8_matmul: float) -> dict[str, float]:
+    """A Blackwell GPU's fp8 GEMM share and the block-scaled ones read from it: MXFP8 at
+    ``MXFP8_GEMM_SHARE`` of the per-tensor fp8 rate, NVFP4 at ``NVFP4_GEMM_SHARE`` of fp8's
+    share of its peak (``benchmarks/fit_constants.py`` moves the three together)."""
+    return {"fp8_matmul_efficiency": fp8_matmul,
+            "mxfp8_matmul_efficiency": round(fp8_matmul * MXFP8_GEMM_SHARE, 3),
+            "fp4_matmul_efficiency": round(fp8_matmul * NVFP4_GEMM_SHARE, 3)}
 
 
 def _blackwell(name: str, memory_gib: float, bf16: float, sms: int, matmul: float,
                fp8_matmul: float, fp4: float) -> dict[str, Any]:
     """A Blackwell preset (module docstring): 8 TB/s of HBM3e, fp8 at twice and tf32 at half
     the bf16 peak, 80 TFLOP/s fp32, the given dense NVFP4 peak, cuDNN attention at 0.50, H100's
-    HBM efficiency; block-scaled tensor cores at ``MXFP8_GEMM_SHARE`` of the per-tensor fp8
-    rate for MXFP8 and at ``NVFP4_GEMM_SHARE`` of fp8's share of its peak for NVFP4."""
+    HBM efficiency; block-scaled tensor cores as ``block_scaled_rates`` derives them."""
     return {"name": name, "memory_gib": memory_gib, "memory_bandwidth_gb_per_s": 8000,
             "peak_tflops": {"fp32": 80, "tf32": bf16 / 2, "bf16": bf16, "fp16": bf16,
                             "fp8": 2 * bf16, "fp4": fp4},
-            "sm_count": sms, "matmul_efficiency": matmul, "fp8_matmul_efficiency": fp8_matmul,
-            "mxfp8_matmul_efficiency": round(fp8_matmul * MXFP8_GEMM_SHARE, 3),
-            "fp4_matmul_efficiency": round(fp8_matmul * NVFP4_GEMM_SHARE, 3),
+            "sm_count": sms, "matmul_efficiency": matmul, **block_scaled_rates(fp8_matmul),
             "attention_efficiency": 0.50, "hbm_efficiency": 0.90}
 
 
@@ -275,10 +290,10 @@ _GPU_PRESETS: dict[str, dict[str, Any]] = {
     # H800 SXM5: the H100 SXM5's GH100 with its compute, 80 GB of HBM3 and rates, its NVLink
     # cut to 400 GB/s (NVIDIA H800 datasheet; the cluster preset ``hgx-h800`` carries that).
     "h800-sxm": {**_H100, "name": "h800-sxm"},
-    "b200-sxm": _blackwell("b200-sxm", 180, 2250, 148, 0.59, 0.66, 10000),
-    "gb200": _blackwell("gb200", 186, 2500, 148, 0.55, 0.62, 10000),
-    "b300-sxm": _blackwell("b300-sxm", 288, 2250, 160, 0.60, 0.64, 15000),
-    "gb300": _blackwell("gb300", 288, 2500, 160, 0.60, 0.64, 15000),
+    "b200-sxm": _blackwell("b200-sxm", 180, 2250, 148, 0.59, 0.65, 10000),
+    "gb200": _blackwell("gb200", 186, 2500, 148, 0.55, 0.65, 10000),
+    "b300-sxm": _blackwell("b300-sxm", 288, 2250, 160, 0.60, 0.74, 15000),
+    "gb300": _blackwell("gb300", 288, 2500, 160, 0.60, 0.74, 15000),
     "mi250x-gcd": _amd("mi250x-gcd", 64, 1638.4, {"fp32": 23.95, "bf16": 191.5, "fp16": 191.5},
                        110, 147.0),
     "mi300x": _amd("mi300x", 192, 5300, _MI300X_PEAKS, 304, 668.4),
