@@ -116,7 +116,7 @@ def stored_launch(row: dict, rank: int) -> LaunchSpec:
         return LaunchSpec.model_validate(est["launch"])
     req = PlanRequest.model_validate(row["request"])
     return build_launch(PlanEstimate.model_validate({**est, "launch": None}), req.model,
-                        req.cluster, req.training)
+                        req.cluster, req.training, efficiency=req.efficiency)
 
 
 def estimate_request(body: Any, *, engine: Engine | None) -> EstimateRequest:
@@ -150,7 +150,7 @@ def estimate_answer(req: EstimateRequest, launch: bool) -> bytes:
     est = estimate(req.model, req.cluster, req.training, req.plan, req.efficiency,
                    tables=tables)
     if launch:
-        est = with_launch(est, req.model, req.cluster, req.training)
+        est = with_launch(est, req.model, req.cluster, req.training, req.efficiency)
     return _ANSWERS.put((req, launch), est.model_dump_json().encode())
 
 

@@ -438,3 +438,41 @@ def test_the_corpus_runs_with_the_overlap_carry_its_kind():
     assert not any("tp_comm_overlap" in (r.get("efficiency") or {}) for r in runs)
     assert all(r["source"].startswith("torchtitan") for r in runs
                if r["training"].get("tp_comm_overlap") == "async_tp")
+
+
+def test_a_share_set_without_the_setting_launches_with_a_note_that_it_is_not_run():
+    """An explicit efficiency.tp_comm_overlap is costed on every TP plan, as before the
+    setting existed, but the launch files run the overlap only with training.tp_comm_overlap:
+    the launch says so (the API, the CLI and the search pass the efficiency model; the
+    search is checked here), and says nothing where the overlap it costs is the one it
+    launches."""
+    model, cluster = ModelSpec.from_preset("llama3-70b"), ClusterSpec.from_preset(
+        "dgx-h100", num_nodes=8)
+    eff = EfficiencyModel(tp_comm_overlap=0.5)
+
+    def launched(**training):
+        t = TrainingSpec(global_batch_size=512, seq_length=8192, **training)
+        est = estimate(model, cluster, t, PLAN, eff)
+        return est, with_launch(est, model, cluster, t, eff).launch
+
+    est, launch = launched()
+    assert est.breakdown["tp_comm"] < _estimate(PLAN).breakdown["tp_comm"]   # costed
+    assert "--tp-comm-overlap" not in launch.megatron_args
+    assert any("hides 50% of TP's blocking collectives" in n for n in launch.notes)
+    _, te = launched(tp_comm_overlap="te")
+    assert "--tp-comm-overlap" in te.megatron_args
+    assert not any("efficiency.tp_comm_overlap" in n for n in te.notes)
+    # Without the efficiency model (as before), no note; a plan without TP, none either.
+    t = TrainingSpec(global_batch_size=512, seq_length=8192)
+    assert not any("efficiency.tp_comm_overlap" in n
+                   for n in with_launch(est, model, cluster, t).launch.notes)
+    dense = estimate(model, cluster, t, ParallelPlan(dp=64, zero_stage=3), eff)
+    assert not any("efficiency.tp_comm_overlap" in n
+                   for n in with_launch(dense, model, cluster, t, eff).launch.notes)
+    # The search passes it too.
+    req = PlanRequest.model_validate({
+        "model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 8},
+        "training": {"global_batch_size": 512, "seq_length": 8192},
+        "efficiency": {"tp_comm_overlap": 0.5}, "search": {"top_k": 1, "tp": 4}})
+    best = answer(req).plans[0]
+    assert best.tp == 4 and any("efficiency.tp_comm_overlap" in n for n in best.launch.notes)

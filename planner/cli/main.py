@@ -79,7 +79,7 @@ def estimate_cmd(
         req = parse_request(EstimateRequest, data)
         est = with_launch(estimate(req.model, req.cluster, req.training, req.plan,
                                    req.efficiency, calibration=req.calibration),
-                          req.model, req.cluster, req.training)
+                          req.model, req.cluster, req.training, req.efficiency)
     except PlannerInputError as exc:
         _fail(f"{exc.field}: {exc.reason}")
     if trace is not None:

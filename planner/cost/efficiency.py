@@ -110,7 +110,8 @@ class EfficiencyModel(BaseModel):
         "sequence-parallel plans whose TP group sits inside a node), else 0. A value set "
         "here is that share on every TP plan, whatever training.tp_comm_overlap says (as "
         "before that setting existed); the launch files turn the overlap on only with the "
-        "setting."
+        "setting, and where they do not, launch.notes says the prediction hides what they "
+        "do not run."
     )
     memory_reserve_gib: float = Field(
         1.5, ge=0, le=1e4,

@@ -15,6 +15,7 @@ import re
 import shlex
 from typing import Literal, TypeVar, get_args
 
+from planner.cost.efficiency import EfficiencyModel
 from planner.frameworks import FRAMEWORKS, model_rule_args, reasons_by_framework
 from planner.launch.context import LaunchContext
 from planner.launch.deepspeed import deepspeed_config
@@ -64,14 +65,20 @@ def job_name_for(model: ModelSpec, plan: PlanEstimate) -> str:
 
 
 def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
-                 training: TrainingSpec, *, job_name: str | None = None) -> LaunchSpec:
+                 training: TrainingSpec, *, job_name: str | None = None,
+                 efficiency: EfficiencyModel | None = None) -> LaunchSpec:
     ctx = LaunchContext(plan=plan, model=model, cluster=cluster, training=training,
-                        job_name=job_name or job_name_for(model, plan))
+                        job_name=job_name or job_name_for(model, plan), efficiency=efficiency)
     reasons = reasons_by_framework(plan, plan.grad_accum_steps, ctx.layout.kind == "even",
                                    training, plan.microbatch_group_size,
                                    *model_rule_args(model))
     runs = [f for f in FRAMEWORKS if not reasons[f]]
     notes: list[str] = []
+    if ctx.unlaunched_overlap:
+        notes.append(f"the prediction hides {ctx.unlaunched_overlap:.0%} of TP's blocking "
+                     "collectives (efficiency.tp_comm_overlap), which these launch files do not "
+                     "turn on: set training.tp_comm_overlap ('te' for Megatron-LM, 'async_tp' "
+                     "for torchtitan) to run the overlap and cost it where it runs")
     margs = toml = ds = None
     if "megatron" in runs:
         margs, n = megatron_args(ctx)
@@ -120,9 +127,11 @@ def build_launch(plan: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
 
 
 def with_launch(est: PlanEstimate, model: ModelSpec, cluster: ClusterSpec,
-                training: TrainingSpec) -> PlanEstimate:
+                training: TrainingSpec, efficiency: EfficiencyModel | None = None
+                ) -> PlanEstimate:
     """The plan with its ``launch`` object (built at the edge: the cost model does not)."""
-    return est.model_copy(update={"launch": build_launch(est, model, cluster, training)})
+    return est.model_copy(update={"launch": build_launch(est, model, cluster, training,
+                                                         efficiency=efficiency)})
 
 
 def render(launch: LaunchSpec, fmt: str) -> str:

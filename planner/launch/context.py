@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cost.efficiency import EfficiencyModel
 from planner.cost.tp_overlap import overlap_runs
 from planner.result import PlanEstimate
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
@@ -51,6 +52,9 @@ class LaunchContext:
     image: str = "nvcr.io/nvidia/pytorch:24.12-py3"
     time_limit: str = "24:00:00"
     rdzv_port: int = 29500
+    # The efficiency model the prediction used, where the caller has it (what it costed that
+    # the launch files cannot turn on: ``unlaunched_overlap``).
+    efficiency: EfficiencyModel | None = None
 
     @property
     def nproc_per_node(self) -> int:
@@ -115,6 +119,17 @@ class LaunchContext:
         t, p = self.training, self.plan
         runs = overlap_runs(t, p.tp, p.sequence_parallel, self.nvlink_ranks)
         return t.tp_comm_overlap if runs else "none"
+
+    @property
+    def unlaunched_overlap(self) -> float:
+        """The share of TP's blocking collectives the prediction hid that the launch files do
+        not overlap: an explicit ``efficiency.tp_comm_overlap``, which the step model costs on
+        every TP plan, where ``tp_overlap`` runs none (no ``training.tp_comm_overlap``, or a
+        plan it does not run on); else 0."""
+        share = self.efficiency.tp_comm_overlap if self.efficiency is not None else None
+        if share and self.plan.tp > 1 and self.tp_overlap == "none":
+            return share
+        return 0.0
 
     @property
     def overlap_env(self) -> tuple[tuple[str, str], ...]:

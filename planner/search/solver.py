@@ -187,7 +187,8 @@ def answer(req: PlanRequest) -> PlanResult:
 def with_launches(result: PlanResult, req: PlanRequest) -> PlanResult:
     """The result with every plan's ``launch`` object (built at the edge, once per result)."""
     return result.model_copy(update={"plans": [
-        with_launch(p, req.model, req.cluster, req.training) for p in result.plans]})
+        with_launch(p, req.model, req.cluster, req.training, req.efficiency)
+        for p in result.plans]})
 
 
 def _order(r) -> tuple:
