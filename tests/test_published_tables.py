@@ -14,6 +14,7 @@ from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import playbook_table  # noqa: E402
 import published_accuracy  # noqa: E402
 import published_tables  # noqa: E402
 import table_rules  # noqa: E402
@@ -1828,3 +1829,96 @@ def test_sc21s_zero3_rows_as_tables_are_their_encoded_runs(monkeypatch):
     before = published_accuracy.evaluate_runs(published_accuracy.tables_of(runs)[0])
     errors = sorted(r["error_pct"] for r in before)
     assert (round(errors[0]), round(errors[-1])) == (42, 308)
+
+
+PLAYBOOK = ROOT / "benchmarks" / "data" / "tables" / "ultrascale_playbook_1node.json"
+
+
+def _playbook_replay(doc: dict) -> tuple[list[dict], list[dict]]:
+    runs, refused = published_tables.load_table(doc, "usp", published_accuracy.load_runs())
+    rows, failed = published_accuracy.replay(runs)
+    return rows, refused + failed
+
+
+def _median(values) -> float:
+    values = sorted(values)
+    n = len(values)
+    return (values[n // 2] + values[(n - 1) // 2]) / 2
+
+
+def test_nanotrons_pipeline_split_worked_by_hand():
+    """nanotron's build_model places its blocks by compute cost: the 1B model's layer costs
+    c = 4 x 2048^2 + 3 x 8192 x 2048 = 67.1M, its LM head 131072 x 2048 = 4c, 20c in all. On 2
+    stages the first takes layers until the running cost passes 10c (layer 11 takes it to
+    11c), the second the other 5 and the head; on 4 (thresholds 5c, 10c, 15c) the stages take
+    6, 5 and 5 layers and the head lands alone on the last (0 layers)."""
+    assert playbook_table.nanotron_split("1B", 2) == [11, 5]
+    assert playbook_table.nanotron_split("1B", 4) == [6, 5, 5, 0]
+    assert playbook_table.nanotron_split("8B", 8) == [5, 4, 4, 5, 4, 4, 4, 2]
+    assert playbook_table.nanotron_split("80B", 2) == [41, 39]
+    # The table states every pipelined row as that rule places it.
+    doc = json.loads(PLAYBOOK.read_text())
+    for row in doc["rows"]:
+        if row["pp"] > 1:
+            model = row["name"].split()[-1]
+            assert row["plan"]["layers_per_stage"] == playbook_table.nanotron_split(
+                model, row["pp"]), row["id"]
+
+
+def test_the_playbook_figure_read_point_by_point():
+    """The figure's hover texts become rows: the panel names the model, a point drawn twice is
+    one run, a crashed run (no throughput) is left out, the 8B model's embeddings untied."""
+    text = ("<b>Configuration:</b><br>Nodes: 1<br>MBS: 2<br>GradAcc: 16<br>GBS: 256<br>DP: 8"
+            "<br>PP: 1<br>TP: 1<br>ZeRO: 0<br><br><b>Performance:</b><br>MFU:\t 39.2%<br>"
+            "tok/s/gpu:\t 40,150<br>tok/s: 321,200<br>GPU memory: 50.2 GB")
+    crashed = text.replace("39.2%", "nan%").replace("MBS: 2", "MBS: 4")
+    traces = [{"xaxis": "x3", "text": [text, crashed]}, {"xaxis": "x3", "text": [text]}]
+    html = f"<script>Plotly.newPlot('id', {json.dumps(traces)}, {{}})</script>"
+    doc = playbook_table.table(html)
+    assert len(doc["rows"]) == 1
+    row = doc["rows"][0]
+    assert (row["num_layers"], row["hidden_size"], row["tied_embeddings"], row["dp"],
+            row["micro_batch_size"], row["global_batch_size"], row["tokens_per_s"],
+            row["overlap_grad_reduce"]) == (32, 4096, False, 8, 2, 256, 321200.0, True)
+
+
+def test_the_playbooks_single_node_grid():
+    """The Ultra-Scale Playbook's single-node nanotron runs (README, 'A new stack: nanotron'):
+    69 runs, 10 refused because nanotron's split leaves a stage without a layer, 59 scored at
+    6.2% median; the pure data- and pipeline-parallel ones within 2.1% (signed -1.4%), and
+    the pipelined ones -1.7% with nanotron's cost-balanced split against -15.4% with the
+    planner's even one; tensor parallelism at micro-batches of 1 and 2 +11.2%, and +111% on
+    the 1B and 3B models at 4 and 8 ranks, 1.4-3.1 ms a layer a micro-batch that the model
+    does not have (a host-bound layer)."""
+    doc = json.loads(PLAYBOOK.read_text())
+    assert len(doc["rows"]) == 69
+    rows, refused = _playbook_replay(doc)
+    assert len(rows) == 59 and len(refused) == 10
+    assert all("a stage has no layer" in r["reason"] for r in refused)
+    summary = published_accuracy.summarize(rows)
+    assert round(summary["median_abs_error_pct"], 1) == 6.2
+    taus = published_accuracy.sweep_taus(rows)
+    assert [round(taus[f"usp-{m}-1-node"]["kendall_tau"], 2) for m in ("1b", "3b", "8b")] == [
+        0.74, 0.76, 0.51]
+
+    def err(rs, absolute=False):
+        return round(_median(abs(r["error_pct"]) if absolute else r["error_pct"] for r in rs), 1)
+
+    tp1 = [r for r in rows if r["plan"]["tp"] == 1]
+    assert (len(tp1), err(tp1, True), err(tp1)) == (18, 2.1, -1.4)
+    small_tp = [r for r in rows if r["plan"]["tp"] > 1 and r["plan"]["micro_batch_size"] <= 2]
+    assert (len(small_tp), err(small_tp)) == (29, 11.2)
+    host = [r for r in small_tp if r["plan"]["tp"] >= 4 and r["plan"]["micro_batch_size"] == 1
+            and r["id"].startswith(("usp-1b", "usp-3b"))]
+    assert (len(host), err(host)) == (8, 111.0)
+    gaps = [r["gap_ms_per_layer_microbatch"] for r in host]
+    assert 1.4 <= min(gaps) and max(gaps) <= 3.2
+    # The split decides the pipelined rows: the planner's even split makes them slow.
+    piped = {r["id"] for r in tp1 if r["plan"]["pp"] > 1}
+    even = json.loads(json.dumps(doc))
+    for row in even["rows"]:
+        row["plan"].pop("layers_per_stage", None)
+    rows_even, refused_even = _playbook_replay(even)
+    assert refused_even == []
+    assert err([r for r in rows if r["id"] in piped]) == -1.7
+    assert err([r for r in rows_even if r["id"] in piped]) == -15.4
