@@ -59,8 +59,10 @@ def nanotron_split(model: str, pp: int) -> list[int]:
     layers, final norm, LM head, fp32 cast, loss) weighted by ``get_block_compute_costs``
     (models/llama.py: a layer 4 a d h + 3 f h, the head V h, the rest 0), each block on the
     current stage, the next stage taken once the running cost passes that stage's share
-    (r + 1) / pp of the total. A stage can end up with the LM head or the loss alone (0
-    layers), which the planner cannot state: such rows are refused when replayed."""
+    (r + 1) / pp of the total. The last stage can end up with the LM head and the loss alone
+    (0 layers), which the planner states (Megatron-LM's layout '...|L'); where the head lands
+    a stage before the loss, two stages hold no layer, which it cannot: such rows are refused
+    when replayed."""
     layers, h, heads, f = SHAPES[model]
     layer = 4 * heads * (h // heads) * h + 3 * f * h
     costs = [0] + [layer] * layers + [0, VOCAB * h, 0, 0]

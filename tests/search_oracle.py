@@ -1,7 +1,9 @@
 """Exhaustive enumeration for the search tests: every integer combination of the plan
 variables, validated with the estimate path's own checks, costed with the cost model; with
 ``search.rebalance_stages``, every first/last split of each pipelined plan without
-interleaving or block recompute, each costed on its own through the single-plan layout path;
+interleaving or block recompute, and every split that leaves its last stage the LM head and the
+loss alone (``layout.search_splits``), each costed on its own through the single-plan layout
+path;
 block recompute and CPU offloading of every layer count, the fewest that fits offered."""
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from planner.search.plan_request import PlanRequest
 from planner.search.plan_result import PlanResult
 from planner.search.spec import allows
 from planner.specs import ParallelPlan
-from planner.specs.layout import interleaved_splits
+from planner.specs.layout import search_splits
 from planner.specs.plan import plan_key, plan_layout, plan_violations
 
 
@@ -127,7 +129,7 @@ def enumerate_top_k(req: PlanRequest) -> list[tuple]:
         options = [(float(bc.step_time_s[i]), float(bc.memory_bytes[i]), ())]
         if (s.rebalance_stages and p.pp > 1 and not p.recompute_num_layers
                 and (p.vpp == 1 or s.rebalance_interleaved)):
-            for split in interleaved_splits(L, p.pp, p.vpp):
+            for split in search_splits(L, p.pp, p.vpp):
                 one = compose(PlanArrays.from_plans([p]), tables, split)
                 options.append((float(one.step_time_s[0]), float(one.memory_bytes[0]), split))
         fitting = [(round(t * 1e6), round(mem), lay, t, mem) for t, mem, lay in options

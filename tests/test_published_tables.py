@@ -1851,7 +1851,8 @@ def test_nanotrons_pipeline_split_worked_by_hand():
     c = 4 x 2048^2 + 3 x 8192 x 2048 = 67.1M, its LM head 131072 x 2048 = 4c, 20c in all. On 2
     stages the first takes layers until the running cost passes 10c (layer 11 takes it to
     11c), the second the other 5 and the head; on 4 (thresholds 5c, 10c, 15c) the stages take
-    6, 5 and 5 layers and the head lands alone on the last (0 layers)."""
+    6, 5 and 5 layers and the head lands alone on the last (0 layers), which the planner
+    states as such (Megatron-LM's layout '...|L')."""
     assert playbook_table.nanotron_split("1B", 2) == [11, 5]
     assert playbook_table.nanotron_split("1B", 4) == [6, 5, 5, 0]
     assert playbook_table.nanotron_split("8B", 8) == [5, 4, 4, 5, 4, 4, 4, 2]
@@ -1884,33 +1885,37 @@ def test_the_playbook_figure_read_point_by_point():
 
 def test_the_playbooks_single_node_grid():
     """The Ultra-Scale Playbook's single-node nanotron runs (README, 'A new stack: nanotron'):
-    69 runs, 10 refused because nanotron's split leaves a stage without a layer, 59 scored at
-    6.2% median; the pure data- and pipeline-parallel ones within 2.1% (signed -1.4%), and
-    the pipelined ones -1.7% with nanotron's cost-balanced split against -15.4% with the
-    planner's even one; tensor parallelism at micro-batches of 1 and 2 +11.2%, and +111% on
-    the 1B and 3B models at 4 and 8 ranks, 1.4-3.1 ms a layer a micro-batch that the model
-    does not have (a host-bound layer)."""
+    69 runs, 2 refused because nanotron's split leaves a stage other than the last without a
+    layer (the 1B model on 8 stages: the head on the 7th, the loss alone on the 8th), 67
+    scored at 7.0% median; the pure data- and pipeline-parallel ones within 3.1% (signed
+    -1.7%), and the pipelined ones -3.0% with nanotron's cost-balanced split (the LM head
+    alone on the last stage where it puts it there) against -17.9% with the planner's even
+    one; tensor parallelism at micro-batches of 1 and 2 +14.5%, and +111% on the 1B and 3B
+    models at 4 and 8 ranks, 1.4-3.1 ms a layer a micro-batch that the model does not have
+    (a host-bound layer), against 11.3% at most at micro-batches of 8 and 16."""
     doc = json.loads(PLAYBOOK.read_text())
     assert len(doc["rows"]) == 69
     rows, refused = _playbook_replay(doc)
-    assert len(rows) == 59 and len(refused) == 10
-    assert all("a stage has no layer" in r["reason"] for r in refused)
+    assert len(rows) == 67 and len(refused) == 2
+    assert all("only the last stage" in r["reason"] for r in refused)
     summary = published_accuracy.summarize(rows)
-    assert round(summary["median_abs_error_pct"], 1) == 6.2
+    assert round(summary["median_abs_error_pct"], 1) == 7.0
     taus = published_accuracy.sweep_taus(rows)
     assert [round(taus[f"usp-{m}-1-node"]["kendall_tau"], 2) for m in ("1b", "3b", "8b")] == [
-        0.74, 0.76, 0.51]
+        0.59, 0.73, 0.51]
 
     def err(rs, absolute=False):
         return round(_median(abs(r["error_pct"]) if absolute else r["error_pct"] for r in rs), 1)
 
     tp1 = [r for r in rows if r["plan"]["tp"] == 1]
-    assert (len(tp1), err(tp1, True), err(tp1)) == (18, 2.1, -1.4)
+    assert (len(tp1), err(tp1, True), err(tp1)) == (24, 3.1, -1.7)
     small_tp = [r for r in rows if r["plan"]["tp"] > 1 and r["plan"]["micro_batch_size"] <= 2]
-    assert (len(small_tp), err(small_tp)) == (29, 11.2)
+    assert (len(small_tp), err(small_tp)) == (30, 14.5)
     host = [r for r in small_tp if r["plan"]["tp"] >= 4 and r["plan"]["micro_batch_size"] == 1
             and r["id"].startswith(("usp-1b", "usp-3b"))]
     assert (len(host), err(host)) == (8, 111.0)
+    big = [r for r in rows if r["plan"]["tp"] > 1 and r["plan"]["micro_batch_size"] >= 8]
+    assert len(big) == 11 and round(max(abs(r["error_pct"]) for r in big), 1) == 11.3
     gaps = [r["gap_ms_per_layer_microbatch"] for r in host]
     assert 1.4 <= min(gaps) and max(gaps) <= 3.2
     # The split decides the pipelined rows: the planner's even split makes them slow.
@@ -1920,5 +1925,5 @@ def test_the_playbooks_single_node_grid():
         row["plan"].pop("layers_per_stage", None)
     rows_even, refused_even = _playbook_replay(even)
     assert refused_even == []
-    assert err([r for r in rows if r["id"] in piped]) == -1.7
-    assert err([r for r in rows_even if r["id"] in piped]) == -15.4
+    assert err([r for r in rows if r["id"] in piped]) == -3.0
+    assert err([r for r in rows_even if r["id"] in piped]) == -17.9

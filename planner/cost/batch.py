@@ -346,17 +346,18 @@ def model_states(plans: PlanArrays, tables: CostTables, classes, mtp_at, any_spl
     states = np.where(present, weights + grads + optim + zero_buf, -np.inf)
     # Model states alone are a lower bound: plans they already overflow need no more work.
     # For plans whose layers may move between stages, the bound holds for every split: the
-    # stages share the states, and the first and last hold a layer each besides their own.
+    # stages share the states, and the first holds a layer besides its own, the last too
+    # with virtual stages (without, its head may stand alone: layout.head_alone_splits).
     splittable = ((pp > 1) & (plans.rnl == 0) & ((v == 1) | split_interleaved) if any_split
                   else np.zeros(len(plans), dtype=bool))
     floor = states.max(axis=1)
     if splittable.any():
         fixed = np.where(present, states - L * per_layer_state, 0.0)
         share = (np.where(present, states, 0.0) * count).sum(axis=1) / pp
-        ends = np.maximum((fixed * first).sum(axis=1), (fixed * last).sum(axis=1))
+        ends = _ends_bound((fixed * first).sum(axis=1), (fixed * last).sum(axis=1),
+                           per_layer_state[:, 0], v)
         # (The default layout may leave the first and last stage no layer: it counts too.)
-        floor = np.where(splittable, np.minimum(floor, np.maximum(
-            share, ends + per_layer_state[:, 0])), floor)
+        floor = np.where(splittable, np.minimum(floor, np.maximum(share, ends)), floor)
     return ModelStates(params_c, experts_c, weights, grads, optim, zero_buf, states, layer_local,
                        per_layer_state, splittable, floor)
 
@@ -477,6 +478,16 @@ def _pad(a: np.ndarray, width: int, fill: float) -> np.ndarray:
     return np.concatenate([a, np.full((len(a), width - a.shape[1]), fill)], axis=1)
 
 
+def _ends_bound(first: np.ndarray, last: np.ndarray, one_layer: np.ndarray,
+                v: np.ndarray) -> np.ndarray:
+    """The least that the first or the last stage can take under any split of the layers
+    (their fixed parts ``first`` and ``last`` and ``one_layer`` of time or memory): the first
+    holds a layer at least; the last too with virtual stages, but without them it may hold
+    the head and the loss alone (``layout.head_alone_splits``)."""
+    return np.where(v == 1, np.maximum(first + one_layer, last),
+                    np.maximum(first, last) + one_layer)
+
+
 def _compose(plans: PlanArrays, tables: CostTables,
              layers_per_stage: tuple[int, ...] | None = None,
              memory_cap: float | None = None, *, layout: Layout | None = None,
@@ -494,7 +505,7 @@ def _compose(plans: PlanArrays, tables: CostTables,
 
     ``any_split``: also cost the plans without block recompute (and without interleaving
     unless ``split_interleaved``) whose layers could be split over the stages differently
-    (``layout.interleaved_splits``) and some split
+    (``layout.search_splits``) and some split
     might fit, and return in ``split_bound`` a lower bound on the step time of any such split
     (see ``_times``): what the search prunes uneven splits with."""
     model, training, eff = tables.model, tables.training, tables.eff
@@ -621,7 +632,8 @@ def _compose(plans: PlanArrays, tables: CostTables,
     if memory_only:
         fits = np.zeros(len(plans), dtype=bool)
     if memory_cap is not None and splittable.any():
-        # Some split fits only if every stage has room for a layer and the stages together
+        # Some split fits only if every stage has room for a layer (but for a last stage
+        # that may hold the head alone) and the stages together
         # for all of them: stage i holds the activations of in_flight(i) micro-batches per
         # layer (min(pp - i, m) in 1F1B; interleaved: memory.in_flight_microbatches), its fixed
         # states (the embedding on the first, the head on the last), the reserve, a
@@ -650,7 +662,9 @@ def _compose(plans: PlanArrays, tables: CostTables,
                  * in_flight_microbatches(q, _col(v[ask]), idx, _col(m[ask]),
                                           _col(grp[ask])))
             room = np.floor(np.maximum(memory_cap - b, -1.0) / np.maximum(a, 1.0))
-            could[ask] = ((np.where(on, room, np.inf).min(axis=1) >= 1)
+            # Every stage needs room for a layer but, without virtual stages, the last.
+            need = np.where((idx == q - 1) & (_col(v[ask]) == 1), 0.0, 1.0)
+            could[ask] = ((np.where(on, room - need, np.inf).min(axis=1) >= 0)
                           & (np.where(on, room, 0.0).sum(axis=1) >= model.num_layers))
         sel = np.flatnonzero(fits | could)
     else:
@@ -941,13 +955,14 @@ def _times(plans: PlanArrays, tables: CostTables, layout, LW, HW, classes, layer
     # Any split of the layers over the stages (the same layers in all; an interleaved
     # stage's spread evenly over its chunks): the stages' times add up to S, whatever the
     # split, but for ZeRO-2's per-micro-batch reduction (>= 0, dropped); the slowest stage
-    # takes at least S / pp, and at least the first (last) stage's fixed time and one layer;
+    # takes at least S / pp, and at least the first stage's fixed time and one layer, and the
+    # last's fixed time (and one layer with virtual stages: ``_ends_bound``);
     # the pipeline's closed form (m - 1/v) t_max + S / v (``pipeline.makespan``: m t_max and
     # the fill (S - t_max) / v), the send/recv and the tails (>= 0, dropped) bound the step.
     t_nodp = np.where(present, t_c - dpm_c, 0.0)
     S = (t_nodp * count).sum(axis=1)
     fixed = t_nodp - L * _col(layer_time)
-    ends = np.maximum((fixed * first).sum(axis=1), (fixed * last).sum(axis=1)) + layer_time
+    ends = _ends_bound((fixed * first).sum(axis=1), (fixed * last).sum(axis=1), layer_time, v)
     split_bound = (m - 1 / v) * np.maximum(S / pp, ends) + S / v + bd["pp_comm"]
     fixed_mid = overhead + z3_edges
     split_times = np.stack([layer_time, (fixed * first).sum(axis=1), fixed_mid,

@@ -9,9 +9,10 @@ choice.
 
 Uneven stages (``search.rebalance_stages``, default on) add, for every pipelined plan without
 interleaving or block recompute, every split of its layers that Megatron-LM's first/last-stage
-flags express (``layout.first_last_splits``); with ``search.rebalance_interleaved`` (off by
-default: slower, and rarely better) interleaved plans too, each rank's layers spread evenly
-over its chunks (``layout.interleaved_splits``; Megatron-LM's
+flags express (``layout.first_last_splits``) and every split that leaves the last stage the LM
+head and the loss alone (``layout.head_alone_splits``, its layout string's '...|L'); with
+``search.rebalance_interleaved`` (off by default: slower, and rarely better) interleaved plans
+too, each rank's layers spread evenly over its chunks (``layout.interleaved_splits``; Megatron-LM's
 ``--pipeline-model-parallel-layout``). They are searched exactly by branch and bound:
 the composition gives each such plan a lower bound on the step time of *any* split
 (``BatchCost.split_bound``) and a memory test no fitting split can fail; plans are taken in
@@ -40,7 +41,7 @@ from planner.search.partial import block_recompute
 from planner.search.plan_request import PlanRequest
 from planner.search.plan_result import PlanResult, SearchStats, SpacePoint
 from planner.search.space import Space, build_space
-from planner.specs.layout import interleaved_splits
+from planner.specs.layout import search_splits
 
 SPLIT_BATCH_ROWS = 60_000   # (plan, split) rows costed per round of the uneven-split pass
 
@@ -199,8 +200,8 @@ def _order(r) -> tuple:
 
 @lru_cache(maxsize=4096)
 def _split_rows(num_layers: int, pp: int, vpp: int) -> np.ndarray:
-    """``interleaved_splits`` as an array (splits, pp), made once per shape."""
-    splits = interleaved_splits(num_layers, pp, vpp)
+    """``search_splits`` as an array (splits, pp), made once per shape."""
+    splits = search_splits(num_layers, pp, vpp)
     return np.array(splits, dtype=float).reshape(len(splits), pp)
 
 

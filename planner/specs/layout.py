@@ -21,7 +21,11 @@ The default layout of (L layers, pp, vpp), in the order a user's framework would
   (the ``first_last`` totals) spread as evenly as possible over its chunks (Megatron's
   ``--pipeline-model-parallel-layout``; torchtitan's ``module_fqns_per_model_part``).
 
-An explicit ``layers_per_stage`` (per rank) is laid out the same way inside each rank.
+An explicit ``layers_per_stage`` (per rank) is laid out the same way inside each rank. Its
+last rank may hold no layer where there are no virtual stages: the LM head and the loss alone
+(``custom``: Megatron-LM's layout string ending '|L', whose --decoder-last-pipeline-num-layers
+must be positive; nanotron's cost-balanced split, models/base.py ``build_model``, places a
+large vocabulary's head so).
 """
 
 from __future__ import annotations
@@ -84,6 +88,27 @@ def interleaved_splits(num_layers: int, pp: int, vpp: int) -> tuple[tuple[int, .
     ``--pipeline-model-parallel-layout`` runs any of them)."""
     splits = first_last_splits(num_layers, pp)
     return splits if vpp == 1 else tuple(s for s in splits if min(s) >= vpp)
+
+
+@lru_cache(maxsize=4096)
+def head_alone_splits(num_layers: int, pp: int) -> tuple[tuple[int, ...], ...]:
+    """The splits whose last rank holds the LM head and the loss alone (no layer), the others
+    in the first/last form: the first rank f layers, the middle ranks the same count, a layer
+    or more each (Megatron-LM's layout '...|L'; without virtual stages only)."""
+    if pp < 2:
+        return ()
+    if pp == 2:
+        return ((num_layers, 0),)
+    return tuple((num_layers - (pp - 2) * mid,) + (mid,) * (pp - 2) + (0,)
+                 for mid in range(1, (num_layers - 1) // (pp - 2) + 1))
+
+
+@lru_cache(maxsize=4096)
+def search_splits(num_layers: int, pp: int, vpp: int) -> tuple[tuple[int, ...], ...]:
+    """The splits the search's uneven-stage pass costs: ``interleaved_splits``, and without
+    virtual stages the ``head_alone_splits`` too."""
+    splits = interleaved_splits(num_layers, pp, vpp)
+    return splits + head_alone_splits(num_layers, pp) if vpp == 1 else splits
 
 
 def layout_of(num_layers: int, pp: int, vpp: int = 1) -> Layout:
@@ -182,7 +207,9 @@ def explicit_layout(stages: tuple[int, ...], vpp: int = 1, mtp_standalone: bool 
         return place_mtp(default, mtp_layers, mtp_standalone)
     chunks = _chunks_of(stages, vpp)
     kind: LayoutKind = "custom"
-    if len(stages) > 1 and vpp == 1 and len(set(stages[1:-1])) <= 1:
+    if len(stages) > 1 and vpp == 1 and len(set(stages[1:-1])) <= 1 and stages[-1]:
+        # (Megatron-LM's --decoder-last-pipeline-num-layers must be > 0: a last stage of the
+        # head and the loss alone is its layout string's '|L'.)
         kind = "first_last"
     return place_mtp(Layout(stages, chunks, kind), mtp_layers, mtp_standalone)
 

@@ -83,7 +83,10 @@ class ParallelPlan(BaseModel):
         None, description="Transformer layers of each pipeline stage (length pp). Default: even "
         "when the layers divide pp * vpp; else the embedding and the loss count as a layer each "
         "when that divides; else the middle stages hold the same count and the first and last "
-        "share the rest (planner.specs.layout)."
+        "share the rest (planner.specs.layout). Every stage holds a layer, but the last of a "
+        "plan without virtual stages may hold none: the LM head and the loss alone "
+        "(Megatron-LM's --pipeline-model-parallel-layout '...|L'; nanotron's cost-balanced "
+        "split puts a large vocabulary's head there)."
     )
     mtp_standalone: bool = Field(
         False, description="Multi-token prediction modules in their own virtual stage: the "
@@ -266,10 +269,15 @@ def plan_violations(
                         "cluster.host_link_gb_per_s (gb200-nvl72 has it: NVLink-C2C)"))
     chunks = plan.pp * plan.vpp
     if plan.layers_per_stage is not None:
-        if sum(plan.layers_per_stage) != L or min(plan.layers_per_stage) < 1:
+        stages = plan.layers_per_stage
+        if sum(stages) != L:
             out.append(("plan.layers_per_stage",
-                        f"sum{list(plan.layers_per_stage)} = {sum(plan.layers_per_stage)} != "
-                        f"num_layers({L}), or a stage has no layer"))
+                        f"sum{list(stages)} = {sum(stages)} != num_layers({L})"))
+        elif min(stages[:-1], default=1) < 1 or (stages[-1] < 1 and plan.vpp > 1):
+            out.append(("plan.layers_per_stage",
+                        f"{list(stages)}: a stage has no layer; only the last stage of a plan "
+                        "without virtual stages may hold none (the LM head and the loss alone, "
+                        "Megatron-LM's layout '...|L')"))
     elif default_layout(L, plan.pp, plan.vpp) is None:
         out.append(("plan.vpp" if plan.vpp > 1 else "plan.pp",
                     f"pp({plan.pp}) * vpp({plan.vpp}) = {chunks} model chunks cannot be filled "
