@@ -33,6 +33,12 @@ Sources of the defaults (measured micro-benchmarks, except the two marked fitted
 - ``microbatch_overhead_us`` 100: host work per micro-batch per stage (data, schedule
   bookkeeping, p2p set-up) that is not hidden behind the GPU; fitted with ``matmul_half_dim``:
   the one value of 100, 300, 1,000 and 3,000 us that fits the ``fit`` runs best.
+- ``layer_host_floor_us`` 0: no floor by default. A stack whose Python issues each layer's
+  kernels more slowly than small GEMMs run them has one: nanotron's single-node runs in the
+  Ultra-Scale Playbook took 3.0-4.1 ms a layer a micro-batch (forward and backward, 3.8 at the
+  median) wherever the model's kernels took less than 3.2 ms (14 runs, 1B to 8B models at TP
+  2-8, one sequence a micro-batch; ``benchmarks/data/tables/ultrascale_playbook_1node.json``,
+  ``tests/test_host_floor.py``). A user of such a stack sets it.
 - ``compute_scale`` 1: no default to source; it is the one number a measured step of the
   user's own stack sets (``planner.calibration.anchor``): how fast that stack's kernels run
   against these rates, whatever the reason (its software's era, its kernels, its clocks).
@@ -102,6 +108,14 @@ class EfficiencyModel(BaseModel):
     microbatch_overhead_us: float = Field(
         100.0, ge=0, le=1e7, description="Host time per micro-batch per pipeline stage that the "
         "GPU waits for, us."
+    )
+    layer_host_floor_us: float = Field(
+        0.0, ge=0, le=1e7, description="The least time one transformer layer takes per "
+        "micro-batch, forward and backward together, whatever its kernels, us: the host time "
+        "an eager stack spends issuing a layer's kernels and collectives, which sets the pace "
+        "when the GPU runs them faster (a third of it in the forward, and in a full recompute's "
+        "rerun, two thirds in the backward). Default 0: no floor. nanotron's single-node runs "
+        "in the Ultra-Scale Playbook took about 3,800 us (README, 'A new stack')."
     )
     tp_comm_overlap: float | None = Field(
         None, ge=0, le=1, description="Share of TP's blocking collectives (the forward's, and "

@@ -465,6 +465,11 @@ def layer_works(
                   for n in per_expert_kernels(model, training, plan))
     fwd_s = fwd_lin + attn_f + elem_f + pe_f + ring_f
     bwd_s = sum(dgrad) + sum(wgrad) + attn_b + elem_b + pe_b + ring_b
+    # The host's floor (``EfficiencyModel.layer_host_floor_us``): a pass takes at least the
+    # time an eager stack needs to issue it, a third of the layer's floor forward (and in a
+    # full recompute's rerun), two thirds backward.
+    floor = eff.layer_host_floor_us * 1e-6
+    fwd_s, bwd_s = max(fwd_s, floor / 3), max(bwd_s, 2 * floor / 3)
     fwd_flops = linear_flops + model_attn_flops
 
     # What each mode runs again in the backward: (seconds, model FLOPs).
