@@ -53,6 +53,14 @@ MFU_MARGIN = 0.03
 DERIVED_ONLY = ("mi250x", "mi300x", "mi325x")
 DERIVED_ONLY_CHECK = ("mi250x", 28)
 
+# A host-bound layer: the Ultra-Scale Playbook's single-node nanotron runs whose layers the
+# model puts under this many ms a micro-batch (forward and backward, the busiest stage's
+# compute over its layers and micro-batches) took (runs, least, most) ms a layer, and
+# (least, most) percent longer than predicted (``tests/test_host_floor.py`` recomputes them
+# from ``benchmarks/data/tables/ultrascale_playbook_1node.json``).
+HOST_BOUND_MS = 3.2
+HOST_BOUND_RUNS = (14, 3.0, 4.1, 18, 203)
+
 # Fine-grained mixture of experts: the published runs of models with at least this many
 # routed experts, (runs, least, median, most) of measured / predicted - 1 in percent, and how
 # many of them measured slower than the model predicts (all but NeMo AutoModel's two, which
@@ -158,10 +166,20 @@ def step_time_band(model: ModelSpec, step_time_s: float, anchored: bool = False,
 
 
 def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, mfu: float,
-            schedule_excess: float = 0.0) -> list[str]:
+            schedule_excess: float = 0.0, layer_ms: float | None = None) -> list[str]:
     """The notes for one plan (empty when published runs back it). ``schedule_excess``: how
-    much longer the event simulation of the plan's schedule runs than its closed form."""
+    much longer the event simulation of the plan's schedule runs than its closed form;
+    ``layer_ms``: the busiest stage's compute a layer a micro-batch, forward and backward,
+    where no host floor was given (``EfficiencyModel.layer_host_floor_us``)."""
     out: list[str] = []
+    if layer_ms is not None and layer_ms < HOST_BOUND_MS:
+        n, lo, hi, slow_lo, slow_hi = HOST_BOUND_RUNS
+        out.append(
+            f"this plan's layers take {layer_ms:.2f} ms a micro-batch on the GPU: published "
+            f"runs of an eager stack (nanotron, the Ultra-Scale Playbook) whose layers the "
+            f"model puts under {HOST_BOUND_MS} ms took {lo}-{hi} ms a layer ({n} runs, "
+            f"{slow_lo}-{slow_hi}% slower than predicted), the time its host needs to issue "
+            "them; on such a stack set efficiency.layer_host_floor_us to its figure")
     if schedule_excess > SCHEDULE_MARGIN:
         out.append(
             f"the event simulation of this interleaved schedule runs "

@@ -193,7 +193,11 @@ def to_estimate(
     lay = launch_layout(gpus, cluster.host_gpus)
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
-    notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess)
+    floor = (efficiency or EfficiencyModel()).layer_host_floor_us
+    layer_ms = (ev.breakdown["compute"] / (ev.m * max(ev.layers)) * 1e3
+                if not floor and max(ev.layers) > 0 else None)
+    notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess,
+                    layer_ms=layer_ms)
     anchor = efficiency if efficiency is not None and efficiency.anchored else None
     family = None if mixed_gpus else gpu_family(cluster)
     band = StepTimeBand.model_validate({**step_time_band(model, step, anchor is not None, family),
