@@ -98,10 +98,17 @@ def points(html: str) -> list[dict]:
     return out
 
 
+def model_fields(model: str) -> dict:
+    """The planner's model fields of one of the benchmark's models ('1B', '3B', '8B', '80B')."""
+    layers, h, heads, f = SHAPES[model]
+    return {"name": f"nanotron benchmark {model}", "num_layers": layers, "hidden_size": h,
+            "num_attention_heads": heads, "num_kv_heads": heads, "ffn_hidden_size": f,
+            "ffn_type": "swiglu", "vocab_size": VOCAB, "tied_embeddings": f < 10_000}
+
+
 def row(point: dict) -> dict:
     """A table row of one point (a run that completed)."""
     model = point["model"]
-    layers, h, heads, f = SHAPES[model]
     dp, tp, pp = (int(point[k]) for k in ("DP", "TP", "PP"))
     zero, mbs, nodes = int(point["ZeRO"]), int(point["MBS"]), int(point["Nodes"])
     plan: dict = {"vpp": 1}
@@ -110,10 +117,7 @@ def row(point: dict) -> dict:
     return {
         "id": f"usp-{model.lower()}-n{nodes}-dp{dp}-tp{tp}-pp{pp}-mbs{mbs}-"
               f"acc{point['GradAcc']}-z{zero}",
-        "sweep": f"usp-{model.lower()}-{nodes}-node",
-        "name": f"nanotron benchmark {model}", "num_layers": layers, "hidden_size": h,
-        "num_attention_heads": heads, "num_kv_heads": heads, "ffn_hidden_size": f,
-        "ffn_type": "swiglu", "vocab_size": VOCAB, "tied_embeddings": f < 10_000,
+        "sweep": f"usp-{model.lower()}-{nodes}-node", **model_fields(model),
         "gpus": 8 * nodes, "dp": dp, "tp": tp, "pp": pp, "micro_batch_size": mbs,
         "zero_stage": zero, "recompute": "none", "sequence_parallel": tp > 1,
         "global_batch_size": int(point["GBS"]), "seq_length": SEQ,

@@ -19,16 +19,15 @@ from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec, pl
 from planner.specs.layout import explicit_layout, head_alone_splits, search_splits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
+import playbook_table  # noqa: E402
 from launch_readers import megatron_plan  # noqa: E402
 from test_search import uneven_request  # noqa: E402
 
 # nanotron's 1B benchmark model (scripts/scaling_benchmarks.py): its LM head, 131072 x 2048,
-# costs four of its layers (4 x 2048^2 + 3 x 8192 x 2048 each).
-NANOTRON_1B = ModelSpec.model_validate({
-    "name": "nanotron-1b", "num_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
-    "num_kv_heads": 32, "ffn_hidden_size": 8192, "ffn_type": "swiglu", "vocab_size": 131072,
-    "tied_embeddings": True})
+# costs four of its layers (4 x 2048^2 + 3 x 8192 x 2048 each), its embeddings tied.
+NANOTRON_1B = ModelSpec.model_validate(playbook_table.model_fields("1B"))
 NODE = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
 BATCH = TrainingSpec(global_batch_size=256, seq_length=4096)
 

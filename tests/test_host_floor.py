@@ -19,13 +19,11 @@ from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import playbook_table  # noqa: E402
 import published_accuracy  # noqa: E402
 import published_tables  # noqa: E402
 
-NANOTRON_1B = ModelSpec.model_validate({
-    "name": "nanotron-1b", "num_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
-    "num_kv_heads": 32, "ffn_hidden_size": 8192, "ffn_type": "swiglu", "vocab_size": 131072,
-    "tied_embeddings": True})
+NANOTRON_1B = ModelSpec.model_validate(playbook_table.model_fields("1B"))
 NODE = ClusterSpec.from_preset("dgx-h100", num_nodes=1)
 BATCH = TrainingSpec(global_batch_size=256, seq_length=4096)
 FLOOR = EfficiencyModel(layer_host_floor_us=3800)   # nanotron's (below)
