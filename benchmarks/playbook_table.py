@@ -16,7 +16,7 @@ below an InfiniBand DGX's (all-gather bus bandwidth of 256 MB falling from 185 G
 to 11 on 64, its ``pp_comm_bandwidth`` figure), a network no preset describes. A run the
 figure marks as crashed or out of memory (no throughput) is not a measurement and is left out.
 
-Usage: python benchmarks/playbook_table.py benchmarks_interactive.html > table.json
+Usage: python benchmarks/playbook_table.py benchmarks_interactive.html [--nodes N] > table.json
 """
 
 from __future__ import annotations
@@ -130,21 +130,39 @@ def row(point: dict) -> dict:
 
 
 def table(html: str, nodes: int = 1) -> dict:
-    """The table document of the figure's completed runs on ``nodes`` nodes."""
+    """The table document of the figure's completed runs on ``nodes`` nodes (more than one:
+    on the DGX H100 preset's InfiniBand, which is not the EFA they ran over: module
+    docstring)."""
     rows = [row(p) for p in points(html)
             if int(p["Nodes"]) == nodes and "nan" not in p["MFU"]]
     rows.sort(key=lambda r: r["id"])
     return {"source": SOURCE, "hardware": "8 x H100 80GB SXM per node (NVSwitch)",
-            "conventions": CONVENTIONS, "cluster": {"preset": "dgx-h100"},
+            "conventions": CONVENTIONS, "cluster": {"preset": "dgx-h100", "num_nodes": nodes},
             "training": TRAINING, "rows": rows}
+
+
+def layer_ms(run: dict, measured_step_s: float) -> tuple[float, float]:
+    """(the model's kernels, the measured step less the model's other parts) a layer a
+    micro-batch on the busiest stage of a replayed run, ms: where the first is small and the
+    second is not, the run waited on something else than its kernels (README, 'A new
+    stack')."""
+    from published_accuracy import predict_run
+
+    est = predict_run(run)[0]
+    n = est.grad_accum_steps * max(est.layers_per_stage)
+    other = est.step_time_s - est.breakdown["compute"]
+    return est.breakdown["compute"] / n * 1e3, (measured_step_s - other) / n * 1e3
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    nodes = 1
+    if len(args) == 3 and args[1] == "--nodes" and args[2].isdigit() and int(args[2]) >= 1:
+        args, nodes = args[:1], int(args[2])
     if len(args) != 1:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    print(json.dumps(table(Path(args[0]).read_text()), indent=1))
+    print(json.dumps(table(Path(args[0]).read_text(), nodes), indent=1))
     return 0
 
 

@@ -81,15 +81,6 @@ def test_the_search_ranks_by_the_floor():
     assert (held.dp, held.tp, held.pp) == (free.dp, free.tp, free.pp) == (8, 1, 1)
 
 
-def _per_layer_ms(run: dict, row: dict) -> tuple[float, float]:
-    """(the model's kernels, the run's measured time less the model's other parts) a layer a
-    micro-batch on the busiest stage, ms."""
-    est = published_accuracy.predict_run(run)[0]
-    n = est.grad_accum_steps * max(est.layers_per_stage)
-    other = est.step_time_s - est.breakdown["compute"]
-    return est.breakdown["compute"] / n * 1e3, (row["measured_step_s"] - other) / n * 1e3
-
-
 def test_the_playbooks_runs_show_nanotrons_floor():
     """Where the model's kernels take under 3.2 ms a layer a micro-batch (14 runs, 1B to 8B
     at TP 2 to 8, one sequence a micro-batch), the runs took 3.0 to 4.1 ms, 3.8 ms at the
@@ -101,7 +92,8 @@ def test_the_playbooks_runs_show_nanotrons_floor():
     runs, _ = published_tables.load_table(doc, "usp", published_accuracy.load_runs())
     rows, _ = published_accuracy.replay(runs)
     by_id = {r["id"]: r for r in rows}
-    times = [(*_per_layer_ms(run, by_id[run["id"]]), by_id[run["id"]]["error_pct"])
+    times = [(*playbook_table.layer_ms(run, by_id[run["id"]]["measured_step_s"]),
+              by_id[run["id"]]["error_pct"])
              for run in runs if run["id"] in by_id]
     low = [measured for kernels, measured, _ in times if kernels < HOST_BOUND_MS]
     slower = [err for kernels, _, err in times if kernels < HOST_BOUND_MS]
