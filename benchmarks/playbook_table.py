@@ -148,10 +148,9 @@ def layer_ms(run: dict, measured_step_s: float) -> tuple[float, float]:
     stack')."""
     from published_accuracy import predict_run
 
-    est = predict_run(run)[0]
-    n = est.grad_accum_steps * max(est.layers_per_stage)
-    other = est.step_time_s - est.breakdown["compute"]
-    return est.breakdown["compute"] / n * 1e3, (measured_step_s - other) / n * 1e3
+    from planner.cost.caveats import layer_ms as of_estimate
+
+    return of_estimate(predict_run(run)[0], measured_step_s)
 
 
 def main(argv: list[str] | None = None) -> int:

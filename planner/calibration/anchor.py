@@ -43,6 +43,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from planner.calibration.model import AnchoredRun
 from planner.cost import estimate
+from planner.cost.caveats import HOST_BOUND_MS, layer_ms
 from planner.errors import PlannerInputError
 from planner.request import EstimateRequest, parse_request
 from planner.specs import ClusterSpec, ModelSpec
@@ -63,6 +64,9 @@ NETWORK_LOW, NETWORK_HIGH = 0.02, 1.5
 PLAUSIBLE_NETWORK = (0.1, 1.2)
 # Finite-difference step of the two-number fit, in the logarithm of a speed.
 STEP = 0.02
+# A run whose layers the model puts under caveats.HOST_BOUND_MS a micro-batch and that
+# measured this many times as long a layer is flagged as host-bound.
+HOST_BOUND_SLOWER = 1.3
 # Whether the network's speed is fitted too: 'auto' where the runs call for it.
 NetworkMode = Literal["auto", "fit", "spec"]
 
@@ -296,6 +300,24 @@ class _Run:
                                         est.memory.total_gib)
         return self._seen[(scale, net)]
 
+    def host_bound(self) -> str | None:
+        """A note where the run's layers take so little on the GPU that an eager stack's host
+        sets their pace (``caveats.HOST_BOUND_MS``) and the run measured a longer layer, with
+        no host floor given: the kernel speed fitted to it would be the host's."""
+        r = self.run
+        if r.efficiency.layer_host_floor_us:
+            return None
+        est = estimate(r.model, r.cluster, r.training, r.plan, r.efficiency,
+                       calibration=r.calibration)
+        kernels, measured = layer_ms(est, r.measured_step_time_s)
+        if kernels >= HOST_BOUND_MS or measured < HOST_BOUND_SLOWER * kernels:
+            return None
+        return (f"{self.name}: its layers take {kernels:.2f} ms a micro-batch on the GPU in "
+                f"the model and {measured:.2f} ms as measured (the step less the model's other "
+                "parts): a host-bound layer, which a kernel speed fits badly; set "
+                f"efficiency.layer_host_floor_us to about {round(measured * 1000, -1):g} for "
+                "this stack, and anchor its kernel speed on runs of larger layers")
+
     def residual(self, a: float, b: float | None = None) -> float:
         """log(predicted / measured) at kernel speed e^a (falling as it grows) and network
         speed e^b (None: the run's own)."""
@@ -454,6 +476,8 @@ def fit_anchor(request: AnchorRequest) -> AnchorFit:
         alone.append(scale)
         if note:
             notes.append(note)
+        if (host := r.host_bound()) is not None:
+            notes.append(host)
     speeds = fit_speeds(lambda a, b: [r.residual(a, b) for r in runs], alone, request.network)
     if speeds.note:
         notes.append(speeds.note)

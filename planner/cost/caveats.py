@@ -11,9 +11,22 @@ until this table is updated.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Protocol, cast
 
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
+
+
+class StagedStep(Protocol):
+    """What ``layer_ms`` reads of an estimate."""
+
+    @property
+    def grad_accum_steps(self) -> int: ...
+    @property
+    def layers_per_stage(self) -> list[int]: ...
+    @property
+    def breakdown(self) -> dict[str, float]: ...
+    @property
+    def step_time_s(self) -> float: ...
 
 # The best model-FLOPs utilisation measured by published dense runs, per GPU family and
 # precision group (16-bit or fp8), in the planner's own FLOPs convention (the model's FLOPs
@@ -60,6 +73,18 @@ DERIVED_ONLY_CHECK = ("mi250x", 28)
 # from ``benchmarks/data/tables/ultrascale_playbook_1node.json``).
 HOST_BOUND_MS = 3.2
 HOST_BOUND_RUNS = (14, 3.0, 4.1, 18, 203)
+
+
+def layer_ms(est: StagedStep, measured_step_s: float | None = None) -> tuple[float, float]:
+    """(the model's compute, the measured step less the model's other parts) a layer a
+    micro-batch on the busiest stage, forward and backward, ms (the second 0 without a
+    measured step): where the first is small and the second is not, the run waited on its
+    host rather than on its kernels."""
+    n = est.grad_accum_steps * max(max(est.layers_per_stage), 1)
+    compute = est.breakdown["compute"]
+    other = est.step_time_s - compute
+    return compute / n * 1e3, (0.0 if measured_step_s is None
+                               else (measured_step_s - other) / n * 1e3)
 
 # Fine-grained mixture of experts: the published runs of models with at least this many
 # routed experts, (runs, least, median, most) of measured / predicted - 1 in percent, and how
