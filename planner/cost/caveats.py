@@ -11,22 +11,13 @@ until this table is updated.
 
 from __future__ import annotations
 
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, cast
 
 from planner.specs import ClusterSpec, ModelSpec, TrainingSpec
 
+if TYPE_CHECKING:
+    from planner.result import PlanEstimate
 
-class StagedStep(Protocol):
-    """What ``layer_ms`` reads of an estimate."""
-
-    @property
-    def grad_accum_steps(self) -> int: ...
-    @property
-    def layers_per_stage(self) -> list[int]: ...
-    @property
-    def breakdown(self) -> dict[str, float]: ...
-    @property
-    def step_time_s(self) -> float: ...
 
 # The best model-FLOPs utilisation measured by published dense runs, per GPU family and
 # precision group (16-bit or fp8), in the planner's own FLOPs convention (the model's FLOPs
@@ -75,16 +66,23 @@ HOST_BOUND_MS = 3.2
 HOST_BOUND_RUNS = (14, 3.0, 4.1, 18, 203)
 
 
-def layer_ms(est: StagedStep, measured_step_s: float | None = None) -> tuple[float, float]:
+def per_layer_ms(compute_s: float, step_s: float, microbatches: int, layers: int,
+                 measured_step_s: float | None = None) -> tuple[float, float]:
     """(the model's compute, the measured step less the model's other parts) a layer a
-    micro-batch on the busiest stage, forward and backward, ms (the second 0 without a
-    measured step): where the first is small and the second is not, the run waited on its
-    host rather than on its kernels."""
-    n = est.grad_accum_steps * max(max(est.layers_per_stage), 1)
-    compute = est.breakdown["compute"]
-    other = est.step_time_s - compute
-    return compute / n * 1e3, (0.0 if measured_step_s is None
-                               else (measured_step_s - other) / n * 1e3)
+    micro-batch on the busiest stage (its ``layers``), forward and backward, ms, from a step of
+    ``step_s`` with ``compute_s`` of compute (the second 0 without a measured step): where
+    the first is small and the second is not, the run waited on its host rather than on its
+    kernels."""
+    n = microbatches * max(layers, 1)
+    return compute_s / n * 1e3, (0.0 if measured_step_s is None
+                                 else (measured_step_s - (step_s - compute_s)) / n * 1e3)
+
+
+def layer_ms(est: PlanEstimate, measured_step_s: float | None = None) -> tuple[float, float]:
+    """``per_layer_ms`` of an estimate."""
+    return per_layer_ms(est.breakdown["compute"], est.step_time_s, est.grad_accum_steps,
+                        max(est.layers_per_stage), measured_step_s)
+
 
 # Fine-grained mixture of experts: the published runs of models with at least this many
 # routed experts, (runs, least, median, most) of measured / predicted - 1 in percent, and how

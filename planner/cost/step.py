@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from planner.calibration.model import CalibrationIn
 from planner.cost.batch import BREAKDOWN_KEYS, PlanArrays, compose
-from planner.cost.caveats import caveats, gpu_family, step_time_band
+from planner.cost.caveats import caveats, gpu_family, per_layer_ms, step_time_band
 from planner.cost.efficiency import EfficiencyModel
 from planner.cost.memory import GIB, stage_layer_counts
 from planner.cost.pipeline import chunk_times, simulate
@@ -194,10 +194,10 @@ def to_estimate(
     mfu = tflops * 1e12 / cluster.gpu.peak_flops(training.precision)
     chunks = ([list(c) for c in ev.layout.chunks] if ev.layout and plan.vpp > 1 else None)
     floor = (efficiency or EfficiencyModel()).layer_host_floor_us
-    layer_ms = (ev.breakdown["compute"] / (ev.m * max(ev.layers)) * 1e3
-                if not floor and max(ev.layers) > 0 else None)
+    layer = (None if floor or not max(ev.layers) else
+             per_layer_ms(ev.breakdown["compute"], step, ev.m, max(ev.layers))[0])
     notes = caveats(model, cluster, training, mfu=mfu, schedule_excess=ev.schedule_excess,
-                    layer_ms=layer_ms)
+                    layer_ms=layer)
     anchor = efficiency if efficiency is not None and efficiency.anchored else None
     family = None if mixed_gpus else gpu_family(cluster)
     band = StepTimeBand.model_validate({**step_time_band(model, step, anchor is not None, family),
