@@ -27,6 +27,10 @@ import sys
 from itertools import accumulate
 from pathlib import Path
 
+from published_accuracy import predict_run
+
+from planner.cost.caveats import layer_ms as estimate_layer_ms
+
 # scripts/scaling_benchmarks.py model_configs: (layers, hidden, heads, MLP width).
 SHAPES = {"1B": (16, 2048, 32, 8192), "3B": (28, 3072, 32, 8192),
           "8B": (32, 4096, 32, 14336), "80B": (80, 8192, 64, 28672)}
@@ -81,9 +85,16 @@ def _number(text: str) -> float:
 
 
 def points(html: str) -> list[dict]:
-    """Every point of the figure's four panels: its hover text's fields and its model."""
-    start = html.index("[", html.index("Plotly.newPlot("))
-    traces, _ = json.JSONDecoder().raw_decode(html[start:])
+    """Every point of the figure's four panels: its hover text's fields and its model.
+    Raises ValueError when the text holds no Plotly figure."""
+    at = html.find("Plotly.newPlot(")
+    start = html.find("[", at) if at >= 0 else -1
+    if start < 0:
+        raise ValueError("no Plotly figure (Plotly.newPlot) in the file")
+    try:
+        traces, _ = json.JSONDecoder().raw_decode(html[start:])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the figure's traces are not JSON: {exc}") from exc
     seen, out = set(), []
     for trace in traces:
         model = PANELS.get(trace.get("xaxis"))
@@ -146,11 +157,7 @@ def layer_ms(run: dict, measured_step_s: float) -> tuple[float, float]:
     micro-batch on the busiest stage of a replayed run, ms: where the first is small and the
     second is not, the run waited on something else than its kernels (README, 'A new
     stack')."""
-    from published_accuracy import predict_run
-
-    from planner.cost.caveats import layer_ms as of_estimate
-
-    return of_estimate(predict_run(run)[0], measured_step_s)
+    return estimate_layer_ms(predict_run(run)[0], measured_step_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,7 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    print(json.dumps(table(Path(args[0]).read_text(), nodes), indent=1))
+    try:
+        doc = table(Path(args[0]).read_text(), nodes)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError) as exc:
+        print(f"error: {args[0]}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(doc, indent=1))
     return 0
 
 

@@ -2000,3 +2000,16 @@ def test_the_playbooks_network_against_the_preset():
     assert abs(ratios["all_reduce", 2] - 1) < 0.05
     beyond = [r for (op, nodes), r in ratios.items() if nodes >= 4]
     assert round(min(beyond)) == 2 and round(max(beyond)) == 17
+
+
+def test_the_playbook_reader_refuses_a_file_without_the_figure(tmp_path, capsys):
+    """A file that is not the figure, or no file, is a message and exit 1, not a traceback;
+    arguments other than a file and --nodes N print the usage and exit 2."""
+    page = tmp_path / "page.html"
+    page.write_text("<html>no figure here</html>")
+    assert playbook_table.main([str(page)]) == 1
+    assert "no Plotly figure" in capsys.readouterr().err
+    assert playbook_table.main([str(tmp_path / "missing.html")]) == 1
+    assert "missing.html" in capsys.readouterr().err
+    assert playbook_table.main([str(page), "--nodes", "x"]) == 2
+    assert "Usage" in capsys.readouterr().err
