@@ -89,17 +89,24 @@ def test_the_head_alone_stage_is_costed_and_launched():
 
 def test_the_search_finds_the_head_alone_split():
     """Searching the 1B model's 4-stage plans, the split that leaves the head alone wins: the
-    best first/last split keeps a layer beside the head."""
+    best first/last split keeps a layer beside the head (README, 'A new stack')."""
     req = PlanRequest.model_validate({
         "model": NANOTRON_1B.model_dump(mode="json"),
         "cluster": {"preset": "dgx-h100", "num_nodes": 1},
         "training": {"global_batch_size": 256, "seq_length": 4096},
         "search": {"pp": 4, "tp": 1, "micro_batch_size": 1, "top_k": 3}})
-    best = plan(req).plans[0]
+    plans = plan(req).plans
+    best = plans[0]
     assert best.layers_per_stage[-1] == 0 and best.pipeline_layout == "custom"
     off = plan(req.model_copy(update={"search": req.search.model_copy(
         update={"rebalance_stages": False})})).plans[0]
     assert best.step_time_s < off.step_time_s
+    # The README's figures: 4, 6, 6 and the head alone; the best split with a layer on the
+    # last stage; the even split the search takes without uneven stages.
+    kept = next(p for p in plans if p.layers_per_stage[-1] > 0)
+    assert (best.layers_per_stage, round(best.step_time_s, 2)) == ([4, 6, 6, 0], 3.47)
+    assert (kept.layers_per_stage, round(kept.step_time_s, 2)) == ([5, 5, 5, 1], 3.52)
+    assert (off.layers_per_stage, round(off.step_time_s, 2)) == ([4, 4, 4, 4], 5.14)
 
 
 def test_the_exact_comparison_covers_head_alone_winners():

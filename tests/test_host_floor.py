@@ -159,6 +159,7 @@ def test_anchoring_names_a_host_bound_run_and_the_floor_fixes_it():
         {"runs": [_anchor_run(runs, r, floor) for r in pair]}))
     assert not any("host-bound" in n for n in fixed.notes)
     assert 0.95 < fixed.compute_scale < 1.05
+    assert round(fixed.compute_scale, 2) == 1.02          # the README's figure
     assert all(abs(r.anchored_error_pct) < 4 for r in fixed.runs)
 
 

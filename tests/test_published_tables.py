@@ -1998,6 +1998,8 @@ def test_the_playbooks_network_against_the_preset():
             t = nccl_time(op, size, group).time_s
             ratios[op, nodes] = bus_bandwidth(op, size, 8 * nodes, t) / 1e9 / got
     assert abs(ratios["all_reduce", 2] - 1) < 0.05
+    # All-gather and reduce-scatter on 2 nodes: about half the preset's (the README).
+    assert [round(ratios[op, 2], 1) for op in ("all_gather", "reduce_scatter")] == [1.9, 1.9]
     beyond = [r for (op, nodes), r in ratios.items() if nodes >= 4]
     assert round(min(beyond)) == 2 and round(max(beyond)) == 17
 
