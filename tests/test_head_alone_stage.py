@@ -49,14 +49,17 @@ def test_the_head_alone_splits_worked_by_hand():
     ((0, 6, 5, 5), 1, False),           # nor the first
     ((8, 4, 4, 0), 2, False),           # nor with virtual stages
     ((6, 5, 5, 1), 1, False),           # 17 layers
+    ((6, 5, 6, -1), 1, False),          # a negative count that sums to 16
 ])
 def test_only_the_last_stage_may_hold_no_layer(stages, vpp, ok):
     p = ParallelPlan(dp=2, tp=1, pp=4, vpp=vpp, layers_per_stage=stages)
     reasons = [r for f, r in plan_violations(p, NANOTRON_1B, NODE, BATCH)
                if f == "plan.layers_per_stage"]
     assert (reasons == []) == ok, reasons
-    if not ok and sum(stages) == 16:
+    if not ok and sum(stages) == 16 and min(stages) == 0:
         assert "only the last stage" in reasons[0]
+    if min(stages) < 0:
+        assert "fewer than no layers" in reasons[0]
 
 
 def test_the_head_alone_stage_is_costed_and_launched():
