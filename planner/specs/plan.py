@@ -275,7 +275,7 @@ def plan_violations(
                         f"sum{list(stages)} = {sum(stages)} != num_layers({L})"))
         elif min(stages) < 0:
             out.append(("plan.layers_per_stage",
-                        f"{list(stages)}: a stage cannot hold fewer than no layers"))
+                        f"{list(stages)}: a stage cannot hold a negative number of layers"))
         elif min(stages[:-1], default=1) < 1 or (stages[-1] < 1 and plan.vpp > 1):
             out.append(("plan.layers_per_stage",
                         f"{list(stages)}: a stage has no layer; only the last stage of a plan "
