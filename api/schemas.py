@@ -193,6 +193,10 @@ class CalibrationCreate(BaseModel):
     samples: list[Sample] | None = Field(None, max_length=100_000)
     logs: list[str] | None = Field(None, max_length=64, description="nccl-tests outputs.")
     op: str | None = Field(None, description="Collective of logs that do not name it.")
+    ranks: int | None = Field(None, ge=1, le=1_000_000, description="nccl-tests: the ranks a "
+                              "log without its '#  Rank' lines ran on.")
+    nodes: int | None = Field(None, ge=1, le=1_000_000, description="nccl-tests: the nodes "
+                              "those ranks spanned (more than one: the inter-node tier).")
     trace: dict | None = Field(None, description="Chrome trace JSON from torch.profiler.")
     sweep: SweepSpec | None = None
     runs: list[dict] | None = Field(None, max_length=32, description="anchor: measured runs, "

@@ -215,7 +215,7 @@ def calibrate(body: Any) -> dict:
         samples, notes = [], []
         for i, text in enumerate(need("logs", body.logs)):
             try:
-                log = parse(text, op=body.op)
+                log = parse(text, op=body.op, ranks=body.ranks, nodes=body.nodes)
             except NcclTestsFormatError as exc:
                 raise ApiProblem(422, "Invalid request", f"logs.{i}: {exc}",
                                  type_="/problems/invalid-request") from None

@@ -12,13 +12,16 @@ listed under the run's ``assumed``:
 - columns: the corpus's names (``gpus``, ``seq_length``, ``global_batch_size``, ``tp``, ...)
   or the usual others (``num_gpus``, ``seq_len``, ``batch_size``, ``tensor_parallel``, ...:
   ``_ALIASES``); model fields by the planner's ModelSpec names;
-- GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the GPU the
-  ``hardware`` text names (A100 40/80 GB, H100, H200, H800, B200, B300, GB200, GB300) on its
-  DGX, HGX or NVL72 preset, V100 (16/32 GB) on its DGX-2 or DGX-1 preset, or AMD's MI300X and
-  MI325X on their 8-GPU nodes and MI250X (Frontier, LUMI-G) as one GPU a GCD, with the
-  per-node network the text gives as ``N x R Gb/s`` (or Gbps, or G; a single rate is one NIC's
-  unless the text calls it the node's or it is faster than the preset's NICs), over RoCE or
-  Ethernet where the text names them and InfiniBand otherwise;
+- GPUs: the row's or the table's ``cluster`` (a planner cluster spec), else the cloud
+  instance the ``hardware`` text names by type (AWS p4d, p4de, p5, p5e, p5en where the text
+  is AWS's; Azure's ND A100 v4, NDm A100 v4, ND H100 v5, ND H200 v5; Google Cloud's A3 Ultra)
+  on its preset, else the GPU the ``hardware`` text names (A100 40/80 GB, H100, H200, H800,
+  B200, B300, GB200, GB300) on its DGX, HGX or NVL72 preset, V100 (16/32 GB) on its DGX-2
+  or DGX-1 preset, or AMD's MI300X and MI325X on their 8-GPU nodes and MI250X (Frontier,
+  LUMI-G) as one GPU a GCD, with the per-node network the text gives as ``N x R Gb/s`` (or
+  Gbps, or G; a single rate is one NIC's unless the text calls it the node's or it is faster
+  than the preset's NICs), over RoCE or Ethernet where the text names them and InfiniBand
+  otherwise;
 - a model named only by its size ("7b") under a table that names llm-foundry (MPT's) or IBM's
   fms-fsdp (its Llama 2 variants); a batch smaller than the data-parallel ranks is each rank's;
 - software of the time: a source dated before 2023 (its arXiv number, else a year, a venue's
@@ -132,11 +135,30 @@ _HARDWARE = [
     (r"v100[^,;]*?\b16\s*g(?:i?b)?\b", "dgx-1", "v100-16gb"),
     (r"v100", "dgx-1", None),          # a DGX-2 where the text names one (``_cluster``)
 ]
+# Cloud instances a hardware text names by type (planner/specs/cloud.py), before any GPU name:
+# AWS's where the text is AWS's (an instance size, EC2, EFA or AWS named), Azure's VM sizes
+# and series, Google Cloud's A3 Ultra.
+_AWS_TEXT = r"\baws\b|\bec2\b|amazon|xlarge|\befa"
+_CLOUD = [
+    (r"\bp4de\b", "aws-p4de", _AWS_TEXT),
+    (r"\bp4d\b", "aws-p4d", _AWS_TEXT),
+    (r"\bp5en\b", "aws-p5en", _AWS_TEXT),
+    (r"\bp5e\b", "aws-p5e", _AWS_TEXT),
+    (r"\bp5\b", "aws-p5", _AWS_TEXT),
+    (r"\bnd96amsr a100 v4\b|\bndm a100 v4\b", "azure-ndm-a100-v4", ""),
+    (r"\bnd96asr v4\b|\bnd a100 v4\b", "azure-nd-a100-v4", ""),
+    (r"\bnd96isr h100 v5\b|\bnd h100 v5\b", "azure-nd-h100-v5", ""),
+    (r"\bnd96isr h200 v5\b|\bnd h200 v5\b", "azure-nd-h200-v5", ""),
+    (r"\ba3-ultragpu|\ba3 ultra\b", "gcp-a3-ultra", ""),
+]
 _FAMILY = {"dgx-1": "v100", "dgx-2": "v100", "dgx-a100": "a100", "hgx-a800": "a800",
            "dgx-h100": "h100",
            "dgx-h200": "h200", "hgx-h800": "h800", "dgx-b200": "b200", "dgx-b300": "b300",
            "gb200-nvl72": "gb200", "gb300-nvl72": "gb300", "hpe-cray-ex235a": "mi250x",
-           "mi300x-8": "mi300x", "mi325x-8": "mi325x"}
+           "mi300x-8": "mi300x", "mi325x-8": "mi325x",
+           "aws-p4d": "a100-40gb", "aws-p4de": "a100", "aws-p5": "h100", "aws-p5e": "h200",
+           "aws-p5en": "h200", "azure-nd-a100-v4": "a100-40gb", "azure-ndm-a100-v4": "a100",
+           "azure-nd-h100-v5": "h100", "azure-nd-h200-v5": "h200", "gcp-a3-ultra": "h200"}
 _GPUS_PER_NODE = {"dgx-2": 16, "gb200-nvl72": 72, "gb300-nvl72": 72}
 _HARDWARE_COLUMNS = ("hardware", "gpu", "system", "platform", "accelerator", "gpu_type")
 
@@ -802,7 +824,10 @@ def _cluster(doc: dict, row: dict) -> tuple[dict, str | None]:
         raise ValueError(f"'hardware' names {card} cards, which no cluster preset holds (the "
                          "presets are SXM boards on NVSwitch); give 'cluster' as a cluster spec "
                          "with the card's GPU fields and links")
-    found = next((x for x in _HARDWARE if re.search(x[0], text)), None)
+    cloud = next((name for pattern, name, context in _CLOUD
+                  if re.search(pattern, text) and re.search(context, text)), None)
+    found = (None, cloud, None) if cloud else next(
+        (x for x in _HARDWARE if re.search(x[0], text)), None)
     if found is None:
         raise ValueError("'hardware' names no GPU the planner has a preset for (V100, A100, "
                          "A800, H100, H200, H800, B200, B300, GB200, GB300, MI250X, MI300X, "

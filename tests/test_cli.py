@@ -41,7 +41,10 @@ def test_presets_json_lists_every_preset():
     assert set(body["clusters"]) == {"dgx-1", "dgx-2", "dgx-a100", "hgx-a800", "dgx-h100",
                                      "dgx-h200", "hgx-h800",
                                      "dgx-b200", "gb200-nvl72", "dgx-b300", "gb300-nvl72",
-                                     "hpe-cray-ex235a", "mi300x-8", "mi325x-8", "local-cpu"}
+                                     "hpe-cray-ex235a", "mi300x-8", "mi325x-8", "local-cpu",
+                                     "aws-p4d", "aws-p4de", "aws-p5", "aws-p5e", "aws-p5en",
+                                     "azure-nd-a100-v4", "azure-ndm-a100-v4",
+                                     "azure-nd-h100-v5", "azure-nd-h200-v5", "gcp-a3-ultra"}
     assert runner.invoke(app, ["presets"]).exit_code == 0
     # Which GPUs run the Blackwell recipes: an fp4 peak (NVFP4) and block-scaled fp8 (MXFP8).
     gb300, h100 = body["gpus"]["gb300"], body["gpus"]["h100-sxm"]

@@ -157,7 +157,9 @@ def test_bloomberggpts_row_and_its_unprinted_micro_batch():
     assert skipped == []
     assert {k: run["plan"].get(k) for k in ("dp", "zero_stage", "dp_replicate", "recompute")} == {
         "dp": 512, "zero_stage": 3, "dp_replicate": 4, "recompute": "full"}
-    assert run["cluster"]["gpu"] == "a100-40gb"
+    # Its text names the instance (p4d.24xlarge): the aws-p4d preset, A100 40GB.
+    assert run["cluster"]["preset"] == "aws-p4d"
+    assert ClusterSpec.model_validate(run["cluster"]).gpu.name == "a100-40gb"
     assert (run["cluster"]["inter_node"]["kind"],
             run["cluster"]["inter_node"]["bandwidth_gb_per_s"]) == ("roce", 50.0)
     assert TrainingSpec.model_validate(run["training"]).precision == "bf16"

@@ -35,7 +35,7 @@ _OP_HINT = re.compile(r"(" + "|".join(BINARY_OPS) + r")")
 
 class NcclTestsFormatError(ValueError):
     def __init__(self, line_no: int, message: str) -> None:
-        super().__init__(f"line {line_no}: {message}")
+        super().__init__(f"line {line_no}: {message}" if line_no else message)
         self.line_no = line_no
 
 
@@ -47,10 +47,12 @@ class NcclTestsLog:
     rows: list[dict] = field(default_factory=list)
     avg_busbw_gb_per_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    nodes: int | None = None     # what the caller said, for a log without its rank lines
 
     @property
     def tier(self) -> str:
-        return "inter_node" if len(set(self.hosts)) > 1 else "intra_node"
+        count = self.nodes if self.nodes is not None else len(set(self.hosts))
+        return "inter_node" if count > 1 else "intra_node"
 
     def samples(self) -> list[Sample]:
         p = 2 if self.op == "send_recv" else self.ranks
@@ -65,8 +67,16 @@ def _num(tok: str, line_no: int, what: str) -> float:
         raise NcclTestsFormatError(line_no, f"{what} {tok!r} is not a number") from None
 
 
-def parse(text: str, op: str | None = None) -> NcclTestsLog:
-    """Parse one nccl-tests run. ``op`` names the collective when the log does not."""
+def parse(text: str, op: str | None = None, ranks: int | None = None,
+          nodes: int | None = None) -> NcclTestsLog:
+    """Parse one nccl-tests run. ``op`` names the collective when the log does not; ``ranks``
+    and ``nodes`` give the group a log without its ``#  Rank`` lines ran on (a trimmed log, as
+    cloud providers' guides print them), and must agree with the lines where it has them."""
+    for name, value in (("ranks", ranks), ("nodes", nodes)):
+        if value is not None and value < 1:
+            raise NcclTestsFormatError(0, f"{name} must be at least 1, got {value}")
+    if ranks is not None and nodes is not None and nodes > ranks:
+        raise NcclTestsFormatError(0, f"nodes {nodes} is more than the {ranks} ranks")
     found_op = op
     hosts: dict[int, str] = {}
     rows: list[dict] = []
@@ -117,9 +127,20 @@ def parse(text: str, op: str | None = None) -> NcclTestsLog:
     if found_op is None:
         raise NcclTestsFormatError(0, "the log does not say which collective it measured "
                                    "(no '*_perf' name); pass op explicitly")
-    ranks = len(hosts) or 1
-    if not hosts:
-        notes.append("no '#  Rank' lines: the group size is unknown; assumed 2")
-        ranks = 2
-    return NcclTestsLog(op=found_op, ranks=ranks, hosts=[hosts[r] for r in sorted(hosts)],
-                        rows=rows, avg_busbw_gb_per_s=avg, notes=notes)
+    if hosts:
+        found = (len(hosts), len(set(hosts.values())))
+        for name, given, seen in (("ranks", ranks, found[0]), ("nodes", nodes, found[1])):
+            if given is not None and given != seen:
+                raise NcclTestsFormatError(0, f"{name} {given} given, but the log's '#  Rank' "
+                                           f"lines show {seen}")
+        return NcclTestsLog(op=found_op, ranks=found[0],
+                            hosts=[hosts[r] for r in sorted(hosts)], rows=rows,
+                            avg_busbw_gb_per_s=avg, notes=notes)
+    if ranks is None:
+        notes.append("no '#  Rank' lines: the group size is unknown; assumed 2 (give the "
+                     "ranks and nodes the test ran on)")
+    elif nodes is None:
+        notes.append(f"no '#  Rank' lines: {ranks} ranks as given, on one node (give the "
+                     "nodes where it spanned more)")
+    return NcclTestsLog(op=found_op, ranks=ranks or 2, hosts=[], rows=rows,
+                        avg_busbw_gb_per_s=avg, notes=notes, nodes=nodes or 1)

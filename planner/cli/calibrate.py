@@ -152,6 +152,10 @@ def run_cmd(
 def import_nccl_cmd(
     logs: Annotated[list[Path], typer.Argument(help="nccl-tests output files.")],
     op: Annotated[str | None, typer.Option(help="Collective, when a log does not name it.")] = None,
+    ranks: Annotated[int | None, typer.Option(
+        min=1, help="Ranks the test ran on, for a log without its '#  Rank' lines.")] = None,
+    nodes: Annotated[int | None, typer.Option(
+        min=1, help="Nodes those ranks spanned (more than one: the inter-node tier).")] = None,
     as_json: JsonOpt = False, plot: PlotOpt = None,
 ) -> None:
     """Fit the rows of nccl-tests logs (all_reduce_perf, all_gather_perf, ...)."""
@@ -161,7 +165,7 @@ def import_nccl_cmd(
     samples, notes = [], []
     for path in logs:
         try:
-            log = parse(path.read_text(errors="replace"), op=op)
+            log = parse(path.read_text(errors="replace"), op=op, ranks=ranks, nodes=nodes)
         except OSError as exc:
             _fail(f"cannot read {path}: {exc.strerror or exc}")
         except NcclTestsFormatError as exc:

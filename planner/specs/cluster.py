@@ -24,6 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner.specs._preset import PresetSpec
+from planner.specs.cloud import cloud_presets
 from planner.specs.gpu import GPUSpec
 
 LinkKind = Literal["nvswitch", "nvlink", "pcie", "loopback", "infiniband", "roce", "ethernet"]
@@ -178,6 +179,9 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
                            intra_efficiency=0.71),
     "mi325x-8": _dgx_nodes("mi325x-8", "mi325x", 448, 400, intra_kind="nvlink",
                            intra_efficiency=0.71),
+    # Cloud instances, each one node (``planner/specs/cloud.py``: the providers' pages and
+    # the measurements the EFA latencies come from).
+    **cloud_presets(_dgx_nodes, NVLS_BUSBW_RATIO["hopper"]),
     # This development machine: 4 gloo ranks over loopback TCP. Alpha and bandwidth are the
     # order of magnitude measured with gloo on a 2-core VM (research/collectives.md section 5:
     # all_reduce alpha 0.3-0.6 ms, busbw 0.6-0.9 GB/s); calibration refines them.

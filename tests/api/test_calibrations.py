@@ -66,3 +66,36 @@ def test_sweep_runs_as_a_job(server):
         assert job["result"]["source"] == "sweep" and job["progress"] == 1.0
         assert {f["op"] for f in job["result"]["fits"]} == {"all_reduce", "broadcast"}
         assert c.get(f"/v1/clusters/{cid}/calibrations").json()["count"] == 1
+
+
+def test_a_trimmed_nccl_tests_log_is_read_as_the_group_it_names(server):
+    """AWS's own 2 x p4de.24xlarge output, as its guide prints it (no '#  Rank' lines), given
+    the 16 ranks on 2 nodes it ran on, calibrates a stored cloud cluster."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "data" / "aws_nccl_tests" / "p4de.txt").read_text()
+    with server.client() as c:
+        cid = c.post("/v1/clusters", json={"preset": "aws-p4de", "num_nodes": 2}).json()["id"]
+        r = c.post(f"/v1/clusters/{cid}/calibrations",
+                   json={"source": "nccl-tests", "logs": [text], "ranks": 16, "nodes": 2})
+        assert r.status_code == 201, r.text
+        (fit,) = r.json()["fits"]
+        assert (fit["op"], fit["tier"], fit["group_size"]) == ("all_reduce", "inter_node", 16)
+        est = c.post("/v1/estimates", json={
+            "model": {"preset": "llama3-8b"}, "cluster": {"id": cid},
+            "training": {"global_batch_size": 16, "seq_length": 2048},
+            "plan": {"dp": 16, "micro_batch_size": 1, "zero_stage": 0}}).json()
+        dp = [x for x in est["communication"] if x["strategy"] == "DP"]
+        assert dp and {x["source"] for x in dp} == {r.json()["id"]}
+        # A log whose rank lines disagree, and a group of no ranks: 422s naming them.
+        eight, _, _ = make_log(op="all_reduce", ranks=8)
+        r = c.post(f"/v1/clusters/{cid}/calibrations",
+                   json={"source": "nccl-tests", "logs": [eight], "ranks": 16})
+        assert r.status_code == 422
+        assert r.json()["detail"] == ("logs.0: ranks 16 given, but the log's '#  Rank' lines "
+                                      "show 8")
+        r = c.post(f"/v1/clusters/{cid}/calibrations",
+                   json={"source": "nccl-tests", "logs": [text], "ranks": 0})
+        assert r.status_code == 422 and "ranks" in r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert c.get(f"/v1/clusters/{cid}/calibrations").json()["count"] == 1
