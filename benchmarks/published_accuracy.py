@@ -61,7 +61,8 @@ def load_data(path: Path) -> tuple[list[dict], list[dict]]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: cannot read a JSON document: {exc}") from None
     if isinstance(doc, dict) and isinstance(doc.get("runs"), list):
-        runs = [r for r in doc["runs"] if isinstance(r, dict)]
+        runs = [labelled(r, i, path.stem) for i, r in enumerate(doc["runs"])
+                if isinstance(r, dict)]
         return runs, [{"id": f"runs[{i}]", "reason": "a run must be an object"}
                       for i, r in enumerate(doc["runs"]) if not isinstance(r, dict)]
     if isinstance(doc, dict) and "rows" in doc:
@@ -85,6 +86,29 @@ def load_data(path: Path) -> tuple[list[dict], list[dict]]:
         return runs, skipped
     raise ValueError(f"{path}: expected an object with 'runs' (a corpus) or 'rows' (a "
                      "published table), or a list of tables")
+
+
+def labelled(run: dict, index: int, name: str) -> dict:
+    """The run with the labels the figures group by, where a file leaves them out: its id
+    (``runs[i]``), its source (the file's name) and its split, ``held_out`` (the model's
+    constants were fitted on this corpus's ``fit`` runs alone, so any run of another file is
+    one they never saw); and a plan without ``dp`` on all the cluster's GPUs (the
+    data-parallel degree a paper leaves implicit: GPUs / (tp pp cp), as a table's rows get
+    it), where they divide evenly."""
+    missing = {k: v for k, v in (("id", f"runs[{index}]"), ("source", name),
+                                 ("split", "held_out")) if not isinstance(run.get(k), str)}
+    plan = run.get("plan")
+    tuned = run.get("tune") if isinstance(run.get("tune"), dict) else {}
+    if isinstance(plan, dict) and "dp" not in plan and "dp" not in tuned:
+        try:
+            gpus = ClusterSpec.model_validate(run.get("cluster")).num_gpus
+        except ValueError:
+            gpus = 0
+        model_parallel = math.prod(int(plan.get(k, 1)) if isinstance(plan.get(k, 1), int)
+                                   else 0 for k in ("tp", "pp", "cp"))
+        if gpus and model_parallel and gpus % model_parallel == 0:
+            missing["plan"] = {**plan, "dp": gpus // model_parallel}
+    return {**run, **missing} if missing else run
 
 
 def candidates(run: dict) -> list[dict]:
@@ -342,7 +366,7 @@ def same_plan_groups(rows: list[dict], runs: list[dict]) -> list[dict]:
     by_id = {r["id"]: r for r in rows}
     groups: dict[str, list[dict]] = {}
     for run in runs:
-        if run["id"] in by_id:
+        if run.get("id") in by_id:
             groups.setdefault(plan_key(run), []).append(by_id[run["id"]])
     out = []
     for members in groups.values():

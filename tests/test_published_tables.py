@@ -353,6 +353,38 @@ def test_the_benchmark_refuses_a_file_that_is_neither_a_corpus_nor_a_table(tmp_p
     assert all(x["reason"] == "a run must be an object" for x in skipped)
 
 
+def test_a_run_file_of_another_corpus_needs_no_labels_or_implicit_degree(tmp_path, capsys):
+    """A runs file written by someone else (the held-out set this corpus is not shown): runs
+    without an id, a source or a split replay as held-out runs of the file, and a plan that
+    leaves dp implicit runs on all the cluster's GPUs; before, every such run was skipped
+    (a KeyError) and the report stopped on a traceback."""
+    corpus = {r["id"]: r for r in published_accuracy.load_runs()}
+    run = corpus["sc21-t2-gpt3-175b-ptdp-768"]
+    bare = {k: run[k] for k in ("model", "cluster", "training", "plan", "measured")}
+    implicit = {**bare, "id": "no-dp", "plan": {k: v for k, v in run["plan"].items()
+                                                 if k != "dp"}}
+    path, out = tmp_path / "theirs.json", tmp_path / "acc.json"
+    path.write_text(json.dumps({"runs": [bare, implicit]}))
+    assert published_accuracy.main(["--data", str(path), "--json", str(out)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert doc["skipped"] == []
+    (own,) = published_accuracy.evaluate_runs([run])
+    rows = {r["id"]: r for r in doc["rows"]}
+    assert set(rows) == {"runs[0]", "no-dp"}
+    for r in rows.values():
+        assert (r["source"], r["split"], r["plan"]["dp"]) == ("theirs", "held_out", 8)
+        assert r["error_pct"] == own["error_pct"]
+    held = doc["summary"]["held_out"]
+    assert (held["rows"], held["sources"]) == (2, 1)
+    # Labels a file gives are kept, and a dp it cannot divide is left for the plan to refuse.
+    runs, _ = published_accuracy.load_data(path)
+    assert [(r["id"], r["source"]) for r in runs] == [("runs[0]", "theirs"), ("no-dp", "theirs")]
+    assert published_accuracy.labelled(run, 0, "x") is run
+    odd = {**bare, "plan": {**implicit["plan"], "tp": 7}}
+    assert "dp" not in published_accuracy.labelled(odd, 3, "x")["plan"]
+
+
 def test_several_tables_in_one_file(tmp_path):
     """A list of tables, or an object holding them under "tables", replays every table's rows,
     each table's ids apart; a table without rows among them fails the file, naming it."""
