@@ -182,6 +182,11 @@ def measured_step_time(run: dict, gpus: int) -> float:
     if "step_time_s" in measured:
         return float(measured["step_time_s"])
     metric, value = measured.get("metric"), measured.get("value")
+    if metric is None:
+        # A figure given under its own name ({"tokens_per_s": 1234.5}, {"mfu": 0.41}).
+        named = [k for k in (*_STEP_FROM_METRIC, "tflops_per_gpu", "mfu") if k in measured]
+        if len(named) == 1:
+            metric, value = named[0], measured[named[0]]
     derive = _STEP_FROM_METRIC.get(metric)
     if metric in ("tflops_per_gpu", "mfu") and isinstance(value, (int, float)) and value > 0:
         try:

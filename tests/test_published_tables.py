@@ -377,6 +377,10 @@ def test_a_run_file_of_another_corpus_needs_no_labels_or_implicit_degree(tmp_pat
         assert r["error_pct"] == own["error_pct"]
     held = doc["summary"]["held_out"]
     assert (held["rows"], held["sources"]) == (2, 1)
+    # A figure under its own name: tokens per second of the job.
+    tps = run["training"]["global_batch_size"] * run["training"]["seq_length"] / 39.42
+    named = {**bare, "measured": {"tokens_per_s": tps}}
+    assert published_accuracy.measured_step_time(named, 768) == pytest.approx(39.42)
     # Labels a file gives are kept, and a dp it cannot divide is left for the plan to refuse.
     runs, _ = published_accuracy.load_data(path)
     assert [(r["id"], r["source"]) for r in runs] == [("runs[0]", "theirs"), ("no-dp", "theirs")]
