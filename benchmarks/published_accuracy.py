@@ -50,11 +50,13 @@ def load_runs(path: Path = DATA) -> list[dict]:
     return json.loads(path.read_text())["runs"]
 
 
-def load_data(path: Path) -> tuple[list[dict], list[dict]]:
+def load_data(path: Path, infer: bool = True) -> tuple[list[dict], list[dict]]:
     """(runs, {"id", "reason"} of entries that cannot become one) of a corpus file
     (``{"runs": [...]}``, this directory's format), of a published table
     (``{"source", "hardware", "conventions", "rows": [...]}``: ``published_tables``) or of
-    several (a list of tables, or ``{"tables": [...]}``).
+    several (a list of tables, or ``{"tables": [...]}``). The runs of a corpus file other
+    than this corpus get the training settings they leave out from the table rules
+    (``with_inferred_settings``) unless ``infer`` is false.
     Raises ValueError (with the file's name and what is wrong) for anything else."""
     try:
         doc = json.loads(path.read_text())
@@ -63,6 +65,8 @@ def load_data(path: Path) -> tuple[list[dict], list[dict]]:
     if isinstance(doc, dict) and isinstance(doc.get("runs"), list):
         runs = [labelled(r, i, path.stem) for i, r in enumerate(doc["runs"])
                 if isinstance(r, dict)]
+        if infer and path.resolve() != DATA.resolve():
+            runs = [with_inferred_settings(r) for r in runs]
         return runs, [{"id": f"runs[{i}]", "reason": "a run must be an object"}
                       for i, r in enumerate(doc["runs"]) if not isinstance(r, dict)]
     if isinstance(doc, dict) and "rows" in doc:
@@ -470,6 +474,33 @@ def tables_of(runs: list[dict]) -> tuple[list[dict], list[dict]]:
     return rebuilt, skipped
 
 
+# Fields a runs file may describe its source in, read as its citation where it has none.
+_DESCRIBED_BY = ("reference", "paper", "title", "url", "notes", "date", "year", "framework",
+                 "software")
+
+
+def with_inferred_settings(run: dict) -> dict:
+    """A run of another corpus with the training settings it leaves out inferred as a
+    published table's row gets them (``published_tables``: the software of the source's date
+    and of the framework its text names, from the run's citation, table and quote, else the
+    fields ``_DESCRIBED_BY``); the settings it states win, and ``inferred_settings`` lists
+    the others. This corpus states every setting that differs from the planner's defaults; a
+    file written elsewhere cannot be assumed to, and a setting it leaves out is one its
+    source did not print. A run the rules cannot state as a table (a figure without its FLOPs
+    count, a cluster no preset holds) stays as given."""
+    described = run
+    if not run.get("citation"):
+        text = "; ".join(str(run[k]) for k in _DESCRIBED_BY if run.get(k))
+        described = {**run, "citation": text} if text else run
+    rebuilt, _ = tables_of([described])
+    given = run.get("training") if isinstance(run.get("training"), dict) else {}
+    inferred = {k: v for k, v in (rebuilt[0]["training"] if rebuilt else {}).items()
+                if k not in given}
+    if not inferred:
+        return run
+    return {**run, "training": {**given, **inferred}, "inferred_settings": sorted(inferred)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
@@ -482,9 +513,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="replay each run as a published table would state it (shape, GPUs, "
                     "degrees, batch, precision, published knobs, its citation), its other "
                     "settings inferred by the table's rules instead of the corpus's encoding")
+    ap.add_argument("--no-infer", action="store_true",
+                    help="replay another corpus's runs with the planner's defaults for the "
+                    "training settings they leave out, not the table rules' inferences")
     args = ap.parse_args(argv)
     try:
-        original, unreadable = load_data(args.data)
+        original, unreadable = load_data(args.data, infer=not args.no_infer)
     except ValueError as exc:
         print(f"error: --data {exc}", file=sys.stderr)
         return 2
@@ -505,6 +539,11 @@ def main(argv: list[str] | None = None) -> int:
               f"e.g. {broken[0]['id']}: {broken[0]['reason'][:300]}", file=sys.stderr)
         return 2
     skipped = unreadable + unstated + skipped
+    inferred = [r for r in runs if r.get("inferred_settings")]
+    if inferred:
+        print(f"{len(inferred)} of the file's runs left training settings out: inferred by the "
+              "table rules from their source's text and date (--no-infer: the planner's "
+              "defaults instead)\n")
     header = (f"{'run':<46}{'split':>9}{'gpus':>7}{'measured s':>12}{'predicted s':>13}"
               f"{'error %':>9}{'mfu':>7}")
     print(header)

@@ -389,6 +389,54 @@ def test_a_run_file_of_another_corpus_needs_no_labels_or_implicit_degree(tmp_pat
     assert "dp" not in published_accuracy.labelled(odd, 3, "x")["plan"]
 
 
+def test_another_corpus_gets_the_settings_it_leaves_out_from_the_table_rules(tmp_path, capsys):
+    """README ('A held-out set encoded elsewhere'): runs stated as another corpus would state
+    them (benchmarks/strip_corpus.py: the batch, sequence and precision their tables print,
+    their citation) replay with the training settings they leave out inferred as a table's
+    row gets them, not with the planner's modern defaults; what a run states wins."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import strip_corpus
+
+    corpus = {r["id"]: r for r in published_accuracy.load_runs()}
+    sc21, nemo = corpus["sc21-t2-gpt3-175b-ptdp-768"], corpus["nemo2407-llama-2-70b-64"]
+    stated = [strip_corpus.stripped(r) for r in (sc21, nemo)]
+    assert stated[0]["training"] == {"global_batch_size": 1536, "seq_length": 2048,
+                                     "precision": "fp16"}
+    path = tmp_path / "stated.json"
+    path.write_text(json.dumps({"runs": stated}))
+    runs, _ = published_accuracy.load_data(path)
+    # SC'21's 2021 Megatron-LM: no FlashAttention, dropout, fp32 gradients, no overlap.
+    assert runs[0]["inferred_settings"] == ["dropout", "flash_attention", "grad_dtype",
+                                            "overlap_grad_reduce", "overlap_param_gather"]
+    assert runs[0]["training"]["flash_attention"] is False
+    errors = {r["id"]: r["error_pct"] for r in published_accuracy.evaluate_runs(runs)}
+    defaults = {r["id"]: r["error_pct"] for r in published_accuracy.evaluate_runs(stated)}
+    encoded = {r["id"]: r["error_pct"] for r in published_accuracy.evaluate_runs([sc21, nemo])}
+    assert (errors[sc21["id"]], defaults[sc21["id"]], encoded[sc21["id"]]) == (2.53, 10.69, 4.69)
+    # NeMo 24.07's recipe: the corpus's encoding again, where the defaults were 8 points off.
+    assert runs[1]["inferred_settings"] == ["grad_dtype", "tp_comm_overlap"]
+    assert errors[nemo["id"]] == encoded[nemo["id"]] == -1.62 and defaults[nemo["id"]] == -9.76
+    # What a run states wins; a run that names no source keeps the planner's defaults.
+    said = {**stated[0], "training": {**stated[0]["training"], "flash_attention": True}}
+    kept = published_accuracy.with_inferred_settings(said)
+    assert kept["training"]["flash_attention"] is True
+    assert "flash_attention" not in kept["inferred_settings"]
+    bare = {k: v for k, v in stated[0].items() if k not in ("citation", "table", "quote")}
+    assert published_accuracy.with_inferred_settings(bare) is bare
+    described = published_accuracy.with_inferred_settings({**bare, "paper": sc21["citation"]})
+    assert described["training"]["flash_attention"] is False
+    # The report says so, and --no-infer replays the defaults.
+    out = tmp_path / "acc.json"
+    assert published_accuracy.main(["--data", str(path), "--json", str(out)]) == 0
+    assert "2 of the file's runs left training settings out" in capsys.readouterr().out
+    assert {r["id"]: r["error_pct"] for r in json.loads(out.read_text())["rows"]} == errors
+    assert published_accuracy.main(["--data", str(path), "--no-infer", "--json", str(out)]) == 0
+    assert {r["id"]: r["error_pct"] for r in json.loads(out.read_text())["rows"]} == defaults
+    # This corpus itself is replayed exactly as it is encoded.
+    own, _ = published_accuracy.load_data(published_accuracy.DATA)
+    assert not any("inferred_settings" in r for r in own)
+
+
 def test_several_tables_in_one_file(tmp_path):
     """A list of tables, or an object holding them under "tables", replays every table's rows,
     each table's ids apart; a table without rows among them fails the file, naming it."""
