@@ -475,8 +475,8 @@ def tables_of(runs: list[dict]) -> tuple[list[dict], list[dict]]:
 
 
 # Fields a runs file may describe its source in, read as its citation where it has none.
-_DESCRIBED_BY = ("reference", "paper", "title", "url", "notes", "date", "year", "framework",
-                 "software")
+_DESCRIBED_BY = ("source", "reference", "paper", "title", "url", "notes", "date", "year",
+                 "framework", "software")
 
 
 def with_inferred_settings(run: dict) -> dict:
