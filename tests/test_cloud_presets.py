@@ -172,3 +172,36 @@ def test_a_table_naming_an_instance_type_runs_on_its_preset(hardware, preset):
     cluster, name = published_tables._cluster({"hardware": hardware}, {"gpus": 64})
     assert name == preset and cluster["preset"] == preset and cluster["num_nodes"] == 8
     assert ClusterSpec.model_validate(cluster).num_gpus == 64
+
+
+def test_plans_across_more_than_two_efa_instances_carry_the_measured_collectives():
+    """The caveat's figures are the Ultra-Scale Playbook's (its committed data file), at the
+    largest node count measured up to the plan's; two instances, where the presets cost
+    close to what was measured, and non-AWS clusters carry none."""
+    import json
+
+    from planner.cost import caveats as cv
+
+    data = json.loads((Path(__file__).parents[1] / "benchmarks" / "data"
+                       / "efa_collectives_playbook.json").read_text())
+    assert tuple(data["nodes"]) == cv.EFA_MEASURED_NODES
+    assert tuple(data["all_reduce"]) == cv.EFA_MEASURED_ALL_REDUCE
+    assert tuple(data["all_gather"]) == cv.EFA_MEASURED_ALL_GATHER
+    model = ModelSpec.from_preset("llama3-70b")
+    training = TrainingSpec.model_validate({"global_batch_size": 256, "seq_length": 4096})
+    plan = ParallelPlan(dp=8, tp=8, pp=4, micro_batch_size=1, recompute="selective",
+                        zero_stage=1, sequence_parallel=True)
+    cluster = ClusterSpec.model_validate({"preset": "aws-p5", "num_nodes": 32})
+    (note,) = [n for n in estimate(model, cluster, training, plan).caveats if "EFA" in n]
+    assert note.startswith("collectives across 32 EFA instances")
+    assert "28 GB/s of bus bandwidth on 32 nodes and all_reduce at 64.9" in note
+    assert "on 2 nodes 184.6 and 361.7" in note
+    p4de = ClusterSpec.model_validate({"preset": "aws-p4de", "num_nodes": 20})
+    assert "55 GB/s of bus bandwidth on 16 nodes and all_reduce at 84.7" in " ".join(
+        cv.caveats(model, p4de, training, mfu=0.3))
+    big = ClusterSpec.model_validate({"preset": "aws-p5", "num_nodes": 128})
+    assert "11 GB/s of bus bandwidth on 64 nodes" in " ".join(
+        cv.caveats(model, big, training, mfu=0.3))
+    for preset, nodes in (("aws-p5", 2), ("dgx-h100", 32), ("azure-nd-h100-v5", 32)):
+        cluster = ClusterSpec.model_validate({"preset": preset, "num_nodes": nodes})
+        assert not any("EFA" in n for n in cv.caveats(model, cluster, training, mfu=0.3))

@@ -57,6 +57,16 @@ MFU_MARGIN = 0.03
 DERIVED_ONLY = ("mi250x", "mi300x", "mi325x")
 DERIVED_ONLY_CHECK = ("mi250x", 28)
 
+# Collectives across AWS EFA instances as one published cluster measured them: 256 MB
+# all_reduce and all_gather bus bandwidth (GB/s) by node count, 8 H100 a node, from the
+# Ultra-Scale Playbook's figure (``benchmarks/data/efa_collectives_playbook.json``, which
+# ``tests/test_cloud_presets.py`` holds these to). On two nodes they are near what the cloud
+# presets cost (planner/specs/cloud.py); beyond, they fall far below the rings the model
+# costs, which lose about 6% a doubling.
+EFA_MEASURED_NODES = (1, 2, 4, 8, 16, 32, 64)
+EFA_MEASURED_ALL_REDUCE = (436.0, 361.7, 160.1, 99.6, 84.7, 64.9, 32.9)
+EFA_MEASURED_ALL_GATHER = (249.8, 184.6, 119.0, 69.0, 55.0, 28.0, 11.0)
+
 # A host-bound layer: the Ultra-Scale Playbook's single-node nanotron runs whose layers the
 # model puts under this many ms a micro-batch (forward and backward, the busiest stage's
 # compute over its layers and micro-batches) took (runs, least, most) ms a layer, and
@@ -210,6 +220,18 @@ def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, m
             "only: its model chunks hold unequal work (a heavy last chunk beside light "
             "ones); read the step time as a lower bound, or split the layers so that no "
             "chunk outweighs the others")
+    if cluster.name.startswith("aws-") and cluster.num_nodes > 2:
+        i = max(j for j, n in enumerate(EFA_MEASURED_NODES) if n <= cluster.num_nodes)
+        nodes = EFA_MEASURED_NODES[i]
+        out.append(
+            f"collectives across {cluster.num_nodes} EFA instances: on one published cluster "
+            f"of p5 instances (the Ultra-Scale Playbook) 256 MB all_gather ran at "
+            f"{EFA_MEASURED_ALL_GATHER[i]:g} GB/s of bus bandwidth on {nodes} nodes and "
+            f"all_reduce at {EFA_MEASURED_ALL_REDUCE[i]:g} (on 2 nodes "
+            f"{EFA_MEASURED_ALL_GATHER[1]:g} and {EFA_MEASURED_ALL_REDUCE[1]:g}), far below "
+            "the rings this preset costs; calibrate with nccl-tests at your node count "
+            "(planner calibrate import-nccl-tests) before trusting the data-parallel and "
+            "ZeRO times")
     family = gpu_family(cluster)
     if family in NO_FLASH_ATTENTION and training.flash_attention:
         out.append(
