@@ -5,14 +5,16 @@ Sources (read 2026-12):
 - AWS, Amazon EC2 User Guide (awsdocs/amazon-ec2-user-guide, accelerated-computing-instances
   and using-eni): "P4d instances offer 400 Gbps of aggregate network bandwidth throughput and
   support, Elastic Fabric Adapter (EFA)", "P4de instances offer NVIDIA 80GB-A100s GPUs", four
-  network cards on p4d.24xlarge and p4de.24xlarge; its P5 page: "P5 and P5e instances support
-  up to 32 network cards and can deliver up to 3,200 Gbps"; AWS's P5en launch post: "up to
+  network cards on p4d.24xlarge and p4de.24xlarge; its P5 EFA page: "P5 and P5e instances
+  support up to 32 network cards and can deliver up to 3,200 Gbps" (translated from the
+  page's Portuguese edition, the one found); AWS's P5en launch post: "up to
   3,200 Gbps network bandwidth with EFAv3" (16 EFA devices: Karpenter's instance-type
   reference, aws/karpenter-provider-aws, built from the EC2 API: p5en ``efa|16``, p5 and p5e
   ``efa|32``, p4d and p4de ``efa|4``; the same table gives the GPUs' memory, 40960 / 81920 /
   144384 MiB). The A100 and H100/H200 boards are NVIDIA's HGX with NVSwitch, 600 and 900 GB/s
-  per GPU both ways together (AWS's P4 and P5 product pages, "600 GB/s NVSwitch", "900 GB/s
-  peer-to-peer GPU communication with NVIDIA NVSwitch").
+  per GPU both ways together ("600 GB/s NVSwitch", "900 GB/s peer-to-peer GPU communication
+  with NVIDIA NVSwitch": AWS's P4 and P5 product pages as copies of them give it; NVLink 3
+  and 4's rates on NVIDIA's datasheets, as the DGX presets have them).
 - Azure, virtual machine sizes (MicrosoftDocs/azure-compute-docs, sizes/gpu-accelerated): ND
   A100 v4 "eight NVIDIA Ampere A100 40GB ... 1.6 TB/s of interconnect bandwidth per VM ...
   200 GB/s NVIDIA Mellanox HDR InfiniBand" (the page's units for eight HDR ports, 200 Gb/s
