@@ -54,9 +54,10 @@ def load_data(path: Path, infer: bool = True) -> tuple[list[dict], list[dict]]:
     """(runs, {"id", "reason"} of entries that cannot become one) of a corpus file
     (``{"runs": [...]}``, this directory's format), of a published table
     (``{"source", "hardware", "conventions", "rows": [...]}``: ``published_tables``) or of
-    several (a list of tables, or ``{"tables": [...]}``). The runs of a corpus file other
-    than this corpus get the training settings they leave out from the table rules
-    (``with_inferred_settings``) unless ``infer`` is false.
+    several (a list of tables, or ``{"tables": [...]}``). The runs of a corpus file that does
+    not say ``"settings": "stated"`` (this corpus's mark: each run states every training
+    setting that differs from the planner's defaults) get the ones they leave out from the
+    table rules (``with_inferred_settings``) unless ``infer`` is false.
     Raises ValueError (with the file's name and what is wrong) for anything else."""
     try:
         doc = json.loads(path.read_text())
@@ -65,7 +66,7 @@ def load_data(path: Path, infer: bool = True) -> tuple[list[dict], list[dict]]:
     if isinstance(doc, dict) and isinstance(doc.get("runs"), list):
         runs = [labelled(r, i, path.stem) for i, r in enumerate(doc["runs"])
                 if isinstance(r, dict)]
-        if infer and path.resolve() != DATA.resolve():
+        if infer and doc.get("settings") != "stated":
             runs = [with_inferred_settings(r) for r in runs]
         return runs, [{"id": f"runs[{i}]", "reason": "a run must be an object"}
                       for i, r in enumerate(doc["runs"]) if not isinstance(r, dict)]

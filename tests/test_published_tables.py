@@ -432,9 +432,14 @@ def test_another_corpus_gets_the_settings_it_leaves_out_from_the_table_rules(tmp
     assert {r["id"]: r["error_pct"] for r in json.loads(out.read_text())["rows"]} == errors
     assert published_accuracy.main(["--data", str(path), "--no-infer", "--json", str(out)]) == 0
     assert {r["id"]: r["error_pct"] for r in json.loads(out.read_text())["rows"]} == defaults
-    # This corpus itself is replayed exactly as it is encoded.
+    # This corpus, marked "settings": "stated", is replayed exactly as it is encoded, wherever
+    # its file lies; a file without the mark is inferred even in this corpus's place.
     own, _ = published_accuracy.load_data(published_accuracy.DATA)
     assert not any("inferred_settings" in r for r in own)
+    marked = tmp_path / "marked.json"
+    marked.write_text(json.dumps({"settings": "stated", "runs": stated}))
+    kept, _ = published_accuracy.load_data(marked)
+    assert [r["training"] for r in kept] == [r["training"] for r in stated]
 
 
 def test_several_tables_in_one_file(tmp_path):
