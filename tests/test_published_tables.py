@@ -2106,3 +2106,27 @@ def test_the_playbook_reader_refuses_a_file_without_the_figure(tmp_path, capsys)
     assert "missing.html" in capsys.readouterr().err
     assert playbook_table.main([str(page), "--nodes", "x"]) == 2
     assert "Usage" in capsys.readouterr().err
+
+
+def test_the_corpus_stated_as_tables_print_it_replays_as_the_readme_says(tmp_path, capsys):
+    """README ('A held-out set encoded elsewhere', and the accuracy table's row): this corpus
+    cut to the batch, sequence and precision its tables print, replayed with the settings
+    inferred and with the planner's defaults."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import strip_corpus
+
+    stated, out = tmp_path / "stated.json", tmp_path / "acc.json"
+    assert strip_corpus.main([]) == 0
+    stated.write_text(capsys.readouterr().out)
+    figures = []
+    for extra in ([], ["--no-infer"]):
+        assert published_accuracy.main(["--data", str(stated), "--json", str(out), *extra]) == 0
+        doc = json.loads(out.read_text())
+        held = doc["summary"]["held_out"]
+        taus = [t["kendall_tau"] for t in doc["sweeps"].values() if t["split"] == "held_out"]
+        figures.append((held["rows"], held["median_abs_error_pct"],
+                        held["source_median_abs_error_pct"], held["max_abs_error_pct"],
+                        held["median_signed_error_pct"], sum(t >= 0.8 for t in taus),
+                        len(taus), len(doc["skipped"])))
+    assert figures == [(743, 8.51, 8.99, 220.76, 7.01, 47, 85, 0),
+                       (743, 22.65, 20.36, 340.12, 21.55, 37, 85, 0)]
