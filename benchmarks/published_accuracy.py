@@ -475,7 +475,7 @@ def tables_of(runs: list[dict]) -> tuple[list[dict], list[dict]]:
     return rebuilt, skipped
 
 
-# Fields a runs file may describe its source in, read as its citation where it has none.
+# Fields a runs file may describe its source in, read beside its citation.
 _DESCRIBED_BY = ("source", "reference", "paper", "title", "url", "notes", "date", "year",
                  "framework", "software")
 
@@ -483,16 +483,15 @@ _DESCRIBED_BY = ("source", "reference", "paper", "title", "url", "notes", "date"
 def with_inferred_settings(run: dict) -> dict:
     """A run of another corpus with the training settings it leaves out inferred as a
     published table's row gets them (``published_tables``: the software of the source's date
-    and of the framework its text names, from the run's citation, table and quote, else the
+    and of the framework its text names, from the run's citation, table and quote and the
     fields ``_DESCRIBED_BY``); the settings it states win, and ``inferred_settings`` lists
     the others. This corpus states every setting that differs from the planner's defaults; a
     file written elsewhere cannot be assumed to, and a setting it leaves out is one its
     source did not print. A run the rules cannot state as a table (a figure without its FLOPs
     count, a cluster no preset holds) stays as given."""
-    described = run
-    if not run.get("citation"):
-        text = "; ".join(str(run[k]) for k in _DESCRIBED_BY if run.get(k))
-        described = {**run, "citation": text} if text else run
+    text = "; ".join(str(x) for x in (run.get("citation"),
+                                       *(run.get(k) for k in _DESCRIBED_BY)) if x)
+    described = {**run, "citation": text} if text else run
     rebuilt, _ = tables_of([described])
     given = run.get("training") if isinstance(run.get("training"), dict) else {}
     inferred = {k: v for k, v in (rebuilt[0]["training"] if rebuilt else {}).items()
