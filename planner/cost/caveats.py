@@ -222,16 +222,16 @@ def caveats(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, *, m
             "chunk outweighs the others")
     if cluster.name.startswith("aws-") and cluster.num_nodes > 2:
         i = max(j for j, n in enumerate(EFA_MEASURED_NODES) if n <= cluster.num_nodes)
-        nodes = EFA_MEASURED_NODES[i]
+        ag, ar = EFA_MEASURED_ALL_GATHER, EFA_MEASURED_ALL_REDUCE
         out.append(
             f"collectives across {cluster.num_nodes} EFA instances: on one published cluster "
-            f"of p5 instances (the Ultra-Scale Playbook) 256 MB all_gather ran at "
-            f"{EFA_MEASURED_ALL_GATHER[i]:g} GB/s of bus bandwidth on {nodes} nodes and "
-            f"all_reduce at {EFA_MEASURED_ALL_REDUCE[i]:g} (on 2 nodes "
-            f"{EFA_MEASURED_ALL_GATHER[1]:g} and {EFA_MEASURED_ALL_REDUCE[1]:g}), far below "
-            "the rings this preset costs; calibrate with nccl-tests at your node count "
-            "(planner calibrate import-nccl-tests) before trusting the data-parallel and "
-            "ZeRO times")
+            f"of p5 instances (the Ultra-Scale Playbook) 256 MB all_gather fell from "
+            f"{ag[1]:g} GB/s of bus bandwidth on 2 nodes to {ag[i]:g} on "
+            f"{EFA_MEASURED_NODES[i]} ({100 * ag[i] / ag[1]:.0f}%) and all_reduce from "
+            f"{ar[1]:g} to {ar[i]:g} ({100 * ar[i] / ar[1]:.0f}%), where the model's rings "
+            "lose about 6% a doubling past 4 nodes; calibrate with nccl-tests at your node "
+            "count (planner calibrate import-nccl-tests) before trusting the data-parallel "
+            "and ZeRO times")
     family = gpu_family(cluster)
     if family in NO_FLASH_ATTENTION and training.flash_attention:
         out.append(

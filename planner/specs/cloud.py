@@ -56,17 +56,17 @@ def cloud_presets(node: Callable[..., dict[str, Any]], hopper_nvls: float
     """The cloud presets, built by the cluster module's node builder (``_dgx_nodes``) with
     Hopper's NVLink SHARP ratio for the H100 and H200 boards (NVSwitch, as on a DGX)."""
 
-    def efa(name: str, gpu: str, gbps: float, nics: int, nvls: float | None = None
-            ) -> dict[str, Any]:
-        nvlink = 450 if nvls else 300          # GB/s per GPU and direction: 900 / 2, 600 / 2
+    def efa(name: str, gpu: str, nvlink: float, gbps: float, nics: int,
+            nvls: float | None = None) -> dict[str, Any]:
+        """An EC2 instance: NVLink GB/s per GPU and direction, EFA Gb/s per instance."""
         return node(name, gpu, nvlink, gbps / 8, nics=nics, inter_kind="roce", nvls=nvls)
 
     return {
-        "aws-p4d": efa("aws-p4d", "a100-40gb", 400, 4),
-        "aws-p4de": efa("aws-p4de", "a100-80gb", 400, 4),
-        "aws-p5": efa("aws-p5", "h100-sxm", 3200, 32, hopper_nvls),
-        "aws-p5e": efa("aws-p5e", "h200-sxm", 3200, 32, hopper_nvls),
-        "aws-p5en": efa("aws-p5en", "h200-sxm", 3200, 16, hopper_nvls),
+        "aws-p4d": efa("aws-p4d", "a100-40gb", 300, 400, 4),
+        "aws-p4de": efa("aws-p4de", "a100-80gb", 300, 400, 4),
+        "aws-p5": efa("aws-p5", "h100-sxm", 450, 3200, 32, hopper_nvls),
+        "aws-p5e": efa("aws-p5e", "h200-sxm", 450, 3200, 32, hopper_nvls),
+        "aws-p5en": efa("aws-p5en", "h200-sxm", 450, 3200, 16, hopper_nvls),
         "azure-nd-a100-v4": node("azure-nd-a100-v4", "a100-40gb", 300, 200),
         "azure-ndm-a100-v4": node("azure-ndm-a100-v4", "a100-80gb", 300, 200),
         "azure-nd-h100-v5": node("azure-nd-h100-v5", "h100-sxm", 450, 400, nvls=hopper_nvls),

@@ -179,8 +179,8 @@ _CLUSTER_PRESETS: dict[str, dict[str, Any]] = {
                            intra_efficiency=0.71),
     "mi325x-8": _dgx_nodes("mi325x-8", "mi325x", 448, 400, intra_kind="nvlink",
                            intra_efficiency=0.71),
-    # Cloud instances, each one node (``planner/specs/cloud.py``: the providers' pages and
-    # the measurements the EFA latencies come from).
+    # Cloud instances, each one node (``planner/specs/cloud.py``: the providers' pages, and
+    # AWS's measurements of two EFA instances beside what the presets cost).
     **cloud_presets(_dgx_nodes, NVLS_BUSBW_RATIO["hopper"]),
     # This development machine: 4 gloo ranks over loopback TCP. Alpha and bandwidth are the
     # order of magnitude measured with gloo on a 2-core VM (research/collectives.md section 5:
