@@ -211,6 +211,15 @@ class CalibrationCreate(BaseModel):
                               "takes this anchor by naming it in cluster.stack. An anchor without "
                               "one serves requests that name no stack.")
 
+    @field_validator("ranks", "nodes")
+    @classmethod
+    def _group_of_a_log(cls, v: int | None, info: ValidationInfo) -> int | None:
+        source = info.data.get("source")
+        if v is not None and source != "nccl-tests":
+            raise ValueError(f"gives the group an nccl-tests log ran on (source "
+                             f"'nccl-tests'), not a calibration from {source!r}")
+        return v
+
     @field_validator("stack")
     @classmethod
     def _stack_is_an_anchors(cls, v: str | None, info: ValidationInfo) -> str | None:

@@ -98,4 +98,7 @@ def test_a_trimmed_nccl_tests_log_is_read_as_the_group_it_names(server):
                    json={"source": "nccl-tests", "logs": [text], "ranks": 0})
         assert r.status_code == 422 and "ranks" in r.text
         assert r.headers["content-type"].startswith("application/problem+json")
+        r = c.post(f"/v1/clusters/{cid}/calibrations",
+                   json={"source": "samples", "samples": [], "nodes": 2})
+        assert r.status_code == 422 and "nodes" in r.text and "nccl-tests" in r.text
         assert c.get(f"/v1/clusters/{cid}/calibrations").json()["count"] == 1
