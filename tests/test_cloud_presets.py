@@ -138,7 +138,8 @@ def test_logs_without_rank_lines_take_the_group_they_are_given():
     one = parse(trimmed, ranks=8)
     assert (one.ranks, one.tier) == (8, "intra_node") and "on one node" in one.notes[-1]
     for bad, match in (({"ranks": 0}, "ranks must be at least 1"),
-                       ({"ranks": 16, "nodes": 20}, "nodes 20 is more than the 16 ranks")):
+                       ({"ranks": 16, "nodes": 20}, "nodes 20 is more than the 16 ranks"),
+                       ({"nodes": 2}, "nodes 2 given without the ranks")):
         with pytest.raises(NcclTestsFormatError, match=match) as err:
             parse(trimmed, **bad)
         assert not str(err.value).startswith("line")

@@ -136,6 +136,9 @@ def parse(text: str, op: str | None = None, ranks: int | None = None,
         return NcclTestsLog(op=found_op, ranks=found[0],
                             hosts=[hosts[r] for r in sorted(hosts)], rows=rows,
                             avg_busbw_gb_per_s=avg, notes=notes)
+    if ranks is None and nodes is not None:
+        raise NcclTestsFormatError(0, f"nodes {nodes} given without the ranks: a log without "
+                                   "its '#  Rank' lines needs both")
     if ranks is None:
         notes.append("no '#  Rank' lines: the group size is unknown; assumed 2 (give the "
                      "ranks and nodes the test ran on)")
