@@ -97,16 +97,27 @@ def labelled(run: dict, index: int, name: str) -> dict:
     """The run with the labels the figures group by, where a file leaves them out: its id
     (``runs[i]``), its source (the file's name) and its split, ``held_out`` (the model's
     constants were fitted on this corpus's ``fit`` runs alone, so any run of another file is
-    one they never saw); and a plan without ``dp`` on all the cluster's GPUs (the
+    one they never saw); a model or cluster preset as its source spells it ("Llama-2-70b",
+    "DGX A100") as the planner's; and a plan without ``dp`` on all the cluster's GPUs (the
     data-parallel degree a paper leaves implicit: GPUs / (tp pp cp), as a table's rows get
     it), where they divide evenly."""
     missing = {k: v for k, v in (("id", f"runs[{index}]"), ("source", name),
                                  ("split", "held_out")) if not isinstance(run.get(k), str)}
+    for key, spec, named in (("model", ModelSpec, published_tables._preset_named),
+                             ("cluster", ClusterSpec, _spelled)):
+        given = run.get(key)
+        preset = given if isinstance(given, str) else (
+            given.get("preset") if isinstance(given, dict) else None)
+        if isinstance(preset, str) and preset not in spec.preset_names():
+            known = named(preset)
+            if known in spec.preset_names():
+                missing[key] = known if isinstance(given, str) else {**given, "preset": known}
     plan = run.get("plan")
     tuned = run.get("tune") if isinstance(run.get("tune"), dict) else {}
     if isinstance(plan, dict) and "dp" not in plan and "dp" not in tuned:
         try:
-            gpus = ClusterSpec.model_validate(run.get("cluster")).num_gpus
+            gpus = ClusterSpec.model_validate(missing.get("cluster", run.get("cluster"))
+                                              ).num_gpus
         except ValueError:
             gpus = 0
         model_parallel = math.prod(int(plan.get(k, 1)) if isinstance(plan.get(k, 1), int)
@@ -114,6 +125,11 @@ def labelled(run: dict, index: int, name: str) -> dict:
         if gpus and model_parallel and gpus % model_parallel == 0:
             missing["plan"] = {**plan, "dp": gpus // model_parallel}
     return {**run, **missing} if missing else run
+
+
+def _spelled(name: str) -> str:
+    """A preset name in lower case with hyphens ("DGX_A100", "DGX A100": "dgx-a100")."""
+    return "-".join(name.lower().replace("_", " ").replace("-", " ").split())
 
 
 def candidates(run: dict) -> list[dict]:

@@ -387,6 +387,14 @@ def test_a_run_file_of_another_corpus_needs_no_labels_or_implicit_degree(tmp_pat
     assert published_accuracy.labelled(run, 0, "x") is run
     odd = {**bare, "plan": {**implicit["plan"], "tp": 7}}
     assert "dp" not in published_accuracy.labelled(odd, 3, "x")["plan"]
+    # Presets as a source spells them: the planner's, dp then from the named cluster.
+    spelled = {**implicit, "model": {"preset": "GPT-3 175B"},
+               "cluster": {"preset": "DGX_A100", "num_nodes": 96}}
+    fixed = published_accuracy.labelled(spelled, 4, "x")
+    assert (fixed["model"], fixed["cluster"]["preset"], fixed["plan"]["dp"]) == (
+        {"preset": "gpt3-175b"}, "dgx-a100", 8)
+    assert published_accuracy.labelled({**spelled, "model": "no such model"}, 5, "x")[
+        "model"] == "no such model"          # left for the replay to refuse, naming it
 
 
 def test_another_corpus_gets_the_settings_it_leaves_out_from_the_table_rules(tmp_path, capsys):
