@@ -37,7 +37,14 @@ from pathlib import Path
 
 from planner.cost import EfficiencyModel, estimate
 from planner.cost.caveats import gpu_family
-from planner.specs import ClusterSpec, ModelSpec, ParallelPlan, TrainingSpec, plan_violations
+from planner.specs import (
+    ClusterSpec,
+    GPUSpec,
+    ModelSpec,
+    ParallelPlan,
+    TrainingSpec,
+    plan_violations,
+)
 from planner.validation.compare import kendall_tau
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -112,6 +119,12 @@ def labelled(run: dict, index: int, name: str) -> dict:
             known = named(preset)
             if known in spec.preset_names():
                 missing[key] = known if isinstance(given, str) else {**given, "preset": known}
+    cluster = missing.get("cluster", run.get("cluster"))
+    if isinstance(cluster, dict) and "preset" not in cluster and not (
+            "intra_node" in cluster and "inter_node" in cluster):
+        node = _node_of(cluster)
+        if node is not None:
+            missing["cluster"] = node
     plan = run.get("plan")
     tuned = run.get("tune") if isinstance(run.get("tune"), dict) else {}
     if isinstance(plan, dict) and "dp" not in plan and "dp" not in tuned:
@@ -125,6 +138,23 @@ def labelled(run: dict, index: int, name: str) -> dict:
         if gpus and model_parallel and gpus % model_parallel == 0:
             missing["plan"] = {**plan, "dp": gpus // model_parallel}
     return {**run, **missing} if missing else run
+
+
+def _node_of(cluster: dict) -> dict | None:
+    """A cluster given by its GPU and node count alone ({"gpu": "H100", "num_nodes": 4}) on
+    the node preset of that GPU, as a table's hardware text gets one (``published_tables``:
+    an H100 on a DGX H100), its other fields kept; None where the GPU names no preset."""
+    gpu, nodes = cluster.get("gpu"), cluster.get("num_nodes")
+    text = gpu if isinstance(gpu, str) else gpu.get("name") if isinstance(gpu, dict) else None
+    per = cluster.get("gpus_per_node", 8)
+    if not isinstance(text, str) or not isinstance(nodes, int) or not isinstance(per, int):
+        return None
+    try:
+        node, _ = published_tables._cluster({"hardware": text}, {"gpus": nodes * per})
+    except ValueError:
+        return None
+    known = isinstance(gpu, dict) or gpu in GPUSpec.preset_names()
+    return {**node, **{k: v for k, v in cluster.items() if k != "gpu" or known}}
 
 
 def _spelled(name: str) -> str:

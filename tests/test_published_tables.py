@@ -395,6 +395,17 @@ def test_a_run_file_of_another_corpus_needs_no_labels_or_implicit_degree(tmp_pat
         {"preset": "gpt3-175b"}, "dgx-a100", 8)
     assert published_accuracy.labelled({**spelled, "model": "no such model"}, 5, "x")[
         "model"] == "no such model"          # left for the replay to refuse, naming it
+    # A cluster given by its GPU and node count: that GPU's node preset, its own fields kept.
+    for given, node in (({"gpu": "A100 80GB", "num_nodes": 96},
+                         {"preset": "dgx-a100", "num_nodes": 96}),
+                        ({"gpu": "a100-40gb", "num_nodes": 192, "gpus_per_node": 4},
+                         {"preset": "dgx-a100", "num_nodes": 192, "gpu": "a100-40gb",
+                          "gpus_per_node": 4})):
+        fixed = published_accuracy.labelled({**implicit, "cluster": given}, 6, "x")
+        assert fixed["cluster"] == node and fixed["plan"]["dp"] == 8
+    assert published_accuracy.labelled({**implicit, "cluster": {"gpu": "TPU v5p",
+                                                                "num_nodes": 4}}, 7, "x")[
+        "cluster"] == {"gpu": "TPU v5p", "num_nodes": 4}
 
 
 def test_another_corpus_gets_the_settings_it_leaves_out_from_the_table_rules(tmp_path, capsys):
