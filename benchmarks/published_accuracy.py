@@ -105,7 +105,9 @@ def labelled(run: dict, index: int, name: str) -> dict:
     (``runs[i]``), its source (the file's name) and its split, ``held_out`` (the model's
     constants were fitted on this corpus's ``fit`` runs alone, so any run of another file is
     one they never saw); a model or cluster preset as its source spells it ("Llama-2-70b",
-    "DGX A100") as the planner's; and a plan without ``dp`` on all the cluster's GPUs (the
+    "DGX A100") as the planner's, a precision too ("BF16", "bfloat16"), and a recompute
+    given as a flag (true: full); a cluster given by its GPU alone on that GPU's node preset;
+    and a plan without ``dp`` on all the cluster's GPUs (the
     data-parallel degree a paper leaves implicit: GPUs / (tp pp cp), as a table's rows get
     it), where they divide evenly."""
     missing = {k: v for k, v in (("id", f"runs[{index}]"), ("source", name),
@@ -119,13 +121,25 @@ def labelled(run: dict, index: int, name: str) -> dict:
             known = named(preset)
             if known in spec.preset_names():
                 missing[key] = known if isinstance(given, str) else {**given, "preset": known}
+    training = run.get("training")
+    if isinstance(training, dict) and isinstance(training.get("precision"), str):
+        said = training["precision"]
+        precision = _PRECISIONS.get(said.lower().replace("-", "").replace("_", ""), said)
+        if precision != said:
+            missing["training"] = {**training, "precision": precision}
+    plan = run.get("plan")
+    if isinstance(plan, dict) and isinstance(plan.get("recompute"), (bool, str)):
+        said = plan["recompute"]
+        mode = ({True: "full", False: "none"}[said] if isinstance(said, bool)
+                else said.lower())
+        if mode != said:
+            missing["plan"] = plan = {**plan, "recompute": mode}
     cluster = missing.get("cluster", run.get("cluster"))
     if isinstance(cluster, dict) and "preset" not in cluster and not (
             "intra_node" in cluster and "inter_node" in cluster):
         node = _node_of(cluster)
         if node is not None:
             missing["cluster"] = node
-    plan = run.get("plan")
     tuned = run.get("tune") if isinstance(run.get("tune"), dict) else {}
     if isinstance(plan, dict) and "dp" not in plan and "dp" not in tuned:
         try:
@@ -138,6 +152,12 @@ def labelled(run: dict, index: int, name: str) -> dict:
         if gpus and model_parallel and gpus % model_parallel == 0:
             missing["plan"] = {**plan, "dp": gpus // model_parallel}
     return {**run, **missing} if missing else run
+
+
+# Precisions as sources print them, read as the planner's (lower case, no separators).
+_PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16",
+               "half": "fp16", "fp8": "fp8", "float8": "fp8", "fp32": "fp32",
+               "float32": "fp32", "tf32": "tf32", "fp4": "fp4", "nvfp4": "fp4"}
 
 
 def _node_of(cluster: dict) -> dict | None:

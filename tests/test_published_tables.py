@@ -406,6 +406,19 @@ def test_a_run_file_of_another_corpus_needs_no_labels_or_implicit_degree(tmp_pat
     assert published_accuracy.labelled({**implicit, "cluster": {"gpu": "TPU v5p",
                                                                 "num_nodes": 4}}, 7, "x")[
         "cluster"] == {"gpu": "TPU v5p", "num_nodes": 4}
+    # A precision and a recompute as sources write them.
+    written = {**implicit, "training": {**implicit["training"], "precision": "BF16"},
+               "plan": {**implicit["plan"], "recompute": True}}
+    fixed = published_accuracy.labelled(written, 8, "x")
+    assert (fixed["training"]["precision"], fixed["plan"]["recompute"],
+            fixed["plan"]["dp"]) == ("bf16", "full", 8)
+    for said, read in (("bfloat16", "bf16"), ("Float16", "fp16"), ("FP8", "fp8"),
+                       ("int4", "int4")):          # unknown: left for the replay to refuse
+        run = {**implicit, "training": {**implicit["training"], "precision": said}}
+        assert published_accuracy.labelled(run, 9, "x")["training"]["precision"] == read
+    assert published_accuracy.labelled({**implicit, "plan": {**implicit["plan"],
+                                                             "recompute": "Selective"}},
+                                       10, "x")["plan"]["recompute"] == "selective"
 
 
 def test_another_corpus_gets_the_settings_it_leaves_out_from_the_table_rules(tmp_path, capsys):
