@@ -184,6 +184,12 @@ class SweepSpec(BaseModel):
         return self
 
 
+# Calibration request fields that belong to one source: field -> (that source, what it gives).
+_ONE_SOURCE = {"ranks": ("nccl-tests", "the group an nccl-tests log ran on"),
+               "nodes": ("nccl-tests", "the group an nccl-tests log ran on"),
+               "stack": ("anchor", "the stack of an anchor, whose runs it measured")}
+
+
 class CalibrationCreate(BaseModel):
     """Measurements to fit: raw samples, nccl-tests logs (their text), a torch.profiler trace
     (its JSON), a sweep to run, or measured steps of your stack to anchor the model on."""
@@ -211,22 +217,14 @@ class CalibrationCreate(BaseModel):
                               "takes this anchor by naming it in cluster.stack. An anchor without "
                               "one serves requests that name no stack.")
 
-    @field_validator("ranks", "nodes")
+    @field_validator("ranks", "nodes", "stack")
     @classmethod
-    def _group_of_a_log(cls, v: int | None, info: ValidationInfo) -> int | None:
-        source = info.data.get("source")
-        if v is not None and source != "nccl-tests":
-            raise ValueError(f"gives the group an nccl-tests log ran on (source "
-                             f"'nccl-tests'), not a calibration from {source!r}")
-        return v
-
-    @field_validator("stack")
-    @classmethod
-    def _stack_is_an_anchors(cls, v: str | None, info: ValidationInfo) -> str | None:
-        source = info.data.get("source")
-        if v is not None and source != "anchor":
-            raise ValueError(f"names the stack of an anchor (source 'anchor'); a calibration "
-                             f"from {source!r} is the cluster's own")
+    def _of_its_source(cls, v: object, info: ValidationInfo) -> object:
+        source, what = _ONE_SOURCE[str(info.field_name)]
+        given = info.data.get("source")
+        if v is not None and given != source:
+            raise ValueError(f"gives {what} (source {source!r}); a calibration from "
+                             f"{given!r} has none")
         return v
 
 
