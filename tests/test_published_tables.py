@@ -2162,3 +2162,19 @@ def test_the_corpus_stated_as_tables_print_it_replays_as_the_readme_says(tmp_pat
                         len(taus), len(doc["skipped"])))
     assert figures == [(743, 8.51, 8.99, 220.76, 7.01, 47, 85, 0),
                        (743, 22.65, 20.36, 340.12, 21.55, 37, 85, 0)]
+
+
+def test_the_readmes_own_runs_file_replays(tmp_path):
+    """README ('Judging the model on runs it has not seen'): its example file, as printed
+    there, replays with nothing skipped: SC'21's GPT-3 175B at +2.5%."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("**Judging the model on runs it has not seen.**")
+    block = text[text.index('{"runs"', start):text.index("}]}", start) + 3]
+    path, out = tmp_path / "theirs.json", tmp_path / "out.json"
+    path.write_text(block)
+    assert published_accuracy.main(["--data", str(path), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["skipped"] == []
+    (row,) = doc["rows"]
+    assert (row["gpus"], row["plan"]["dp"], row["error_pct"]) == (768, 8, 2.53)
+    assert doc["summary"]["held_out"]["median_abs_error_pct"] == 2.53
