@@ -112,6 +112,17 @@ def labelled(run: dict, index: int, name: str) -> dict:
     it), where they divide evenly."""
     missing = {k: v for k, v in (("id", f"runs[{index}]"), ("source", name),
                                  ("split", "held_out")) if not isinstance(run.get(k), str)}
+    try:
+        missing.update(_read_as_the_planners(run))
+    except (TypeError, ValueError, KeyError, AttributeError):
+        pass        # a run too odd to read: left as it is, for the replay to refuse and say why
+    return {**run, **missing} if missing else run
+
+
+def _read_as_the_planners(run: dict) -> dict:
+    """The fields of ``run`` that ``labelled`` reads as the planner's (its docstring), as
+    replacements."""
+    missing: dict = {}
     for key, spec, named in (("model", ModelSpec, published_tables._preset_named),
                              ("cluster", ClusterSpec, _spelled)):
         given = run.get(key)
@@ -151,7 +162,7 @@ def labelled(run: dict, index: int, name: str) -> dict:
                                    else 0 for k in ("tp", "pp", "cp"))
         if gpus and model_parallel and gpus % model_parallel == 0:
             missing["plan"] = {**plan, "dp": gpus // model_parallel}
-    return {**run, **missing} if missing else run
+    return missing
 
 
 # Precisions as sources print them, read as the planner's (lower case, no separators).
@@ -226,7 +237,7 @@ def replay(runs: list[dict], eff_overrides: dict | None = None
     for run in runs:
         try:
             rows.extend(evaluate_runs([run], eff_overrides))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             reason = f"{type(exc).__name__}: {exc}".splitlines()
             skipped.append({"id": run.get("id", "?"), "reason": " ".join(reason)[:500]})
     return rows, skipped
@@ -250,6 +261,9 @@ def measured_step_time(run: dict, gpus: int) -> float:
     PaLM's 6N + 12LHQT: ``published_tables.flops_per_step``), else the run needs
     ``step_time_s``."""
     measured = run["measured"]
+    if not isinstance(measured, dict):
+        raise ValueError(f"measured must be an object ({{\"step_time_s\": ...}}, "
+                         f"{{\"tokens_per_s\": ...}}, ...), not {measured!r:.60}")
     if "step_time_s" in measured:
         return float(measured["step_time_s"])
     metric, value = measured.get("metric"), measured.get("value")
@@ -425,7 +439,8 @@ def over_memory(rows: list[dict]) -> list[dict]:
 def plan_key(run: dict) -> str:
     """The model, the GPUs and the published degrees of a run (not its batch, precision or
     software): runs sharing it ran the same plan on the same hardware."""
-    m, c, p = run["model"], run["cluster"], run["plan"]
+    m, c, p = ({"preset": x} if isinstance(x, str) else x
+               for x in (run["model"], run["cluster"], run["plan"]))
     shape = m.get("preset") or [m.get(k) for k in ("num_layers", "hidden_size",
                                                   "ffn_hidden_size", "num_attention_heads",
                                                   "num_kv_heads", "vocab_size")]

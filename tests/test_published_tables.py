@@ -406,6 +406,18 @@ def test_a_run_file_of_another_corpus_needs_no_labels_or_implicit_degree(tmp_pat
     assert published_accuracy.labelled({**implicit, "cluster": {"gpu": "TPU v5p",
                                                                 "num_nodes": 4}}, 7, "x")[
         "cluster"] == {"gpu": "TPU v5p", "num_nodes": 4}
+    # Runs too odd to read are each refused with a reason; the others still replay.
+    odd = [{"model": 123, "cluster": [1], "training": "x", "plan": {"tp": "8"},
+            "measured": "fast"},
+           {**bare, "model": "gpt3-175b", "measured": "step_time_s"},
+           {**bare, "model": "gpt3-175b", "cluster": "dgx-a100"}]   # 8 GPUs: refused
+    path.write_text(json.dumps({"runs": odd + [bare]}))
+    assert published_accuracy.main(["--data", str(path), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [r["id"] for r in doc["rows"]] == ["runs[3]"]
+    reasons = {x["id"]: x["reason"] for x in doc["skipped"]}
+    assert set(reasons) == {"runs[0]", "runs[1]", "runs[2]"}
+    assert "measured must be an object" in reasons["runs[1]"]
     # A precision and a recompute as sources write them.
     written = {**implicit, "training": {**implicit["training"], "precision": "BF16"},
                "plan": {**implicit["plan"], "recompute": True}}
