@@ -31,6 +31,7 @@ import argparse
 import itertools
 import json
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -124,7 +125,7 @@ def _read_as_the_planners(run: dict) -> dict:
     replacements."""
     missing: dict = {}
     for key, spec, named in (("model", ModelSpec, published_tables._preset_named),
-                             ("cluster", ClusterSpec, _spelled)):
+                             ("cluster", ClusterSpec, published_tables._slug)):
         given = run.get(key)
         preset = given if isinstance(given, str) else (
             given.get("preset") if isinstance(given, dict) else None)
@@ -135,9 +136,13 @@ def _read_as_the_planners(run: dict) -> dict:
     training = run.get("training")
     if isinstance(training, dict) and isinstance(training.get("precision"), str):
         said = training["precision"]
-        precision = _PRECISIONS.get(said.lower().replace("-", "").replace("_", ""), said)
-        if precision != said:
-            missing["training"] = {**training, "precision": precision}
+        if said not in published_tables.rules.PRECISIONS and _NAMES_PRECISION.search(
+                said.lower()):
+            # As a page prints it ("BF16", "bfloat16", "FP8-CS"): the table rules' reading,
+            # and the fp8 recipe it names where the run names none.
+            precision, recipe = published_tables.rules.printed_precision(said)
+            fp8 = {"fp8_recipe": recipe} if recipe and "fp8_recipe" not in training else {}
+            missing["training"] = {**training, "precision": precision, **fp8}
     plan = run.get("plan")
     if isinstance(plan, dict) and isinstance(plan.get("recompute"), (bool, str)):
         said = plan["recompute"]
@@ -156,19 +161,15 @@ def _read_as_the_planners(run: dict) -> dict:
         try:
             gpus = ClusterSpec.model_validate(missing.get("cluster", run.get("cluster"))
                                               ).num_gpus
-        except ValueError:
-            gpus = 0
-        model_parallel = math.prod(int(plan.get(k, 1)) if isinstance(plan.get(k, 1), int)
-                                   else 0 for k in ("tp", "pp", "cp"))
-        if gpus and model_parallel and gpus % model_parallel == 0:
-            missing["plan"] = {**plan, "dp": gpus // model_parallel}
+            missing["plan"] = {**plan, "dp": published_tables._derived_dp(plan, gpus)}
+        except (ValueError, TypeError):
+            pass        # no cluster to count, or GPUs the degrees do not divide: left out
     return missing
 
 
-# Precisions as sources print them, read as the planner's (lower case, no separators).
-_PRECISIONS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16",
-               "half": "fp16", "fp8": "fp8", "float8": "fp8", "fp32": "fp32",
-               "float32": "fp32", "tf32": "tf32", "fp4": "fp4", "nvfp4": "fp4"}
+# A precision as a page prints it, which the table rules read (``printed_precision``); any
+# other string is left for the replay to refuse, naming it.
+_NAMES_PRECISION = re.compile(r"bf16|bfloat16|fp16|float16|fp8|float8|fp4|fp32|tf32")
 
 
 def _node_of(cluster: dict) -> dict | None:
@@ -186,11 +187,6 @@ def _node_of(cluster: dict) -> dict | None:
         return None
     known = isinstance(gpu, dict) or gpu in GPUSpec.preset_names()
     return {**node, **{k: v for k, v in cluster.items() if k != "gpu" or known}}
-
-
-def _spelled(name: str) -> str:
-    """A preset name in lower case with hyphens ("DGX_A100", "DGX A100": "dgx-a100")."""
-    return "-".join(name.lower().replace("_", " ").replace("-", " ").split())
 
 
 def candidates(run: dict) -> list[dict]:
