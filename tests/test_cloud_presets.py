@@ -55,13 +55,15 @@ def _aws(name: str):
     return parse((LOGS / f"{name}.txt").read_text(), ranks=16, nodes=2)
 
 
-def _model_busbw(preset: str, nbytes: float, op: str = "all_reduce") -> tuple[float, float]:
-    """(bus bandwidth GB/s, seconds) of a 16-rank collective over 2 nodes of the preset."""
-    cluster = ClusterSpec.model_validate({"preset": preset, "num_nodes": 2})
+def _model_busbw(preset: str, nbytes: float, op: str = "all_reduce", nodes: int = 2
+                 ) -> tuple[float, float]:
+    """(bus bandwidth GB/s, seconds) of a collective over all the GPUs of ``nodes`` nodes of
+    the preset, as the cost model prices it."""
+    cluster = ClusterSpec.model_validate({"preset": preset, "num_nodes": nodes})
     tables = CostTables(ModelSpec.from_preset("llama3-8b"), cluster,
                         TrainingSpec.model_validate({"global_batch_size": 16,
                                                      "seq_length": 2048}), EfficiencyModel())
-    cost = tables.collective(op, nbytes, tables.group(16, 1, 8))
+    cost = tables.collective(op, nbytes, tables.group(8 * nodes, 1, 8))
     return cost.busbw_gb_per_s, cost.time_s
 
 
@@ -121,6 +123,10 @@ def test_a_calibration_from_the_aws_log_costs_the_data_parallel_reduction_as_mea
     ratio = preset.breakdown["dp_comm"] / measured.breakdown["dp_comm"]
     assert 1.6 < ratio < 2.0
     assert measured.step_time_s < preset.step_time_s
+    # The README's figures ('Cloud instances as presets').
+    assert (round(preset.breakdown["dp_comm"], 2), round(measured.breakdown["dp_comm"], 2),
+            round(preset.step_time_s, 2), round(measured.step_time_s, 2)) == (
+        1.42, 0.76, 2.18, 1.52)
 
 
 def test_logs_without_rank_lines_take_the_group_they_are_given():
@@ -206,3 +212,13 @@ def test_plans_across_more_than_two_efa_instances_carry_the_measured_collectives
     for preset, nodes in (("aws-p5", 2), ("dgx-h100", 32), ("azure-nd-h100-v5", 32)):
         cluster = ClusterSpec.model_validate({"preset": preset, "num_nodes": nodes})
         assert not any("EFA" in n for n in cv.caveats(model, cluster, training, mfu=0.3))
+
+
+def test_the_p5_presets_rings_against_the_playbooks_efa_fall():
+    """README ('Estimate one plan', the EFA caveat): what aws-p5 costs of 256 MB all_gather and
+    all_reduce over 2 to 64 nodes (bus bandwidth, GB/s), beside the measured fall."""
+    costed = {op: [round(_model_busbw("aws-p5", 256 * 2**20, op, n)[0])
+                   for n in (2, 4, 8, 16, 32, 64)] for op in ("all_gather", "all_reduce")}
+    assert costed == {"all_gather": [328, 319, 285, 254, 222, 183],
+                      "all_reduce": [328, 321, 305, 287, 268, 248]}
+
